@@ -1,0 +1,54 @@
+# Two commands: `make demo` runs the quickstart notebook on the offline model;
+# `make test` sets up everything the suite needs and runs it. Both create .venv.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?= torch==2.13.0
+APT_PACKAGES := chromium
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+.PHONY: demo test lint format bench inspect clean system-packages
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q '$(TORCH_SPEC)'
+	$(BIN)/pip install -q -e '.[dev,embeddings]'
+	touch $(VENV)/.demo-installed $@
+
+system-packages:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PACKAGES) >/dev/null; }
+
+demo: $(VENV)/.demo-installed
+	$(BIN)/python -m deerflow_nb.demo
+
+test: $(VENV)/.test-installed system-packages
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.demo-installed
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: $(VENV)/.demo-installed
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+bench: $(VENV)/.test-installed
+	$(BIN)/python benchmarks/locomo_injection.py
+	$(BIN)/python benchmarks/fold.py
+	$(BIN)/python benchmarks/turn_overhead.py
+
+inspect: $(VENV)/.demo-installed
+	$(BIN)/deerflow-nb inspect
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,267 @@
+"""Settings: one home folder, an optional ``config.yaml`` in it, environment overrides.
+
+The file accepts DeerFlow's keys (``memory.*``, ``summarization.*``, ``subagents.*``)
+plus model settings. Unknown keys and wrong types are rejected with one line that
+names the key and the file, because a silently ignored typo is worse than an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+HOME_ENV = "DEERFLOW_NB_HOME"
+CONFIG_FILENAME = "config.yaml"
+
+
+class ConfigError(ValueError):
+    """A config.yaml problem, phrased as one line that names the key and the file."""
+
+
+@dataclass
+class ContextSize:
+    """DeerFlow's ``{type, value}`` size: a token count, a message count or a window fraction."""
+
+    type: Literal["tokens", "messages", "fraction"] = "messages"
+    value: float = 20
+
+
+@dataclass
+class ModelConfig:
+    """The chat model. No key and no base URL means the embedded offline model."""
+
+    name: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    send_openai_key_to_base_url: bool = False
+    max_input_tokens: int = 128_000
+    timeout_seconds: float = 60.0
+    max_retries: int = 3
+
+
+@dataclass
+class MemoryConfig:
+    """DeerFlow's ``memory.*`` keys with DeerFlow's defaults."""
+
+    enabled: bool = True
+    debounce_seconds: float = 30.0
+    model_name: str | None = None
+    max_facts: int = 100
+    fact_confidence_threshold: float = 0.7
+    injection_enabled: bool = True
+    max_injection_tokens: int = 2000
+    embeddings: str | None = None
+    review: bool = False
+
+
+@dataclass
+class SummarizationConfig:
+    """DeerFlow's ``summarization.*`` keys."""
+
+    enabled: bool = True
+    model_name: str | None = None
+    trigger: list[ContextSize] = field(
+        default_factory=lambda: [ContextSize(type="fraction", value=0.8)]
+    )
+    keep: ContextSize = field(default_factory=lambda: ContextSize(type="messages", value=20))
+    trim_tokens_to_summarize: int = 4000
+    summary_prompt: str | None = None
+
+
+@dataclass
+class SubagentsConfig:
+    """Limits for ``task`` sub-agents."""
+
+    enabled: bool = True
+    max_concurrent: int = 3
+    max_per_turn: int = 6
+    max_turns: int = 8
+    timeout_seconds: float = 120.0
+
+
+@dataclass
+class AgentConfig:
+    """The lead agent's own limits."""
+
+    max_turns: int = 12
+    allow_code_execution: bool = False
+
+
+@dataclass
+class Settings:
+    """Everything configurable, resolved from defaults, config.yaml and the environment."""
+
+    home: Path = field(default_factory=lambda: default_home())
+    model: ModelConfig = field(default_factory=ModelConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    summarization: SummarizationConfig = field(default_factory=SummarizationConfig)
+    subagents: SubagentsConfig = field(default_factory=SubagentsConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+
+    @property
+    def memory_path(self) -> Path:
+        return self.home / "memory.json"
+
+    @property
+    def journal_path(self) -> Path:
+        return self.home / "journal.db"
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / CONFIG_FILENAME
+
+    @property
+    def is_offline(self) -> bool:
+        """True when no key and no base URL are configured: the embedded model runs."""
+        return self.model.name == "offline" or (
+            not self.model.api_key and not self.model.base_url
+        )
+
+    @property
+    def chat_model_name(self) -> str:
+        if self.is_offline:
+            return "offline"
+        return self.model.name or "gpt-4o-mini"
+
+    @property
+    def memory_model_name(self) -> str:
+        return self.memory.model_name or self.chat_model_name
+
+
+def default_home() -> Path:
+    """``$DEERFLOW_NB_HOME`` or ``~/.deerflow_nb``."""
+    env = os.environ.get(HOME_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".deerflow_nb"
+
+
+def resolve_home(home: str | os.PathLike[str] | None) -> Path:
+    return Path(home).expanduser() if home is not None else default_home()
+
+
+_TOP_SECTIONS = {
+    "model": ModelConfig,
+    "memory": MemoryConfig,
+    "summarization": SummarizationConfig,
+    "subagents": SubagentsConfig,
+    "agent": AgentConfig,
+}
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
+
+
+def _check_value(value: Any, tp: Any, key: str, source: Path) -> Any:
+    """Coerce ``value`` to the annotated type ``tp`` or raise ConfigError."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_value(value, arg, key, source)
+            except ConfigError as exc:
+                errors.append(exc)
+        raise errors[0]
+    if origin is Literal:
+        if value not in args:
+            allowed = ", ".join(repr(a) for a in args)
+            raise ConfigError(f"{source}: '{key}' must be one of {allowed}, got {value!r}")
+        return value
+    if origin is list:
+        items = value if isinstance(value, list) else [value]
+        return [_check_value(v, args[0], f"{key}[{i}]", source) for i, v in enumerate(items)]
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: '{key}' must be a mapping, got {value!r}")
+        return _build(tp, value, key, source)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{source}: '{key}' must be true or false, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{source}: '{key}' must be a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{source}: '{key}' must be a whole number, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: '{key}' must be a string, got {value!r}")
+        return value
+    raise ConfigError(f"{source}: '{key}' has unsupported type {_type_name(tp)}")
+
+
+def _build(cls: type, raw: dict[str, Any], prefix: str, source: Path) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    kwargs = {}
+    for key, value in raw.items():
+        full = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            known = ", ".join(sorted(names))
+            raise ConfigError(f"{source}: unknown key '{full}' (known: {known})")
+        kwargs[key] = _check_value(value, hints[key], full, source)
+    return cls(**kwargs)
+
+
+def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
+    """Read ``config.yaml`` under the home folder (if any) and apply environment overrides."""
+    home_path = resolve_home(home)
+    settings = Settings(home=home_path)
+    path = home_path / CONFIG_FILENAME
+    if path.exists():
+        import yaml
+
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            line = getattr(getattr(exc, "problem_mark", None), "line", None)
+            where = f" line {line + 1}" if line is not None else ""
+            raise ConfigError(f"{path}:{where} is not valid YAML; fix or delete the file") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+        for section, values in raw.items():
+            if section not in _TOP_SECTIONS:
+                known = ", ".join(sorted(_TOP_SECTIONS))
+                raise ConfigError(f"{path}: unknown key '{section}' (known: {known})")
+            if values is None:
+                continue
+            if not isinstance(values, dict):
+                raise ConfigError(f"{path}: '{section}' must be a mapping, got {values!r}")
+            setattr(settings, section, _build(_TOP_SECTIONS[section], values, section, path))
+    _apply_env(settings)
+    return settings
+
+
+def _apply_env(settings: Settings) -> None:
+    """Environment variables win over the file.
+
+    The ambient ``OPENAI_API_KEY`` is meant for api.openai.com; it is not sent to a
+    custom base URL unless ``model.send_openai_key_to_base_url`` says so, so a key is
+    never leaked to a local or third-party server by accident.
+    """
+    env = os.environ
+    model = settings.model
+    if env.get("OPENAI_BASE_URL"):
+        model.base_url = env["OPENAI_BASE_URL"]
+    if env.get("DEERFLOW_NB_MODEL"):
+        model.name = env["DEERFLOW_NB_MODEL"]
+    if env.get("DEERFLOW_NB_MEMORY_MODEL"):
+        settings.memory.model_name = env["DEERFLOW_NB_MEMORY_MODEL"]
+    if env.get("DEERFLOW_NB_API_KEY"):
+        model.api_key = env["DEERFLOW_NB_API_KEY"]
+    elif env.get("OPENAI_API_KEY") and not model.api_key:
+        if not model.base_url or model.send_openai_key_to_base_url:
+            model.api_key = env["OPENAI_API_KEY"]

@@ -1,0 +1,399 @@
+"""The SQLite journal: the write-ahead log of every thread, message, turn and memory change.
+
+Written through sqlite-utils, in WAL mode, with a schema made by append-only named
+migrations (recorded in ``_migrations``) in the manner of simonw/llm: a migration is
+never edited once shipped; a change of schema is a new migration at the end.
+
+Each thread of the process gets its own connection, because the memory queue writes
+from a daemon thread while the kernel's main thread journals turns.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+Migration = Callable[[sqlite_utils.Database], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register ``fn`` as the next migration, named after the function."""
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+@migration
+def m001_threads_messages_turns(db: sqlite_utils.Database) -> None:
+    db["threads"].create(
+        {
+            "id": str,
+            "kind": str,  # lead | subagent
+            "parent_id": str,
+            "title": str,
+            "model": str,
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk="id",
+    )
+    db["turns"].create(
+        {
+            "id": str,
+            "thread_id": str,
+            "started_at": str,
+            "ended_at": str,
+            "status": str,  # running | ok | error | interrupted
+            "model": str,
+            "input_tokens": int,
+            "output_tokens": int,
+            "facts_injected": int,
+            "error": str,
+        },
+        pk="id",
+        foreign_keys=[("thread_id", "threads", "id")],
+    )
+    db["messages"].create(
+        {
+            "id": int,
+            "thread_id": str,
+            "turn_id": str,
+            "seq": int,
+            "role": str,
+            "content": str,
+            "tool_calls": str,  # JSON list in OpenAI's shape, or null
+            "tool_call_id": str,
+            "name": str,
+            "tokens": int,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[("thread_id", "threads", "id")],
+    )
+    db["messages"].create_index(["thread_id", "seq"], unique=True)
+    db["turns"].create_index(["thread_id"])
+    db["threads"].create_index(["parent_id"])
+
+
+@migration
+def m002_summaries(db: sqlite_utils.Database) -> None:
+    db["summaries"].create(
+        {
+            "id": int,
+            "thread_id": str,
+            "covers_until_seq": int,  # messages with seq <= this are replaced by the summary
+            "content": str,
+            "tokens": int,
+            "model": str,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[("thread_id", "threads", "id")],
+    )
+    db["summaries"].create_index(["thread_id"])
+
+
+@migration
+def m003_memory_queue(db: sqlite_utils.Database) -> None:
+    db["memory_queue"].create(
+        {
+            "thread_id": str,
+            "snapshot": str,  # JSON list of the filtered messages to fold
+            "enqueued_at": str,
+            "due_at": float,  # epoch seconds: enqueue time + debounce
+            "attempts": int,
+            "last_error": str,
+            "status": str,  # pending | failed
+        },
+        pk="thread_id",
+    )
+
+
+@migration
+def m004_memory_events_versions(db: sqlite_utils.Database) -> None:
+    db["memory_versions"].create(
+        {
+            "id": int,
+            "created_at": str,
+            "reason": str,  # fold | add | edit | forget | rollback | import | reset | approve
+            "source": str,
+            "snapshot": str,  # the whole memory.json after the change
+            "fact_count": int,
+        },
+        pk="id",
+    )
+    db["memory_events"].create(
+        {
+            "id": int,
+            "ts": str,
+            "kind": str,  # add | reinforce | update | remove | evict | section | rollback | ...
+            "fact_id": str,
+            "section": str,
+            "old_content": str,
+            "new_content": str,
+            "old_confidence": float,
+            "new_confidence": float,
+            "source": str,
+            "version_id": int,
+            "details": str,
+        },
+        pk="id",
+    )
+    db["memory_events"].create_index(["fact_id"])
+    db["memory_events"].create_index(["version_id"])
+
+
+@migration
+def m005_pending_changes(db: sqlite_utils.Database) -> None:
+    db["pending_changes"].create(
+        {
+            "id": int,
+            "created_at": str,
+            "source": str,
+            "diff": str,  # the extraction diff waiting for review
+            "status": str,  # pending | approved | rejected
+            "decided_at": str,
+        },
+        pk="id",
+    )
+
+
+@migration
+def m006_embeddings(db: sqlite_utils.Database) -> None:
+    db["embeddings"].create(
+        {"content_hash": str, "model": str, "dim": int, "vector": bytes, "created_at": str},
+        pk=("content_hash", "model"),
+    )
+
+
+def now_iso() -> str:
+    """UTC timestamp with milliseconds, sortable as text."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id(prefix: str = "") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+class Journal:
+    """All reads and writes of ``journal.db``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._migrate()
+
+    # -- connections -------------------------------------------------------------
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """This thread's connection (WAL, 30 s busy timeout)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            db = sqlite_utils.Database(conn)
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite_utils.Database]:
+        """One atomic write; BEGIN IMMEDIATE so concurrent writers queue instead of failing."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.conn.close()
+            self._local.db = None
+
+    def _migrate(self) -> None:
+        with self.transaction() as db:
+            db["_migrations"].create(
+                {"name": str, "applied_at": str}, pk="name", if_not_exists=True
+            )
+            done = {row["name"] for row in db["_migrations"].rows}
+            for name, fn in MIGRATIONS:
+                if name not in done:
+                    fn(db)
+                    db["_migrations"].insert({"name": name, "applied_at": now_iso()})
+
+    def applied_migrations(self) -> list[str]:
+        return [r["name"] for r in self.db["_migrations"].rows_where(order_by="name")]
+
+    # -- threads and messages ----------------------------------------------------
+    def ensure_thread(
+        self,
+        thread_id: str,
+        *,
+        kind: str = "lead",
+        parent_id: str | None = None,
+        title: str | None = None,
+        model: str | None = None,
+    ) -> None:
+        stamp = now_iso()
+        with self.transaction() as db:
+            if db["threads"].count_where("id = ?", [thread_id]):
+                db["threads"].update(thread_id, {"updated_at": stamp})
+            else:
+                db["threads"].insert(
+                    {
+                        "id": thread_id,
+                        "kind": kind,
+                        "parent_id": parent_id,
+                        "title": title,
+                        "model": model,
+                        "created_at": stamp,
+                        "updated_at": stamp,
+                    }
+                )
+
+    def thread(self, thread_id: str) -> dict[str, Any] | None:
+        rows = list(self.db["threads"].rows_where("id = ?", [thread_id]))
+        return rows[0] if rows else None
+
+    def threads(self) -> list[dict[str, Any]]:
+        return list(self.db["threads"].rows_where(order_by="created_at"))
+
+    def add_message(
+        self, thread_id: str, message: dict[str, Any], *, turn_id: str | None = None
+    ) -> int:
+        """Append one OpenAI-shaped message to a thread; returns its ``seq``."""
+        from .tokens import count_tokens
+
+        content = message.get("content")
+        tool_calls = message.get("tool_calls")
+        with self.transaction() as db:
+            seq = db.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?", [thread_id]
+            ).fetchone()[0]
+            db["messages"].insert(
+                {
+                    "thread_id": thread_id,
+                    "turn_id": turn_id,
+                    "seq": seq,
+                    "role": message["role"],
+                    "content": content if isinstance(content, str) else None,
+                    "tool_calls": json.dumps(tool_calls) if tool_calls else None,
+                    "tool_call_id": message.get("tool_call_id"),
+                    "name": message.get("name"),
+                    "tokens": count_tokens(content) if isinstance(content, str) else 0,
+                    "created_at": now_iso(),
+                }
+            )
+            db["threads"].update(thread_id, {"updated_at": now_iso()})
+        return seq
+
+    def message_rows(self, thread_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+        return list(
+            self.db["messages"].rows_where(
+                "thread_id = ? AND seq > ?", [thread_id, after_seq], order_by="seq"
+            )
+        )
+
+    def messages(self, thread_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+        """The thread's messages in OpenAI's shape, oldest first."""
+        return [row_to_message(r) for r in self.message_rows(thread_id, after_seq)]
+
+    # -- turns -------------------------------------------------------------------
+    def start_turn(self, thread_id: str, model: str) -> str:
+        turn_id = new_id("turn-")
+        with self.transaction() as db:
+            db["turns"].insert(
+                {
+                    "id": turn_id,
+                    "thread_id": thread_id,
+                    "started_at": now_iso(),
+                    "status": "running",
+                    "model": model,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "facts_injected": 0,
+                }
+            )
+        return turn_id
+
+    def end_turn(
+        self,
+        turn_id: str,
+        *,
+        status: str,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        facts_injected: int = 0,
+        error: str | None = None,
+    ) -> None:
+        with self.transaction() as db:
+            db["turns"].update(
+                turn_id,
+                {
+                    "ended_at": now_iso(),
+                    "status": status,
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                    "facts_injected": facts_injected,
+                    "error": error,
+                },
+            )
+
+    def turns(self, thread_id: str | None = None) -> list[dict[str, Any]]:
+        if thread_id is None:
+            return list(self.db["turns"].rows_where(order_by="started_at"))
+        return list(self.db["turns"].rows_where("thread_id = ?", [thread_id], order_by="started_at"))
+
+    # -- summaries ---------------------------------------------------------------
+    def add_summary(
+        self, thread_id: str, covers_until_seq: int, content: str, *, model: str
+    ) -> None:
+        from .tokens import count_tokens
+
+        with self.transaction() as db:
+            db["summaries"].insert(
+                {
+                    "thread_id": thread_id,
+                    "covers_until_seq": covers_until_seq,
+                    "content": content,
+                    "tokens": count_tokens(content),
+                    "model": model,
+                    "created_at": now_iso(),
+                }
+            )
+
+    def latest_summary(self, thread_id: str) -> dict[str, Any] | None:
+        rows = list(
+            self.db["summaries"].rows_where(
+                "thread_id = ?", [thread_id], order_by="covers_until_seq desc", limit=1
+            )
+        )
+        return rows[0] if rows else None
+
+
+def row_to_message(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``messages`` row back into an OpenAI-shaped message dict."""
+    message: dict[str, Any] = {"role": row["role"], "content": row["content"]}
+    if row.get("tool_calls"):
+        message["tool_calls"] = json.loads(row["tool_calls"])
+    if row.get("tool_call_id"):
+        message["tool_call_id"] = row["tool_call_id"]
+    if row.get("name"):
+        message["name"] = row["name"]
+    return message
+
