@@ -33,9 +33,9 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register the ``%%agent`` and ``%memory`` magics."""
-    from .magics import DeerflowMagics
+    from .magics import register
 
-    ipython.register_magics(DeerflowMagics(ipython))
+    register(ipython)
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:

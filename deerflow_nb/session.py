@@ -1,0 +1,71 @@
+"""Per-shell state: the settings, one ``Memory`` and the agents the magics share.
+
+Kept apart from the magics so ``%%agent``, ``%memory`` and the panel all talk to the
+same ``Memory`` (one queue worker) without passing objects around.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .config import Settings, default_home, load_settings
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .memory import Memory
+
+_ATTR = "_deerflow_nb_session"
+
+
+class Session:
+    """What one IPython shell holds: settings, memory, and agents by model name."""
+
+    def __init__(self, shell: Any, settings: Settings) -> None:
+        self.shell = shell
+        self.settings = settings
+        self._memory: Memory | None = None
+        self._agents: dict[str, Agent] = {}
+
+    @property
+    def memory(self) -> Memory:
+        if self._memory is None:
+            from .memory import Memory
+
+            self._memory = Memory(self.settings.home, settings=self.settings)
+        return self._memory
+
+    def agent(self, model: str | None = None) -> Agent:
+        """The lead agent for ``model`` (default: the configured one), created once."""
+        from .agent import Agent
+
+        key = model or self.settings.chat_model_name
+        if key not in self._agents:
+            self._agents[key] = Agent(
+                settings=self.settings, model=model, memory=self.memory, shell=self.shell
+            )
+        return self._agents[key]
+
+    def close(self) -> None:
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
+        self._agents.clear()
+
+
+def get_session(shell: Any) -> Session:
+    """The shell's session, rebuilt when ``DEERFLOW_NB_HOME`` now points elsewhere."""
+    session: Session | None = getattr(shell, _ATTR, None)
+    if session is not None and session.settings.home == default_home():
+        return session
+    if session is not None:
+        session.close()
+    session = Session(shell, load_settings())
+    setattr(shell, _ATTR, session)
+    return session
+
+
+def close_session(shell: Any) -> None:
+    session: Session | None = getattr(shell, _ATTR, None)
+    if session is not None:
+        session.close()
+        setattr(shell, _ATTR, None)
