@@ -118,9 +118,7 @@ class Settings:
     @property
     def is_offline(self) -> bool:
         """True when no key and no base URL are configured: the embedded model runs."""
-        return self.model.name == "offline" or (
-            not self.model.api_key and not self.model.base_url
-        )
+        return self.model.name == "offline" or (not self.model.api_key and not self.model.base_url)
 
     @property
     def chat_model_name(self) -> str:
@@ -262,6 +260,9 @@ def _apply_env(settings: Settings) -> None:
         settings.memory.model_name = env["DEERFLOW_NB_MEMORY_MODEL"]
     if env.get("DEERFLOW_NB_API_KEY"):
         model.api_key = env["DEERFLOW_NB_API_KEY"]
-    elif env.get("OPENAI_API_KEY") and not model.api_key:
-        if not model.base_url or model.send_openai_key_to_base_url:
-            model.api_key = env["OPENAI_API_KEY"]
+    elif (
+        env.get("OPENAI_API_KEY")
+        and not model.api_key
+        and (not model.base_url or model.send_openai_key_to_base_url)
+    ):
+        model.api_key = env["OPENAI_API_KEY"]

@@ -357,7 +357,9 @@ class Journal:
     def turns(self, thread_id: str | None = None) -> list[dict[str, Any]]:
         if thread_id is None:
             return list(self.db["turns"].rows_where(order_by="started_at"))
-        return list(self.db["turns"].rows_where("thread_id = ?", [thread_id], order_by="started_at"))
+        return list(
+            self.db["turns"].rows_where("thread_id = ?", [thread_id], order_by="started_at")
+        )
 
     # -- summaries ---------------------------------------------------------------
     def add_summary(
@@ -396,4 +398,3 @@ def row_to_message(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("name"):
         message["name"] = row["name"]
     return message
-
