@@ -6,9 +6,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .memory import Memory
 
 
-def _memory(home: str | None):  # noqa: ANN202 - Memory is imported lazily
+def _memory(home: str | None) -> Memory:
     from .memory import Memory
 
     return Memory(home)
