@@ -1,0 +1,324 @@
+"""The embedded offline model: deterministic, key-free, and honest about what it is.
+
+It speaks every protocol the real models are asked to speak (see docs/internals.md):
+JSON extraction diffs, extractive summaries, notebook tool calls including ``task``
+fan-out, answers built from tool results, sub-agent replies, and plain answers that
+quote the remembered facts sharing words with the question. That makes every moving
+part of the agent visible in a demo and testable without a network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+from ..tokens import count_message_tokens, count_tokens, truncate_to_tokens
+from .base import ChatModel, ChatResult, OnText, ToolCall, Usage
+
+PREFIX = "(offline model) "
+MAX_INPUT_TOKENS = 16_384
+EMBEDDING_DIM = 256
+SUMMARY_MAX_TOKENS = 300
+TOOL_RESULT_MAX_TOKENS = 300
+SUBAGENT_MARKER = "You are a sub-agent"
+SUMMARY_TAG = "<conversation_to_summarize>"
+
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves please tell know want
+    like use using used also get got let lets make one two show give need any thing things really
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+# Words after "describe"/"look at" that are not variable names.
+_NOT_NAMES = STOPWORDS | {"variable", "variables", "dataframe", "data", "frame", "everything"}
+
+_WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+_PIECE_RE = re.compile(r"\S+\s*|\s+")
+_BULLET_RE = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+(.+?)\s*$", re.MULTILINE)
+_FENCE_RE = re.compile(
+    r"```[ \t]*(?:python|py|ipython)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE
+)
+_RUN_RE = re.compile(r"\b(?:run|execute)\b", re.IGNORECASE)
+_LIST_RE = re.compile(r"\bvariables?\b|\bwhat data\b", re.IGNORECASE)
+_DESCRIBE_RE = re.compile(
+    r"\b(?:describe|look\s+at|summari[sz]e)\s+((?:`?[A-Za-z_][A-Za-z0-9_.]*`?\s*){1,3})",
+    re.IGNORECASE,
+)
+_CELL_RE = re.compile(r"\bcell\s*(?:#|number\s*)?(\d+)\b|\bIn\s*\[\s*(\d+)\s*\]", re.IGNORECASE)
+_TASK_RE = re.compile(r"\bsub-?\s?agents?\b|\bin parallel\b|\bdelegat", re.IGNORECASE)
+_MEMORY_RE = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)
+_FACT_RE = re.compile(r"^-\s*\[[^\]]*\]\s*(?:\([^)]*\)\s*)?(.+)$")
+_SENTENCE_RE = re.compile(r"(.+?[.!?])(?:\s|$)", re.DOTALL)
+
+
+def message_text(message: Any) -> str:
+    """The text of a message whatever shape its content has (str, content parts, None)."""
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def _stem(word: str) -> str:
+    """A crude suffix strip so 'prefers'/'prefer' and 'dataframes'/'dataframe' match."""
+    word = word.lower()
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> list[str]:
+    """Stemmed words of ``text`` without stopwords, in order, without repeats."""
+    seen: dict[str, None] = {}
+    for word in _WORD_RE.findall(text):
+        if word.lower() in STOPWORDS or len(word) < 2:
+            continue
+        seen.setdefault(_stem(word), None)
+    return list(seen)
+
+
+def hashed_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """A deterministic L2-normalised hashed bag of words: shared words give high cosine."""
+    vector = [0.0] * dim
+    for word in _WORD_RE.findall(text.lower()):
+        digest = hashlib.blake2b(_stem(word).encode(), digest_size=8).digest()
+        value = int.from_bytes(digest, "little")
+        vector[value % dim] += 1.0 if (value >> 63) & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector] if norm else vector
+
+
+def _key_terms(text: str, limit: int = 6) -> list[str]:
+    """Content words in their original spelling, first occurrences, at most ``limit``."""
+    terms: dict[str, str] = {}
+    for word in _WORD_RE.findall(text):
+        if word.lower() in STOPWORDS or len(word) < 3:
+            continue
+        terms.setdefault(_stem(word), word)
+    return list(terms.values())[:limit]
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    match = _SENTENCE_RE.match(text)
+    return match.group(1) if match else text
+
+
+def _tool_names(tools: list[dict[str, Any]] | None) -> set[str]:
+    names = set()
+    for tool in tools or []:
+        if not isinstance(tool, dict):
+            continue
+        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        if isinstance(fn.get("name"), str):
+            names.add(fn["name"])
+    return names
+
+
+class OfflineModel(ChatModel):
+    """A deterministic stand-in for a chat model; every reply says it is the offline model."""
+
+    name = "offline"
+    max_input_tokens = MAX_INPUT_TOKENS
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        json_mode: bool = False,
+        on_text: OnText | None = None,
+    ) -> ChatResult:
+        """Dispatch on the protocol the messages follow; stream the text word by word."""
+        messages = [m for m in messages or [] if isinstance(m, dict)]
+        content, calls = self._respond(messages, tools, json_mode)
+        if on_text is not None:
+            for piece in _PIECE_RE.findall(content):
+                on_text(piece)
+        output = count_tokens(content) + sum(
+            count_tokens(c.name) + count_tokens(c.arguments) for c in calls
+        )
+        return ChatResult(
+            content=content,
+            tool_calls=calls,
+            usage=Usage(count_message_tokens(messages), output),
+            model=self.name,
+            finish_reason="tool_calls" if calls else "stop",
+        )
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Hashed bag-of-words vectors, the same ones the loopback server returns."""
+        return [hashed_embedding(t if isinstance(t, str) else "") for t in texts]
+
+    def _respond(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, json_mode: bool
+    ) -> tuple[str, list[ToolCall]]:
+        if json_mode:
+            from .offline_extraction import extract_diff
+
+            return json.dumps(extract_diff(messages)), []
+        last = messages[-1] if messages else {}
+        role = last.get("role")
+        text = message_text(last)
+        if role == "user" and not tools and text.lstrip().startswith(SUMMARY_TAG):
+            return _summary(text), []
+        names = _tool_names(tools)
+        if names and role == "user":
+            calls = _choose_tools(text, names, len(messages))
+            if calls:
+                return "", calls
+        if role == "tool":
+            return _answer_from_tools(messages), []
+        system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
+        if SUBAGENT_MARKER in system:
+            return _subagent_answer(_last_user_text(messages)), []
+        return _plain_answer(_last_user_text(messages), system), []
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return message_text(message)
+    return ""
+
+
+def _summary(text: str) -> str:
+    """One bullet per user turn (its first sentence), cut to fit the summary budget."""
+    body = text.split(SUMMARY_TAG, 1)[1].split("</conversation_to_summarize>", 1)[0]
+    blocks = re.split(r"^(User|Assistant|Human|AI)\s*:", body, flags=re.MULTILINE | re.IGNORECASE)
+    said = [
+        _first_sentence(blocks[i + 1])
+        for i in range(1, len(blocks) - 1, 2)
+        if blocks[i].lower() in ("user", "human") and blocks[i + 1].strip()
+    ]
+    if not said:
+        said = [_first_sentence(line) for line in body.splitlines() if line.strip()]
+    lines = ["Summary of earlier conversation:"]
+    lines += [f"- The user said: {s}" for s in said] or ["- (nothing to summarize)"]
+    return truncate_to_tokens("\n".join(lines), SUMMARY_MAX_TOKENS)
+
+
+def _call(name: str, arguments: dict[str, Any], seed: str, index: int) -> ToolCall:
+    args = json.dumps(arguments, ensure_ascii=False)
+    digest = hashlib.sha1(f"{seed}\0{name}\0{args}".encode()).hexdigest()[:12]
+    return ToolCall(id=f"call_{digest}_{index}", name=name, arguments=args)
+
+
+def _choose_tools(text: str, names: set[str], position: int) -> list[ToolCall]:
+    """Pick tools from the words of the user's message; several may fire at once."""
+    seed = f"{position}\0{text}"
+    if "task" in names and _TASK_RE.search(text):
+        bullets = _BULLET_RE.findall(text) or [text.strip()]
+        return [
+            _call(
+                "task",
+                {
+                    "description": _short(bullet),
+                    "prompt": bullet,
+                    "subagent_type": "general-purpose",
+                },
+                seed,
+                i,
+            )
+            for i, bullet in enumerate(b for b in bullets if b.strip())
+        ]
+    wanted: list[tuple[str, dict[str, Any]]] = []
+    if "list_variables" in names and _LIST_RE.search(text):
+        wanted.append(("list_variables", {}))
+    if "describe_variable" in names:
+        for match in _DESCRIBE_RE.finditer(text):
+            name = _variable_name(match.group(1))
+            if name and ("describe_variable", {"name": name}) not in wanted:
+                wanted.append(("describe_variable", {"name": name}))
+    if "read_cell" in names:
+        for match in _CELL_RE.finditer(text):
+            part = "output" if "output" in text.lower() else "source"
+            number = int(match.group(1) or match.group(2))
+            wanted.append(("read_cell", {"number": number, "part": part}))
+    if "run_code" in names:
+        run = _RUN_RE.search(text)
+        fence = _FENCE_RE.search(text)
+        if run and fence and run.start() < fence.start():
+            wanted.append(("run_code", {"code": fence.group(1).rstrip("\n")}))
+    return [_call(name, args, seed, i) for i, (name, args) in enumerate(wanted)]
+
+
+def _variable_name(candidates: str) -> str | None:
+    """The first identifier after 'describe' that is not a filler word ('the', 'my', ...)."""
+    for raw in candidates.split():
+        word = raw.strip("`").split(".")[0]
+        if word.isidentifier() and word.lower() not in _NOT_NAMES:
+            return word
+        if raw.startswith("`"):
+            return None
+    return None
+
+
+def _short(text: str, words: int = 6) -> str:
+    parts = text.split()
+    short = " ".join(parts[:words])
+    return short + ("…" if len(parts) > words else "")
+
+
+def _answer_from_tools(messages: list[dict[str, Any]]) -> str:
+    """Restate the trailing tool results, each truncated, naming the tool that produced it."""
+    results = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.append(message)
+    results.reverse()
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                names[str(call.get("id"))] = str(call["function"].get("name", "tool"))
+    lines = [f"{PREFIX}Here is what the tools returned:"]
+    for message in results:
+        name = names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
+        body = truncate_to_tokens(message_text(message).strip(), TOOL_RESULT_MAX_TOKENS)
+        lines.append(f"- {name}: {body or '(no output)'}")
+    return "\n".join(lines)
+
+
+def _subagent_answer(task: str) -> str:
+    terms = _key_terms(task)
+    words = len(task.split())
+    detail = f"key terms: {', '.join(terms)}" if terms else "no key terms"
+    return f"{PREFIX}Sub-agent result for: {' '.join(task.split())}\n({words} words; {detail}.)"
+
+
+def _plain_answer(question: str, system: str) -> str:
+    """Quote remembered facts sharing content words with the question, else acknowledge it."""
+    wanted = set(content_words(question))
+    quoted = []
+    for block in _MEMORY_RE.findall(system):
+        for line in block.splitlines():
+            match = _FACT_RE.match(line.strip())
+            if match and wanted & set(content_words(match.group(1))):
+                quoted.append(match.group(1).strip().rstrip("."))
+    if quoted:
+        return f"{PREFIX}From memory: " + "; ".join(dict.fromkeys(quoted)) + "."
+    if not question.strip():
+        return f"{PREFIX}I received an empty message."
+    terms = _key_terms(question)
+    about = f" about {', '.join(terms)}" if terms else ""
+    return (
+        f"{PREFIX}I read your message{about}. I am the built-in offline model: I can call "
+        "notebook tools and quote remembered facts, but for real answers set OPENAI_API_KEY "
+        "or OPENAI_BASE_URL."
+    )

@@ -1,0 +1,227 @@
+"""Any OpenAI-compatible chat endpoint through the official ``openai`` SDK.
+
+The SDK is imported on first use only, so ``import deerflow_nb`` stays light. Retries
+with exponential backoff on 429, 5xx, timeouts and dropped connections are the SDK's
+own (``model.max_retries``); every failure that survives them becomes a one-line
+``ModelError`` that says what to change.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..tokens import count_message_tokens, count_tokens
+from .base import ChatModel, ChatResult, ModelError, OnText, ToolCall, Usage
+
+if TYPE_CHECKING:
+    import openai
+
+    from ..config import ModelConfig
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Local servers (Ollama, vLLM, LM Studio, the loopback server) ignore the key, but the
+# SDK insists on one; this is sent instead of ever borrowing the ambient OPENAI_API_KEY.
+PLACEHOLDER_KEY = "not-needed"
+_MODEL_LIST_TIMEOUT = 3.0
+
+
+def _one_line(text: object, limit: int = 200) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class OpenAIChatModel(ChatModel):
+    """A chat model served over the OpenAI chat-completions API.
+
+    ``embedding_model`` names the model ``embed`` asks for; it defaults to ``name``,
+    which suits local servers that embed with their chat model.
+    """
+
+    def __init__(
+        self, name: str, config: ModelConfig, *, embedding_model: str | None = None
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.max_input_tokens = config.max_input_tokens
+        self.base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.embedding_model = embedding_model or name
+        if config.api_key:
+            self._api_key = config.api_key
+        elif config.base_url:
+            self._api_key = PLACEHOLDER_KEY
+        else:
+            raise ModelError(
+                f"model '{name}' needs an API key: set OPENAI_API_KEY or model.api_key in "
+                "config.yaml (or OPENAI_BASE_URL for a local server, or use -m offline)"
+            )
+        self._client: openai.OpenAI | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> openai.OpenAI:
+        """The SDK client, built once; base URL and key are always explicit, never ambient."""
+        with self._lock:
+            if self._client is None:
+                import openai
+
+                self._client = openai.OpenAI(
+                    api_key=self._api_key,
+                    base_url=self.base_url,
+                    timeout=self.config.timeout_seconds,
+                    max_retries=self.config.max_retries,
+                )
+            return self._client
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        json_mode: bool = False,
+        on_text: OnText | None = None,
+    ) -> ChatResult:
+        """One completion; streamed (with usage) whenever ``on_text`` is given."""
+        kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
+        if tools:
+            kwargs["tools"] = tools
+        if json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        try:
+            result = self._complete(kwargs) if on_text is None else self._stream(kwargs, on_text)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        if not result.usage.input_tokens and not result.usage.output_tokens:
+            # Some local servers report no usage; count it ourselves, exactly.
+            output = count_tokens(result.content) + sum(
+                count_tokens(c.name) + count_tokens(c.arguments) for c in result.tool_calls
+            )
+            result.usage = Usage(count_message_tokens(messages), output)
+        return result
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors from the endpoint's ``/embeddings``, in input order."""
+        if not texts:
+            return []
+        try:
+            response = self.client.embeddings.create(model=self.embedding_model, input=texts)
+        except Exception as exc:
+            raise self._translate(exc, model=self.embedding_model) from exc
+        return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+
+    def _complete(self, kwargs: dict[str, Any]) -> ChatResult:
+        response = self.client.chat.completions.create(**kwargs)
+        if not response.choices:
+            raise ModelError(f"{self.base_url} returned no choices for model '{self.name}'")
+        choice = response.choices[0]
+        calls = [
+            ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments)
+            for i, c in enumerate(choice.message.tool_calls or [])
+            if getattr(c, "function", None) is not None
+        ]
+        usage = response.usage
+        return ChatResult(
+            content=choice.message.content or "",
+            tool_calls=calls,
+            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+            model=response.model or self.name,
+            finish_reason=choice.finish_reason or "stop",
+        )
+
+    def _stream(self, kwargs: dict[str, Any], on_text: OnText) -> ChatResult:
+        parts: list[str] = []
+        slots: dict[int, dict[str, str]] = {}
+        usage = Usage()
+        finish = "stop"
+        model = self.name
+        stream = self.client.chat.completions.create(
+            **kwargs, stream=True, stream_options={"include_usage": True}
+        )
+        with stream:
+            for chunk in stream:
+                model = chunk.model or model
+                if chunk.usage:
+                    usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        parts.append(delta.content)
+                        on_text(delta.content)
+                    for call in delta.tool_calls or []:
+                        slot = slots.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                        if call.id:
+                            slot["id"] = call.id
+                        if call.function is not None:
+                            if call.function.name:
+                                slot["name"] = call.function.name
+                            if call.function.arguments:
+                                slot["arguments"] += call.function.arguments
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+        calls = [
+            ToolCall(id=s["id"] or f"call_{i}", name=s["name"], arguments=s["arguments"])
+            for i, s in sorted(slots.items())
+        ]
+        return ChatResult("".join(parts), calls, usage, model, finish)
+
+    def _translate(self, exc: Exception, model: str | None = None) -> ModelError:
+        """One line naming the fix for each way an OpenAI-compatible call fails."""
+        import openai
+
+        model = model or self.name
+        url = self.base_url
+        retries = self.config.max_retries
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(
+                f"{url} did not answer within {self.config.timeout_seconds:g}s "
+                f"(after {retries} retries); raise model.timeout_seconds or check the server"
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return ModelError(
+                f"cannot reach {url}: start the server there, or fix OPENAI_BASE_URL "
+                "(model.base_url in config.yaml)"
+            )
+        if isinstance(exc, openai.AuthenticationError):
+            return ModelError(
+                f"{url} rejected the API key (401): set a valid OPENAI_API_KEY or model.api_key "
+                "in config.yaml"
+            )
+        if isinstance(exc, openai.PermissionDeniedError):
+            return ModelError(
+                f"{url} refused access to model '{model}' (403): check the key's permissions "
+                "or pick another model with -m NAME"
+            )
+        if isinstance(exc, openai.NotFoundError):
+            if exc.code == "model_not_found" or "model" in str(exc.message).lower():
+                return ModelError(
+                    f"model '{model}' not found at {url}: pick another with -m NAME or "
+                    f"DEERFLOW_NB_MODEL{self._available_models()}"
+                )
+            return ModelError(f"{url} answered 404: check OPENAI_BASE_URL (it usually ends in /v1)")
+        if isinstance(exc, openai.RateLimitError):
+            if exc.code == "insufficient_quota":
+                return ModelError(f"{url}: the API key has no quota left; check your plan")
+            return ModelError(
+                f"{url} is rate limiting (429) after {retries} retries; wait a minute or "
+                "raise model.max_retries"
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return ModelError(
+                f"{url} answered {exc.status_code} for model '{model}' after {retries} retries: "
+                f"{_one_line(exc.message)}"
+            )
+        return ModelError(f"model '{model}' at {url} failed: {_one_line(exc)}")
+
+    def _available_models(self) -> str:
+        """' (available: a, b)' from /v1/models when the server answers quickly, else ''."""
+        try:
+            quick = self.client.with_options(timeout=_MODEL_LIST_TIMEOUT, max_retries=0)
+            names = sorted(m.id for m in quick.models.list())
+        except Exception:
+            return ""
+        if not names:
+            return ""
+        shown = ", ".join(names[:10]) + (", …" if len(names) > 10 else "")
+        return f" (available: {shown})"
