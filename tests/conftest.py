@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from deerflow_nb.llm.server import ServerHandle
 
 MODEL_ENV = (
     "OPENAI_API_KEY",
@@ -24,3 +29,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in MODEL_ENV:
         monkeypatch.delenv(name, raising=False)
     return path
+
+
+@pytest.fixture
+def loopback_server() -> Iterator[ServerHandle]:
+    """The offline model behind a real OpenAI-compatible HTTP server on a free loopback port."""
+    from deerflow_nb.llm.server import start_server
+
+    with start_server() as handle:
+        yield handle
