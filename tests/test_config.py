@@ -1,0 +1,144 @@
+"""Settings: DeerFlow's defaults, config.yaml overrides, environment wins, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deerflow_nb.config import ConfigError, ContextSize, load_settings
+
+
+def write_config(home: Path, text: str) -> Path:
+    path = home / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_match_deerflow(home: Path) -> None:
+    settings = load_settings()
+    assert settings.home == home
+    assert settings.memory.debounce_seconds == 30
+    assert settings.memory.max_facts == 100
+    assert settings.memory.fact_confidence_threshold == 0.7
+    assert settings.memory.max_injection_tokens == 2000
+    assert settings.memory.enabled and settings.memory.injection_enabled
+    assert settings.summarization.keep == ContextSize(type="messages", value=20)
+    assert settings.summarization.trim_tokens_to_summarize == 4000
+    assert settings.memory_path == home / "memory.json"
+    assert settings.journal_path == home / "journal.db"
+
+
+def test_no_key_means_offline(home: Path) -> None:
+    settings = load_settings()
+    assert settings.is_offline
+    assert settings.chat_model_name == "offline"
+    assert settings.memory_model_name == "offline"
+
+
+def test_yaml_overrides_defaults(home: Path) -> None:
+    write_config(
+        home,
+        """
+memory:
+  debounce_seconds: 5
+  max_facts: 40
+  model_name: gpt-4o-mini
+summarization:
+  keep: {type: tokens, value: 3000}
+  trigger:
+    - {type: messages, value: 50}
+model:
+  name: llama3
+  base_url: http://localhost:11434/v1
+""",
+    )
+    settings = load_settings()
+    assert settings.memory.debounce_seconds == 5.0
+    assert settings.memory.max_facts == 40
+    assert settings.memory.fact_confidence_threshold == 0.7  # untouched keys keep defaults
+    assert settings.summarization.keep == ContextSize(type="tokens", value=3000)
+    assert settings.summarization.trigger == [ContextSize(type="messages", value=50)]
+    assert not settings.is_offline
+    assert settings.chat_model_name == "llama3"
+    assert settings.memory_model_name == "gpt-4o-mini"
+
+
+def test_environment_wins_over_the_file(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_config(home, "model:\n  name: from-file\n  base_url: http://file.example/v1\n")
+    monkeypatch.setenv("DEERFLOW_NB_MODEL", "from-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env.example/v1")
+    monkeypatch.setenv("DEERFLOW_NB_MEMORY_MODEL", "cheap-model")
+    settings = load_settings()
+    assert settings.model.name == "from-env"
+    assert settings.model.base_url == "http://env.example/v1"
+    assert settings.memory_model_name == "cheap-model"
+
+
+def test_ambient_openai_key_goes_only_to_openai(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ambient")
+    assert load_settings().model.api_key == "sk-ambient"
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert load_settings().model.api_key is None
+
+    write_config(home, "model:\n  send_openai_key_to_base_url: true\n")
+    assert load_settings().model.api_key == "sk-ambient"
+
+    monkeypatch.setenv("DEERFLOW_NB_API_KEY", "sk-explicit")
+    assert load_settings().model.api_key == "sk-explicit"
+
+
+def test_explicit_home_argument(tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    write_config(other, "memory:\n  max_facts: 7\n")
+    assert load_settings(other).memory.max_facts == 7
+    assert load_settings().memory.max_facts == 100
+
+
+def one_line_error(home: Path, text: str) -> str:
+    path = write_config(home, text)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(path) in message
+    return message
+
+
+def test_unknown_key_names_key_and_file(home: Path) -> None:
+    message = one_line_error(home, "memory:\n  max_fact: 10\n")
+    assert "'memory.max_fact'" in message
+    assert "max_facts" in message  # the known keys help spot the typo
+
+
+def test_unknown_section_names_it(home: Path) -> None:
+    assert "'memmory'" in one_line_error(home, "memmory:\n  enabled: false\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("memory:\n  max_facts: lots\n", "memory.max_facts"),
+        ("memory:\n  enabled: 'yes'\n", "memory.enabled"),
+        ("memory:\n  debounce_seconds: true\n", "memory.debounce_seconds"),
+        ("summarization:\n  keep: {type: pages, value: 3}\n", "summarization.keep.type"),
+        ("model:\n  timeout_seconds: [1]\n", "model.timeout_seconds"),
+        ("memory: 5\n", "memory"),
+    ],
+)
+def test_wrong_type_names_key_and_file(home: Path, text: str, key: str) -> None:
+    assert f"'{key}'" in one_line_error(home, text)
+
+
+def test_invalid_yaml_is_one_line(home: Path) -> None:
+    message = one_line_error(home, "memory:\n  max_facts: [1, 2\n  enabled: true\n")
+    assert "not valid YAML" in message
+
+
+def test_empty_file_means_defaults(home: Path) -> None:
+    write_config(home, "")
+    assert load_settings().memory.max_facts == 100
