@@ -1,0 +1,243 @@
+"""The example notebooks run top to bottom in a real kernel, on the offline model, no key.
+
+Each notebook is executed by nbclient in the venv's ``python3`` kernel, with its own
+temporary ``DEERFLOW_NB_HOME`` (the autouse ``home`` fixture sets it; the kernel inherits
+the environment). The assertions look at what the notebook printed (cells are found by
+their tags) and at the files it left in the home: memory.json and journal.db.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = ROOT / "example_notebooks"
+NOTEBOOKS = sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb") if ".executed." not in p.name)
+CELL_TIMEOUT = 120
+
+
+def execute(name: str, workdir: Path) -> nbformat.NotebookNode:
+    """Run one notebook in a fresh kernel started in ``workdir``; raise on a failing cell."""
+    nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+    NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},
+    ).execute()
+    return nb
+
+
+def output_text(cell: nbformat.NotebookNode) -> str:
+    """Everything a cell showed, as text: streams, results and displays."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream":
+            parts.append(output.get("text", ""))
+        elif output.get("output_type") in ("execute_result", "display_data"):
+            data = output.get("data", {})
+            for mime in ("text/markdown", "text/plain"):
+                if mime in data:
+                    parts.append(data[mime])
+                    break
+        elif output.get("output_type") == "error":
+            parts.append("\n".join(output.get("traceback", [])))
+    return "\n".join(parts)
+
+
+def tagged(nb: nbformat.NotebookNode, tag: str) -> str:
+    """The output text of the cell(s) carrying ``tag``; the tag must exist."""
+    cells = [c for c in nb.cells if tag in c.get("metadata", {}).get("tags", [])]
+    assert cells, f"no cell tagged {tag!r}"
+    return "\n".join(output_text(c) for c in cells)
+
+
+def query(home: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
+    with closing(sqlite3.connect(home / "journal.db")) as con:
+        con.row_factory = sqlite3.Row
+        return [dict(row) for row in con.execute(sql, params)]
+
+
+def facts(home: Path) -> list[dict[str, Any]]:
+    return json.loads((home / "memory.json").read_text(encoding="utf-8"))["facts"]
+
+
+def test_notebooks_are_committed_clean_and_match_their_builder() -> None:
+    assert set(NOTEBOOKS) >= {
+        "quickstart.ipynb",
+        "memory_tour.ipynb",
+        "subagents_and_summarization.ipynb",
+        "real_models.ipynb",
+    }
+    for name in NOTEBOOKS:
+        nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+        nbformat.validate(nb)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [], f"{name}: a cell has committed outputs"
+                assert cell.execution_count is None, f"{name}: a cell has an execution count"
+    check = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_notebooks.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stderr
+
+
+def test_quickstart(home: Path, tmp_path: Path) -> None:
+    nb = execute("quickstart.ipynb", tmp_path)
+
+    assert str(home) in tagged(nb, "setup"), "the notebook must use the home it was given"
+    for turn in tagged(nb, "turn").split("(offline model)")[1:]:
+        assert turn.strip()
+    assert tagged(nb, "turn").count("(offline model)") >= 2
+
+    remembered = [f["content"] for f in facts(home)]
+    assert any("polars" in c.lower() for c in remembered), remembered
+    assert any("churn" in c.lower() for c in remembered), remembered
+    assert "polars" in tagged(nb, "memory").lower()
+
+    fresh = tagged(nb, "fresh-answer")
+    assert "(offline model)" in fresh
+    assert "polars" in fresh.lower(), fresh
+    assert "polars" not in tagged(nb, "no-memory-answer").lower()
+    assert "<memory>" in tagged(nb, "preview")
+    assert "polars" in tagged(nb, "memory-json").lower()
+
+    fresh_thread = query(home, "SELECT id, kind FROM threads WHERE id = 'fresh'")
+    assert fresh_thread == [{"id": "fresh", "kind": "lead"}]
+
+
+def test_memory_tour(home: Path, tmp_path: Path) -> None:
+    nb = execute("memory_tour.ipynb", tmp_path)
+
+    roles = [r["role"] for r in query(home, "SELECT role FROM messages WHERE thread_id = 'tour'")]
+    assert roles.count("user") == 2 and roles.count("assistant") >= 2
+    assert query(home, "SELECT count(*) AS n FROM turns WHERE thread_id = 'tour'")[0]["n"] == 2
+    assert "I use DuckDB" in tagged(nb, "messages")
+    assert "tour" in tagged(nb, "queue")
+    assert "DuckDB" in tagged(nb, "snapshot")
+    assert "newFacts" in tagged(nb, "diff") and "DuckDB" in tagged(nb, "diff")
+
+    assert "DuckDB" in tagged(nb, "memory-json")
+    assert "<memory>" in tagged(nb, "preview")
+    assert "<memory>" in tagged(nb, "preview-context")
+
+    history = tagged(nb, "history").lower()
+    assert "add" in history and "remove" in history, history
+    assert "remove" in tagged(nb, "events")
+
+    assert "polars" in tagged(nb, "pending").lower()
+    assert "polars" in tagged(nb, "after-approve").lower()
+
+    # After the rollback of the approval: no polars, and the forgotten fact stays gone.
+    final = [f["content"].lower() for f in facts(home)]
+    assert not any("duckdb" in c for c in final), final
+    assert not any("polars" in c for c in final), final
+    assert any("churn" in c for c in final), final
+    reasons = [r["reason"] for r in query(home, "SELECT reason FROM memory_versions")]
+    assert "rollback" in reasons, reasons
+
+
+def test_subagents_and_summarization(home: Path, tmp_path: Path) -> None:
+    nb = execute("subagents_and_summarization.ipynb", tmp_path)
+
+    describe = tagged(nb, "describe")
+    assert "(offline model)" in describe
+    assert "describe_variable" in describe
+    assert "12" in describe and "5" in describe, describe  # sales is 12 rows x 5 columns
+    tool_rows = query(
+        home, "SELECT count(*) AS n FROM messages WHERE thread_id = 'analysis' AND role = 'tool'"
+    )
+    assert tool_rows[0]["n"] >= 1
+
+    subagents = query(home, "SELECT id, parent_id FROM threads WHERE kind = 'subagent'")
+    assert len(subagents) >= 3, subagents
+    assert {row["parent_id"] for row in subagents} == {"analysis"}, subagents
+    for row in subagents:
+        own = query(home, "SELECT role FROM messages WHERE thread_id = ?", row["id"])
+        assert [r["role"] for r in own][:1] == ["user"] and len(own) >= 2
+    assert "subagent" in tagged(nb, "threads")
+
+    summaries = query(
+        home, "SELECT covers_until_seq, content FROM summaries WHERE thread_id='long'"
+    )
+    assert summaries, "a 5-turn thread with trigger=6 messages must be summarized"
+    assert summaries[-1]["covers_until_seq"] >= 1
+    assert "churn" in summaries[-1]["content"].lower()
+    shown = tagged(nb, "before-after")
+    assert "journal:" in shown and "prompt:" in shown
+    assert summaries[-1]["content"].splitlines()[0] in shown
+
+
+def test_real_models_over_http(home: Path, tmp_path: Path) -> None:
+    nb = execute("real_models.ipynb", tmp_path)
+
+    settings = tagged(nb, "settings")
+    assert "offline model: False" in settings
+    assert "loopback-chat" in settings and "loopback-mini" in settings
+    assert "http://127.0.0.1:" in settings
+
+    assert "(offline model)" in tagged(nb, "turn")
+    after_turn = int(
+        re.search(r"requests served so far: (\d+)", tagged(nb, "requests-after-turn"))[1]
+    )
+    after_flush = int(
+        re.search(r"requests served so far: (\d+)", tagged(nb, "requests-after-flush"))[1]
+    )
+    assert after_turn >= 1
+    assert after_flush > after_turn, "the memory model must also be called over HTTP"
+
+    turns = query(home, "SELECT model FROM turns WHERE thread_id = 'real'")
+    assert turns and turns[0]["model"] == "loopback-chat"
+    assert any("lightgbm" in f["content"].lower() for f in facts(home))
+
+
+def test_make_demo_runs_the_quickstart(home: Path, tmp_path: Path) -> None:
+    """``python -m deerflow_nb.demo`` as ``make demo`` runs it, in a scratch folder."""
+    work = tmp_path / "work"
+    (work / "example_notebooks").mkdir(parents=True)
+    shutil.copy(NOTEBOOK_DIR / "quickstart.ipynb", work / "example_notebooks")
+    run = subprocess.run(
+        [sys.executable, "-m", "deerflow_nb.demo"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout
+    assert "offline model" in out
+    executed = work / "example_notebooks" / "quickstart.executed.ipynb"
+    assert executed.exists() and str(executed.name) in out
+    match = re.search(r"memory:\s+(\S+) \((\d+) facts\)", out)
+    assert match, out
+    assert Path(match[1]) == home / "memory.json"
+    assert int(match[2]) > 0
+    assert str(home / "journal.db") in out
+    nb = nbformat.read(executed, as_version=4)
+    assert "polars" in tagged(nb, "fresh-answer").lower()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebooks_teach(name: str) -> None:
+    """Each notebook explains itself: a title, and prose between the code."""
+    nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    markdown = [c for c in nb.cells if c.cell_type == "markdown"]
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(markdown) >= len(code) / 3
+    first_code = code[0].source
+    assert "DEERFLOW_NB_HOME" in first_code and "setdefault" in first_code
