@@ -175,6 +175,19 @@ def m006_embeddings(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration
+def m007_memory_queue_claims_and_settings(db: sqlite_utils.Database) -> None:
+    """Queue claims (so two kernels never fold one row at once), per-thread fold progress
+    (so a turn journaled just before a crash is still folded), and memory settings."""
+    db["memory_queue"].add_column("last_seq", int)
+    db["memory_queue"].add_column("claimed_by", str)
+    db["memory_queue"].add_column("claimed_until", float)
+    db["memory_threads"].create(
+        {"thread_id": str, "folded_seq": int, "folded_at": str}, pk="thread_id"
+    )
+    db["memory_settings"].create({"key": str, "value": str}, pk="key")
+
+
 def now_iso() -> str:
     """UTC timestamp with milliseconds, sortable as text."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

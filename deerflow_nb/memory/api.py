@@ -1,0 +1,755 @@
+"""``Memory``: the one object the agent, ``%memory``, the panel and the inspector use.
+
+Every change (fold, manual edit, forget, rollback, import, reset, approval) is one unit:
+under the memory.json lock, re-read the file, compute, write it atomically, then record
+one ``memory_versions`` snapshot and its ``memory_events`` in a single journal
+transaction. So two kernels never lose each other's changes, and any past state can be
+shown, diffed and restored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings, load_settings
+from ..journal import Journal, now_iso
+from . import queue
+from .extraction import ExtractionError, build_messages, parse_reply, validate_diff
+from .filter import filter_messages, is_foldable
+from .similarity import overlap
+from .store import CATEGORIES, MemoryFileError, MemoryStore, check_schema, empty_memory
+from .updater import Event, UpdateResult, apply_diff, sanitize_text
+
+log = logging.getLogger(__name__)
+_UNSET = object()
+_REVIEW_KEY = "review"
+
+
+@dataclass
+class ApplyReport:
+    """What one diff did; ``pending_id`` is set instead when review mode held it back."""
+
+    version: int | None = None
+    added: list[str] = field(default_factory=list)
+    reinforced: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    pending_id: int | None = None
+
+    @classmethod
+    def from_result(cls, result: UpdateResult, version: int | None) -> ApplyReport:
+        return cls(
+            version=version,
+            added=result.ids("add"),
+            reinforced=result.ids("reinforce"),
+            removed=result.ids("remove"),
+            evicted=result.ids("evict"),
+            sections=[e.section for e in result.events if e.kind == "section" and e.section],
+            ignored=result.ignored_removals,
+        )
+
+
+@dataclass
+class FlushReport:
+    """Threads folded, proposed for review, failed (with the error), and rows left pending."""
+
+    folded: list[str] = field(default_factory=list)
+    proposed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    pending: int = 0
+
+
+class Memory:
+    """Long-term memory for one home folder (see docs/internals.md for the contract)."""
+
+    def __init__(
+        self, home: str | os.PathLike[str] | None = None, *, settings: Settings | None = None
+    ) -> None:
+        self.settings = settings or load_settings(home)
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        self.journal = Journal(self.settings.journal_path)
+        self.path = self.settings.memory_path
+        self.store = MemoryStore(self.path)
+        self._callbacks: list[Callable[..., Any]] = []
+        self._embedder: Any = _UNSET
+        self._last_error: str | None = None
+        self._worker: queue.QueueWorker | None = None
+        if self.settings.memory.enabled:
+            self._schedule_orphans()
+            self._worker = queue.acquire(self.settings.home, self)
+            self._worker.notify()
+
+    # -- reading ---------------------------------------------------------------------
+    @property
+    def data(self) -> dict[str, Any]:
+        """memory.json, fresh from disk; the empty schema when the file is absent."""
+        return self.store.read()
+
+    def facts(
+        self,
+        category: str | None = None,
+        min_confidence: float | None = None,
+        sort: str = "confidence",
+    ) -> list[dict[str, Any]]:
+        """Facts filtered by category and confidence; sorted by confidence, ``created`` or none."""
+        facts = [
+            f
+            for f in self.data.get("facts", [])
+            if (category is None or f.get("category") == category)
+            and (min_confidence is None or float(f.get("confidence", 0)) >= min_confidence)
+        ]
+        if sort == "confidence":
+            facts.sort(key=lambda f: float(f.get("confidence", 0)), reverse=True)
+        elif sort == "created":
+            facts.sort(key=lambda f: str(f.get("createdAt", "")), reverse=True)
+        return facts
+
+    def forget_matching(self, text: str) -> list[dict[str, Any]]:
+        """Facts a "forget …" request could mean: substring or most content words shared."""
+        needle = " ".join(text.casefold().split())
+        return [
+            f
+            for f in self.data.get("facts", [])
+            if needle in f.get("content", "").casefold() or overlap(text, f["content"]) >= 0.6
+        ]
+
+    @property
+    def embedder(self) -> Any:
+        """The dense embedder when ``memory.embeddings`` is set, else None (imported lazily)."""
+        if self._embedder is _UNSET:
+            if self.settings.memory.embeddings:
+                from .embeddings import get_embedder
+
+                self._embedder = get_embedder(self.settings, self.journal)
+            else:
+                self._embedder = None
+        return self._embedder
+
+    def search(self, query: str, k: int = 10) -> list[tuple[dict[str, Any], float]]:
+        from .injection import rank_facts
+
+        return rank_facts(self.data, query, embedder=self.embedder)[:k]
+
+    def preview(self, context: str | None = None, max_tokens: int | None = None) -> str:
+        """Exactly the ``<memory>`` text the next turn would inject."""
+        from .injection import format_memory_for_injection
+
+        budget = max_tokens or self.settings.memory.max_injection_tokens
+        return format_memory_for_injection(self.data, budget, context, embedder=self.embedder)
+
+    def selected_facts(
+        self, context: str | None = None, max_tokens: int | None = None
+    ) -> list[dict[str, Any]]:
+        from .injection import select_facts
+
+        budget = max_tokens or self.settings.memory.max_injection_tokens
+        return select_facts(self.data, context, budget, embedder=self.embedder)
+
+    # -- manual changes ----------------------------------------------------------------
+    def add_fact(
+        self,
+        content: str,
+        category: str = "context",
+        confidence: float = 0.9,
+        source: str = "manual",
+    ) -> dict[str, Any]:
+        """Add a fact by hand (no threshold); a near-duplicate reinforces the stored one."""
+        if category not in CATEGORIES:
+            raise ValueError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
+        if not 0 <= confidence <= 1:
+            raise ValueError(f"confidence must be from 0 to 1, got {confidence!r}")
+        if not sanitize_text(content):
+            raise ValueError("a fact needs some text")
+        diff = {"newFacts": [{"content": content, "category": category, "confidence": confidence}]}
+
+        def mutate(data: dict[str, Any]) -> UpdateResult:
+            return self._apply_rules(data, diff, source, threshold=0.0)
+
+        result, _ = self._commit("add", source, mutate)
+        fact_id = next(e.fact_id for e in result.events if e.kind in ("add", "reinforce"))
+        return copy.deepcopy(self._find(result.data, fact_id) or {"id": fact_id})
+
+    def edit_fact(
+        self,
+        fact_id: str,
+        content: str | None = None,
+        *,
+        category: str | None = None,
+        confidence: float | None = None,
+    ) -> dict[str, Any]:
+        """Change a fact's text, category or confidence; KeyError if there is no such fact."""
+        if category is not None and category not in CATEGORIES:
+            raise ValueError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
+        if confidence is not None and not 0 <= confidence <= 1:
+            raise ValueError(f"confidence must be from 0 to 1, got {confidence!r}")
+
+        def mutate(data: dict[str, Any]) -> UpdateResult:
+            fact = self._find(data, fact_id)
+            if fact is None:
+                raise KeyError(fact_id)
+            old_content, old_conf = fact["content"], fact.get("confidence")
+            if content is not None:
+                fact["content"] = sanitize_text(content) or old_content
+            if category is not None:
+                fact["category"] = category
+            if confidence is not None:
+                fact["confidence"] = float(confidence)
+            fact["updatedAt"] = now_iso()
+            event = Event(
+                "update",
+                fact_id,
+                None,
+                old_content,
+                fact["content"],
+                old_conf,
+                fact.get("confidence"),
+                {"category": fact.get("category")},
+            )
+            return UpdateResult(data, [event])
+
+        result, _ = self._commit("edit", "manual", mutate)
+        return copy.deepcopy(self._find(result.data, fact_id) or {})
+
+    def forget(self, fact_id: str) -> dict[str, Any]:
+        """Really remove a fact (journaled); KeyError if there is no such fact."""
+        removed: dict[str, Any] = {}
+
+        def mutate(data: dict[str, Any]) -> UpdateResult:
+            fact = self._find(data, fact_id)
+            if fact is None:
+                raise KeyError(fact_id)
+            removed.update(fact)
+            return self._apply_rules(data, {"factsToRemove": [fact_id]}, "manual")
+
+        self._commit("forget", "manual", mutate)
+        return removed
+
+    # -- folding -------------------------------------------------------------------------
+    def apply(self, diff: dict[str, Any], source: str = "manual") -> ApplyReport:
+        """Apply one DeerFlow extraction diff exactly as a fold does (held back in review mode).
+
+        Raises ``ExtractionError`` (a ValueError) for a malformed diff, changing nothing.
+        """
+        return self._apply(validate_diff(diff), source)
+
+    def _apply(
+        self, diff: dict[str, Any], source: str, finish: Callable[[Any], None] | None = None
+    ) -> ApplyReport:
+        if self.review:
+            with self.journal.transaction() as db:
+                pending_id = (
+                    db["pending_changes"]
+                    .insert(
+                        {
+                            "created_at": now_iso(),
+                            "source": source,
+                            "diff": json.dumps(diff),
+                            "status": "pending",
+                        }
+                    )
+                    .last_pk
+                )
+                if finish:
+                    finish(db)
+            self._changed({"reason": "proposed", "pending_id": pending_id})
+            return ApplyReport(pending_id=pending_id)
+        result, version = self._commit(
+            "fold", source, lambda data: self._apply_rules(data, diff, source), finish
+        )
+        self._warm(result.data)
+        return ApplyReport.from_result(result, version)
+
+    def _apply_rules(
+        self,
+        data: dict[str, Any],
+        diff: dict[str, Any],
+        source: str,
+        threshold: float | None = None,
+    ) -> UpdateResult:
+        memory = self.settings.memory
+        return apply_diff(
+            data,
+            diff,
+            source=source,
+            threshold=memory.fact_confidence_threshold if threshold is None else threshold,
+            max_facts=memory.max_facts,
+        )
+
+    def enqueue(self, thread_id: str) -> bool:
+        """Snapshot the journaled thread into ``memory_queue`` and restart the debounce.
+
+        False (and nothing queued) when memory is disabled, the thread is a sub-agent's, or
+        it lacks a user message and an assistant reply.
+        """
+        thread = self.journal.thread(thread_id)
+        if thread is None or thread.get("kind") == "subagent":
+            return False
+        rows = self.journal.message_rows(thread_id)
+        last_seq = max((r["seq"] for r in rows), default=0)
+        if not self.settings.memory.enabled:
+            self._mark_folded(thread_id, last_seq)
+            return False
+        snapshot = filter_messages(self.journal.messages(thread_id))
+        if not is_foldable(snapshot):
+            return False
+        queue.upsert(
+            self.journal, thread_id, snapshot, last_seq, self.settings.memory.debounce_seconds
+        )
+        if self._worker is not None:
+            self._worker.notify()
+        return True
+
+    def flush(self, timeout: float | None = None) -> FlushReport:
+        """Fold every pending thread now, failed ones included; returns what happened."""
+        if self._worker is None:
+            return FlushReport(pending=len(queue.rows(self.journal)))
+        return self._worker.fold(True, timeout)
+
+    def _fold_pending(self, force: bool, deadline: float | None) -> FlushReport:
+        """Called by the worker under its fold lock: claim and fold the due rows."""
+        report = FlushReport()
+        for row in queue.rows(self.journal):
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            claimed = queue.claim(self.journal, row["thread_id"], force=force)
+            if claimed is not None:
+                self._fold_row(claimed, report)
+        report.pending = len(queue.rows(self.journal))
+        return report
+
+    def _fold_row(self, row: dict[str, Any], report: FlushReport) -> None:
+        thread_id = row["thread_id"]
+        try:
+            conversation = json.loads(row["snapshot"])
+            messages, handles = build_messages(self.data, conversation)
+            from ..llm import get_chat_model
+
+            model = get_chat_model(self.settings, self.settings.memory_model_name)
+            reply = model.chat(messages, json_mode=True)
+            diff = parse_reply(reply.content, handles)
+            outcome = self._apply(diff, thread_id, lambda db: queue.finish(db, row))
+        except Exception as exc:  # any failure keeps the row for a bounded retry
+            if not isinstance(exc, ExtractionError | MemoryFileError):
+                log.warning("memory fold of %s failed", thread_id, exc_info=True)
+            error = f"{type(exc).__name__}: {exc}"
+            self._last_error = error
+            report.failed[thread_id] = error
+            queue.fail(self.journal, row, error)
+            return
+        (report.proposed if outcome.pending_id is not None else report.folded).append(thread_id)
+
+    def _schedule_orphans(self) -> None:
+        """Queue lead threads journaled past their last fold but never enqueued (a crash
+        between journaling a turn and enqueuing it); they fold without waiting."""
+        rows = self.journal.db.execute(
+            """
+            SELECT t.id FROM threads t JOIN messages m ON m.thread_id = t.id
+            LEFT JOIN memory_threads f ON f.thread_id = t.id
+            WHERE COALESCE(t.kind, 'lead') != 'subagent'
+              AND t.id NOT IN (SELECT thread_id FROM memory_queue)
+            GROUP BY t.id HAVING MAX(m.seq) > COALESCE(MAX(f.folded_seq), 0)
+            """
+        ).fetchall()
+        for (thread_id,) in rows:
+            snapshot = filter_messages(self.journal.messages(thread_id))
+            if is_foldable(snapshot):
+                last_seq = max(r["seq"] for r in self.journal.message_rows(thread_id))
+                queue.upsert(self.journal, thread_id, snapshot, last_seq, 0.0)
+
+    def _mark_folded(self, thread_id: str, last_seq: int) -> None:
+        with self.journal.transaction() as db:
+            db["memory_threads"].upsert(
+                {"thread_id": thread_id, "folded_seq": last_seq, "folded_at": now_iso()},
+                pk="thread_id",
+            )
+
+    def _warm(self, data: dict[str, Any]) -> None:
+        """Compute fact embeddings at fold time, so the next turn's ranking is fast."""
+        try:
+            embedder = self.embedder
+            if embedder is not None:
+                embedder.warm([f["content"] for f in data.get("facts", [])])
+        except Exception:
+            log.warning("could not compute fact embeddings", exc_info=True)
+
+    # -- the one write path ----------------------------------------------------------------
+    def _commit(
+        self,
+        reason: str,
+        source: str,
+        mutate: Callable[[dict[str, Any]], UpdateResult],
+        finish: Callable[[Any], None] | None = None,
+        *,
+        always: bool = False,
+        read: Callable[[], dict[str, Any]] | None = None,
+    ) -> tuple[UpdateResult, int | None]:
+        """Lock, re-read, compute, write memory.json, then journal the version and events."""
+        with self.store.locked():
+            current = (read or self.store.read)()
+            result = mutate(current)
+            changed = bool(result.events) or always
+            if changed:
+                self.store.write(result.data)
+            version = None
+            stamp = now_iso()
+            with self.journal.transaction() as db:
+                if changed:
+                    version = (
+                        db["memory_versions"]
+                        .insert(
+                            {
+                                "created_at": stamp,
+                                "reason": reason,
+                                "source": source,
+                                "snapshot": json.dumps(result.data, ensure_ascii=False),
+                                "fact_count": len(result.data.get("facts", [])),
+                            }
+                        )
+                        .last_pk
+                    )
+                    db["memory_events"].insert_all(
+                        [_event_row(e, stamp, source, version) for e in result.events]
+                    )
+                if finish:
+                    finish(db)
+        if changed:
+            self._changed({"reason": reason, "version": version, "source": source})
+        return result, version
+
+    def _replace(self, new: dict[str, Any], reason: str, source: str) -> int | None:
+        """Make ``new`` the memory (rollback, import, reset), one event per changed fact."""
+
+        def read_tolerant() -> dict[str, Any]:
+            try:
+                return self.store.read()
+            except MemoryFileError:  # the bad copy is already kept aside
+                return empty_memory()
+
+        def mutate(old: dict[str, Any]) -> UpdateResult:
+            return UpdateResult(copy.deepcopy(new), _replacement_events(old, new, reason))
+
+        _, version = self._commit(reason, source, mutate, always=True, read=read_tolerant)
+        return version
+
+    # -- history -----------------------------------------------------------------------------
+    def events(self, limit: int = 50, fact_id: str | None = None) -> list[dict[str, Any]]:
+        """``memory_events``, newest first."""
+        where, args = ("fact_id = ?", [fact_id]) if fact_id else (None, None)
+        rows = self.journal.db["memory_events"].rows_where(
+            where, args, order_by="id desc", limit=limit
+        )
+        return [_decode_event(r) for r in rows]
+
+    def history(self, fact_id: str) -> list[dict[str, Any]]:
+        """How one fact came, changed and went, oldest first."""
+        rows = self.journal.db["memory_events"].rows_where("fact_id = ?", [fact_id], order_by="id")
+        return [_decode_event(r) for r in rows]
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every recorded state, oldest first, without the snapshots themselves."""
+        return list(
+            self.journal.db["memory_versions"].rows_where(
+                select="id, created_at, reason, source, fact_count", order_by="id"
+            )
+        )
+
+    def version(self, v: int) -> dict[str, Any]:
+        """The memory.json snapshot recorded as version ``v``; KeyError if unknown."""
+        rows = list(self.journal.db["memory_versions"].rows_where("id = ?", [v], select="snapshot"))
+        if not rows:
+            raise KeyError(f"no memory version {v}")
+        return json.loads(rows[0]["snapshot"])
+
+    def diff(self, v1: int, v2: int | None = None) -> dict[str, Any]:
+        """Facts added, removed and changed from version ``v1`` to ``v2`` (default: now)."""
+        old = self.version(v1)
+        new = self.data if v2 is None else self.version(v2)
+        events = _replacement_events(old, new, "diff")
+        old_by_id = {f.get("id"): f for f in old.get("facts", [])}
+        new_by_id = {f.get("id"): f for f in new.get("facts", [])}
+        return {
+            "from": v1,
+            "to": v2,
+            "added": [new_by_id[e.fact_id] for e in events if e.details.get("change") == "add"],
+            "removed": [
+                old_by_id[e.fact_id] for e in events if e.details.get("change") == "remove"
+            ],
+            "changed": [
+                {"id": e.fact_id, "old": old_by_id[e.fact_id], "new": new_by_id[e.fact_id]}
+                for e in events
+                if e.details.get("change") == "update"
+            ],
+            "sections": {
+                e.section: {"old": e.old_content, "new": e.new_content} for e in events if e.section
+            },
+        }
+
+    def rollback(self, v: int) -> None:
+        """Restore version ``v`` as a new change (history is kept, nothing is rewritten)."""
+        snapshot = self.version(v)
+        self._replace(snapshot, "rollback", f"version {v}")
+
+    def recover(self) -> int:
+        """Rebuild memory.json from the journal's last version (after corruption); its id."""
+        rows = list(
+            self.journal.db["memory_versions"].rows_where(select="id", order_by="id desc", limit=1)
+        )
+        if not rows:
+            raise LookupError(
+                f"journal {self.journal.path} holds no memory version to restore; "
+                "use Memory.reset() to start empty"
+            )
+        self.rollback(rows[0]["id"])
+        return rows[0]["id"]
+
+    # -- review mode --------------------------------------------------------------------------
+    @property
+    def review(self) -> bool:
+        """When true, folds become proposals in ``pending()`` that wait for approval."""
+        rows = list(self.journal.db["memory_settings"].rows_where("key = ?", [_REVIEW_KEY]))
+        return rows[0]["value"] == "1" if rows else self.settings.memory.review
+
+    @review.setter
+    def review(self, value: bool) -> None:
+        with self.journal.transaction() as db:
+            db["memory_settings"].upsert(
+                {"key": _REVIEW_KEY, "value": "1" if value else "0"}, pk="key"
+            )
+
+    def pending(self) -> list[dict[str, Any]]:
+        rows = self.journal.db["pending_changes"].rows_where("status = 'pending'", order_by="id")
+        return [{**r, "diff": json.loads(r["diff"])} for r in rows]
+
+    def approve(self, ids: list[int] | str) -> int:
+        """Apply proposals (oldest first) as folds; returns how many were applied."""
+        count = 0
+        for change in self._select_pending(ids):
+
+            def mark(db: Any, change_id: int = change["id"]) -> None:
+                db["pending_changes"].update(
+                    change_id, {"status": "approved", "decided_at": now_iso()}
+                )
+
+            diff, source = change["diff"], change["source"]
+            self._commit(
+                "approve", source, lambda d, x=diff, s=source: self._apply_rules(d, x, s), mark
+            )
+            count += 1
+        return count
+
+    def reject(self, ids: list[int] | str) -> int:
+        chosen = self._select_pending(ids)
+        with self.journal.transaction() as db:
+            for change in chosen:
+                db["pending_changes"].update(
+                    change["id"], {"status": "rejected", "decided_at": now_iso()}
+                )
+        if chosen:
+            self._changed({"reason": "reject"})
+        return len(chosen)
+
+    def _select_pending(self, ids: list[int] | str) -> list[dict[str, Any]]:
+        pending = self.pending()
+        if ids == "all":
+            return pending
+        wanted = {int(i) for i in ids}
+        return [p for p in pending if p["id"] in wanted]
+
+    # -- whole-memory operations ---------------------------------------------------------------
+    def export(self, path: str | os.PathLike[str]) -> Path:
+        target = Path(path)
+        target.write_text(json.dumps(self.data, indent=2, ensure_ascii=False), encoding="utf-8")
+        return target
+
+    def import_(self, path: str | os.PathLike[str]) -> int:
+        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count."""
+        source = Path(path)
+        try:
+            data = json.loads(source.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{source}: cannot import, not a readable JSON file ({exc})") from exc
+        problem = check_schema(data)
+        if problem:
+            raise ValueError(f"{source}: cannot import, {problem}")
+        self._replace(data, "import", str(source))
+        return len(data.get("facts", []))
+
+    def reset(self) -> None:
+        """Empty memory (recorded as a version, so it can be rolled back)."""
+        self._replace(empty_memory(), "reset", "manual")
+
+    # -- status and plumbing ------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        rows = queue.rows(self.journal)
+        try:
+            fact_count: int | None = len(self.data.get("facts", []))
+            memory_error = None
+        except MemoryFileError as exc:
+            fact_count, memory_error = None, str(exc)
+        last_fold = self.journal.db.execute(
+            "SELECT MAX(created_at) FROM memory_versions WHERE reason IN ('fold', 'approve')"
+        ).fetchone()[0]
+        errors = [r["last_error"] for r in rows if r.get("last_error")]
+        return {
+            "enabled": self.settings.memory.enabled,
+            "review": self.review,
+            "memory_path": str(self.path),
+            "journal_path": str(self.journal.path),
+            "fact_count": fact_count,
+            "memory_error": memory_error,
+            "pending": [
+                {
+                    k: r.get(k)
+                    for k in (
+                        "thread_id",
+                        "status",
+                        "attempts",
+                        "last_error",
+                        "due_at",
+                        "enqueued_at",
+                    )
+                }
+                for r in rows
+            ],
+            "pending_changes": len(self.pending()),
+            "last_fold": last_fold,
+            "last_error": errors[-1] if errors else self._last_error,
+        }
+
+    def on_change(self, callback: Callable[..., Any]) -> None:
+        """Call ``callback`` after every change, from whichever thread made it.
+
+        A callback that takes an argument gets a small dict (reason, version, source).
+        """
+        self._callbacks.append(callback)
+
+    def _changed(self, info: dict[str, Any]) -> None:
+        for callback in list(self._callbacks):
+            try:
+                if _takes_argument(callback):
+                    callback(info)
+                else:
+                    callback()
+            except Exception:
+                log.warning("memory on_change callback %r failed", callback, exc_info=True)
+
+    def close(self) -> None:
+        """Stop this home's worker if this is its last user; pending rows stay durable."""
+        if self._worker is not None:
+            queue.release_worker(self.settings.home, self)
+            self._worker = None
+        self.journal.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def _find(data: dict[str, Any], fact_id: str) -> dict[str, Any] | None:
+        return next((f for f in data.get("facts", []) if f.get("id") == fact_id), None)
+
+
+def _takes_argument(callback: Callable[..., Any]) -> bool:
+    with contextlib.suppress(TypeError, ValueError):
+        params = inspect.signature(callback).parameters.values()
+        return any(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+            and p.default is p.empty
+            for p in params
+        )
+    return False
+
+
+def _replacement_events(old: dict[str, Any], new: dict[str, Any], kind: str) -> list[Event]:
+    """One event per fact added, removed or changed, and per section changed."""
+    events = []
+    old_by_id = {f.get("id"): f for f in old.get("facts", [])}
+    new_by_id = {f.get("id"): f for f in new.get("facts", [])}
+    for fact_id, fact in old_by_id.items():
+        if fact_id not in new_by_id:
+            events.append(
+                Event(
+                    kind,
+                    fact_id,
+                    None,
+                    fact.get("content"),
+                    None,
+                    fact.get("confidence"),
+                    None,
+                    {"change": "remove"},
+                )
+            )
+    for fact_id, fact in new_by_id.items():
+        before = old_by_id.get(fact_id)
+        if before is None:
+            events.append(
+                Event(
+                    kind,
+                    fact_id,
+                    None,
+                    None,
+                    fact.get("content"),
+                    None,
+                    fact.get("confidence"),
+                    {"change": "add"},
+                )
+            )
+        elif before != fact:
+            events.append(
+                Event(
+                    kind,
+                    fact_id,
+                    None,
+                    before.get("content"),
+                    fact.get("content"),
+                    before.get("confidence"),
+                    fact.get("confidence"),
+                    {"change": "update"},
+                )
+            )
+    for group in ("user", "history"):
+        old_group, new_group = old.get(group) or {}, new.get(group) or {}
+        for name in sorted(set(old_group) | set(new_group)):
+            before = (old_group.get(name) or {}).get("summary", "")
+            after = (new_group.get(name) or {}).get("summary", "")
+            if before != after:
+                events.append(
+                    Event(
+                        kind, None, f"{group}.{name}", before, after, details={"change": "section"}
+                    )
+                )
+    return events
+
+
+def _event_row(event: Event, ts: str, source: str, version: int | None) -> dict[str, Any]:
+    return {
+        "ts": ts,
+        "kind": event.kind,
+        "fact_id": event.fact_id,
+        "section": event.section,
+        "old_content": event.old_content,
+        "new_content": event.new_content,
+        "old_confidence": event.old_confidence,
+        "new_confidence": event.new_confidence,
+        "source": source,
+        "version_id": version,
+        "details": json.dumps(event.details) if event.details else None,
+    }
+
+
+def _decode_event(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "details": json.loads(row["details"]) if row.get("details") else {}}

@@ -1,0 +1,262 @@
+"""The durable, debounced fold queue.
+
+Pending folds live in ``memory_queue`` rows, not in process memory, so a kernel killed
+before its fold leaves the row behind and the next ``Memory`` on that home folds it.
+One daemon worker per home per process waits for the debounce (restarted by every
+enqueue), claims due rows, and hands them to the fold function. A row is claimed by
+``host:pid`` so two kernels never fold the same snapshot at once; a claim whose
+process is gone, or whose lease ran out, is taken over.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..journal import Journal, now_iso
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+BACKOFF_SECONDS = (5.0, 30.0, 120.0)
+LEASE_SECONDS = 600.0
+EXIT_FLUSH_SECONDS = 30.0
+
+
+def _me() -> str:
+    """This process's claim name (recomputed: a forked child is another process)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _claim_is_live(claimed_by: str | None, claimed_until: float | None, now: float) -> bool:
+    """True while another live process holds the row."""
+    if not claimed_by or claimed_by == _me() or (claimed_until or 0) < now:
+        return False
+    host, _, pid = claimed_by.rpartition(":")
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def upsert(
+    journal: Journal, thread_id: str, snapshot: list[dict[str, Any]], last_seq: int, debounce: float
+) -> None:
+    """Replace the thread's pending snapshot and restart the debounce for every pending row."""
+    now = time.time()
+    due = now + debounce
+    with journal.transaction() as db:
+        db.execute(
+            "UPDATE memory_queue SET due_at = ? WHERE status = 'pending' AND due_at < ?", [due, due]
+        )
+        db["memory_queue"].upsert(
+            {
+                "thread_id": thread_id,
+                "snapshot": json.dumps(snapshot, ensure_ascii=False),
+                "enqueued_at": now_iso(),
+                "due_at": due,
+                "attempts": 0,
+                "last_error": None,
+                "status": "pending",
+                "last_seq": last_seq,
+            },
+            pk="thread_id",
+        )
+
+
+def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | None:
+    """Take the row for folding, or None if it is gone, not due, or held by a live process."""
+    now = time.time()
+    with journal.transaction() as db:
+        rows = list(db["memory_queue"].rows_where("thread_id = ?", [thread_id]))
+        if not rows:
+            return None
+        row = rows[0]
+        if not force and (row["status"] != "pending" or row["due_at"] > now):
+            return None
+        if _claim_is_live(row.get("claimed_by"), row.get("claimed_until"), now):
+            return None
+        db["memory_queue"].update(
+            thread_id, {"claimed_by": _me(), "claimed_until": now + LEASE_SECONDS}
+        )
+    return row
+
+
+def finish(db: Any, row: dict[str, Any]) -> None:
+    """Inside the fold's journal transaction: drop the row unless a newer snapshot replaced it,
+    and record how far the thread is folded."""
+    db.execute(
+        "DELETE FROM memory_queue WHERE thread_id = ? AND enqueued_at = ?",
+        [row["thread_id"], row["enqueued_at"]],
+    )
+    db.execute(
+        "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL WHERE thread_id = ?",
+        [row["thread_id"]],
+    )
+    db["memory_threads"].upsert(
+        {
+            "thread_id": row["thread_id"],
+            "folded_seq": row.get("last_seq") or 0,
+            "folded_at": now_iso(),
+        },
+        pk="thread_id",
+    )
+
+
+def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
+    """Keep the row, note the error, back off; after MAX_ATTEMPTS it waits for a manual flush."""
+    attempts = int(row.get("attempts") or 0) + 1
+    status = "failed" if attempts >= MAX_ATTEMPTS else "pending"
+    delay = BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]
+    with journal.transaction() as db:
+        db.execute(
+            "UPDATE memory_queue SET attempts = ?, last_error = ?, status = ?, due_at = ?, "
+            "claimed_by = NULL, claimed_until = NULL WHERE thread_id = ? AND enqueued_at = ?",
+            [
+                attempts,
+                error[:2000],
+                status,
+                time.time() + delay,
+                row["thread_id"],
+                row["enqueued_at"],
+            ],
+        )
+        db.execute(
+            "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL WHERE thread_id = ?",
+            [row["thread_id"]],
+        )
+
+
+def release(journal: Journal, row: dict[str, Any]) -> None:
+    """Give a claimed row back untouched (the fold was cut short by a timeout)."""
+    with journal.transaction() as db:
+        db.execute(
+            "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL WHERE thread_id = ?",
+            [row["thread_id"]],
+        )
+
+
+def rows(journal: Journal) -> list[dict[str, Any]]:
+    return list(journal.db["memory_queue"].rows_where(order_by="due_at"))
+
+
+def next_due(journal: Journal) -> float | None:
+    value = journal.db.execute(
+        "SELECT MIN(due_at) FROM memory_queue WHERE status = 'pending'"
+    ).fetchone()[0]
+    return None if value is None else float(value)
+
+
+class QueueWorker:
+    """The daemon thread that folds due rows for one home in this process."""
+
+    def __init__(self, home: Path, journal: Journal) -> None:
+        self.home = home
+        self.journal = journal
+        self.holders: list[Any] = []  # the Memory objects sharing this worker
+        self.fold_lock = threading.Lock()
+        self._wake = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(
+            target=self._run, name=f"deerflow-nb-memory-queue:{home}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+        atexit.register(self._at_exit)
+
+    def notify(self) -> None:
+        with self._wake:
+            self._wake.notify_all()
+
+    def fold(self, force: bool, timeout: float | None = None) -> Any:
+        """Run the first holder's fold under this process's fold lock."""
+        with self.fold_lock:
+            if not self.holders:
+                return None
+            deadline = None if timeout is None else time.monotonic() + timeout
+            return self.holders[0]._fold_pending(force, deadline)
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stop = True
+            self._wake.notify_all()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        atexit.unregister(self._at_exit)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if self._stop:
+                    return
+                try:
+                    due = next_due(self.journal)
+                except Exception:  # a locked or vanished journal: try again shortly
+                    log.exception("memory queue could not read journal.db")
+                    due = time.time() + 5
+                wait = None if due is None else max(0.0, due - time.time())
+                if wait is None or wait > 0:
+                    self._wake.wait(timeout=wait)
+                    continue
+            try:
+                self.fold(force=False)
+            except Exception:
+                log.exception("memory fold failed")
+                time.sleep(1.0)
+
+    def _at_exit(self) -> None:
+        """Fold what is pending before the interpreter exits; rows stay durable if this fails."""
+        with self._wake:
+            self._stop = True
+            self._wake.notify_all()
+        with contextlib.suppress(Exception):
+            self.fold(force=True, timeout=EXIT_FLUSH_SECONDS)
+
+
+_workers: dict[Path, QueueWorker] = {}
+_workers_guard = threading.Lock()
+
+
+def acquire(home: Path, holder: Any) -> QueueWorker:
+    """This process's worker for ``home``, started on first use; ``holder`` shares it."""
+    key = home.resolve()
+    with _workers_guard:
+        worker = _workers.get(key)
+        if worker is None:
+            worker = QueueWorker(key, holder.journal)
+            _workers[key] = worker
+            worker.holders.append(holder)
+            worker.start()
+        else:
+            worker.holders.append(holder)
+    return worker
+
+
+def release_worker(home: Path, holder: Any) -> None:
+    """``holder`` is closing; the last one to leave stops the worker."""
+    key = home.resolve()
+    with _workers_guard:
+        worker = _workers.get(key)
+        if worker is None or holder not in worker.holders:
+            return
+        with worker.fold_lock:
+            worker.holders.remove(holder)
+        if worker.holders:
+            worker.journal = worker.holders[0].journal
+            return
+        del _workers[key]
+    worker.stop()

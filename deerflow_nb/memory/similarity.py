@@ -1,0 +1,101 @@
+"""Near-duplicate detection for facts, without a model.
+
+A fact is reduced to its *signature*: the set of content words, lower-cased, lightly
+stemmed, with stopwords and filler ("user", "really", "using", "instead") dropped and
+synonyms of the common verbs folded together. Words that follow a comparison ("over",
+"instead of", "rather than") are marked as the rejected side, so "prefers polars over
+pandas" and "prefers pandas over polars" differ. Two facts are near-duplicates when
+their signatures are equal: every content word on one side has its match on the other,
+so facts that share a template but differ in one name ("Works on project Apollo" /
+"... Zephyr") stay distinct. Equality also makes lookups a dict hit, so a fold stays
+fast on large stores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9+#']*(?:[._-][a-z0-9+#]+)*")
+_COMPARE = re.compile(r"\b(?:over|instead of|rather than|than|versus|vs\.?)\b")
+_CLAUSE_END = re.compile(r"[,;:!?()]|\band\b|\bbut\b|\.(?:\s|$)")
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+STOPWORDS = _wordset(
+    """
+    a an the and or but if of to in on at by for with from as into onto about than then
+    is are was were be been being am do does did done has have had having this that these
+    those it its it's they them their theirs he him his she her hers we us our you your
+    i me my mine he's she's they're i'm i've i'd i'll there here which who whom whose what
+    when where why how all any each both some such so very too also just only own same
+    can could would should will shall may might must s t
+    user user's users person someone really quite actually generally basically mostly
+    usually typically often always currently now use uses used using utilize utilizes
+    utilizing instead
+    """
+)
+# Verbs of preference collapse to one token, so "likes X" and "prefers X" agree.
+_PREFERENCE = _wordset(
+    "prefer prefers preferred preferring like likes liked liking love loves loved loving "
+    "enjoy enjoys enjoyed favor favors favour favours"
+)
+_NEGATIONS = _wordset("no not never longer don't doesn't didn't stopped stop stops")
+
+
+def normalize_text(text: str) -> str:
+    """Exact-duplicate key: case-folded, whitespace collapsed, trailing punctuation dropped."""
+    return " ".join(text.casefold().split()).rstrip(" .!;")
+
+
+def stem(word: str) -> str:
+    """A light suffix stemmer: enough to match plurals and verb forms of the same word."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: len(word) - len(suffix)] + repl
+            if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
+                base = base[:-1]
+            return base
+    return word
+
+
+def _words(text: str) -> Iterable[str]:
+    for word in _WORD.findall(text):
+        if word in _PREFERENCE:
+            yield "prefer"
+        elif word in _NEGATIONS:
+            yield "not"
+        elif word not in STOPWORDS:
+            yield stem(word)
+
+
+def signature(text: str) -> frozenset[str]:
+    """The content words of ``text``; words on the rejected side of a comparison get a ``~``."""
+    lowered = text.casefold().replace("’", "'")
+    match = _COMPARE.search(lowered)
+    if match is None:
+        return frozenset(_words(lowered))
+    head, tail = lowered[: match.start()], lowered[match.end() :]
+    end = _CLAUSE_END.search(tail)
+    rejected, rest = (tail[: end.start()], tail[end.start() :]) if end else (tail, "")
+    return frozenset([*_words(head), *(f"~{w}" for w in _words(rejected)), *_words(rest)])
+
+
+def is_near_duplicate(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` state the same fact in other words."""
+    sig_a = signature(a)
+    return bool(sig_a) and sig_a == signature(b)
+
+
+def overlap(query: str, text: str) -> float:
+    """Share of the query's content words found in ``text`` (0 when the query has none)."""
+    q = {w.lstrip("~") for w in signature(query)}
+    if not q:
+        return 0.0
+    t = {w.lstrip("~") for w in signature(text)}
+    return len(q & t) / len(q)

@@ -1,0 +1,170 @@
+"""memory.json on disk: DeerFlow's classic schema, atomic writes, a cross-process lock.
+
+Two kernels may fold at the same time, so every change takes the file lock, re-reads
+the file and writes a whole new one through a unique temp file (fsync, rename,
+directory fsync): a reader never sees half a file and no writer loses another's work.
+A file that does not parse is never overwritten by a fold: a copy is kept aside and
+every read raises ``MemoryFileError`` until the user restores a version or resets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+SCHEMA_VERSION = "1.0"
+USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
+HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
+CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
+
+_process_locks: dict[Path, threading.RLock] = {}
+_process_locks_guard = threading.Lock()
+
+
+class MemoryFileError(RuntimeError):
+    """memory.json exists but cannot be used; the message names the file and the fix."""
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC with a ``Z``, as DeerFlow writes it."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def empty_memory() -> dict[str, Any]:
+    """A fresh memory in DeerFlow's schema (what a missing memory.json means)."""
+    return {
+        "version": SCHEMA_VERSION,
+        "lastUpdated": utc_now(),
+        "user": {name: {"summary": "", "updatedAt": ""} for name in USER_SECTIONS},
+        "history": {name: {"summary": "", "updatedAt": ""} for name in HISTORY_SECTIONS},
+        "facts": [],
+    }
+
+
+def check_schema(data: Any) -> str | None:
+    """Why ``data`` is not a usable memory document, or None when it is."""
+    if not isinstance(data, dict):
+        return "the top level is not a JSON object"
+    for group in ("user", "history"):
+        if group in data and not isinstance(data[group], dict):
+            return f"'{group}' is not an object"
+    facts = data.get("facts", [])
+    if not isinstance(facts, list):
+        return "'facts' is not a list"
+    for i, fact in enumerate(facts):
+        if not isinstance(fact, dict) or not isinstance(fact.get("content"), str):
+            return f"facts[{i}] is not a fact object with a text 'content'"
+    return None
+
+
+def normalized(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with every schema key present, for code that edits it (the input is kept)."""
+    base = empty_memory()
+    out = dict(data)
+    out.setdefault("version", SCHEMA_VERSION)
+    out.setdefault("lastUpdated", base["lastUpdated"])
+    for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
+        sections = dict(out.get(group) or {})
+        for name in names:
+            section = sections.get(name)
+            sections[name] = dict(section) if isinstance(section, dict) else dict(base[group][name])
+        out[group] = sections
+    out["facts"] = [dict(f) for f in out.get("facts", [])]
+    return out
+
+
+class MemoryStore:
+    """Reads and writes one memory.json."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self._file_lock = FileLock(str(self.lock_path), thread_local=False)
+        key = self.path.resolve()
+        with _process_locks_guard:
+            self._thread_lock = _process_locks.setdefault(key, threading.RLock())
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Exclusive access across threads of this process and across processes."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._thread_lock, self._file_lock:
+            yield
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def read(self) -> dict[str, Any]:
+        """The document as stored; the empty schema if the file is absent."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return empty_memory()
+        try:
+            data = json.loads(raw.decode("utf-8"))
+            problem = check_schema(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problem = f"it is not valid JSON ({exc})"
+        if problem is None:
+            return data
+        raise MemoryFileError(self._corrupt_message(raw, problem))
+
+    def _corrupt_message(self, raw: bytes, problem: str) -> str:
+        """Keep a copy of the bad bytes aside (once per content) and phrase the fix."""
+        copy = self._keep_aside(raw)
+        return (
+            f"{self.path} cannot be read: {problem}; a copy is kept as {copy.name}. "
+            "Restore the last good version with `%memory rollback <last version>` or "
+            "`deerflow-nb fold --rebuild` (Memory.recover()), or delete the file to start empty."
+        )
+
+    def _keep_aside(self, raw: bytes) -> Path:
+        for existing in sorted(self.path.parent.glob(self.path.name + ".corrupt-*")):
+            with contextlib.suppress(OSError):
+                if existing.read_bytes() == raw:
+                    return existing
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        copy = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        shutil.copyfile(self.path, copy)
+        return copy
+
+    def write(self, data: dict[str, Any]) -> None:
+        """Replace the file atomically; call under ``locked()``."""
+        payload = json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(self.path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

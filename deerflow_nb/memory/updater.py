@@ -1,0 +1,189 @@
+"""Pure diff application: the memory update rules, with no I/O.
+
+Given the current memory document and one validated extraction diff, returns the new
+document and the list of events that explain every change. DeerFlow's order is kept
+(sections, removals, new facts, cap); on top of it: text is sanitised, exact and
+near-duplicate facts reinforce the fact already stored instead of adding a second one,
+and eviction drops the lowest confidence first (oldest first among equals).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .similarity import normalize_text, signature
+from .store import CATEGORIES, HISTORY_SECTIONS, USER_SECTIONS, normalized, utc_now
+
+log = logging.getLogger(__name__)
+
+MAX_FACT_CHARS = 500
+MAX_SUMMARY_CHARS = 4000
+REINFORCE_BUMP = 0.02
+REINFORCE_CAP = 0.99
+_TAG = re.compile(r"<(/?\s*memory\s*)>", re.IGNORECASE)
+
+
+@dataclass
+class Event:
+    """One change to memory, as journaled in ``memory_events``."""
+
+    kind: str  # add | reinforce | update | remove | evict | section | rollback | import | reset
+    fact_id: str | None = None
+    section: str | None = None
+    old_content: str | None = None
+    new_content: str | None = None
+    old_confidence: float | None = None
+    new_confidence: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class UpdateResult:
+    data: dict[str, Any]
+    events: list[Event]
+    ignored_removals: list[str] = field(default_factory=list)
+
+    def ids(self, kind: str) -> list[str]:
+        return [e.fact_id for e in self.events if e.kind == kind and e.fact_id]
+
+
+def sanitize_text(text: str, limit: int = MAX_FACT_CHARS) -> str:
+    """One clean line: whitespace collapsed, length capped, ``<memory>`` tags neutralised."""
+    text = " ".join(str(text).split())
+    text = _TAG.sub(lambda m: f"[{m.group(1)}]", text)
+    return text[:limit].rstrip()
+
+
+def new_fact_id(taken: set[str]) -> str:
+    """A ``fact_<8 hex>`` id not in ``taken``."""
+    while True:
+        fact_id = f"fact_{uuid.uuid4().hex[:8]}"
+        if fact_id not in taken:
+            return fact_id
+
+
+def apply_diff(
+    data: dict[str, Any],
+    diff: dict[str, Any],
+    *,
+    source: str,
+    threshold: float,
+    max_facts: int,
+    now: str | None = None,
+    id_factory: Callable[[set[str]], str] = new_fact_id,
+) -> UpdateResult:
+    """Apply one validated diff (see ``extraction.validate_diff``) to ``data`` (not mutated)."""
+    now = now or utc_now()
+    out = normalized(data)
+    events: list[Event] = []
+
+    for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
+        for name in names:
+            update = (diff.get(group) or {}).get(name) or {}
+            summary = sanitize_text(update.get("summary") or "", MAX_SUMMARY_CHARS)
+            old = out[group][name].get("summary", "")
+            if update.get("shouldUpdate") and summary and summary != old:
+                out[group][name] = {"summary": summary, "updatedAt": now}
+                events.append(
+                    Event(
+                        "section", section=f"{group}.{name}", old_content=old, new_content=summary
+                    )
+                )
+
+    ignored: list[str] = []
+    to_remove = set(diff.get("factsToRemove") or [])
+    if to_remove:
+        present = {f.get("id") for f in out["facts"]}
+        ignored = sorted(to_remove - present)
+        for fact_id in ignored:
+            log.warning("factsToRemove names unknown fact %r; ignored", fact_id)
+        kept = []
+        for fact in out["facts"]:
+            if fact.get("id") in to_remove:
+                events.append(_fact_event("remove", fact))
+            else:
+                kept.append(fact)
+        out["facts"] = kept
+
+    by_text = {normalize_text(f["content"]): f for f in out["facts"]}
+    by_sig = {}
+    for fact in out["facts"]:
+        sig = signature(fact["content"])
+        if sig:
+            by_sig.setdefault(sig, fact)
+    taken = {f.get("id") for f in out["facts"]}
+    for candidate in diff.get("newFacts") or []:
+        content = sanitize_text(candidate.get("content", ""))
+        confidence = float(candidate.get("confidence", 0.5))
+        if not content or confidence < threshold:
+            continue
+        sig = signature(content)
+        match = by_text.get(normalize_text(content)) or (by_sig.get(sig) if sig else None)
+        if match is not None:
+            old_conf = float(match.get("confidence", 0.0))
+            new_conf = max(old_conf, confidence, min(REINFORCE_CAP, old_conf + REINFORCE_BUMP))
+            match["confidence"] = round(new_conf, 4)
+            match["confirmations"] = int(match.get("confirmations", 1)) + 1
+            match["updatedAt"] = now
+            events.append(
+                Event(
+                    "reinforce",
+                    fact_id=match.get("id"),
+                    old_content=match["content"],
+                    new_content=content,
+                    old_confidence=old_conf,
+                    new_confidence=match["confidence"],
+                    details={"source": source},
+                )
+            )
+            continue
+        category = candidate.get("category")
+        fact = {
+            "id": id_factory(taken),
+            "content": content,
+            "category": category if category in CATEGORIES else "context",
+            "confidence": round(confidence, 4),
+            "createdAt": now,
+            "source": source,
+        }
+        taken.add(fact["id"])
+        out["facts"].append(fact)
+        by_text[normalize_text(content)] = fact
+        if sig:
+            by_sig.setdefault(sig, fact)
+        events.append(_fact_event("add", fact, new=True))
+
+    if len(out["facts"]) > max_facts:
+        order = sorted(
+            range(len(out["facts"])),
+            key=lambda i: (
+                float(out["facts"][i].get("confidence", 0.0)),
+                str(out["facts"][i].get("createdAt", "")),
+                i,
+            ),
+        )
+        drop = set(order[: len(out["facts"]) - max(max_facts, 0)])
+        events.extend(_fact_event("evict", out["facts"][i]) for i in sorted(drop))
+        out["facts"] = [f for i, f in enumerate(out["facts"]) if i not in drop]
+
+    if events:
+        out["lastUpdated"] = now
+    return UpdateResult(out, events, ignored)
+
+
+def _fact_event(kind: str, fact: dict[str, Any], *, new: bool = False) -> Event:
+    confidence = fact.get("confidence")
+    return Event(
+        kind,
+        fact_id=fact.get("id"),
+        old_content=None if new else fact.get("content"),
+        new_content=fact.get("content") if new else None,
+        old_confidence=None if new else confidence,
+        new_confidence=confidence if new else None,
+        details={"category": fact.get("category")},
+    )
