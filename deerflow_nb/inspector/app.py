@@ -1,0 +1,5 @@
+"""The Streamlit script behind ``deerflow-nb inspect``; ``streamlit run`` executes this file."""
+
+from deerflow_nb.inspector.pages import main
+
+main()

@@ -1,0 +1,450 @@
+"""Read-only view models for the inspector, built straight from the home folder's files.
+
+The inspector runs in its own process next to a live kernel, so it only ever reads:
+``memory.json`` (replaced by atomic rename, so a read sees a whole old or a whole new
+file) and ``journal.db`` opened read-only (WAL lets readers run beside a fold's writer).
+Nothing here creates a file: a missing home stays missing. Every function returns plain
+lists and dicts; pandas is imported only by the helpers that build chart frames.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sqlite_utils
+
+from ..config import CONFIG_FILENAME
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MEMORY_FILENAME = "memory.json"
+JOURNAL_FILENAME = "journal.db"
+SECTIONS = {
+    "user": ("workContext", "personalContext", "topOfMind"),
+    "history": ("recentMonths", "earlierContext", "longTermBackground"),
+}
+CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
+SORTS = {
+    "confidence (high first)": ("confidence", True),
+    "newest first": ("createdAt", True),
+    "oldest first": ("createdAt", False),
+    "category": ("category", False),
+    "content": ("content", False),
+}
+#: memory_events kinds that take a fact out of memory; every other kind with a fact keeps it.
+REMOVAL_KINDS = frozenset({"remove", "evict", "forget", "reject"})
+RECOVERY_HINT = (
+    "`%memory rollback <version>` in the notebook, or `deerflow-nb fold --rebuild` "
+    "in a shell, restores the last good version from the journal"
+)
+
+
+class MemoryFileError(Exception):
+    """memory.json exists but cannot be read as a memory: say where and how to recover."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+def paths(home: Path) -> dict[str, Path]:
+    """Where each file of a home lives (whether or not it exists yet)."""
+    return {
+        "home": home,
+        "memory": home / MEMORY_FILENAME,
+        "journal": home / JOURNAL_FILENAME,
+        "config": home / CONFIG_FILENAME,
+    }
+
+
+def home_is_empty(home: Path) -> bool:
+    """True when there is nothing to show: no memory.json and no journal."""
+    return not (home / MEMORY_FILENAME).exists() and not (home / JOURNAL_FILENAME).exists()
+
+
+# -- memory.json -------------------------------------------------------------------------
+def load_memory(home: Path) -> dict[str, Any] | None:
+    """memory.json as a dict, None when absent; MemoryFileError when it is damaged."""
+    path = home / MEMORY_FILENAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MemoryFileError(path, f"cannot be read ({exc})") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MemoryFileError(
+            path, f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from exc
+    if not isinstance(data, dict):
+        raise MemoryFileError(path, f"holds a {type(data).__name__}, not a memory object")
+    facts = data.get("facts", [])
+    if not isinstance(facts, list) or not all(isinstance(f, dict) for f in facts):
+        raise MemoryFileError(path, "'facts' is not a list of fact objects")
+    return data
+
+
+def set_aside_copies(home: Path) -> list[Path]:
+    """Copies of memory.json kept beside it (for example a damaged file moved out of the way)."""
+    skip = (".lock", ".tmp")
+    return sorted(
+        p for p in home.glob(f"{MEMORY_FILENAME}.*") if p.is_file() and not p.name.endswith(skip)
+    )
+
+
+def fact_rows(
+    memory: dict[str, Any] | None,
+    *,
+    categories: list[str] | None = None,
+    confidence: tuple[float, float] = (0.0, 1.0),
+    text: str = "",
+    sort: str = "confidence (high first)",
+) -> list[dict[str, Any]]:
+    """The facts table: filtered by category, confidence range and text, then sorted."""
+    needle = text.strip().lower()
+    low, high = confidence
+    rows = []
+    for fact in (memory or {}).get("facts", []):
+        conf = float(fact.get("confidence") or 0.0)
+        if categories and fact.get("category") not in categories:
+            continue
+        if not low <= conf <= high:
+            continue
+        if needle and needle not in str(fact.get("content", "")).lower():
+            continue
+        rows.append(
+            {
+                "id": fact.get("id", ""),
+                "content": fact.get("content", ""),
+                "category": fact.get("category", ""),
+                "confidence": round(conf, 3),
+                "createdAt": fact.get("createdAt", ""),
+                "updatedAt": fact.get("updatedAt", ""),
+                "source": fact.get("source", ""),
+            }
+        )
+    key, reverse = SORTS.get(sort, SORTS["confidence (high first)"])
+    rows.sort(key=lambda r: (r[key] is None, r[key] or ""), reverse=reverse)
+    return rows
+
+
+def section_rows(memory: dict[str, Any] | None) -> list[dict[str, str]]:
+    """The user/history summaries that are filled in, in DeerFlow's order."""
+    rows = []
+    for group, names in SECTIONS.items():
+        block = (memory or {}).get(group) or {}
+        for name in names:
+            section = block.get(name) or {}
+            if section.get("summary"):
+                rows.append(
+                    {
+                        "section": f"{group}.{name}",
+                        "summary": section["summary"],
+                        "updatedAt": section.get("updatedAt", ""),
+                    }
+                )
+    return rows
+
+
+def injection_preview(
+    memory: dict[str, Any], context: str | None, max_tokens: int
+) -> dict[str, Any]:
+    """The exact block the next turn injects for ``context``, its token count, and why.
+
+    ``facts`` lists each selected fact with its score parts (relevance, confidence,
+    recency, total), as the injection ranked them.
+    """
+    from ..memory.injection import explain_selection, format_memory_for_injection
+    from ..tokens import count_tokens
+
+    block = format_memory_for_injection(memory, max_tokens=max_tokens, context=context)
+    return {
+        "block": block,
+        "tokens": count_tokens(block) if block else 0,
+        "facts": explain_selection(memory, context, max_tokens),
+        "total_facts": len(memory.get("facts", [])),
+    }
+
+
+# -- journal.db --------------------------------------------------------------------------
+@contextmanager
+def open_journal(home: Path) -> Iterator[sqlite_utils.Database | None]:
+    """The journal opened read-only, or None when it does not exist yet."""
+    path = home / JOURNAL_FILENAME
+    if not path.exists():
+        yield None
+        return
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+    try:
+        yield sqlite_utils.Database(conn)
+    finally:
+        conn.close()
+
+
+def _rows(db: sqlite_utils.Database | None, table: str, **kwargs: Any) -> list[dict[str, Any]]:
+    if db is None or not db[table].exists():
+        return []
+    return list(db[table].rows_where(**kwargs))
+
+
+def events(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
+    """Every memory_events row, oldest first."""
+    return _rows(db, "memory_events", order_by="id")
+
+
+def confidence_series(event_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One point per fact event: its confidence then, and whether it was added, changed or removed.
+
+    A removal is plotted at the confidence the fact had when it left, so each fact's line
+    ends where it was dropped.
+    """
+    labels: dict[str, str] = {}
+    for ev in event_rows:
+        if ev.get("fact_id"):
+            content = ev.get("new_content") or ev.get("old_content")
+            if content:
+                labels[ev["fact_id"]] = content
+    last: dict[str, float] = {}
+    points = []
+    for ev in event_rows:
+        fid = ev.get("fact_id")
+        if not fid:
+            continue
+        kind = ev.get("kind") or ""
+        if kind in REMOVAL_KINDS:
+            mark = "removed"
+            conf = ev.get("old_confidence")
+        else:
+            mark = "added" if kind == "add" else "changed"
+            conf = ev.get("new_confidence")
+        if conf is None:
+            conf = last.get(fid)
+        if conf is None:
+            continue
+        last[fid] = float(conf)
+        label = labels.get(fid, fid)
+        points.append(
+            {
+                "ts": ev.get("ts"),
+                "fact_id": fid,
+                "fact": f"{fid}: {label[:48]}",
+                "confidence": float(conf),
+                "event": mark,
+                "kind": kind,
+                "source": ev.get("source") or "",
+            }
+        )
+    return points
+
+
+def size_series(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
+    """Memory size after each saved version: fact count and bytes of memory.json."""
+    return [
+        {
+            "ts": v["created_at"],
+            "version": v["id"],
+            "facts": v.get("fact_count") or 0,
+            "kilobytes": round(len(v.get("snapshot") or "") / 1024, 2),
+            "reason": v.get("reason") or "",
+        }
+        for v in _rows(db, "memory_versions", order_by="id")
+    ]
+
+
+def thread_tree(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
+    """Lead threads, newest first, each with its sub-agent threads nested under ``children``.
+
+    Every thread carries its turns (token usage per turn), its summaries, and message
+    counts; a sub-agent whose parent is not journaled is listed at the top level.
+    """
+    threads = _rows(db, "threads", order_by="created_at")
+    if not threads:
+        return []
+    turns: dict[str, list[dict[str, Any]]] = {}
+    for t in _rows(db, "turns", order_by="started_at"):
+        turns.setdefault(t["thread_id"], []).append(
+            {
+                "turn": t["id"],
+                "started": t.get("started_at") or "",
+                "status": t.get("status") or "",
+                "model": t.get("model") or "",
+                "input_tokens": t.get("input_tokens") or 0,
+                "output_tokens": t.get("output_tokens") or 0,
+                "facts_injected": t.get("facts_injected") or 0,
+            }
+        )
+    summaries: dict[str, list[dict[str, Any]]] = {}
+    for s in _rows(db, "summaries", order_by="id"):
+        summaries.setdefault(s["thread_id"], []).append(
+            {
+                "covers_until_seq": s["covers_until_seq"],
+                "content": s.get("content") or "",
+                "tokens": s.get("tokens") or 0,
+                "created_at": s.get("created_at") or "",
+            }
+        )
+    counts = {}
+    if db is not None and db["messages"].exists():
+        counts = {
+            row[0]: (row[1], row[2] or 0)
+            for row in db.execute(
+                "SELECT thread_id, COUNT(*), SUM(tokens) FROM messages GROUP BY thread_id"
+            ).fetchall()
+        }
+    nodes = {}
+    for t in threads:
+        messages, message_tokens = counts.get(t["id"], (0, 0))
+        thread_turns = turns.get(t["id"], [])
+        nodes[t["id"]] = {
+            "id": t["id"],
+            "kind": t.get("kind") or "lead",
+            "parent_id": t.get("parent_id"),
+            "title": t.get("title") or t["id"],
+            "model": t.get("model") or "",
+            "created_at": t.get("created_at") or "",
+            "updated_at": t.get("updated_at") or "",
+            "messages": messages,
+            "message_tokens": message_tokens,
+            "turns": thread_turns,
+            "input_tokens": sum(x["input_tokens"] for x in thread_turns),
+            "output_tokens": sum(x["output_tokens"] for x in thread_turns),
+            "summaries": summaries.get(t["id"], []),
+            "children": [],
+        }
+    roots = []
+    for node in nodes.values():
+        parent = nodes.get(node["parent_id"] or "")
+        if parent is not None and parent is not node:
+            parent["children"].append(node)
+        else:
+            roots.append(node)
+    roots.sort(key=lambda n: n["updated_at"], reverse=True)
+    return roots
+
+
+def thread_messages(db: sqlite_utils.Database | None, thread_id: str) -> list[dict[str, Any]]:
+    """One thread's messages, oldest first, for the transcript view."""
+    return [
+        {
+            "seq": m["seq"],
+            "role": m["role"],
+            "content": m.get("content") or "",
+            "tool_calls": m.get("tool_calls") or "",
+            "tokens": m.get("tokens") or 0,
+        }
+        for m in _rows(
+            db, "messages", where="thread_id = ?", where_args=[thread_id], order_by="seq"
+        )
+    ]
+
+
+def versions(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
+    """Saved memory versions, newest first, without their snapshots."""
+    if db is None or not db["memory_versions"].exists():
+        return []
+    return [
+        dict(zip(("id", "created_at", "reason", "source", "fact_count"), row, strict=True))
+        for row in db.execute(
+            "SELECT id, created_at, reason, source, fact_count"
+            " FROM memory_versions ORDER BY id DESC"
+        ).fetchall()
+    ]
+
+
+def version_snapshot(db: sqlite_utils.Database | None, version_id: int) -> dict[str, Any]:
+    """The memory.json saved as version ``version_id``; KeyError when there is no such version."""
+    rows = _rows(db, "memory_versions", where="id = ?", where_args=[version_id])
+    if not rows:
+        raise KeyError(version_id)
+    return json.loads(rows[0]["snapshot"])
+
+
+def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """What changed from ``old`` to ``new``: facts added, removed, changed, sections rewritten."""
+    old_facts = {f.get("id"): f for f in old.get("facts", [])}
+    new_facts = {f.get("id"): f for f in new.get("facts", [])}
+    changed = []
+    for fid in old_facts.keys() & new_facts.keys():
+        before, after = old_facts[fid], new_facts[fid]
+        for field in ("content", "category", "confidence"):
+            if before.get(field) != after.get(field):
+                changed.append(
+                    {"id": fid, "field": field, "old": before.get(field), "new": after.get(field)}
+                )
+    sections = []
+    for group, names in SECTIONS.items():
+        for name in names:
+            before = ((old.get(group) or {}).get(name) or {}).get("summary", "")
+            after = ((new.get(group) or {}).get(name) or {}).get("summary", "")
+            if before != after:
+                sections.append({"section": f"{group}.{name}", "old": before, "new": after})
+
+    def brief(f: dict[str, Any]) -> dict[str, Any]:
+        keys = ("id", "content", "category", "confidence")
+        return {k: f.get(k) for k in keys}
+
+    return {
+        "added": [brief(f) for fid, f in new_facts.items() if fid not in old_facts],
+        "removed": [brief(f) for fid, f in old_facts.items() if fid not in new_facts],
+        "changed": sorted(changed, key=lambda c: (str(c["id"]), c["field"])),
+        "sections": sections,
+    }
+
+
+def status(home: Path, db: sqlite_utils.Database | None) -> dict[str, Any]:
+    """Pending folds, the last fold, the last error and where every file is."""
+    queue = [
+        {
+            "thread_id": q["thread_id"],
+            "status": q.get("status") or "",
+            "attempts": q.get("attempts") or 0,
+            "enqueued_at": q.get("enqueued_at") or "",
+            "last_error": q.get("last_error") or "",
+        }
+        for q in _rows(db, "memory_queue", order_by="enqueued_at")
+    ]
+    folds = _rows(
+        db, "memory_versions", where="reason = ?", where_args=["fold"], order_by="id desc"
+    )
+    last_fold = None
+    if folds:
+        f = folds[0]
+        last_fold = {"version": f["id"], "at": f["created_at"], "source": f.get("source") or ""}
+    errors = [q for q in queue if q["last_error"]]
+    last_error = errors[-1] if errors else None
+    files = []
+    for name, path in paths(home).items():
+        exists = path.exists()
+        size = path.stat().st_size if exists and path.is_file() else None
+        files.append({"file": name, "path": str(path), "exists": exists, "bytes": size})
+    review = _rows(db, "pending_changes", where="status = ?", where_args=["pending"])
+    return {
+        "pending": sum(q["status"] == "pending" for q in queue),
+        "failed": sum(q["status"] == "failed" for q in queue),
+        "queue": queue,
+        "last_fold": last_fold,
+        "last_error": last_error,
+        "awaiting_review": len(review),
+        "files": files,
+    }
+
+
+# -- chart frames (pandas only here) -------------------------------------------------------
+def frame(rows: list[dict[str, Any]], time_columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A DataFrame for st.dataframe or a chart, with ISO timestamps parsed."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    for column in time_columns:
+        if column in df:
+            df[column] = pd.to_datetime(df[column], utc=True, format="ISO8601")
+    return df

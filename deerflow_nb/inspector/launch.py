@@ -1,0 +1,64 @@
+"""``deerflow-nb inspect``: run the inspector with ``streamlit run``, locally and quietly.
+
+Streamlit's own command line runs in this process (no child to orphan when the
+command is stopped), bound to 127.0.0.1 unless ``--host`` says otherwise, headless
+(no browser is opened for you; the URL is printed) and with usage statistics off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..config import HOME_ENV
+
+APP_PATH = Path(__file__).with_name("app.py")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deerflow-nb inspect",
+        description="Open the memory inspector (Streamlit) on this machine.",
+    )
+    parser.add_argument("--home", help="home folder (default: $DEERFLOW_NB_HOME or ~/.deerflow_nb)")
+    parser.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
+    return parser
+
+
+def streamlit_args(host: str, port: int) -> list[str]:
+    """The ``streamlit run`` arguments for the packaged app."""
+    return [
+        "run",
+        str(APP_PATH),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+
+
+def inspect_main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``[--home DIR] [--port N] [--host H]`` and serve until interrupted."""
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    if args.home:
+        os.environ[HOME_ENV] = str(Path(args.home).expanduser().resolve())
+    from streamlit.web.cli import main as streamlit_cli
+
+    try:
+        streamlit_cli.main(args=streamlit_args(args.host, args.port), prog_name="streamlit")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(inspect_main())

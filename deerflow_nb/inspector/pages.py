@@ -1,0 +1,489 @@
+"""Streamlit rendering of the inspector: one function per tab, plus the shared frame.
+
+The pages only lay out what ``data`` computes and hand writes to ``actions``. Writes
+are asked for with one click and carried out with a second (the confirmation), both in
+widget callbacks, so the page that follows already reads the files as they now are.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from ..config import ConfigError, load_settings, resolve_home
+from . import actions, data
+
+TABS = ("Facts", "Confidence history", "Injection preview", "Threads", "Versions", "Status")
+_CONFIRM = "inspector_confirm"
+_FLASH = "inspector_flash"
+
+
+# -- the frame -----------------------------------------------------------------------------
+def main() -> None:
+    """The whole app: page setup, sidebar controls, then the tabs (live when asked)."""
+    st.set_page_config(page_title="deerflow_nb inspector", page_icon="🦌", layout="wide")
+    home = resolve_home(None)
+    auto, every = sidebar(home)
+    if auto:
+        st.fragment(run_every=every)(render)(home)
+    else:
+        render(home)
+
+
+def sidebar(home: Path) -> tuple[bool, float]:
+    """Home, the refresh button and the auto-refresh switch; returns (auto, seconds)."""
+    with st.sidebar:
+        st.markdown("### 🦌 deerflow_nb")
+        st.caption(f"Home: `{home}`")
+        st.button("Refresh", key="refresh", icon="🔄", help="Read the files again now")
+        auto = st.toggle("Auto-refresh", key="auto_refresh", help="Re-read the files on a timer")
+        every = st.number_input(
+            "Every (seconds)", min_value=1.0, max_value=600.0, value=5.0, step=1.0, key="every"
+        )
+    return auto, float(every)
+
+
+def render(home: Path) -> None:
+    """Read the home once and draw every tab from that one reading."""
+    st.title("What the agent knows")
+    st.caption(f"Read at {datetime.now(UTC).strftime('%H:%M:%S')} UTC from `{home}`")
+    _show_flash()
+    if data.home_is_empty(home):
+        empty_state(home)
+        return
+    memory: dict[str, Any] | None = None
+    try:
+        memory = data.load_memory(home)
+    except data.MemoryFileError as exc:
+        corrupted_state(home, exc)
+    with data.open_journal(home) as db:
+        tabs = st.tabs(list(TABS))
+        with tabs[0]:
+            facts_page(home, memory)
+        with tabs[1]:
+            history_page(db)
+        with tabs[2]:
+            injection_page(home, memory)
+        with tabs[3]:
+            threads_page(db)
+        with tabs[4]:
+            versions_page(home, db)
+        with tabs[5]:
+            status_page(home, db)
+
+
+def empty_state(home: Path) -> None:
+    """A missing or empty home: say what will appear here and how to get started."""
+    where = "does not exist yet" if not home.exists() else "holds no memory.json or journal yet"
+    st.info(
+        f"**Nothing remembered yet.** The home folder `{home}` {where}.\n\n"
+        "Memory appears here as soon as an agent has talked with you: in a notebook, run "
+        "`%load_ext deerflow_nb`, then an `%%agent` cell that says something about you "
+        '("I prefer polars over pandas"). Or bring an existing DeerFlow memory with '
+        f"`deerflow-nb import memory.json --home {home}`. This page refreshes itself "
+        "when you press Refresh or turn on auto-refresh.",
+        icon="🌱",
+    )
+
+
+def corrupted_state(home: Path, exc: data.MemoryFileError) -> None:
+    """A damaged memory.json: what is wrong, where it is, and how to get memory back."""
+    kept = data.set_aside_copies(home)
+    copies = "".join(f"\n- `{p}`" for p in kept)
+    st.error(
+        f"**memory.json cannot be read**: {exc.problem}.\n\n"
+        f"File: `{exc.path}`. The inspector never writes this file, so the damaged copy "
+        "stays exactly where it is for you to look at"
+        + (f"; copies set aside earlier:{copies}" if copies else ".")
+        + f"\n\n**To recover**: {data.RECOVERY_HINT} (the Versions tab below lists them "
+        "and can roll back too). The threads and the history below come from the journal "
+        "and are unaffected.",
+        icon="🩹",
+    )
+
+
+def _show_flash() -> None:
+    flash = st.session_state.pop(_FLASH, None)
+    if flash:
+        ok, text = flash
+        (st.success if ok else st.error)(text)
+
+
+def _ask(action: dict[str, Any]) -> None:
+    st.session_state[_CONFIRM] = action
+
+
+def _cancel() -> None:
+    st.session_state.pop(_CONFIRM, None)
+
+
+def _confirm(home: Path) -> None:
+    """Carry out the pending write through the Memory API and leave a message for the page."""
+    action = st.session_state.pop(_CONFIRM, None)
+    if not action:
+        return
+    op = action["op"]
+    if op == "edit":
+        ok, result = actions.run(
+            actions.edit_fact,
+            home,
+            action["fact_id"],
+            content=action.get("content"),
+            category=action.get("category"),
+            confidence=action.get("confidence"),
+        )
+        message = f"Saved fact `{action['fact_id']}`." if ok else f"Edit failed: {result}"
+    elif op == "forget":
+        ok, result = actions.run(actions.forget_fact, home, action["fact_id"])
+        message = f"Forgot fact `{action['fact_id']}`." if ok else f"Forget failed: {result}"
+    else:
+        ok, result = actions.run(actions.rollback, home, action["version"])
+        message = (
+            f"Rolled memory back to version {action['version']}."
+            if ok
+            else f"Rollback failed: {result}"
+        )
+    for key in [k for k in st.session_state if str(k).startswith("edit_")]:
+        del st.session_state[key]
+    st.session_state[_FLASH] = (ok, message)
+
+
+def _confirmation(home: Path, ops: tuple[str, ...]) -> None:
+    """The second click of a write, shown where it was asked for."""
+    action = st.session_state.get(_CONFIRM)
+    if not action or action["op"] not in ops:
+        return
+    with st.container(border=True):
+        st.warning(action["question"], icon="⚠️")
+        left, right = st.columns(2)
+        left.button("Confirm", key="confirm_yes", type="primary", on_click=_confirm, args=(home,))
+        right.button("Cancel", key="confirm_no", on_click=_cancel)
+
+
+# -- Facts ---------------------------------------------------------------------------------
+def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
+    """Filter, sort, edit and forget facts."""
+    if memory is None:
+        if (home / data.MEMORY_FILENAME).exists():
+            st.caption("Facts are unavailable while memory.json is damaged (see above).")
+        else:
+            st.info("No facts yet: memory.json has not been written.", icon="🌱")
+        return
+    all_facts = memory.get("facts", [])
+    c1, c2, c3, c4 = st.columns([2, 2, 3, 2])
+    categories = c1.multiselect(
+        "Category", list(data.CATEGORIES), key="facts_categories", placeholder="all"
+    )
+    low_high = c2.slider("Confidence", 0.0, 1.0, (0.0, 1.0), 0.05, key="facts_confidence")
+    text = c3.text_input("Text contains", key="facts_text", placeholder="e.g. polars")
+    sort = c4.selectbox("Sort", list(data.SORTS), key="facts_sort")
+    rows = data.fact_rows(memory, categories=categories, confidence=low_high, text=text, sort=sort)
+    st.caption(f"{len(rows)} of {len(all_facts)} facts · last updated {memory.get('lastUpdated')}")
+    if rows:
+        st.dataframe(
+            data.frame(rows),
+            hide_index=True,
+            key="facts_table",
+            column_config={
+                "confidence": st.column_config.ProgressColumn(
+                    "confidence", min_value=0.0, max_value=1.0, format="%.2f"
+                ),
+                "content": st.column_config.TextColumn("content", width="large"),
+            },
+        )
+    else:
+        st.info("No fact matches these filters." if all_facts else "No facts yet.", icon="🔎")
+    sections = data.section_rows(memory)
+    if sections:
+        with st.expander(f"User and history summaries ({len(sections)})"):
+            for s in sections:
+                st.markdown(f"**{s['section']}** · _{s['updatedAt']}_\n\n{s['summary']}")
+    if rows:
+        _fact_editor(home, rows)
+
+
+def _fact_editor(home: Path, rows: list[dict[str, Any]]) -> None:
+    st.subheader("Edit or forget a fact")
+    by_id = {r["id"]: r for r in rows}
+    fid = st.selectbox(
+        "Fact",
+        list(by_id),
+        key="facts_pick",
+        format_func=lambda i: f"{i} · {by_id[i]['content'][:80]}" if i in by_id else str(i),
+    )
+    if fid is None or fid not in by_id:
+        return
+    fact = by_id[fid]
+    content = st.text_area("Content", value=fact["content"], key=f"edit_content_{fid}")
+    c1, c2 = st.columns(2)
+    categories = list(data.CATEGORIES)
+    if fact["category"] not in categories:
+        categories.append(fact["category"])
+    category = c1.selectbox(
+        "Category", categories, index=categories.index(fact["category"]), key=f"edit_cat_{fid}"
+    )
+    confidence = c2.slider(
+        "Confidence", 0.0, 1.0, float(fact["confidence"]), 0.01, key=f"edit_conf_{fid}"
+    )
+    changes = {
+        "content": content.strip() if content.strip() != fact["content"] else None,
+        "category": category if category != fact["category"] else None,
+        "confidence": confidence if abs(confidence - fact["confidence"]) > 1e-9 else None,
+    }
+    what = ", ".join(k for k, v in changes.items() if v is not None)
+    b1, b2 = st.columns(2)
+    b1.button(
+        "Save changes…",
+        key="facts_save",
+        disabled=not what,
+        on_click=_ask,
+        args=(
+            {
+                "op": "edit",
+                "fact_id": fid,
+                **changes,
+                "question": f"Save the new {what} of fact `{fid}`? The change is journaled "
+                "and can be rolled back from the Versions tab.",
+            },
+        ),
+    )
+    b2.button(
+        "Forget…",
+        key="facts_forget",
+        on_click=_ask,
+        args=(
+            {
+                "op": "forget",
+                "fact_id": fid,
+                "question": f"Forget fact `{fid}` (\u201c{fact['content']}\u201d)? It is removed "
+                "from memory.json; the journal keeps a record and a version to roll back to.",
+            },
+        ),
+    )
+    _confirmation(home, ("edit", "forget"))
+
+
+# -- Confidence history ------------------------------------------------------------------------
+def history_page(db: Any) -> None:
+    """Each fact's confidence over time with additions and removals marked; memory size."""
+    import altair as alt
+
+    events = data.events(db)
+    points = data.confidence_series(events)
+    st.subheader("Confidence over time")
+    if not points:
+        st.info("No memory events yet: the history starts with the first fact.", icon="📈")
+    else:
+        facts = sorted({p["fact"] for p in points})
+        chosen = st.multiselect(
+            "Facts", facts, key="history_facts", placeholder=f"all {len(facts)} facts"
+        )
+        shown = [p for p in points if not chosen or p["fact"] in chosen]
+        df = data.frame(shown, ("ts",))
+        base = alt.Chart(df).encode(
+            x=alt.X("ts:T", title="time"),
+            y=alt.Y("confidence:Q", scale=alt.Scale(domain=[0, 1]), title="confidence"),
+            color=alt.Color("fact:N", legend=alt.Legend(orient="bottom", columns=2, title=None)),
+        )
+        marks = base.mark_point(filled=True, size=110, opacity=1).encode(
+            shape=alt.Shape(
+                "event:N",
+                scale=alt.Scale(
+                    domain=["added", "changed", "removed"],
+                    range=["triangle-up", "circle", "cross"],
+                ),
+                title="event",
+            ),
+            tooltip=["fact", "event", "kind", "confidence", "ts:T", "source"],
+        )
+        st.altair_chart(base.mark_line() + marks, key="history_chart")
+        counts = {k: sum(p["event"] == k for p in shown) for k in ("added", "changed", "removed")}
+        st.caption(
+            f"▲ {counts['added']} added · ● {counts['changed']} changed · "
+            f"✖ {counts['removed']} removed"
+        )
+    sizes = data.size_series(db)
+    st.subheader("Memory size over time")
+    if sizes:
+        size_chart = (
+            alt.Chart(data.frame(sizes, ("ts",)))
+            .mark_line(interpolate="step-after", point=True)
+            .encode(
+                x=alt.X("ts:T", title="time"),
+                y=alt.Y("facts:Q", title="facts"),
+                tooltip=["version", "reason", "facts", "kilobytes", "ts:T"],
+            )
+        )
+        st.altair_chart(size_chart, key="size_chart")
+    else:
+        st.caption("No saved versions yet.")
+    if events:
+        with st.expander(f"Event log ({len(events)})"):
+            st.dataframe(
+                data.frame(
+                    [{k: v for k, v in e.items() if k != "details"} for e in reversed(events)]
+                ),
+                hide_index=True,
+            )
+
+
+# -- Injection preview ---------------------------------------------------------------------------
+def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
+    """The exact <memory> block for a context and budget, and why each fact made it in."""
+    try:
+        budget = load_settings(home).memory.max_injection_tokens
+    except ConfigError as exc:
+        st.warning(f"config.yaml: {exc}; using the default budget.")
+        budget = 2000
+    context = st.text_area(
+        "Context: the next message or cell the agent will see",
+        key="inject_context",
+        placeholder="e.g. plot the sales data with my usual dataframe library",
+    )
+    max_tokens = st.slider("Token budget", 0, max(8000, budget), budget, 50, key="inject_budget")
+    if memory is None:
+        st.info("Nothing would be injected: there is no readable memory.json.", icon="🌱")
+        return
+    preview = data.injection_preview(memory, context or None, max_tokens)
+    c1, c2 = st.columns(2)
+    c1.metric("Tokens in the block", f"{preview['tokens']} / {max_tokens}")
+    c2.metric("Facts included", f"{len(preview['facts'])} / {preview['total_facts']}")
+    if preview["block"]:
+        st.code(preview["block"], language="xml", wrap_lines=True)
+    else:
+        st.info("The block is empty: nothing fits this budget, or memory is empty.")
+    if preview["facts"]:
+        st.markdown("**Why these facts** (ranked by total score):")
+        st.dataframe(data.frame(preview["facts"]), hide_index=True, key="inject_table")
+
+
+# -- Threads -----------------------------------------------------------------------------------
+def threads_page(db: Any) -> None:
+    """Conversations from the journal, sub-agents under their parent, with token usage."""
+    tree = data.thread_tree(db)
+    if not tree:
+        st.info("No conversations journaled yet.", icon="💬")
+        return
+    for node in tree:
+        label = (
+            f"💬 {node['title']} · {len(node['turns'])} turns · "
+            f"{node['input_tokens']} in / {node['output_tokens']} out tokens"
+        )
+        if node["children"]:
+            label += f" · {len(node['children'])} sub-agent(s)"
+        if node["summaries"]:
+            label += " · 📝 summarized"
+        with st.expander(label):
+            _thread_body(node)
+            for child in node["children"]:
+                with st.container(border=True):
+                    st.markdown(f"↳ **sub-agent** · {child['title']}")
+                    _thread_body(child)
+    flat = [n for root in tree for n in (root, *root["children"])]
+    titles = {n["id"]: f"{n['title']} ({n['kind']}, {n['id']})" for n in flat}
+    picked = st.selectbox(
+        "Transcript", list(titles), key="thread_pick", format_func=titles.__getitem__
+    )
+    if picked:
+        messages = data.thread_messages(db, picked)
+        if messages:
+            st.dataframe(data.frame(messages), hide_index=True, key="thread_messages")
+
+
+def _thread_body(node: dict[str, Any]) -> None:
+    st.caption(
+        f"`{node['id']}` · {node['kind']} · model {node['model'] or '?'} · "
+        f"{node['messages']} messages ({node['message_tokens']} tokens) · "
+        f"started {node['created_at']}"
+    )
+    for s in node["summaries"]:
+        st.info(
+            f"📝 **Summary** of messages 1–{s['covers_until_seq']} "
+            f"({s['tokens']} tokens, {s['created_at']}):\n\n{s['content']}"
+        )
+    if node["turns"]:
+        st.dataframe(data.frame(node["turns"]), hide_index=True)
+
+
+# -- Versions ----------------------------------------------------------------------------------
+def versions_page(home: Path, db: Any) -> None:
+    """Diff any two saved versions; roll back to one after a confirmation."""
+    listed = data.versions(db)
+    if not listed:
+        st.info("No saved versions yet: every change to memory saves one.", icon="🗂️")
+        return
+    by_id = {v["id"]: v for v in listed}
+
+    def label(v: int) -> str:
+        row = by_id[v]
+        return f"v{v} · {row['reason']} · {row['created_at']} · {row['fact_count']} facts"
+
+    ids = list(by_id)
+    c1, c2 = st.columns(2)
+    old = c1.selectbox("From", ids, index=min(1, len(ids) - 1), key="ver_from", format_func=label)
+    new = c2.selectbox("To", ids, index=0, key="ver_to", format_func=label)
+    diff = data.diff_snapshots(data.version_snapshot(db, old), data.version_snapshot(db, new))
+    if not any(diff.values()):
+        st.info(f"v{old} and v{new} hold the same facts and summaries.")
+    lines = [
+        f"- ➕ added `{f['id']}` {f['content']} ({f['category']}, {f['confidence']})"
+        for f in diff["added"]
+    ]
+    lines += [
+        f"- ➖ removed `{f['id']}` {f['content']} ({f['category']}, {f['confidence']})"
+        for f in diff["removed"]
+    ]
+    lines += [f"- ✏️ `{c['id']}` {c['field']}: {c['old']} → {c['new']}" for c in diff["changed"]]
+    lines += [f"- 📝 {s['section']}: “{s['old']}” → “{s['new']}”" for s in diff["sections"]]
+    if lines:
+        st.markdown(f"**v{old} → v{new}**\n\n" + "\n".join(lines))
+    st.divider()
+    target = st.selectbox("Roll back to", ids, index=0, key="ver_rollback", format_func=label)
+    st.button(
+        "Roll back…",
+        key="ver_rollback_go",
+        on_click=_ask,
+        args=(
+            {
+                "op": "rollback",
+                "version": target,
+                "question": f"Replace memory.json with version v{target} "
+                f"({by_id[target]['fact_count']} facts)? The current memory stays in "
+                "the journal as its own version.",
+            },
+        ),
+    )
+    _confirmation(home, ("rollback",))
+    with st.expander(f"All versions ({len(listed)})"):
+        st.dataframe(data.frame(listed), hide_index=True)
+
+
+# -- Status ------------------------------------------------------------------------------------
+def status_page(home: Path, db: Any) -> None:
+    """Pending folds, last fold, last error and file locations."""
+    info = data.status(home, db)
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Pending folds", info["pending"])
+    c2.metric("Failed folds", info["failed"])
+    c3.metric("Awaiting review", info["awaiting_review"])
+    fold = info["last_fold"]
+    if fold:
+        st.markdown(f"**Last fold**: v{fold['version']} at {fold['at']} from `{fold['source']}`")
+    else:
+        st.markdown("**Last fold**: none yet")
+    err = info["last_error"]
+    if err:
+        st.warning(
+            f"**Last error** (thread `{err['thread_id']}`, attempt {err['attempts']}): "
+            f"{err['last_error']}"
+        )
+    else:
+        st.markdown("**Last error**: none")
+    if info["queue"]:
+        st.markdown("**Queue**")
+        st.dataframe(data.frame(info["queue"]), hide_index=True)
+    st.markdown("**Files**")
+    st.dataframe(data.frame(info["files"]), hide_index=True, key="status_files")
