@@ -1,0 +1,535 @@
+"""``%memory``: view, search, edit, forget, review and roll back long-term memory.
+
+Parsing is kept apart from handling. :func:`parse_memory_line` turns the magic's line
+into one frozen ``*Args`` dataclass per subcommand (or ``None`` after ``--help``), and
+raises a one-line ``UsageError`` naming the fix for anything it cannot read. Handlers on
+:class:`MemoryCommands` take those typed objects, validate ids against memory *before*
+writing anything, and call only the public ``Memory`` API, so every change is journaled
+and atomic exactly as it is for the agent, the panel and the inspector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
+
+from . import memory_views as views
+from .session import get_session
+
+if TYPE_CHECKING:
+    from .memory import Memory
+    from .widgets import MemoryPanel
+
+CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
+PROG = "%memory"
+
+
+# -- typed arguments ----------------------------------------------------------------
+@dataclass(frozen=True)
+class PanelArgs:
+    command: ClassVar[str] = "panel"
+
+
+@dataclass(frozen=True)
+class FactsArgs:
+    command: ClassVar[str] = "facts"
+    category: str | None = None
+    min_confidence: float | None = None
+    sort: Literal["confidence", "created"] = "confidence"
+
+
+@dataclass(frozen=True)
+class SearchArgs:
+    command: ClassVar[str] = "search"
+    query: str
+    k: int = 10
+
+
+@dataclass(frozen=True)
+class PreviewArgs:
+    command: ClassVar[str] = "preview"
+    context: str | None = None
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class AddArgs:
+    command: ClassVar[str] = "add"
+    text: str
+    category: str = "context"
+    confidence: float = 0.9
+
+
+@dataclass(frozen=True)
+class EditArgs:
+    command: ClassVar[str] = "edit"
+    fact_id: str
+    text: str | None = None
+    category: str | None = None
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class ForgetArgs:
+    command: ClassVar[str] = "forget"
+    ids: tuple[str, ...] = ()
+    match: str | None = None
+    yes: bool = False
+
+
+@dataclass(frozen=True)
+class FlushArgs:
+    command: ClassVar[str] = "flush"
+
+
+@dataclass(frozen=True)
+class StatusArgs:
+    command: ClassVar[str] = "status"
+
+
+@dataclass(frozen=True)
+class HistoryArgs:
+    command: ClassVar[str] = "history"
+    fact_id: str | None = None
+    limit: int = 50
+
+
+@dataclass(frozen=True)
+class VersionsArgs:
+    command: ClassVar[str] = "versions"
+
+
+@dataclass(frozen=True)
+class DiffArgs:
+    command: ClassVar[str] = "diff"
+    v1: int
+    v2: int | None = None
+
+
+@dataclass(frozen=True)
+class RollbackArgs:
+    command: ClassVar[str] = "rollback"
+    version: int
+
+
+@dataclass(frozen=True)
+class ReviewArgs:
+    command: ClassVar[str] = "review"
+    mode: Literal["on", "off"] | None = None
+
+
+@dataclass(frozen=True)
+class PendingArgs:
+    command: ClassVar[str] = "pending"
+
+
+@dataclass(frozen=True)
+class ApproveArgs:
+    command: ClassVar[str] = "approve"
+    ids: tuple[int, ...] = ()
+    all: bool = False
+
+
+@dataclass(frozen=True)
+class RejectArgs:
+    command: ClassVar[str] = "reject"
+    ids: tuple[int, ...] = ()
+    all: bool = False
+
+
+@dataclass(frozen=True)
+class ExportArgs:
+    command: ClassVar[str] = "export"
+    path: str
+
+
+@dataclass(frozen=True)
+class ImportArgs:
+    command: ClassVar[str] = "import"
+    path: str
+
+
+@dataclass(frozen=True)
+class ResetArgs:
+    command: ClassVar[str] = "reset"
+    yes: bool = False
+
+
+Args = (
+    PanelArgs | FactsArgs | SearchArgs | PreviewArgs | AddArgs | EditArgs | ForgetArgs
+    | FlushArgs | StatusArgs | HistoryArgs | VersionsArgs | DiffArgs | RollbackArgs
+    | ReviewArgs | PendingArgs | ApproveArgs | RejectArgs | ExportArgs | ImportArgs | ResetArgs
+)  # fmt: skip
+
+
+# -- parsing ------------------------------------------------------------------------
+class _HelpShown(Exception):
+    """argparse printed usage (``--help``); the magic returns nothing."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of exiting the kernel."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}; run {self.prog} --help")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if status:
+            raise UsageError(f"{self.prog}: {(message or 'error').strip()}")
+        raise _HelpShown
+
+
+def _unit_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``%memory`` grammar: one sub-parser per subcommand, each tied to its Args class."""
+    parser = _Parser(
+        prog=PROG,
+        description="View and change long-term memory. With no subcommand: the memory panel "
+        "in a notebook, a text summary in a terminal.",
+        epilog="Run %memory SUBCOMMAND --help for a subcommand's options.",
+    )
+    sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+
+    def add(name: str, cls: type, text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=text, description=text)
+        p.set_defaults(_args_cls=cls)
+        return p
+
+    add("panel", PanelArgs, "show the memory panel (ipywidgets)")
+    p = add("facts", FactsArgs, "list facts as a table")
+    p.add_argument("--category", choices=CATEGORIES)
+    p.add_argument("--min-confidence", type=_unit_float, metavar="X")
+    p.add_argument("--sort", choices=("confidence", "created"), default="confidence")
+    p = add("search", SearchArgs, "rank facts by relevance to QUERY, with scores")
+    p.add_argument("query", nargs="+", metavar="QUERY")
+    p.add_argument("-k", type=_positive_int, default=10, metavar="N", help="how many (10)")
+    p = add("preview", PreviewArgs, "show exactly the block the next turn would inject")
+    p.add_argument("--context", metavar="TEXT", help="the turn's text, for ranking")
+    p.add_argument("--tokens", type=_positive_int, metavar="N", help="token budget")
+    p = add("add", AddArgs, "add a fact by hand")
+    p.add_argument("text", nargs="+", metavar="TEXT")
+    p.add_argument("--category", choices=CATEGORIES, default="context")
+    p.add_argument("--confidence", type=_unit_float, default=0.9, metavar="X")
+    p = add("edit", EditArgs, "change a fact's text (or its category or confidence)")
+    p.add_argument("fact_id", metavar="ID")
+    p.add_argument("text", nargs="*", metavar="TEXT")
+    p.add_argument("--category", choices=CATEGORIES)
+    p.add_argument("--confidence", type=_unit_float, metavar="X")
+    p = add("forget", ForgetArgs, "remove facts by id, or by --match TEXT")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--match", metavar="TEXT", help="forget the facts whose content matches")
+    p.add_argument("--yes", action="store_true", help="confirm when more than one matches")
+    add("flush", FlushArgs, "fold every pending conversation into memory now")
+    add("status", StatusArgs, "queue rows, last fold, last error, file paths")
+    p = add("history", HistoryArgs, "memory events, newest first (of one fact with ID)")
+    p.add_argument("fact_id", nargs="?", metavar="ID")
+    p.add_argument("--limit", type=_positive_int, default=50, metavar="N")
+    add("versions", VersionsArgs, "saved versions of memory.json")
+    p = add("diff", DiffArgs, "what changed between versions V1 and V2 (default: now)")
+    p.add_argument("v1", type=_positive_int, metavar="V1")
+    p.add_argument("v2", type=_positive_int, nargs="?", metavar="V2")
+    p = add("rollback", RollbackArgs, "restore memory as it was at version V")
+    p.add_argument("version", type=_positive_int, metavar="V")
+    p = add("review", ReviewArgs, "turn review mode on or off (folds wait for approval)")
+    p.add_argument("mode", nargs="?", choices=("on", "off"))
+    add("pending", PendingArgs, "changes waiting for review")
+    for name, cls, verb in (("approve", ApproveArgs, "apply"), ("reject", RejectArgs, "drop")):
+        p = add(name, cls, f"{verb} pending changes by id, or --all")
+        p.add_argument("ids", nargs="*", type=_positive_int, metavar="ID")
+        p.add_argument("--all", action="store_true")
+    p = add("export", ExportArgs, "write memory.json to PATH")
+    p.add_argument("path", metavar="PATH")
+    p = add("import", ImportArgs, "replace memory with PATH (a DeerFlow memory.json works)")
+    p.add_argument("path", metavar="PATH")
+    p = add("reset", ResetArgs, "empty memory (needs --yes; versions stay for rollback)")
+    p.add_argument("--yes", action="store_true")
+    return parser
+
+
+_PARSER = build_parser()
+SUBCOMMANDS: tuple[str, ...] = tuple(
+    next(a for a in _PARSER._actions if isinstance(a, argparse._SubParsersAction)).choices
+)
+
+
+def split_line(line: str) -> list[str]:
+    """Shell-like words; an unpaired apostrophe ("I'm") is read as a letter, not a quote."""
+    try:
+        return shlex.split(line)
+    except ValueError:
+        lexer = shlex.shlex(line, posix=True)
+        lexer.whitespace_split = True
+        lexer.quotes = '"'
+        try:
+            return list(lexer)
+        except ValueError:
+            raise UsageError(f'{PROG}: unbalanced quote; close the " in the line') from None
+
+
+def parse_memory_line(line: str) -> Args | None:
+    """The typed args for one ``%memory`` line, or ``None`` when help was printed."""
+    words = split_line(line)
+    if not words:
+        return PanelArgs()
+    if not words[0].startswith("-") and words[0] not in SUBCOMMANDS:
+        raise UsageError(f"unknown subcommand {words[0]!r}; run {PROG} --help")
+    try:
+        ns, extra = _PARSER.parse_known_args(words)
+    except _HelpShown:
+        return None
+    cls = getattr(ns, "_args_cls", None)
+    prog = f"{PROG} {cls.command}" if cls is not None else PROG
+    if extra:
+        raise UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)}; run {prog} --help")
+    if cls is None:
+        return PanelArgs()
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        value = getattr(ns, f.name)
+        if f.name in ("text", "query"):
+            value = " ".join(value) if value else None
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[f.name] = value
+    if cls is AddArgs or cls is SearchArgs:
+        key = "text" if cls is AddArgs else "query"
+        if not values[key].strip():
+            raise UsageError(f"{PROG} {cls.command}: {key} is empty; give some words")
+    return cls(**values)
+
+
+# -- handling -----------------------------------------------------------------------
+def in_notebook_kernel(shell: Any) -> bool:
+    """True inside a Jupyter kernel, where widgets can render."""
+    return (
+        type(shell).__name__ == "ZMQInteractiveShell" or getattr(shell, "kernel", None) is not None
+    )
+
+
+class MemoryCommands:
+    """One handler per subcommand; each validates, calls the Memory API, returns a view."""
+
+    def __init__(self, memory: Memory, shell: Any = None) -> None:
+        self.memory = memory
+        self.shell = shell
+
+    def run(self, args: Args) -> Any:
+        return getattr(self, f"handle_{args.command}")(args)
+
+    # validation, always before any write
+    def _fact_ids(self) -> set[str]:
+        return {f["id"] for f in self.memory.data.get("facts", [])}
+
+    def _require_facts(self, ids: tuple[str, ...] | list[str]) -> None:
+        known = self._fact_ids()
+        for fact_id in ids:
+            if fact_id not in known:
+                raise UsageError(f"no fact {fact_id!r}; see {PROG} facts")
+
+    def _require_version(self, version: int) -> None:
+        if version not in {v["id"] for v in self.memory.versions()}:
+            raise UsageError(f"no version {version}; see {PROG} versions")
+
+    def _require_pending(self, args: ApproveArgs | RejectArgs) -> list[int] | str:
+        if args.all and args.ids:
+            raise UsageError(f"{PROG} {args.command}: give ids or --all, not both")
+        if args.all:
+            return "all"
+        if not args.ids:
+            raise UsageError(
+                f"{PROG} {args.command}: give pending ids or --all; see {PROG} pending"
+            )
+        known = {p["id"] for p in self.memory.pending()}
+        for pid in args.ids:
+            if pid not in known:
+                raise UsageError(f"no pending change {pid}; see {PROG} pending")
+        return list(args.ids)
+
+    # read-only views
+    def handle_panel(self, args: PanelArgs) -> MemoryPanel:
+        from .widgets import MemoryPanel
+
+        return MemoryPanel(self.memory)
+
+    def summary(self) -> views.SummaryView:
+        return views.SummaryView(self.memory.data, self.memory.status())
+
+    def handle_facts(self, args: FactsArgs) -> views.FactsTable:
+        facts = self.memory.facts(
+            category=args.category, min_confidence=args.min_confidence, sort=args.sort
+        )
+        return views.facts_view(facts)
+
+    def handle_search(self, args: SearchArgs) -> views.SearchResults:
+        return views.SearchResults(args.query, tuple(self.memory.search(args.query, k=args.k)))
+
+    def handle_preview(self, args: PreviewArgs) -> views.PreviewView:
+        return preview_view(self.memory, args.context, args.tokens)
+
+    def handle_status(self, args: StatusArgs) -> views.StatusView:
+        return views.StatusView(self.memory.status())
+
+    def handle_history(self, args: HistoryArgs) -> views.EventsView:
+        if args.fact_id is None:
+            return views.EventsView(tuple(self.memory.events(limit=args.limit)))
+        events = self.memory.history(args.fact_id)
+        if not events and args.fact_id not in self._fact_ids():
+            raise UsageError(f"no fact {args.fact_id!r}; see {PROG} facts")
+        return views.EventsView(tuple(events[: args.limit]), f"History of {args.fact_id}, oldest first")
+
+    def handle_versions(self, args: VersionsArgs) -> views.VersionsView:
+        return views.VersionsView(tuple(self.memory.versions()))
+
+    def handle_diff(self, args: DiffArgs) -> views.DiffView:
+        self._require_version(args.v1)
+        if args.v2 is not None:
+            self._require_version(args.v2)
+        title = f"Diff v{args.v1} → " + (f"v{args.v2}" if args.v2 is not None else "now")
+        return views.DiffView(title, self.memory.diff(args.v1, args.v2))
+
+    def handle_pending(self, args: PendingArgs) -> views.PendingView:
+        return views.PendingView(tuple(self.memory.pending()), bool(self.memory.review))
+
+    # writes
+    def handle_add(self, args: AddArgs) -> views.Notice:
+        fact = self.memory.add_fact(args.text, category=args.category, confidence=args.confidence)
+        return views.Notice(f"Added {_describe(fact)}")
+
+    def handle_edit(self, args: EditArgs) -> views.Notice:
+        if args.text is None and args.category is None and args.confidence is None:
+            raise UsageError(f"{PROG} edit: give new TEXT, --category or --confidence")
+        self._require_facts([args.fact_id])
+        fact = self.memory.edit_fact(
+            args.fact_id, args.text, category=args.category, confidence=args.confidence
+        )
+        return views.Notice(f"Edited {_describe(fact)}")
+
+    def handle_forget(self, args: ForgetArgs) -> views.Notice:
+        if args.ids and args.match is not None:
+            raise UsageError(f"{PROG} forget: give fact ids or --match TEXT, not both")
+        if args.match is not None:
+            matches = self.memory.forget_matching(args.match)
+            if not matches:
+                raise UsageError(f"no fact matches {args.match!r}; see {PROG} facts")
+            if len(matches) > 1 and not args.yes:
+                from IPython.display import display
+
+                display(views.facts_view(matches, f"Facts matching {args.match!r}"))
+                raise UsageError(
+                    f"{len(matches)} facts match {args.match!r}; add --yes to forget them all"
+                )
+            ids = [f["id"] for f in matches]
+        elif args.ids:
+            ids = list(dict.fromkeys(args.ids))
+            self._require_facts(ids)
+        else:
+            raise UsageError(f"{PROG} forget: give fact ids or --match TEXT; see {PROG} facts")
+        removed = [self.memory.forget(fact_id) for fact_id in ids]
+        noun = "fact" if len(removed) == 1 else "facts"
+        return views.Notice(f"Forgot {len(removed)} {noun}", tuple(map(_describe, removed)))
+
+    def handle_flush(self, args: FlushArgs) -> views.Notice:
+        return views.Notice(views.flush_summary(self.memory.flush()))
+
+    def handle_rollback(self, args: RollbackArgs) -> views.Notice:
+        self._require_version(args.version)
+        self.memory.rollback(args.version)
+        count = len(self.memory.data.get("facts", []))
+        return views.Notice(f"Rolled back to version {args.version} ({count} facts)")
+
+    def handle_review(self, args: ReviewArgs) -> views.Notice:
+        if args.mode is not None:
+            self.memory.review = args.mode == "on"
+        state = "on" if self.memory.review else "off"
+        hint = f": folds wait in {PROG} pending" if state == "on" else ": folds apply directly"
+        return views.Notice(f"Review mode {state}{hint}")
+
+    def handle_approve(self, args: ApproveArgs) -> views.Notice:
+        count = self.memory.approve(self._require_pending(args))
+        return views.Notice(f"Approved {count} pending change{'s' * (count != 1)}")
+
+    def handle_reject(self, args: RejectArgs) -> views.Notice:
+        count = self.memory.reject(self._require_pending(args))
+        return views.Notice(f"Rejected {count} pending change{'s' * (count != 1)}")
+
+    def handle_export(self, args: ExportArgs) -> views.Notice:
+        path = self.memory.export(Path(args.path).expanduser())
+        count = len(self.memory.data.get("facts", []))
+        return views.Notice(f"Exported {count} facts to {path}")
+
+    def handle_import(self, args: ImportArgs) -> views.Notice:
+        path = Path(args.path).expanduser()
+        if not path.is_file():
+            raise UsageError(f"no file {str(path)!r}; give the path of a memory.json")
+        try:
+            count = self.memory.import_(path)
+        except ValueError as exc:  # json.JSONDecodeError included
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise UsageError(
+                first if "cannot import" in first else f"cannot import: {first}"
+            ) from None
+        return views.Notice(f"Imported {count} facts from {path}")
+
+    def handle_reset(self, args: ResetArgs) -> views.Notice:
+        if not args.yes:
+            raise UsageError(f"reset empties memory; run {PROG} reset --yes to confirm")
+        self.memory.reset()
+        return views.Notice(f"Memory reset; {PROG} versions keeps earlier states for rollback")
+
+
+def _describe(fact: dict[str, Any]) -> str:
+    conf = fact.get("confidence")
+    conf_text = f", {conf:.2f}" if isinstance(conf, int | float) else ""
+    return f"{fact.get('id')} ({fact.get('category')}{conf_text}): {fact.get('content')}"
+
+
+def preview_view(memory: Memory, context: str | None, tokens: int | None) -> views.PreviewView:
+    """The injected block and its exact token count; shared by ``%memory preview`` and the panel."""
+    from .tokens import count_tokens
+
+    budget = tokens or memory.settings.memory.max_injection_tokens
+    block = memory.preview(context, max_tokens=budget)
+    chosen = memory.selected_facts(context, max_tokens=budget)
+    return views.PreviewView(block, count_tokens(block), budget, len(chosen))
+
+
+@magics_class
+class MemoryMagics(Magics):
+    """``%memory``: the notebook's window onto long-term memory."""
+
+    @no_var_expand
+    @line_magic
+    def memory(self, line: str = "") -> Any:
+        """View and change long-term memory; run ``%memory --help`` for the subcommands."""
+        args = parse_memory_line(line)
+        if args is None:
+            return None
+        commands = MemoryCommands(get_session(self.shell).memory, self.shell)
+        if isinstance(args, PanelArgs) and not line.strip():
+            return commands.run(args) if in_notebook_kernel(self.shell) else commands.summary()
+        return commands.run(args)

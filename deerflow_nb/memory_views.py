@@ -1,0 +1,479 @@
+"""Display objects returned by ``%memory``: one value, three readings.
+
+Each view renders as Markdown (and HTML where a table benefits from it) in a notebook,
+and as plain text from ``str()``/``repr()`` in a terminal, a log or a test assertion. The
+views hold plain data and never call the ``Memory`` API, so a view shows exactly what the
+handler read at that moment.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("user", "workContext", "Work context"),
+    ("user", "personalContext", "Personal context"),
+    ("user", "topOfMind", "Top of mind"),
+    ("history", "recentMonths", "Recent months"),
+    ("history", "earlierContext", "Earlier context"),
+    ("history", "longTermBackground", "Long-term background"),
+)
+
+
+def confidence_bar(value: float | None, width: int = 10) -> str:
+    """A text bar such as ``█████████░ 0.90`` that reads in any font."""
+    if value is None:
+        return "—"
+    filled = max(0, min(width, round(float(value) * width)))
+    return "█" * filled + "░" * (width - filled) + f" {float(value):.2f}"
+
+
+def _html_bar(value: float | None) -> str:
+    if value is None:
+        return "—"
+    pct = max(0.0, min(100.0, float(value) * 100))
+    return (
+        '<div style="display:flex;align-items:center;gap:6px">'
+        '<div style="width:80px;height:8px;background:#e5e7eb;border-radius:4px">'
+        f'<div style="width:{pct:.0f}%;height:8px;background:#2563eb;border-radius:4px">'
+        f"</div></div><span>{float(value):.2f}</span></div>"
+    )
+
+
+def _md_cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _short(text: Any, width: int) -> str:
+    value = "" if text is None else str(text).replace("\n", " ")
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def _day(stamp: Any) -> str:
+    """``2025-01-31T12:00:00.000Z`` → ``2025-01-31 12:00`` for compact tables."""
+    text = "" if stamp is None else str(stamp)
+    return text[:16].replace("T", " ")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A generic table: the one renderer every list-like view delegates to."""
+
+    headers: Sequence[str]
+    rows: Sequence[Sequence[Any]]
+    title: str = ""
+    empty: str = "Nothing to show."
+    html_rows: Sequence[Sequence[str]] | None = None  # pre-rendered HTML cells, if any
+
+    def _text(self) -> str:
+        lines = [self.title] if self.title else []
+        if not self.rows:
+            return "\n".join([*lines, self.empty])
+        cells = [[("" if c is None else str(c)) for c in row] for row in self.rows]
+        widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(self.headers)]
+        lines.append(
+            "  ".join(h.ljust(w) for h, w in zip(self.headers, widths, strict=True)).rstrip()
+        )
+        lines.append("  ".join("-" * w for w in widths))
+        lines.extend(
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+        )
+        return "\n".join(lines)
+
+    def _markdown(self) -> str:
+        head = f"**{self.title}**\n\n" if self.title else ""
+        if not self.rows:
+            return head + f"_{self.empty}_"
+        lines = [
+            "| " + " | ".join(self.headers) + " |",
+            "|" + "|".join("---" for _ in self.headers) + "|",
+        ]
+        lines.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in self.rows)
+        return head + "\n".join(lines)
+
+    def _html(self) -> str:
+        head = f"<p><b>{html.escape(self.title)}</b></p>" if self.title else ""
+        if not self.rows:
+            return head + f"<p><i>{html.escape(self.empty)}</i></p>"
+        body = self.html_rows or [
+            [html.escape("" if c is None else str(c)) for c in row] for row in self.rows
+        ]
+        ths = "".join(f'<th style="text-align:left">{html.escape(h)}</th>' for h in self.headers)
+        trs = "".join(
+            "<tr>" + "".join(f'<td style="text-align:left">{c}</td>' for c in row) + "</tr>"
+            for row in body
+        )
+        return f"{head}<table><thead><tr>{ths}</tr></thead><tbody>{trs}</tbody></table>"
+
+
+class View:
+    """Base: subclasses build a :class:`Table` (or text) and get every rendering from it."""
+
+    def table(self) -> Table:
+        raise NotImplementedError
+
+    def _repr_markdown_(self) -> str:
+        return self.table()._markdown()
+
+    def _repr_html_(self) -> str:
+        return self.table()._html()
+
+    def __str__(self) -> str:
+        return self.table()._text()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+
+@dataclass(frozen=True, repr=False)
+class Notice(View):
+    """A one-line confirmation of a write (``Forgot fact_x: …``)."""
+
+    text: str
+    details: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return "\n".join([self.text, *(f"  {d}" for d in self.details)])
+
+    def _repr_markdown_(self) -> str:
+        return "\n".join([self.text, "", *(f"- {_md_cell(d)}" for d in self.details)]).strip()
+
+    def _repr_html_(self) -> str:
+        items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
+        return f"<p>{html.escape(self.text)}</p>" + (f"<ul>{items}</ul>" if items else "")
+
+
+@dataclass(frozen=True, repr=False)
+class FactsTable(View):
+    """Facts with id, category, a confidence bar, content and creation time."""
+
+    facts: tuple[Mapping[str, Any], ...]
+    title: str = "Facts"
+
+    def table(self) -> Table:
+        headers = ("id", "category", "confidence", "content", "created")
+        rows = [
+            (
+                f.get("id"),
+                f.get("category"),
+                confidence_bar(f.get("confidence")),
+                _short(f.get("content"), 80),
+                _day(f.get("createdAt")),
+            )
+            for f in self.facts
+        ]
+        html_rows = [
+            [
+                html.escape(str(f.get("id", ""))),
+                html.escape(str(f.get("category", ""))),
+                _html_bar(f.get("confidence")),
+                html.escape(str(f.get("content", ""))),
+                html.escape(_day(f.get("createdAt"))),
+            ]
+            for f in self.facts
+        ]
+        title = f"{self.title} ({len(self.facts)})"
+        return Table(headers, rows, title, "No facts.", html_rows)
+
+
+@dataclass(frozen=True, repr=False)
+class SearchResults(View):
+    """Facts ranked for a query, each with its score."""
+
+    query: str
+    results: tuple[tuple[Mapping[str, Any], float], ...]
+
+    def table(self) -> Table:
+        headers = ("rank", "score", "id", "category", "content")
+        rows = [
+            (i, f"{score:.3f}", f.get("id"), f.get("category"), _short(f.get("content"), 80))
+            for i, (f, score) in enumerate(self.results, 1)
+        ]
+        return Table(headers, rows, f"Search: {self.query!r}", "No fact matches.")
+
+
+@dataclass(frozen=True, repr=False)
+class PreviewView(View):
+    """The exact injected block, with its token count against the budget."""
+
+    block: str
+    tokens: int
+    budget: int
+    fact_count: int = 0
+
+    @property
+    def header(self) -> str:
+        return f"{self.tokens} / {self.budget} tokens, {self.fact_count} facts"
+
+    def __str__(self) -> str:
+        body = self.block if self.block else "(nothing would be injected)"
+        return f"Memory preview: {self.header}\n{body}"
+
+    def _repr_markdown_(self) -> str:
+        body = self.block if self.block else "(nothing would be injected)"
+        fence = "````" if "```" in body else "```"
+        return f"**Memory preview** — {self.header}\n\n{fence}text\n{body}\n{fence}"
+
+    def _repr_html_(self) -> str:
+        body = self.block if self.block else "(nothing would be injected)"
+        return (
+            f"<p><b>Memory preview</b> — {html.escape(self.header)}</p>"
+            f"<pre>{html.escape(body)}</pre>"
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class StatusView(View):
+    """The queue, the last fold, the last error and where the files are."""
+
+    status: Mapping[str, Any]
+
+    def table(self) -> Table:
+        rows = []
+        for key, value in self.status.items():
+            if key == "pending" and isinstance(value, list):
+                queued = [
+                    f"{r.get('thread_id')} ({r.get('status')}, {r.get('attempts') or 0} attempts)"
+                    for r in value
+                ]
+                rows.append(("queued threads", "; ".join(queued) or "none"))
+            else:
+                rows.append((key, _format_value(value)))
+        return Table(("key", "value"), rows, "Memory status", "No status.")
+
+
+def flush_summary(report: Any) -> str:
+    """``Memory.flush``'s report in one sentence."""
+    folded = list(getattr(report, "folded", []) or [])
+    proposed = list(getattr(report, "proposed", []) or [])
+    failed = dict(getattr(report, "failed", {}) or {})
+    parts = [f"folded {len(folded)} thread{'s' * (len(folded) != 1)}"]
+    if folded:
+        parts[0] += f" ({', '.join(folded)})"
+    if proposed:
+        parts.append(f"proposed for review: {', '.join(proposed)}")
+    parts.extend(f"failed {tid}: {err}" for tid, err in failed.items())
+    parts.append(f"{getattr(report, 'pending', 0)} still queued")
+    return "Flushed: " + "; ".join(parts)
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True, repr=False)
+class EventsView(View):
+    """Memory events, newest first (``%memory history`` and the panel's History tab)."""
+
+    events: tuple[Mapping[str, Any], ...]
+    title: str = "Memory events"
+
+    def table(self) -> Table:
+        headers = ("#", "time", "kind", "fact", "change", "source", "version")
+        rows = [
+            (
+                e.get("id"),
+                _day(e.get("ts")),
+                _event_kind(e),
+                e.get("fact_id") or e.get("section") or "",
+                _short(describe_event(e), 70),
+                e.get("source") or "",
+                e.get("version_id") or "",
+            )
+            for e in self.events
+        ]
+        return Table(headers, rows, self.title, "No memory events yet.")
+
+
+def _event_kind(event: Mapping[str, Any]) -> str:
+    """``rollback (remove)``: whole-memory events say what they did to this fact."""
+    details = event.get("details")
+    change = details.get("change") if isinstance(details, Mapping) else None
+    kind = str(event.get("kind") or "")
+    return f"{kind} ({change})" if change and change != kind else kind
+
+
+def describe_event(event: Mapping[str, Any]) -> str:
+    """What changed, in a few words: old → new content, or the content touched."""
+    old, new = event.get("old_content"), event.get("new_content")
+    if old and new and old != new:
+        return f"{old} → {new}"
+    text = new or old or ""
+    oc, nc = event.get("old_confidence"), event.get("new_confidence")
+    if oc is not None and nc is not None and oc != nc:
+        text = f"{text} ({oc:.2f} → {nc:.2f})"
+    return str(text)
+
+
+@dataclass(frozen=True, repr=False)
+class VersionsView(View):
+    """Saved snapshots of memory.json, oldest first (as ``Memory.versions`` lists them)."""
+
+    versions: tuple[Mapping[str, Any], ...]
+
+    def table(self) -> Table:
+        rows = [
+            (
+                v.get("id"),
+                _day(v.get("created_at")),
+                v.get("reason"),
+                v.get("source") or "",
+                v.get("fact_count"),
+            )
+            for v in self.versions
+        ]
+        return Table(
+            ("version", "time", "reason", "source", "facts"),
+            rows,
+            "Memory versions",
+            "No versions yet.",
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class DiffView(View):
+    """What differs between two versions (``Memory.diff``): facts added, removed, changed,
+    and summaries rewritten."""
+
+    title: str
+    diff: Mapping[str, Any]
+
+    def table(self) -> Table:
+        rows: list[tuple[str, str, str]] = []
+        for fact in self.diff.get("added") or []:
+            rows.append(("added", str(fact.get("id", "")), _short(fact.get("content"), 90)))
+        for fact in self.diff.get("removed") or []:
+            rows.append(("removed", str(fact.get("id", "")), _short(fact.get("content"), 90)))
+        for change in self.diff.get("changed") or []:
+            old, new = change.get("old") or {}, change.get("new") or {}
+            detail = describe_event(
+                {
+                    "old_content": old.get("content"),
+                    "new_content": new.get("content"),
+                    "old_confidence": old.get("confidence"),
+                    "new_confidence": new.get("confidence"),
+                }
+            )
+            rows.append(("changed", str(change.get("id", "")), _short(detail, 90)))
+        for section, change in (self.diff.get("sections") or {}).items():
+            detail = f"{change.get('old') or '—'} → {change.get('new') or '—'}"
+            rows.append(("section", str(section), _short(detail, 90)))
+        return Table(("change", "what", "detail"), rows, self.title, "No differences.")
+
+
+@dataclass(frozen=True, repr=False)
+class PendingView(View):
+    """Extraction diffs waiting for review, one row per proposed change set."""
+
+    pending: tuple[Mapping[str, Any], ...]
+    review: bool = False
+
+    def table(self) -> Table:
+        rows = [
+            (
+                p.get("id"),
+                _day(p.get("created_at")),
+                p.get("source") or "",
+                _short(summarize_diff(p.get("diff")), 90),
+            )
+            for p in self.pending
+        ]
+        mode = "on" if self.review else "off"
+        return Table(
+            ("id", "time", "source", "proposed"),
+            rows,
+            f"Pending changes (review {mode})",
+            "No pending changes.",
+        )
+
+
+def summarize_diff(diff: Any) -> str:
+    """A one-line reading of an extraction diff: ``+ new fact; - f3; section: …``."""
+    if isinstance(diff, str):
+        try:
+            diff = json.loads(diff)
+        except ValueError:
+            return diff
+    if not isinstance(diff, Mapping):
+        return "" if diff is None else str(diff)
+    parts: list[str] = []
+    for fact in diff.get("newFacts") or []:
+        content = fact.get("content") if isinstance(fact, Mapping) else fact
+        parts.append(f"+ {content}")
+    parts.extend(f"- {fid}" for fid in diff.get("factsToRemove") or [])
+    for group in ("user", "history"):
+        for name, section in (diff.get(group) or {}).items():
+            if isinstance(section, Mapping) and section.get("shouldUpdate"):
+                parts.append(f"{name}: {section.get('summary', '')}")
+    return "; ".join(parts) or "(no changes)"
+
+
+@dataclass(frozen=True, repr=False)
+class SummaryView(View):
+    """``%memory`` in a terminal: the six summaries, fact counts and the queue."""
+
+    data: Mapping[str, Any]
+    status: Mapping[str, Any] = field(default_factory=dict)
+
+    def _profile(self) -> list[tuple[str, str]]:
+        out = []
+        for group, key, label in SECTIONS:
+            section = (self.data.get(group) or {}).get(key) or {}
+            out.append((label, section.get("summary") or ""))
+        return out
+
+    def _counts(self) -> str:
+        facts = self.data.get("facts") or []
+        by_cat: dict[str, int] = {}
+        for fact in facts:
+            by_cat[fact.get("category", "?")] = by_cat.get(fact.get("category", "?"), 0) + 1
+        detail = ", ".join(f"{c} {n}" for c, n in sorted(by_cat.items()))
+        return f"{len(facts)} facts" + (f" ({detail})" if detail else "")
+
+    def __str__(self) -> str:
+        lines = [f"Memory — {self._counts()}, updated {self.data.get('lastUpdated') or 'never'}"]
+        lines.extend(f"  {label}: {text or '—'}" for label, text in self._profile())
+        if self.status:
+            lines.append("  " + _status_line(self.status))
+        lines.append("Run %memory --help for commands.")
+        return "\n".join(lines)
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**Memory** — {self._counts()}", ""]
+        lines.extend(f"- **{label}:** {_md_cell(text) or '—'}" for label, text in self._profile())
+        if self.status:
+            lines += ["", _status_line(self.status)]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        items = "".join(
+            f"<li><b>{html.escape(label)}:</b> {html.escape(text) or '—'}</li>"
+            for label, text in self._profile()
+        )
+        extra = f"<p>{html.escape(_status_line(self.status))}</p>" if self.status else ""
+        return f"<p><b>Memory</b> — {html.escape(self._counts())}</p><ul>{items}</ul>{extra}"
+
+
+def _status_line(status: Mapping[str, Any]) -> str:
+    parts = [f"queued threads: {len(status.get('pending') or [])}"]
+    if status.get("pending_changes"):
+        parts.append(f"changes awaiting review: {status['pending_changes']}")
+    parts.append(f"last fold: {status.get('last_fold') or 'never'}")
+    if status.get("last_error"):
+        parts.append(f"last error: {status['last_error']}")
+    return ", ".join(parts)
+
+
+def facts_view(facts: Iterable[Mapping[str, Any]], title: str = "Facts") -> FactsTable:
+    """Build a :class:`FactsTable` from any iterable of fact dicts."""
+    return FactsTable(tuple(facts), title)

@@ -1,0 +1,260 @@
+"""The memory panel: profile, facts, preview, pending changes and history in one widget.
+
+Every button calls the same public ``Memory`` API as ``%memory`` and the agent, so a
+click is journaled and atomic like any other change. The panel subscribes to
+``memory.on_change`` and redraws itself after folds, so what it shows follows memory
+without re-running the cell. ipywidgets is imported here only, when a panel is built.
+"""
+
+from __future__ import annotations
+
+import html
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as w
+
+from . import memory_views as views
+from .memory_magic import CATEGORIES, preview_view
+
+if TYPE_CHECKING:
+    from .memory import Memory
+
+TAB_TITLES = ("Profile", "Facts", "Preview", "Pending", "History")
+
+
+class MemoryPanel:
+    """An ipywidgets view of one ``Memory``; display it, or return it from a cell."""
+
+    def __init__(self, memory: Memory, *, history_limit: int = 50) -> None:
+        self.memory = memory
+        self.history_limit = history_limit
+        self.message = w.HTML()
+        self.header = w.HTML()
+        self.refresh_button = w.Button(description="Refresh", icon="refresh")
+        self.flush_button = w.Button(description="Flush now", tooltip="fold pending threads")
+        self.refresh_button.on_click(lambda _: self.refresh())
+        self.flush_button.on_click(lambda _: self._act(self._flush))
+
+        self.profile = w.HTML()
+
+        self.category = w.Dropdown(
+            options=[("all", None), *((c, c) for c in CATEGORIES)], description="Category"
+        )
+        self.min_confidence = w.FloatSlider(
+            value=0.0, min=0.0, max=1.0, step=0.05, description="Min conf."
+        )
+        self.text_filter = w.Text(placeholder="filter by text", description="Contains")
+        for control in (self.category, self.min_confidence, self.text_filter):
+            control.observe(lambda _: self._draw_facts(), names="value")
+        self.fact_rows = w.VBox()
+        self.fact_checks: dict[str, w.Checkbox] = {}
+        self.forget_button = w.Button(description="Forget selected", button_style="danger")
+        self.forget_button.on_click(lambda _: self._act(self._forget_selected))
+        self.edit_text = w.Text(placeholder="select one fact, change its text", description="Edit")
+        self.edit_button = w.Button(description="Save edit")
+        self.edit_button.on_click(lambda _: self._act(self._edit_selected))
+        self.add_text = w.Text(placeholder="a new fact", description="Add")
+        self.add_category = w.Dropdown(options=list(CATEGORIES), value="context")
+        self.add_button = w.Button(description="Add fact")
+        self.add_button.on_click(lambda _: self._act(self._add))
+
+        budget = int(memory.settings.memory.max_injection_tokens)
+        self.context = w.Textarea(
+            placeholder="the next turn's text, for ranking", description="Context"
+        )
+        self.budget = w.IntSlider(
+            value=budget, min=50, max=max(4000, 2 * budget), step=50, description="Budget"
+        )
+        self.preview_count = w.HTML()
+        self.preview_block = w.HTML()
+        self.context.observe(lambda _: self._draw_preview(), names="value")
+        self.budget.observe(lambda _: self._draw_preview(), names="value")
+
+        self.review = w.Checkbox(description="Review mode (folds wait for approval)", indent=False)
+        self.review.observe(self._on_review, names="value")
+        self.pending_rows = w.VBox()
+        self.pending_checks: dict[int, w.Checkbox] = {}
+        self.approve_button = w.Button(description="Approve selected", button_style="success")
+        self.reject_button = w.Button(description="Reject selected", button_style="warning")
+        self.approve_all_button = w.Button(description="Approve all")
+        self.approve_button.on_click(lambda _: self._act(lambda: self._decide("approve")))
+        self.reject_button.on_click(lambda _: self._act(lambda: self._decide("reject")))
+        self.approve_all_button.on_click(
+            lambda _: self._act(lambda: self._decide("approve", everything=True))
+        )
+
+        self.history = w.HTML()
+
+        self.tabs = w.Tab(
+            children=[
+                self.profile,
+                w.VBox([
+                    w.HBox([self.category, self.min_confidence, self.text_filter]),
+                    self.fact_rows,
+                    w.HBox([self.forget_button, self.edit_text, self.edit_button]),
+                    w.HBox([self.add_text, self.add_category, self.add_button]),
+                ]),
+                w.VBox([self.context, self.budget, self.preview_count, self.preview_block]),
+                w.VBox([
+                    self.review,
+                    self.pending_rows,
+                    w.HBox([self.approve_button, self.reject_button, self.approve_all_button]),
+                ]),
+                self.history,
+            ]
+        )  # fmt: skip
+        self.tabs.titles = TAB_TITLES
+        self.widget = w.VBox(
+            [w.HBox([self.header, self.refresh_button, self.flush_button]), self.tabs, self.message]
+        )
+        self._subscribe()
+        self.refresh()
+
+    # -- display ---------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return str(views.SummaryView(self.memory.data))
+
+    def _subscribe(self) -> None:
+        """Refresh on every memory change, without keeping a closed panel alive."""
+        ref = weakref.ref(self)
+
+        def on_change(*_: Any, **__: Any) -> None:
+            panel = ref()
+            if panel is not None:
+                panel.refresh()
+
+        self.memory.on_change(on_change)
+
+    # -- drawing ---------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Redraw every tab from memory as it is on disk now."""
+        data = self.memory.data
+        self._facts = list(data.get("facts", []))
+        self.header.value = f"<b>Memory</b> — {len(self._facts)} facts"
+        self.profile.value = views.SummaryView(data)._repr_html_()
+        self._draw_facts()
+        self._draw_preview()
+        self._draw_pending()
+        events = self.memory.events(limit=self.history_limit)
+        self.history.value = views.EventsView(tuple(events))._repr_html_()
+
+    def visible_facts(self) -> list[dict[str, Any]]:
+        """The facts the Facts tab lists under the current filters."""
+        needle = self.text_filter.value.strip().lower()
+        return [
+            f
+            for f in self._facts
+            if (self.category.value is None or f.get("category") == self.category.value)
+            and float(f.get("confidence") or 0.0) >= self.min_confidence.value
+            and (not needle or needle in str(f.get("content", "")).lower())
+        ]
+
+    def _draw_facts(self) -> None:
+        selected = {fid for fid, box in self.fact_checks.items() if box.value}
+        self.fact_checks = {}
+        rows = []
+        facts = sorted(self.visible_facts(), key=lambda f: -float(f.get("confidence") or 0.0))
+        for fact in facts:
+            box = w.Checkbox(
+                value=fact["id"] in selected, indent=False, layout=w.Layout(width="28px")
+            )
+            box.observe(self._on_select, names="value")
+            self.fact_checks[fact["id"]] = box
+            conf = float(fact.get("confidence") or 0.0)
+            rows.append(
+                w.HBox([
+                    box,
+                    w.FloatProgress(value=conf, min=0.0, max=1.0,
+                                    layout=w.Layout(width="90px")),
+                    w.HTML(f"<code>{conf:.2f}</code> <small>{html.escape(fact['id'])}</small>"),
+                    w.HTML(f"<i>{html.escape(str(fact.get('category', '')))}</i>"),
+                    w.HTML(html.escape(str(fact.get("content", "")))),
+                ])
+            )  # fmt: skip
+        self.fact_rows.children = rows or [w.HTML("<i>No facts.</i>")]
+
+    def _draw_preview(self) -> None:
+        view = preview_view(self.memory, self.context.value or None, self.budget.value)
+        self.last_preview = view
+        self.preview_count.value = f"<b>{html.escape(view.header)}</b>"
+        body = view.block or "(nothing would be injected)"
+        self.preview_block.value = f"<pre>{html.escape(body)}</pre>"
+
+    def _draw_pending(self) -> None:
+        self.review.unobserve(self._on_review, names="value")
+        self.review.value = bool(self.memory.review)
+        self.review.observe(self._on_review, names="value")
+        self.pending_checks = {}
+        rows = []
+        for change in self.memory.pending():
+            box = w.Checkbox(indent=False, layout=w.Layout(width="28px"))
+            self.pending_checks[change["id"]] = box
+            summary = views.summarize_diff(change.get("diff"))
+            rows.append(w.HBox([box, w.HTML(f"<b>#{change['id']}</b> {html.escape(summary)}")]))
+        self.pending_rows.children = rows or [w.HTML("<i>No pending changes.</i>")]
+
+    # -- actions ---------------------------------------------------------------------
+    def _act(self, action: Any) -> None:
+        """Run one action; show its outcome (or error) in one line instead of raising."""
+        try:
+            note = action()
+        except (KeyError, ValueError) as exc:
+            self.message.value = f"<span style='color:#b91c1c'>{html.escape(str(exc))}</span>"
+            return
+        self.refresh()
+        self.message.value = html.escape(note or "")
+
+    def selected_fact_ids(self) -> list[str]:
+        return [fid for fid, box in self.fact_checks.items() if box.value]
+
+    def _on_select(self, _: Any) -> None:
+        ids = self.selected_fact_ids()
+        if len(ids) == 1:
+            self.edit_text.value = next(f["content"] for f in self._facts if f["id"] == ids[0])
+
+    def _forget_selected(self) -> str:
+        ids = self.selected_fact_ids()
+        if not ids:
+            raise ValueError("select the facts to forget first")
+        for fact_id in ids:
+            self.memory.forget(fact_id)
+        return f"Forgot {len(ids)} fact{'s' * (len(ids) != 1)}: {', '.join(ids)}"
+
+    def _edit_selected(self) -> str:
+        ids = self.selected_fact_ids()
+        if len(ids) != 1:
+            raise ValueError("select exactly one fact to edit")
+        text = self.edit_text.value.strip()
+        if not text:
+            raise ValueError("type the fact's new text first")
+        self.memory.edit_fact(ids[0], text)
+        return f"Edited {ids[0]}"
+
+    def _add(self) -> str:
+        text = self.add_text.value.strip()
+        if not text:
+            raise ValueError("type the fact to add first")
+        fact = self.memory.add_fact(text, category=self.add_category.value)
+        self.add_text.value = ""
+        return f"Added {fact['id']}"
+
+    def _flush(self) -> str:
+        return views.flush_summary(self.memory.flush())
+
+    def _decide(self, verb: str, everything: bool = False) -> str:
+        ids: list[int] | str = (
+            "all" if everything else [pid for pid, box in self.pending_checks.items() if box.value]
+        )
+        if not ids:
+            raise ValueError(f"select the changes to {verb} first")
+        count = getattr(self.memory, verb)(ids)
+        done = {"approve": "Approved", "reject": "Rejected"}[verb]
+        return f"{done} {count} change{'s' * (count != 1)}"
+
+    def _on_review(self, change: dict[str, Any]) -> None:
+        self.memory.review = bool(change["new"])
+        self.message.value = f"Review mode {'on' if change['new'] else 'off'}"
