@@ -367,7 +367,12 @@ def start_server(
 ) -> ServerHandle:
     """Serve the offline model in a background thread; ``port=0`` picks a free port."""
     httpd = _Server((host, port), api_key, models)
-    thread = threading.Thread(target=httpd.serve_forever, name="deerflow-nb-server", daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever,
+        kwargs={"poll_interval": 0.05},  # so stop() returns promptly
+        name="deerflow-nb-server",
+        daemon=True,
+    )
     thread.start()
     return ServerHandle(httpd, thread)
 
