@@ -1,0 +1,244 @@
+"""The memory panel without a browser: ipywidgets on a dummy comm, real Memory, real files."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import comm
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from deerflow_nb.memory import Memory
+from deerflow_nb.memory_magic import MemoryMagics
+from deerflow_nb.session import close_session, get_session
+from deerflow_nb.tokens import count_tokens
+from deerflow_nb.widgets import TAB_TITLES, MemoryPanel
+
+
+class DummyComm:
+    """Stands in for the kernel's comm (as ipywidgets' own tests do) and keeps what the
+    widgets would have sent to the front-end."""
+
+    comm_id = "dummy"
+    kernel = "truthy"  # a non-None kernel makes widgets send their state updates
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_msg(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def send(self, data: Any = None, *args: Any, **kwargs: Any) -> None:
+        self.messages.append(data)
+
+    def close(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def dummy_comm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(comm, "create_comm", lambda *a, **k: DummyComm())
+
+
+@pytest.fixture
+def memory(home: Path) -> Iterator[Memory]:
+    mem = Memory(home)
+    yield mem
+    mem.close()
+
+
+def memory_json(home: Path) -> dict[str, Any]:
+    return json.loads((home / "memory.json").read_text(encoding="utf-8"))
+
+
+def events(home: Path) -> list[dict[str, Any]]:
+    with sqlite3.connect(home / "journal.db") as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute("SELECT * FROM memory_events ORDER BY id")]
+
+
+def sent_values(widget: Any, name: str) -> list[Any]:
+    """Values of trait ``name`` that the widget sent to the (dummy) front-end."""
+    return [
+        m["state"][name]
+        for m in widget.comm.messages
+        if isinstance(m, dict) and name in m.get("state", {})
+    ]
+
+
+def new_fact_diff(content: str) -> dict[str, Any]:
+    return {"newFacts": [{"content": content, "category": "preference", "confidence": 0.9}]}
+
+
+def test_panel_has_the_five_tabs_and_shows_memory(memory: Memory) -> None:
+    fact = memory.add_fact("Prefers polars over pandas", category="preference", confidence=0.8)
+    panel = MemoryPanel(memory)
+    assert (
+        tuple(panel.tabs.titles)
+        == TAB_TITLES
+        == (
+            "Profile",
+            "Facts",
+            "Preview",
+            "Pending",
+            "History",
+        )
+    )
+    assert "Work context" in panel.profile.value
+    assert list(panel.fact_checks) == [fact["id"]]
+    row = panel.fact_rows.children[0]
+    bar = next(c for c in row.children if type(c).__name__ == "FloatProgress")
+    assert bar.value == pytest.approx(0.8)  # confidence shown as a bar
+    assert fact["id"] in panel.history.value and "add" in panel.history.value
+    bundle = panel._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_clicking_forget_removes_the_fact_and_journals_it(memory: Memory, home: Path) -> None:
+    keep = memory.add_fact("Lives in Lisbon")
+    gone = memory.add_fact("Prefers tabs over spaces", category="preference")
+    panel = MemoryPanel(memory)
+    panel.fact_checks[gone["id"]].value = True
+    panel.forget_button.click()
+    assert [f["id"] for f in memory_json(home)["facts"]] == [keep["id"]]
+    last = events(home)[-1]
+    assert (last["kind"], last["fact_id"]) == ("remove", gone["id"])
+    assert list(panel.fact_checks) == [keep["id"]]  # the table redrew
+    assert "Forgot 1 fact" in panel.message.value
+    assert "remove" in panel.history.value
+
+
+def test_forget_with_nothing_selected_changes_nothing(memory: Memory, home: Path) -> None:
+    memory.add_fact("Lives in Lisbon")
+    panel = MemoryPanel(memory)
+    before = memory_json(home), events(home)
+    panel.forget_button.click()
+    assert "select the facts to forget first" in panel.message.value
+    assert (memory_json(home), events(home)) == before
+
+
+def test_editing_a_selected_row(memory: Memory, home: Path) -> None:
+    fact = memory.add_fact("Uses pandas 1.5", category="knowledge")
+    panel = MemoryPanel(memory)
+    panel.fact_checks[fact["id"]].value = True
+    assert panel.edit_text.value == "Uses pandas 1.5"  # selecting one row fills the box
+    panel.edit_text.value = "Uses pandas 2.2"
+    panel.edit_button.click()
+    assert memory_json(home)["facts"][0]["content"] == "Uses pandas 2.2"
+    last = events(home)[-1]
+    assert (last["kind"], last["old_content"], last["new_content"]) == (
+        "update",
+        "Uses pandas 1.5",
+        "Uses pandas 2.2",
+    )
+
+
+def test_filters_narrow_the_facts_table(memory: Memory) -> None:
+    pref = memory.add_fact("Prefers polars", category="preference", confidence=0.95)
+    goal = memory.add_fact("Wants to learn Rust", category="goal", confidence=0.75)
+    panel = MemoryPanel(memory)
+    panel.category.value = "goal"
+    assert list(panel.fact_checks) == [goal["id"]]
+    panel.category.value = None
+    panel.min_confidence.value = 0.9
+    assert list(panel.fact_checks) == [pref["id"]]
+    panel.min_confidence.value = 0.0
+    panel.text_filter.value = "rust"
+    assert list(panel.fact_checks) == [goal["id"]]
+
+
+def test_moving_the_slider_changes_the_preview_within_budget(memory: Memory) -> None:
+    for i in range(40):
+        memory.add_fact(f"Project {i} keeps its features in store{i} with nightly refresh jobs")
+    panel = MemoryPanel(memory)
+    panel.budget.value = 100
+    small = panel.last_preview
+    assert small.block == memory.preview(None, max_tokens=100)
+    assert 0 < count_tokens(small.block) == small.tokens <= 100
+    assert f"{small.tokens} / 100 tokens" in panel.preview_count.value
+    panel.budget.value = 600
+    large = panel.last_preview
+    assert large.block == memory.preview(None, max_tokens=600)
+    assert small.tokens < large.tokens <= 600 and large.fact_count > small.fact_count
+    assert f"{large.tokens} / 600 tokens" in panel.preview_count.value
+    # the front-end was sent both readings, live
+    assert any("/ 100 tokens" in v for v in sent_values(panel.preview_count, "value"))
+    assert any("/ 600 tokens" in v for v in sent_values(panel.preview_count, "value"))
+
+
+def test_the_context_box_reranks_the_preview(memory: Memory) -> None:
+    for i in range(30):
+        memory.add_fact(f"Project {i} keeps its features in store{i} with nightly refresh jobs")
+    memory.add_fact("Prefers polars over pandas for dataframes", category="preference")
+    panel = MemoryPanel(memory)
+    panel.budget.value = 80
+    panel.context.value = "which dataframe library, polars or pandas?"
+    assert "polars" in panel.last_preview.block
+    assert panel.last_preview.block == memory.preview(
+        "which dataframe library, polars or pandas?", max_tokens=80
+    )
+
+
+def test_approving_a_pending_change_applies_it(memory: Memory, home: Path) -> None:
+    panel = MemoryPanel(memory)
+    panel.review.value = True  # the checkbox turns review mode on
+    assert memory.review is True
+    memory.apply(new_fact_diff("Prefers uv over pip"), source="thread-a")
+    memory.apply(new_fact_diff("Prefers ruff over flake8"), source="thread-b")
+    # the panel heard the proposals through on_change, without a manual refresh
+    assert len(panel.pending_checks) == 2
+    assert not (home / "memory.json").exists() or memory_json(home)["facts"] == []
+    first, second = sorted(panel.pending_checks)
+    panel.pending_checks[first].value = True
+    panel.approve_button.click()
+    assert [f["content"] for f in memory_json(home)["facts"]] == ["Prefers uv over pip"]
+    assert list(panel.pending_checks) == [second]
+    panel.pending_checks[second].value = True
+    panel.reject_button.click()
+    assert [f["content"] for f in memory_json(home)["facts"]] == ["Prefers uv over pip"]
+    assert panel.pending_checks == {} and memory.pending() == []
+    assert "Prefers uv over pip" in panel.fact_rows.children[0].children[-1].value
+
+
+def test_panel_refreshes_after_a_fold(memory: Memory, home: Path) -> None:
+    panel = MemoryPanel(memory)
+    assert panel.fact_checks == {}
+    memory.journal.ensure_thread("t-fold")
+    memory.journal.add_message("t-fold", {"role": "user", "content": "I prefer vim over emacs."})
+    memory.journal.add_message("t-fold", {"role": "assistant", "content": "Noted."})
+    memory.enqueue("t-fold")
+    report = memory.flush(timeout=60)  # folds on the queue's worker thread
+    assert report.folded == ["t-fold"]
+    assert len(panel.fact_checks) == 1
+    assert "vim" in panel.fact_rows.children[0].children[-1].value.lower()
+    assert "1 facts" in panel.header.value
+    assert "t-fold" in panel.history.value
+
+
+def test_memory_magic_shows_the_panel(tmp_path_factory: pytest.TempPathFactory) -> None:
+    if not InteractiveShell.initialized():
+        config = Config()
+        config.HistoryManager.hist_file = ":memory:"
+        config.InteractiveShell.ipython_dir = str(tmp_path_factory.mktemp("ipython"))
+        InteractiveShell.instance(config=config)
+    shell = InteractiveShell.instance()
+    shell.register_magics(MemoryMagics(shell))
+    try:
+        assert isinstance(shell.run_line_magic("memory", "panel"), MemoryPanel)
+        assert not isinstance(shell.run_line_magic("memory", ""), MemoryPanel)  # terminal
+        shell.kernel = object()  # what a Jupyter kernel's shell carries
+        panel = shell.run_line_magic("memory", "")
+        assert isinstance(panel, MemoryPanel)
+        assert panel.memory is get_session(shell).memory
+    finally:
+        if "kernel" in vars(shell):
+            del shell.kernel
+        close_session(shell)
