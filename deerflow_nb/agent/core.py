@@ -1,0 +1,269 @@
+"""The lead agent: one turn = middleware chain + tool loop over a journaled thread.
+
+A thread is its name in the journal, so ``agent.run(..., thread="analysis")`` resumes
+the same conversation after a kernel restart. ``new=True`` never reuses a journaled
+thread: it picks the first free name among ``NAME``, ``NAME-2``, ``NAME-3``, ...
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..config import Settings, load_settings
+from ..journal import row_to_message
+from ..llm import get_chat_model
+from ..llm.base import ChatModel, ToolCall, Usage
+from .loop import OnText, TurnState, run_turn
+from .middleware import (
+    JournalMiddleware,
+    MemoryEnqueueMiddleware,
+    MemoryInjectionMiddleware,
+    Middleware,
+    SummarizationMiddleware,
+)
+from .subagents import SubagentExecutor, SubagentRun
+from .tools import NotebookTools, ToolError, parse_arguments, tool_specs
+
+if TYPE_CHECKING:
+    from ..journal import Journal
+    from ..memory import Memory
+
+OnEvent = Callable[[dict[str, Any]], None]
+LEAD_PROMPT = (
+    "You are deerflow_nb, an assistant inside the user's Jupyter notebook. Look at the "
+    "user's variables and cells with the notebook tools instead of guessing. Answer in "
+    "Markdown, briefly. Use what you remember about the user (the <memory> block) only "
+    "where it is relevant."
+)
+SUBAGENT_HINT = (
+    " For independent sub-tasks, call the task tool (several calls in one response run in "
+    "parallel)."
+)
+
+
+@dataclass
+class TurnResult:
+    """What one turn did: the reply and everything the cell footer and tests look at."""
+
+    reply: str
+    thread: str
+    model: str
+    turn_id: str | None
+    status: str
+    usage: Usage
+    facts_injected: int
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    subagents: list[SubagentRun] = field(default_factory=list)
+    summaries: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    model_view: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    model_seconds: float = 0.0
+
+    @property
+    def overhead_seconds(self) -> float:
+        """Time spent outside model calls: journal, injection, enqueue, tools."""
+        return self.seconds - self.model_seconds
+
+
+class Agent:
+    """The lead agent. ``Agent()`` alone works: settings from the home, offline model
+    when no key is configured, its own ``Memory``."""
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        model: str | ChatModel | None = None,
+        *,
+        settings: Settings | None = None,
+        memory: Memory | None = None,
+        shell: Any = None,
+        namespace: dict[str, Any] | None = None,
+    ) -> None:
+        self.settings = settings or load_settings(home)
+        self.model = model if isinstance(model, ChatModel) else get_chat_model(self.settings, model)
+        self._memory = memory
+        self._owns_memory = memory is None
+        self.shell = shell
+        if namespace is None:
+            namespace = shell.user_ns if shell is not None else {}
+        self.namespace = namespace
+        self.last_turn: TurnResult | None = None
+
+    @property
+    def memory(self) -> Memory:
+        if self._memory is None:
+            from ..memory import Memory
+
+            self._memory = Memory(self.settings.home, settings=self.settings)
+        return self._memory
+
+    @property
+    def journal(self) -> Journal:
+        return self.memory.journal
+
+    @property
+    def window(self) -> int:
+        """The input window summarization measures: the model's, capped by config."""
+        return min(self.model.max_input_tokens, self.settings.model.max_input_tokens)
+
+    def close(self) -> None:
+        if self._owns_memory and self._memory is not None:
+            self._memory.close()
+            self._memory = None
+
+    def fresh_thread(self, name: str) -> str:
+        """``name`` if no journaled thread has it, else the first free ``name-N``."""
+        candidate, n = name, 1
+        while self.journal.thread(candidate) is not None:
+            n += 1
+            candidate = f"{name}-{n}"
+        return candidate
+
+    def run(
+        self,
+        message: str,
+        thread: str = "default",
+        *,
+        on_text: OnText | None = None,
+        on_event: OnEvent | None = None,
+        use_memory: bool = True,
+        use_subagents: bool = True,
+        new: bool = False,
+        allow_code: bool | None = None,
+        show: Callable[[str], None] | None = None,
+    ) -> str:
+        """One lead-agent turn; returns the reply. ``self.last_turn`` holds the details,
+        also after Ctrl-C (status ``interrupted``, the partial reply kept) or an error."""
+        started = time.perf_counter()
+        thread = self.fresh_thread(thread) if new else thread
+        memory_on = use_memory and self.settings.memory.enabled
+        code_on = self.settings.agent.allow_code_execution if allow_code is None else allow_code
+        tools = NotebookTools(self.namespace, self.shell, allow_code=code_on, show=show)
+        executor = None
+        if use_subagents and self.settings.subagents.enabled:
+            executor = SubagentExecutor(
+                self.model,
+                self.journal,
+                tools,
+                self.settings.subagents,
+                self.settings.summarization,
+                self.window,
+                parent_thread=thread,
+                on_event=on_event,
+            )
+        state = self._load(
+            thread, message, prompt=LEAD_PROMPT + (SUBAGENT_HINT if executor else "")
+        )
+        calls: list[dict[str, Any]] = []
+        names = [*tools.names, "task"] if executor else list(tools.names)
+
+        def dispatch(tool_calls: list[ToolCall]) -> list[dict[str, Any]]:
+            return self._dispatch(tool_calls, tools, executor, calls, on_event)
+
+        try:
+            run_turn(
+                state,
+                self._chain(state, memory_on, on_event),
+                tools=tool_specs(names),
+                dispatch=dispatch,
+                max_turns=self.settings.agent.max_turns,
+                on_text=on_text,
+            )
+        finally:
+            self.last_turn = TurnResult(
+                reply=state.reply,
+                thread=thread,
+                model=self.model.name,
+                turn_id=state.turn_id,
+                status=state.status,
+                usage=state.usage,
+                facts_injected=state.facts_injected,
+                tool_calls=calls,
+                subagents=executor.runs if executor else [],
+                summaries=state.summaries,
+                messages=state.new_messages,
+                model_view=state.last_view,
+                error=state.error,
+                seconds=time.perf_counter() - started,
+                model_seconds=state.model_seconds,
+            )
+        return state.reply
+
+    def _load(self, thread: str, message: str, *, prompt: str) -> TurnState:
+        """The thread as the model sees it: latest summary, then the messages after it."""
+        summary = self.journal.latest_summary(thread)
+        after = summary["covers_until_seq"] if summary else 0
+        rows = self.journal.message_rows(thread, after_seq=after)
+        return TurnState(
+            thread_id=thread,
+            model=self.model,
+            system_prompt=prompt,
+            user_message={"role": "user", "content": message},
+            history=[row_to_message(r) for r in rows],
+            history_seqs=[r["seq"] for r in rows],
+            summary=summary["content"] if summary else None,
+        )
+
+    def _chain(
+        self, state: TurnState, memory_on: bool, on_event: OnEvent | None
+    ) -> list[Middleware]:
+        settings = self.settings
+        chain: list[Middleware] = [
+            SummarizationMiddleware(
+                settings.summarization,
+                self._summary_model(),
+                self.window,
+                self.journal,
+                on_event,
+            )
+        ]
+        if memory_on and settings.memory.injection_enabled:
+            chain.append(
+                MemoryInjectionMiddleware(self.memory, settings.memory.max_injection_tokens)
+            )
+        chain.append(JournalMiddleware(self.journal, title=_title(state.user_message["content"])))
+        if memory_on:
+            chain.append(MemoryEnqueueMiddleware(self.memory))
+        return chain
+
+    def _summary_model(self) -> ChatModel:
+        name = self.settings.summarization.model_name
+        if not name or name == self.model.name:
+            return self.model
+        return get_chat_model(self.settings, name)
+
+    def _dispatch(
+        self,
+        tool_calls: list[ToolCall],
+        tools: NotebookTools,
+        executor: SubagentExecutor | None,
+        record: list[dict[str, Any]],
+        on_event: OnEvent | None,
+    ) -> list[dict[str, Any]]:
+        """Run one response's tool calls: task calls together in parallel, the rest in order."""
+        tasks = [c for c in tool_calls if c.name == "task"] if executor else []
+        results = executor.run(tasks) if executor and tasks else {}
+        messages = []
+        for call in tool_calls:
+            if call.id not in results:
+                if on_event is not None:
+                    on_event({"type": "tool", "name": call.name, "arguments": call.arguments})
+                try:
+                    results[call.id] = tools.call(call.name, parse_arguments(call.arguments))
+                except ToolError as exc:
+                    results[call.id] = f"Error: {exc}"
+            record.append(
+                {"name": call.name, "arguments": call.arguments, "result": results[call.id]}
+            )
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": results[call.id]})
+        return messages
+
+
+def _title(message: str) -> str:
+    return " ".join(message.split())[:80]

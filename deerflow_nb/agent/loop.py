@@ -1,0 +1,197 @@
+"""One agent turn: the state it carries and the tool loop that drives the model.
+
+Shared by the lead agent and sub-agents, so both get the same middleware hooks, the
+same turn limit, and the same clean ending on Ctrl-C, cancellation or errors: whatever
+happened, the turn's messages stay well formed (every tool call has a result) and the
+middlewares' ``after_agent`` hooks run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..llm.base import ChatModel, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from .middleware import Middleware
+
+OnText = Callable[[str], None]
+Dispatch = Callable[[list[ToolCall]], list[dict[str, Any]]]
+INTERRUPTED_RESULT = "Error: interrupted before this tool returned."
+
+
+class Cancelled(Exception):
+    """The turn was stopped from outside (a sub-agent timeout, or its lead interrupted)."""
+
+
+class CancelToken:
+    """A flag another thread sets to stop a turn between model calls, with the reason."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def cancel(self, reason: str) -> None:
+        self.reason = reason
+        self._event.set()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise Cancelled(self.reason)
+
+
+@dataclass
+class TurnState:
+    """Everything a turn knows; middlewares read and change it.
+
+    The model's view is the system prompt (with the memory block and the latest
+    summary) followed by ``conversation``: the journaled ``history`` after the summary,
+    then this turn's ``new_messages`` (the user message first).
+    """
+
+    thread_id: str
+    model: ChatModel
+    system_prompt: str
+    user_message: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    history_seqs: list[int] = field(default_factory=list)
+    summary: str | None = None
+    kind: str = "lead"
+    parent_id: str | None = None
+    memory_block: str = ""
+    facts_injected: int = 0
+    turn_id: str | None = None
+    status: str = "running"
+    error: str | None = None
+    reply: str = ""
+    partial: str = ""
+    usage: Usage = field(default_factory=Usage)
+    model_seconds: float = 0.0
+    summaries: int = 0
+    last_view: list[dict[str, Any]] = field(default_factory=list)
+    new_messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.new_messages:
+            self.new_messages = [self.user_message]
+
+    @property
+    def conversation(self) -> list[dict[str, Any]]:
+        return self.history + self.new_messages
+
+    def view(self) -> list[dict[str, Any]]:
+        """The messages the next model call sees."""
+        system = self.system_prompt
+        if self.memory_block:
+            system += f"\n\n{self.memory_block}"
+        if self.summary:
+            system += (
+                "\n\n<conversation_summary>\nEarlier messages of this thread, summarized:\n"
+                f"{self.summary}\n</conversation_summary>"
+            )
+        return [{"role": "system", "content": system}, *self.conversation]
+
+    def apply_summary(self, cut: int, summary: str) -> None:
+        """Replace the first ``cut`` history messages with ``summary`` in the view."""
+        self.summary = summary
+        self.history = self.history[cut:]
+        self.history_seqs = self.history_seqs[cut:]
+        self.summaries += 1
+
+
+def run_turn(
+    state: TurnState,
+    middlewares: list[Middleware],
+    *,
+    tools: list[dict[str, Any]],
+    dispatch: Dispatch,
+    max_turns: int,
+    on_text: OnText | None = None,
+    on_step: Callable[[int], None] | None = None,
+    cancel: CancelToken | None = None,
+) -> str:
+    """Run model calls and tool calls until the model answers; returns the reply.
+
+    ``max_turns`` bounds the model calls: the last allowed call is offered no tools,
+    so the model has to answer with what it has. Middleware hooks run in chain order;
+    ``after_agent`` always runs, with ``state.status`` set to ok, error or interrupted.
+    """
+    for middleware in middlewares:
+        middleware.before_agent(state)
+    try:
+        state.reply = _loop(
+            state, middlewares, tools, dispatch, max_turns, on_text, on_step, cancel
+        )
+        state.status = "ok"
+        return state.reply
+    except (KeyboardInterrupt, Cancelled) as exc:
+        state.status = "interrupted"
+        state.error = str(exc) or "interrupted by the user"
+        _close_open_calls(state)
+        raise
+    except BaseException as exc:
+        state.status = "error"
+        state.error = f"{type(exc).__name__}: {exc}"
+        _close_open_calls(state)
+        raise
+    finally:
+        for middleware in middlewares:
+            middleware.after_agent(state)
+
+
+def _loop(
+    state: TurnState,
+    middlewares: list[Middleware],
+    tools: list[dict[str, Any]],
+    dispatch: Dispatch,
+    max_turns: int,
+    on_text: OnText | None,
+    on_step: Callable[[int], None] | None,
+    cancel: CancelToken | None,
+) -> str:
+    def tee(delta: str) -> None:
+        state.partial += delta
+        if on_text is not None:
+            on_text(delta)
+
+    step = 0
+    while True:
+        step += 1
+        if cancel is not None:
+            cancel.check()
+        if on_step is not None:
+            on_step(step)
+        for middleware in middlewares:
+            middleware.before_model(state)
+        offered = tools if step < max_turns else []
+        state.last_view = state.view()
+        state.partial = ""
+        started = time.perf_counter()
+        result = state.model.chat(state.last_view, tools=offered or None, on_text=tee)
+        state.model_seconds += time.perf_counter() - started
+        state.usage = state.usage + result.usage
+        state.partial = ""
+        if not result.tool_calls or not offered:
+            state.new_messages.append({"role": "assistant", "content": result.content})
+            return result.content
+        state.new_messages.append(result.to_message())
+        state.new_messages.extend(dispatch(result.tool_calls))
+
+
+def _close_open_calls(state: TurnState) -> None:
+    """Give every unanswered tool call a result, and keep the partial reply."""
+    answered = {m.get("tool_call_id") for m in state.new_messages if m["role"] == "tool"}
+    for message in list(state.new_messages):
+        for call in message.get("tool_calls") or []:
+            if call["id"] not in answered:
+                state.new_messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_RESULT}
+                )
+    if state.partial:
+        state.new_messages.append({"role": "assistant", "content": state.partial})
+        state.reply = state.partial
+        state.partial = ""

@@ -1,0 +1,171 @@
+"""``%%agent``: the cell body is the message; the reply streams into the cell.
+
+``%%agent [-t/--thread NAME] [--new] [-m/--model ID] [--no-memory] [--no-subagents]
+[-o/--output VAR] [-i/--interpolate] [--allow-code]``
+
+Threads: a cell without ``-t`` continues the thread the previous ``%%agent`` cell of
+this notebook used ("default" at first). ``-t NAME`` switches to NAME, resuming it from
+the journal if it exists (also after a kernel restart). ``--new`` starts a fresh
+thread: NAME (or the current thread's name) if unused, else the first free NAME-2,
+NAME-3, ...; later cells without ``-t`` continue it.
+
+Parsing (line → :class:`AgentArgs`, one-line ``UsageError``) is kept apart from
+handling (:func:`handle_agent`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+
+from ..config import ConfigError
+from ..llm.base import ModelError
+from ..session import get_session
+from .display import TurnView, show_markdown
+
+PROG = "%%agent"
+DEFAULT_THREAD = "default"
+_INTERPOLATION = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class AgentArgs:
+    thread: str | None = None
+    new: bool = False
+    model: str | None = None
+    no_memory: bool = False
+    no_subagents: bool = False
+    output: str | None = None
+    interpolate: bool = False
+    allow_code: bool = False
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises one-line UsageErrors instead of exiting the kernel."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{PROG}: {message}; usage: {self.format_usage().strip()[7:]}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise UsageError(f"{PROG}: {(message or 'see the flags above').strip()}")
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog=PROG, add_help=False, exit_on_error=False)
+    parser.add_argument("-t", "--thread", metavar="NAME")
+    parser.add_argument("--new", action="store_true")
+    parser.add_argument("-m", "--model", metavar="ID")
+    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--no-subagents", action="store_true")
+    parser.add_argument("-o", "--output", metavar="VAR")
+    parser.add_argument("-i", "--interpolate", action="store_true")
+    parser.add_argument("--allow-code", action="store_true")
+    return parser
+
+
+def parse_agent_line(line: str) -> AgentArgs:
+    """The magic's line as typed arguments; a ``UsageError`` naming the fix otherwise."""
+    try:
+        tokens = shlex.split(line)
+    except ValueError:
+        raise UsageError(f"{PROG}: unbalanced quote in the line; close the quote") from None
+    try:
+        ns = _parser().parse_args(tokens)
+    except argparse.ArgumentError as exc:
+        raise UsageError(f"{PROG}: {exc}") from None
+    if ns.output is not None and not ns.output.isidentifier():
+        raise UsageError(f"{PROG}: -o needs a Python variable name, got '{ns.output}'")
+    if ns.thread is not None and (not ns.thread.strip() or any(c.isspace() for c in ns.thread)):
+        raise UsageError(f"{PROG}: -t needs a thread name without spaces, got '{ns.thread}'")
+    return AgentArgs(**vars(ns))
+
+
+def interpolate(text: str, namespace: dict[str, Any]) -> str:
+    """Replace ``{name}`` with the variable's value, once; ``{{``/``}}`` give literal braces.
+
+    Other braces (``{1: 2}``, ``f"{x!r}"``) are left exactly as written.
+    """
+
+    def substitute(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            return token[0]
+        name = match.group(1)
+        if name not in namespace:
+            raise UsageError(
+                f"{PROG} -i: no variable named '{name}'; define it, or write {{{{{name}}}}} "
+                "for literal braces"
+            )
+        return str(namespace[name])
+
+    return _INTERPOLATION.sub(substitute, text)
+
+
+def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> Any:
+    """Run one turn for a parsed cell and show it; returns the ``TurnResult``."""
+    message = cell.strip()
+    if not message:
+        raise UsageError(f"{PROG}: the cell is empty; write your message below the %%agent line")
+    if args.interpolate:
+        message = interpolate(message, shell.user_ns)
+    try:
+        agent = get_session(shell).agent(args.model)
+    except (ModelError, ConfigError) as exc:
+        raise UsageError(str(exc)) from None
+    view = TurnView()
+    view.show()
+    try:
+        agent.run(
+            message,
+            args.thread or (re.sub(r"-\d+$", "", thread) if args.new else thread),
+            on_text=view.on_text,
+            on_event=view.on_event,
+            use_memory=not args.no_memory,
+            use_subagents=not args.no_subagents,
+            new=args.new,
+            allow_code=True if args.allow_code else None,
+            show=show_markdown,
+        )
+    except KeyboardInterrupt:
+        _keep(shell, args, agent.last_turn, view)
+        print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")
+        return agent.last_turn
+    except ModelError as exc:
+        _keep(shell, args, agent.last_turn, view)
+        raise UsageError(str(exc)) from None
+    _keep(shell, args, agent.last_turn, view)
+    return agent.last_turn
+
+
+def _keep(shell: Any, args: AgentArgs, result: Any, view: TurnView) -> None:
+    """Final display update, and the reply in ``_agent`` (and ``-o VAR``)."""
+    view.finish(result)
+    if result is None:
+        return
+    shell.user_ns["_agent"] = result.reply
+    if args.output:
+        shell.user_ns[args.output] = result.reply
+
+
+@magics_class
+class AgentMagics(Magics):
+    """Registers ``%%agent``; remembers the thread the last cell used."""
+
+    def __init__(self, shell: Any = None) -> None:
+        super().__init__(shell)
+        self.thread = DEFAULT_THREAD
+
+    @no_var_expand
+    @cell_magic
+    def agent(self, line: str, cell: str) -> None:
+        """Ask the lead agent; see the module docstring for the flags."""
+        args = parse_agent_line(line)
+        result = handle_agent(self.shell, args, cell, self.thread)
+        if result is not None:
+            self.thread = result.thread

@@ -1,0 +1,154 @@
+"""The middleware chain around the model call, as a small explicit protocol.
+
+Three hooks, each a no-op by default, run in chain order:
+``before_agent`` once as the turn starts, ``before_model`` before every model call,
+``after_agent`` once as the turn ends (always, even on Ctrl-C or an error). The lead
+agent's chain is summarization → memory injection → journal → memory enqueue. Memory
+picks its block once per turn (the question does not change between tool calls);
+summarization checks before every model call, so token triggers count the memory
+block too; the thread is journaled before memory is asked to fold it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..config import SummarizationConfig
+from ..llm.base import ChatModel
+from .loop import TurnState
+from .summarization import cut_index, fired_trigger, summarize
+
+if TYPE_CHECKING:
+    from ..journal import Journal
+    from ..memory import Memory
+
+OnEvent = Callable[[dict[str, Any]], None]
+CONTEXT_MESSAGES = 4  # earlier messages, besides the new one, that steer memory selection
+
+
+class Middleware:
+    """Base class: override the hooks you need."""
+
+    def before_agent(self, state: TurnState) -> None:
+        """Runs once, before the first model call."""
+
+    def before_model(self, state: TurnState) -> None:
+        """Runs before every model call; may change what the model sees."""
+
+    def after_agent(self, state: TurnState) -> None:
+        """Runs once at the end, whatever the outcome (see ``state.status``)."""
+
+
+class SummarizationMiddleware(Middleware):
+    """Replaces older messages with a summary in the view when a trigger fires."""
+
+    def __init__(
+        self,
+        config: SummarizationConfig,
+        model: ChatModel,
+        window: int,
+        journal: Journal,
+        on_event: OnEvent | None = None,
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.window = window
+        self.journal = journal
+        self.on_event = on_event
+
+    def before_model(self, state: TurnState) -> None:
+        trigger = fired_trigger(self.config, state.view(), len(state.conversation), self.window)
+        if trigger is None:
+            return
+        # Only journaled history can be summarized; the latest user message opens
+        # new_messages, so this also keeps it verbatim.
+        cut = min(cut_index(state.conversation, self.config.keep, self.window), len(state.history))
+        if cut <= 0:
+            return
+        text, usage = summarize(self.model, self.config, state.history[:cut], state.summary)
+        state.usage = state.usage + usage
+        self.journal.add_summary(
+            state.thread_id, state.history_seqs[cut - 1], text, model=self.model.name
+        )
+        state.apply_summary(cut, text)
+        if self.on_event is not None:
+            self.on_event({"type": "summary", "messages": cut, "trigger": trigger.type})
+
+
+class MemoryInjectionMiddleware(Middleware):
+    """Puts the ``<memory>`` block, ranked for this turn, into the system prompt once."""
+
+    def __init__(self, memory: Memory, max_tokens: int) -> None:
+        self.memory = memory
+        self.max_tokens = max_tokens
+
+    def before_agent(self, state: TurnState) -> None:
+        context = turn_context(state)
+        block, count = injection(self.memory, context, self.max_tokens)
+        if block and "<memory>" not in block:
+            block = f"<memory>\n{block}\n</memory>"
+        state.memory_block = block
+        state.facts_injected = count
+
+
+class JournalMiddleware(Middleware):
+    """Writes the turn to the journal: the user message first, the rest at the end."""
+
+    def __init__(self, journal: Journal, *, title: str | None = None) -> None:
+        self.journal = journal
+        self.title = title
+        self._written = 0
+
+    def before_agent(self, state: TurnState) -> None:
+        self.journal.ensure_thread(
+            state.thread_id,
+            kind=state.kind,
+            parent_id=state.parent_id,
+            title=self.title,
+            model=state.model.name,
+        )
+        state.turn_id = self.journal.start_turn(state.thread_id, state.model.name)
+        self.journal.add_message(state.thread_id, state.user_message, turn_id=state.turn_id)
+        self._written = 1
+
+    def after_agent(self, state: TurnState) -> None:
+        if state.turn_id is None:
+            return
+        for message in state.new_messages[self._written :]:
+            self.journal.add_message(state.thread_id, message, turn_id=state.turn_id)
+        self._written = len(state.new_messages)
+        self.journal.end_turn(
+            state.turn_id,
+            status=state.status,
+            input_tokens=state.usage.input_tokens,
+            output_tokens=state.usage.output_tokens,
+            facts_injected=state.facts_injected,
+            error=state.error,
+        )
+
+
+class MemoryEnqueueMiddleware(Middleware):
+    """Asks memory to fold the journaled thread (Memory filters and debounces)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    def after_agent(self, state: TurnState) -> None:
+        if state.turn_id is not None:
+            self.memory.enqueue(state.thread_id)
+
+
+def turn_context(state: TurnState) -> str:
+    """The new user message plus the last few messages before it: what memory ranks against."""
+    recent = [m for m in state.history if m["role"] in ("user", "assistant") and m.get("content")]
+    texts = [m["content"] for m in recent[-CONTEXT_MESSAGES:]]
+    return "\n".join([*texts, state.user_message["content"]])
+
+
+def injection(memory: Memory, context: str, max_tokens: int) -> tuple[str, int]:
+    """The block to inject and how many facts it holds."""
+    block = memory.preview(context, max_tokens)
+    if not block:
+        return "", 0
+    return block, len(memory.selected_facts(context, max_tokens))

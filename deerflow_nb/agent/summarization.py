@@ -1,0 +1,126 @@
+"""Summarization of long threads, with DeerFlow's ``summarization.*`` semantics.
+
+A trigger (``tokens``, ``messages`` or ``fraction`` of the model's window) decides when;
+``keep`` decides how much recent conversation stays verbatim; everything older is
+replaced, in the model's view only, by one summary. Two invariants hold for every cut:
+a tool call is never separated from its results, and the latest user message always
+stays verbatim. The journal keeps every original message; only the view shrinks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import ContextSize, SummarizationConfig
+from ..llm.base import ChatModel
+from ..tokens import count_message_tokens, count_tokens, get_encoding
+
+DEFAULT_SUMMARY_PROMPT = (
+    "You compress the earlier part of a conversation between a user and an assistant "
+    "working in a Jupyter notebook. Write a concise summary that keeps the user's goals, "
+    "decisions, facts about their data and variables, open questions, and what the "
+    "assistant already found. Write plain prose, no preamble."
+)
+
+
+def fired_trigger(
+    config: SummarizationConfig, view: list[dict[str, Any]], conversation_len: int, window: int
+) -> ContextSize | None:
+    """The first trigger that fires for this view, or None.
+
+    ``view`` is everything sent to the model (system prompt included) and is what token
+    triggers measure; ``messages`` triggers count conversation messages only.
+    """
+    if not config.enabled or not config.trigger:
+        return None
+    tokens = count_message_tokens(view)
+    for trigger in config.trigger:
+        if trigger.type == "messages" and conversation_len >= trigger.value:
+            return trigger
+        if trigger.type == "tokens" and tokens >= trigger.value:
+            return trigger
+        if trigger.type == "fraction" and tokens >= trigger.value * window:
+            return trigger
+    return None
+
+
+def cut_index(conversation: list[dict[str, Any]], keep: ContextSize, window: int) -> int:
+    """How many leading messages to summarize (0: nothing can be summarized).
+
+    Starts from what ``keep`` retains, then moves the cut earlier so that it never lands
+    on a tool result (the call and its results stay together) and never passes the
+    latest user message.
+    """
+    if keep.type == "messages":
+        cut = len(conversation) - int(keep.value)
+    else:
+        budget = keep.value if keep.type == "tokens" else keep.value * window
+        cut, used = len(conversation), 0
+        while cut > 0:
+            used += count_message_tokens([conversation[cut - 1]]) - 3
+            if used > budget:
+                break
+            cut -= 1
+    last_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=0)
+    cut = min(max(cut, 0), last_user)
+    while cut > 0 and conversation[cut]["role"] == "tool":
+        cut -= 1
+    return cut
+
+
+def render_conversation(messages: list[dict[str, Any]]) -> list[str]:
+    """One text block per message, as the summary prompt shows them."""
+    blocks = []
+    for message in messages:
+        role = message["role"]
+        content = message.get("content") or ""
+        if role == "assistant" and message.get("tool_calls"):
+            calls = ", ".join(
+                f"{c['function']['name']}({c['function']['arguments']})"
+                for c in message["tool_calls"]
+            )
+            content = f"{content}\n[called {calls}]".strip()
+        label = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}.get(role, role)
+        blocks.append(f"{label}: {content}")
+    return blocks
+
+
+def summary_request(
+    config: SummarizationConfig, messages: list[dict[str, Any]], previous: str | None
+) -> list[dict[str, Any]]:
+    """The summary call's messages, trimmed to ``trim_tokens_to_summarize``.
+
+    When the text is too long, the oldest messages are dropped first (the previous
+    summary already covers the distant past), then the remainder is cut to fit.
+    """
+    blocks = render_conversation(messages)
+    if previous:
+        blocks.insert(0, f"Summary so far: {previous}")
+    budget = config.trim_tokens_to_summarize
+    sizes = [count_tokens(b) + 1 for b in blocks]
+    start, total = 0, sum(sizes)
+    while total > budget and start < len(blocks) - 1:
+        total -= sizes[start]
+        start += 1
+    body = "\n".join(blocks[start:])
+    if count_tokens(body) > budget:
+        enc = get_encoding()
+        body = enc.decode(enc.encode_ordinary(body)[-budget:])
+    return [
+        {"role": "system", "content": config.summary_prompt or DEFAULT_SUMMARY_PROMPT},
+        {
+            "role": "user",
+            "content": f"<conversation_to_summarize>\n{body}\n</conversation_to_summarize>",
+        },
+    ]
+
+
+def summarize(
+    model: ChatModel,
+    config: SummarizationConfig,
+    messages: list[dict[str, Any]],
+    previous: str | None,
+) -> tuple[str, Any]:
+    """Ask ``model`` for the summary; returns ``(text, usage)``."""
+    result = model.chat(summary_request(config, messages, previous))
+    return result.content.strip(), result.usage

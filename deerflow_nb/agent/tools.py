@@ -1,0 +1,265 @@
+"""Notebook tools: what the agent may look at in the user's kernel, as OpenAI function specs.
+
+Reading is always allowed (variables, cells); running code is a separate tool that is
+only offered when the user turns it on, and it shows the code before it runs. pandas
+and numpy are never imported here: objects are recognised by their type's module, so
+describing a DataFrame works without making ``import deerflow_nb`` heavy.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections.abc import Callable
+from typing import Any
+
+from ..tokens import truncate_to_tokens
+
+READ_TOOLS = ("list_variables", "describe_variable", "read_cell")
+MAX_RESULT_TOKENS = 2000
+SUBAGENT_TYPES = {
+    "general-purpose": "Work through the task step by step with the notebook tools you have.",
+}
+
+_SPECS: dict[str, dict[str, Any]] = {
+    "list_variables": {
+        "description": "List the user's notebook variables: name, type and shape or length.",
+        "parameters": {"type": "object", "properties": {}, "required": []},
+    },
+    "describe_variable": {
+        "description": (
+            "Describe one notebook variable. DataFrames: shape, dtypes, head, missing values; "
+            "arrays: shape, dtype, range; dicts and lists: length and a sample."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"name": {"type": "string", "description": "the variable's name"}},
+            "required": ["name"],
+        },
+    },
+    "read_cell": {
+        "description": "Read the source or the output of a notebook cell by its execution number.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "number": {"type": "integer", "description": "the cell's execution number"},
+                "part": {"type": "string", "enum": ["source", "output"]},
+            },
+            "required": ["number"],
+        },
+    },
+    "run_code": {
+        "description": (
+            "Run Python code in the user's kernel (the user can see it) and return its "
+            "printed output, result or error."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "Python source"}},
+            "required": ["code"],
+        },
+    },
+    "task": {
+        "description": (
+            "Hand a self-contained sub-task to a sub-agent. It starts with no conversation "
+            "history, can read notebook variables and cells, and returns only its final answer."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "description": {"type": "string", "description": "a short label (3-6 words)"},
+                "prompt": {"type": "string", "description": "everything the sub-agent needs"},
+                "subagent_type": {"type": "string", "enum": list(SUBAGENT_TYPES)},
+            },
+            "required": ["description", "prompt"],
+        },
+    },
+}
+
+
+class ToolError(Exception):
+    """A tool call the model got wrong; the message goes back to the model as the result."""
+
+
+def tool_specs(names: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
+    """OpenAI function specs for the named tools, in the given order."""
+    return [{"type": "function", "function": {"name": n, **_SPECS[n]}} for n in names]
+
+
+class NotebookTools:
+    """The read tools (and optionally ``run_code``) bound to one namespace and shell."""
+
+    def __init__(
+        self,
+        namespace: dict[str, Any],
+        shell: Any = None,
+        *,
+        allow_code: bool = False,
+        show: Callable[[str], None] | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.shell = shell
+        self.allow_code = allow_code and shell is not None
+        self._show = show
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*READ_TOOLS, "run_code") if self.allow_code else READ_TOOLS
+
+    def read_only(self) -> NotebookTools:
+        """The same tools without ``run_code`` (for sub-agents, which run off the main thread)."""
+        return NotebookTools(self.namespace, self.shell, allow_code=False)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> str:
+        """Run one tool; a ``ToolError`` becomes an ``Error: ...`` result the model can read."""
+        try:
+            if name not in self.names:
+                raise ToolError(f"unknown tool '{name}'; available: {', '.join(self.names)}")
+            handler = getattr(self, name)
+            result = handler(**arguments)
+        except ToolError as exc:
+            return f"Error: {exc}"
+        except TypeError as exc:
+            return f"Error: bad arguments for {name}: {exc}"
+        return truncate_to_tokens(result, MAX_RESULT_TOKENS)
+
+    # -- tools -------------------------------------------------------------------
+    def list_variables(self) -> str:
+        rows = [f"{name}: {_type_name(obj)}{_size(obj)}" for name, obj in self._user_items()]
+        return "\n".join(rows) if rows else "No user variables are defined yet."
+
+    def describe_variable(self, name: str) -> str:
+        if name not in self.namespace or name.startswith("_"):
+            known = ", ".join(n for n, _ in self._user_items()) or "none"
+            raise ToolError(f"no variable named '{name}' (variables: {known})")
+        return describe(name, self.namespace[name])
+
+    def read_cell(self, number: int, part: str = "source") -> str:
+        if self.shell is None:
+            raise ToolError("no notebook is attached to this agent")
+        sources = self.shell.user_ns.get("In", [])
+        if not isinstance(number, int) or not 0 < number < len(sources):
+            raise ToolError(f"no cell [{number}]; cells run so far: 1..{len(sources) - 1}")
+        if part == "source":
+            return sources[number]
+        if part == "output":
+            outputs = self.shell.user_ns.get("Out", {})
+            if number not in outputs:
+                return f"Cell [{number}] has no output value (it printed or displayed nothing)."
+            return _short_repr(outputs[number], 4000)
+        raise ToolError("part must be 'source' or 'output'")
+
+    def run_code(self, code: str) -> str:
+        """Show the code, run it as a cell, and return what it printed and its result."""
+        from IPython.utils.capture import capture_output
+
+        if self._show is not None:
+            self._show(f"**Running in your kernel:**\n\n```python\n{code}\n```")
+        with capture_output() as captured:
+            result = self.shell.run_cell(code, store_history=False)
+        captured.show()
+        parts = []
+        if captured.stdout:
+            parts.append(f"stdout:\n{captured.stdout}")
+        if captured.stderr:
+            parts.append(f"stderr:\n{captured.stderr}")
+        if result.result is not None:
+            parts.append(f"result: {_short_repr(result.result, 2000)}")
+        error = result.error_before_exec or result.error_in_exec
+        if error is not None:
+            parts.append(f"error: {type(error).__name__}: {error}")
+        return "\n".join(parts) or "The code ran and printed nothing."
+
+    def _user_items(self) -> list[tuple[str, Any]]:
+        hidden = getattr(self.shell, "user_ns_hidden", {}) if self.shell is not None else {}
+        items = []
+        for name, obj in self.namespace.items():
+            if name.startswith("_") or name in hidden or name in ("In", "Out"):
+                continue
+            if isinstance(obj, types.ModuleType | types.FunctionType | type):
+                continue
+            items.append((name, obj))
+        return items
+
+
+def _type_name(obj: Any) -> str:
+    cls = type(obj)
+    module = cls.__module__.split(".")[0]
+    return cls.__name__ if module == "builtins" else f"{module}.{cls.__name__}"
+
+
+def _size(obj: Any) -> str:
+    shape = getattr(obj, "shape", None)
+    if isinstance(shape, tuple):
+        return f", shape {shape}"
+    try:
+        return f", len {len(obj)}"
+    except TypeError:
+        return ""
+
+
+def _short_repr(obj: Any, limit: int) -> str:
+    text = repr(obj)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def describe(name: str, obj: Any) -> str:
+    """A compact, model-readable description of one object."""
+    module = type(obj).__module__.split(".")[0]
+    kind = type(obj).__name__
+    if module == "pandas" and kind == "DataFrame":
+        return _describe_dataframe(name, obj)
+    if module == "pandas" and kind == "Series":
+        return _describe_series(name, obj)
+    if module == "numpy" and kind == "ndarray":
+        return _describe_array(name, obj)
+    if isinstance(obj, dict):
+        sample = {k: obj[k] for k in list(obj)[:10]}
+        return f"{name}: dict with {len(obj)} keys\nsample: {_short_repr(sample, 1500)}"
+    if isinstance(obj, list | tuple | set | frozenset):
+        items = list(obj)
+        types_seen = sorted({type(x).__name__ for x in items})
+        return (
+            f"{name}: {kind} of {len(items)} items (types: {', '.join(types_seen) or 'none'})\n"
+            f"first items: {_short_repr(items[:10], 1500)}"
+        )
+    return f"{name}: {_type_name(obj)}{_size(obj)}\nvalue: {_short_repr(obj, 1500)}"
+
+
+def _describe_dataframe(name: str, df: Any) -> str:
+    rows, cols = df.shape
+    dtypes = ", ".join(f"{c}: {t}" for c, t in df.dtypes.astype(str).items())
+    missing = df.isna().sum()
+    missing_text = ", ".join(f"{c}: {int(n)}" for c, n in missing.items() if n) or "none"
+    return (
+        f"{name}: pandas DataFrame, {rows} rows x {cols} columns\n"
+        f"dtypes: {dtypes}\n"
+        f"missing values: {missing_text}\n"
+        f"head:\n{df.head(5).to_string()}"
+    )
+
+
+def _describe_series(name: str, series: Any) -> str:
+    return (
+        f"{name}: pandas Series '{series.name}', {len(series)} values, dtype {series.dtype}\n"
+        f"missing values: {int(series.isna().sum())}\n"
+        f"head:\n{series.head(5).to_string()}"
+    )
+
+
+def _describe_array(name: str, array: Any) -> str:
+    text = f"{name}: numpy ndarray, shape {array.shape}, dtype {array.dtype}"
+    if array.size and array.dtype.kind in "iuf":
+        text += f"\nmin {array.min()}, max {array.max()}, mean {array.mean():.4g}"
+    return text + f"\nvalues: {_short_repr(array, 1000)}"
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """A tool call's JSON arguments, or a ToolError the model can correct."""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        raise ToolError(f"arguments are not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ToolError("arguments must be a JSON object")
+    return value
