@@ -9,6 +9,7 @@ without re-running the cell. ipywidgets is imported here only, when a panel is b
 from __future__ import annotations
 
 import html
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ class MemoryPanel:
     def __init__(self, memory: Memory, *, history_limit: int = 50) -> None:
         self.memory = memory
         self.history_limit = history_limit
+        self._lock = threading.RLock()  # folds refresh from the queue's worker thread
         self.message = w.HTML()
         self.header = w.HTML()
         self.refresh_button = w.Button(description="Refresh", icon="refresh")
@@ -132,15 +134,16 @@ class MemoryPanel:
     # -- drawing ---------------------------------------------------------------------
     def refresh(self) -> None:
         """Redraw every tab from memory as it is on disk now."""
-        data = self.memory.data
-        self._facts = list(data.get("facts", []))
-        self.header.value = f"<b>Memory</b> — {len(self._facts)} facts"
-        self.profile.value = views.SummaryView(data)._repr_html_()
-        self._draw_facts()
-        self._draw_preview()
-        self._draw_pending()
-        events = self.memory.events(limit=self.history_limit)
-        self.history.value = views.EventsView(tuple(events))._repr_html_()
+        with self._lock:
+            data = self.memory.data
+            self._facts = list(data.get("facts", []))
+            self.header.value = f"<b>Memory</b> — {len(self._facts)} facts"
+            self.profile.value = views.SummaryView(data)._repr_html_()
+            self._draw_facts()
+            self._draw_preview()
+            self._draw_pending()
+            events = self.memory.events(limit=self.history_limit)
+            self.history.value = views.EventsView(tuple(events))._repr_html_()
 
     def visible_facts(self) -> list[dict[str, Any]]:
         """The facts the Facts tab lists under the current filters."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -416,3 +418,23 @@ def test_dollar_and_braces_are_kept_literally(shell: InteractiveShell, home: Pat
     shell.user_ns["budget"] = 5
     run(shell, "add Pays $budget for {budget} seats")
     assert memory_json(home)["facts"][0]["content"] == "Pays $budget for {budget} seats"
+
+
+def test_text_subcommands_do_not_import_widgets_or_model_sdks(home: Path) -> None:
+    """ipywidgets loads only when a panel is built; openai and streamlit never for %memory."""
+    script = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "from deerflow_nb.memory_magic import MemoryMagics\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.register_magics(MemoryMagics(ip))\n"
+        "for line in ('add Likes tea', 'facts', '', 'history', 'status', 'versions'):\n"
+        "    ip.run_line_magic('memory', line)\n"
+        "print(sorted(m for m in ('ipywidgets', 'openai', 'streamlit') if m in sys.modules))\n"
+        "ip.run_line_magic('memory', 'panel')\n"
+        "print('ipywidgets' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split("\n")
+    assert out[:2] == ["[]", "True"], out

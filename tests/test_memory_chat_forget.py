@@ -1,0 +1,71 @@
+"""Forgetting through chat works: a fact stated in one cell and "please forget that…" in
+the next is gone after a flush (offline model), and ``%memory history`` shows both."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from traitlets.config import Config
+
+from deerflow_nb.session import close_session, get_session
+
+
+@pytest.fixture
+def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell]:
+    """The process's InteractiveShell with the extension loaded as a user would."""
+    if not InteractiveShell.initialized():
+        config = Config()
+        config.HistoryManager.hist_file = ":memory:"
+        config.InteractiveShell.ipython_dir = str(tmp_path_factory.mktemp("ipython"))
+        InteractiveShell.instance(config=config)
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "deerflow_nb")
+    yield ip
+    close_session(ip)
+
+
+def facts(home: Path) -> list[dict[str, Any]]:
+    return json.loads((home / "memory.json").read_text(encoding="utf-8"))["facts"]
+
+
+def events(home: Path) -> list[dict[str, Any]]:
+    with sqlite3.connect(home / "journal.db") as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute("SELECT * FROM memory_events ORDER BY id")]
+
+
+def agent_cell(shell: InteractiveShell, message: str) -> str:
+    """Run one ``%%agent`` cell; return what it printed."""
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%agent\n{message}")
+    assert result.success, result.error_in_exec or result.error_before_exec
+    return cap.stdout
+
+
+def test_a_fact_forgotten_in_chat_is_gone_after_flush(shell: InteractiveShell, home: Path) -> None:
+    assert get_session(shell).settings.is_offline
+
+    agent_cell(shell, "I prefer polars over pandas for dataframes.")
+    shell.run_line_magic("memory", "flush")
+    (fact,) = [f for f in facts(home) if "polars" in f["content"].lower()]
+
+    agent_cell(shell, "Please forget that I prefer polars.")
+    note = shell.run_line_magic("memory", "flush")
+    assert "folded 1 thread" in str(note)
+    assert [f for f in facts(home) if "polars" in f["content"].lower()] == []
+
+    kinds = [(e["kind"], e["fact_id"]) for e in events(home)]
+    assert ("add", fact["id"]) in kinds and ("remove", fact["id"]) in kinds
+    history = shell.run_line_magic("memory", "history")
+    text = str(history)
+    assert text.index("remove") < text.index("add")  # newest first: the forget, then the add
+    assert fact["id"] in text and "polars" in text.lower()
+    story = shell.run_line_magic("memory", f"history {fact['id']}")
+    assert [e["kind"] for e in story.events] == ["add", "remove"]
