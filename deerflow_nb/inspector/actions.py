@@ -3,8 +3,9 @@
 ``Memory`` does the locking, the atomic rename and the journaling (memory_events and a
 memory_versions snapshot), so an edit made here is exactly as safe, and as audited, as
 one made with ``%memory`` in the kernel that may be running beside the inspector.
-Each call opens the home's ``Memory`` and closes it again, so the inspector never keeps
-a queue worker of its own alive between clicks.
+Each call opens the home's ``Memory`` with folding switched off for that object and
+closes it again: the inspector never starts a queue worker, so it never calls a model
+or folds a kernel's pending threads behind its back.
 """
 
 from __future__ import annotations
@@ -14,15 +15,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..memory.store import MemoryFileError
+
 if TYPE_CHECKING:
     from ..memory import Memory
 
 
 @contextmanager
 def _memory(home: Path) -> Iterator[Memory]:
+    from ..config import load_settings
     from ..memory import Memory
 
-    mem = Memory(home)
+    settings = load_settings(home)
+    settings.memory.enabled = False  # gates only the queue worker; writes are unaffected
+    mem = Memory(home, settings=settings)
     try:
         yield mem
     finally:
@@ -60,5 +66,5 @@ def run(action: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[bool, An
         return True, action(*args, **kwargs)
     except KeyError as exc:
         return False, f"not found: {exc.args[0] if exc.args else exc} (changed meanwhile?)"
-    except (ValueError, OSError, TimeoutError) as exc:
+    except (ValueError, OSError, TimeoutError, MemoryFileError) as exc:
         return False, f"{type(exc).__name__}: {exc}"

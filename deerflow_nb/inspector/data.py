@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 
 from ..config import CONFIG_FILENAME
+from ..memory.store import MemoryFileError, MemoryStore
+
+__all__ = ["MemoryFileError"]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,21 +41,9 @@ SORTS = {
     "category": ("category", False),
     "content": ("content", False),
 }
-#: memory_events kinds that take a fact out of memory; every other kind with a fact keeps it.
-REMOVAL_KINDS = frozenset({"remove", "evict", "forget", "reject"})
-RECOVERY_HINT = (
-    "`%memory rollback <version>` in the notebook, or `deerflow-nb fold --rebuild` "
-    "in a shell, restores the last good version from the journal"
-)
-
-
-class MemoryFileError(Exception):
-    """memory.json exists but cannot be read as a memory: say where and how to recover."""
-
-    def __init__(self, path: Path, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
+#: memory_events kinds that take a fact out of memory (rollback, import and reset events
+#: say so by their fields instead: an old confidence and no new one).
+REMOVAL_KINDS = frozenset({"remove", "evict"})
 
 
 def paths(home: Path) -> dict[str, Path]:
@@ -71,34 +63,21 @@ def home_is_empty(home: Path) -> bool:
 
 # -- memory.json -------------------------------------------------------------------------
 def load_memory(home: Path) -> dict[str, Any] | None:
-    """memory.json as a dict, None when absent; MemoryFileError when it is damaged."""
+    """memory.json as a dict, None when absent; ``MemoryFileError`` when it is damaged.
+
+    Read through the kernel's own ``MemoryStore``, so "damaged" means the same thing here
+    as there, and the damaged bytes get the same copy kept aside (memory.json itself is
+    never written).
+    """
     path = home / MEMORY_FILENAME
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists():
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MemoryFileError(path, f"cannot be read ({exc})") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MemoryFileError(
-            path, f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from exc
-    if not isinstance(data, dict):
-        raise MemoryFileError(path, f"holds a {type(data).__name__}, not a memory object")
-    facts = data.get("facts", [])
-    if not isinstance(facts, list) or not all(isinstance(f, dict) for f in facts):
-        raise MemoryFileError(path, "'facts' is not a list of fact objects")
-    return data
+    return MemoryStore(path).read()
 
 
 def set_aside_copies(home: Path) -> list[Path]:
     """Copies of memory.json kept beside it (for example a damaged file moved out of the way)."""
-    skip = (".lock", ".tmp")
-    return sorted(
-        p for p in home.glob(f"{MEMORY_FILENAME}.*") if p.is_file() and not p.name.endswith(skip)
-    )
+    return sorted(p for p in home.glob(f"{MEMORY_FILENAME}.corrupt-*") if p.is_file())
 
 
 def fact_rows(
@@ -220,12 +199,13 @@ def confidence_series(event_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not fid:
             continue
         kind = ev.get("kind") or ""
-        if kind in REMOVAL_KINDS:
-            mark = "removed"
-            conf = ev.get("old_confidence")
+        old, new = ev.get("old_confidence"), ev.get("new_confidence")
+        if kind in REMOVAL_KINDS or (new is None and old is not None):
+            mark, conf = "removed", old
+        elif kind == "add" or (old is None and new is not None):
+            mark, conf = "added", new
         else:
-            mark = "added" if kind == "add" else "changed"
-            conf = ev.get("new_confidence")
+            mark, conf = "changed", new
         if conf is None:
             conf = last.get(fid)
         if conf is None:
@@ -400,12 +380,18 @@ def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[d
     }
 
 
-def status(home: Path, db: sqlite_utils.Database | None) -> dict[str, Any]:
-    """Pending folds, the last fold, the last error and where every file is."""
+def status(
+    home: Path, db: sqlite_utils.Database | None, now: float | None = None
+) -> dict[str, Any]:
+    """Pending folds (and which one a kernel is folding now), the last fold, the last
+    error, and where every file is."""
+    now = time.time() if now is None else now
     queue = [
         {
             "thread_id": q["thread_id"],
             "status": q.get("status") or "",
+            "folding_now": bool(q.get("claimed_by")) and (q.get("claimed_until") or 0) > now,
+            "claimed_by": q.get("claimed_by") or "",
             "attempts": q.get("attempts") or 0,
             "enqueued_at": q.get("enqueued_at") or "",
             "last_error": q.get("last_error") or "",
@@ -413,27 +399,33 @@ def status(home: Path, db: sqlite_utils.Database | None) -> dict[str, Any]:
         for q in _rows(db, "memory_queue", order_by="enqueued_at")
     ]
     folds = _rows(
-        db, "memory_versions", where="reason = ?", where_args=["fold"], order_by="id desc"
+        db,
+        "memory_versions",
+        where="reason IN ('fold', 'approve')",
+        order_by="id desc",
+        limit=1,
     )
     last_fold = None
     if folds:
         f = folds[0]
         last_fold = {"version": f["id"], "at": f["created_at"], "source": f.get("source") or ""}
     errors = [q for q in queue if q["last_error"]]
-    last_error = errors[-1] if errors else None
     files = []
-    for name, path in paths(home).items():
+    named = [*paths(home).items(), *(("damaged copy", p) for p in set_aside_copies(home))]
+    for name, path in named:
         exists = path.exists()
         size = path.stat().st_size if exists and path.is_file() else None
         files.append({"file": name, "path": str(path), "exists": exists, "bytes": size})
-    review = _rows(db, "pending_changes", where="status = ?", where_args=["pending"])
     return {
         "pending": sum(q["status"] == "pending" for q in queue),
         "failed": sum(q["status"] == "failed" for q in queue),
+        "folding_now": sum(q["folding_now"] for q in queue),
         "queue": queue,
         "last_fold": last_fold,
-        "last_error": last_error,
-        "awaiting_review": len(review),
+        "last_error": errors[-1] if errors else None,
+        "awaiting_review": len(
+            _rows(db, "pending_changes", where="status = ?", where_args=["pending"])
+        ),
         "files": files,
     }
 

@@ -90,17 +90,15 @@ def empty_state(home: Path) -> None:
 
 
 def corrupted_state(home: Path, exc: data.MemoryFileError) -> None:
-    """A damaged memory.json: what is wrong, where it is, and how to get memory back."""
-    kept = data.set_aside_copies(home)
-    copies = "".join(f"\n- `{p}`" for p in kept)
+    """A damaged memory.json: what is wrong, where the bad copy is, how to get memory back."""
+    copies = "".join(f"\n- `{p}`" for p in data.set_aside_copies(home))
     st.error(
-        f"**memory.json cannot be read**: {exc.problem}.\n\n"
-        f"File: `{exc.path}`. The inspector never writes this file, so the damaged copy "
-        "stays exactly where it is for you to look at"
-        + (f"; copies set aside earlier:{copies}" if copies else ".")
-        + f"\n\n**To recover**: {data.RECOVERY_HINT} (the Versions tab below lists them "
-        "and can roll back too). The threads and the history below come from the journal "
-        "and are unaffected.",
+        f"**memory.json cannot be read.** {exc}\n\n"
+        f"The inspector never writes `{home / data.MEMORY_FILENAME}`; the damaged bytes are "
+        f"kept aside in:{copies or ' (no copy yet)'}\n\n"
+        "**To recover**: run `%memory rollback <version>` in the notebook or "
+        f"`deerflow-nb fold --rebuild --home {home}` in a shell, or roll back from the "
+        "Versions tab below. Threads and history come from the journal and are unaffected.",
         icon="🩹",
     )
 
@@ -186,7 +184,6 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
         st.dataframe(
             data.frame(rows),
             hide_index=True,
-            key="facts_table",
             column_config={
                 "confidence": st.column_config.ProgressColumn(
                     "confidence", min_value=0.0, max_value=1.0, format="%.2f"
@@ -357,7 +354,7 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
         st.info("The block is empty: nothing fits this budget, or memory is empty.")
     if preview["facts"]:
         st.markdown("**Why these facts** (ranked by total score):")
-        st.dataframe(data.frame(preview["facts"]), hide_index=True, key="inject_table")
+        st.dataframe(data.frame(preview["facts"]), hide_index=True)
 
 
 # -- Threads -----------------------------------------------------------------------------------
@@ -390,7 +387,7 @@ def threads_page(db: Any) -> None:
     if picked:
         messages = data.thread_messages(db, picked)
         if messages:
-            st.dataframe(data.frame(messages), hide_index=True, key="thread_messages")
+            st.dataframe(data.frame(messages), hide_index=True)
 
 
 def _thread_body(node: dict[str, Any]) -> None:
@@ -465,10 +462,11 @@ def versions_page(home: Path, db: Any) -> None:
 def status_page(home: Path, db: Any) -> None:
     """Pending folds, last fold, last error and file locations."""
     info = data.status(home, db)
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3, c4 = st.columns(4)
     c1.metric("Pending folds", info["pending"])
-    c2.metric("Failed folds", info["failed"])
-    c3.metric("Awaiting review", info["awaiting_review"])
+    c2.metric("Folding now", info["folding_now"])
+    c3.metric("Failed folds", info["failed"])
+    c4.metric("Awaiting review", info["awaiting_review"])
     fold = info["last_fold"]
     if fold:
         st.markdown(f"**Last fold**: v{fold['version']} at {fold['at']} from `{fold['source']}`")
@@ -486,4 +484,4 @@ def status_page(home: Path, db: Any) -> None:
         st.markdown("**Queue**")
         st.dataframe(data.frame(info["queue"]), hide_index=True)
     st.markdown("**Files**")
-    st.dataframe(data.frame(info["files"]), hide_index=True, key="status_files")
+    st.dataframe(data.frame(info["files"]), hide_index=True)

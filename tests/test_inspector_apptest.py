@@ -1,0 +1,404 @@
+"""The inspector under Streamlit's AppTest, against real homes.
+
+Every page is checked on a home seeded through the real ``Memory`` API and ``Journal``
+(``inspector_seed``); writes are checked on the files afterwards; the empty, missing and
+corrupted homes are checked for a friendly message and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from inspector_seed import CHURN, MATPLOTLIB, POLARS, RUST, seed_home
+from streamlit.testing.v1 import AppTest
+
+from deerflow_nb.config import load_settings
+from deerflow_nb.journal import Journal
+from deerflow_nb.memory import Memory
+
+APP = Path(__file__).resolve().parents[1] / "inspector_app.py"
+
+
+def run_app(home: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("DEERFLOW_NB_HOME", str(home))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def quiet_memory(home: Path) -> Memory:
+    """The home's Memory without a queue worker (the seeded threads must not fold)."""
+    settings = load_settings(home)
+    settings.memory.enabled = False
+    return Memory(home, settings=settings)
+
+
+def texts(at: AppTest) -> str:
+    """Everything textual on the page, to search in."""
+    parts = [m.value for m in at.markdown]
+    parts += [e.value for kind in (at.info, at.warning, at.error, at.success) for e in kind]
+    parts += [c.value for c in at.caption]
+    parts += [e.label for e in at.expander]
+    return "\n".join(parts)
+
+
+def memory_json(home: Path) -> dict:
+    return json.loads((home / "memory.json").read_text())
+
+
+def table(at: AppTest, *columns: str, within=None):
+    """The first table on the page (or in ``within``) that has all of ``columns``."""
+    for df in (within or at).dataframe:
+        if set(columns) <= set(df.value.columns):
+            return df.value
+    raise AssertionError(f"no table with columns {columns}")
+
+
+def facts_table(at: AppTest):
+    return table(at, "content", "createdAt", "updatedAt", "source")
+
+
+@pytest.fixture
+def seeded(home: Path) -> dict:
+    return seed_home(home)
+
+
+# -- Facts --------------------------------------------------------------------------------------
+def test_facts_page_lists_filters_and_sorts(home, seeded, monkeypatch):
+    at = run_app(home, monkeypatch)
+    assert [t.label for t in at.tabs] == [
+        "Facts",
+        "Confidence history",
+        "Injection preview",
+        "Threads",
+        "Versions",
+        "Status",
+    ]
+    table = facts_table(at)
+    assert list(table["content"]) == [CHURN, POLARS, RUST]  # confidence, high first
+    assert MATPLOTLIB not in set(table["content"])  # forgotten
+    assert "3 of 3 facts" in texts(at)
+    assert "Data scientist at a telecom company" in texts(at)
+
+    at.multiselect(key="facts_categories").select("preference").run()
+    assert list(facts_table(at)["content"]) == [POLARS]
+    at.multiselect(key="facts_categories").set_value([]).run()
+
+    at.slider(key="facts_confidence").set_range(0.7, 0.9).run()
+    assert list(facts_table(at)["content"]) == [RUST]
+    at.slider(key="facts_confidence").set_range(0.0, 1.0).run()
+
+    at.text_input(key="facts_text").input("POLARS").run()
+    assert list(facts_table(at)["content"]) == [POLARS]
+    at.text_input(key="facts_text").input("no such words").run()
+    assert "No fact matches these filters." in texts(at)
+    at.text_input(key="facts_text").input("").run()
+
+    at.selectbox(key="facts_sort").select("content").run()
+    assert list(facts_table(at)["content"]) == sorted([CHURN, POLARS, RUST])
+    assert not at.exception
+
+
+def test_edit_fact_asks_then_writes_through_memory(home, seeded, monkeypatch):
+    fid = seeded["polars"]
+    at = run_app(home, monkeypatch)
+    at.selectbox(key="facts_pick").select(fid).run()
+    at.text_area(key=f"edit_content_{fid}").input("Prefers polars, never pandas").run()
+    at.selectbox(key=f"edit_cat_{fid}").select("behavior").run()
+    at.button(key="facts_save").click().run()
+
+    assert any(f"fact `{fid}`" in w.value for w in at.warning)  # the confirmation
+    before = memory_json(home)
+    assert next(f for f in before["facts"] if f["id"] == fid)["content"] == POLARS
+
+    at.button(key="confirm_yes").click().run()
+    assert not at.exception
+    assert any(f"Saved fact `{fid}`" in s.value for s in at.success)
+    fact = next(f for f in memory_json(home)["facts"] if f["id"] == fid)
+    assert fact["content"] == "Prefers polars, never pandas"
+    assert fact["category"] == "behavior"
+    assert "Prefers polars, never pandas" in set(facts_table(at)["content"])
+
+    journal = Journal(home / "journal.db")
+    event = journal.db.execute(
+        "SELECT kind, old_content, new_content FROM memory_events ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    version = journal.db.execute(
+        "SELECT reason FROM memory_versions ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    journal.close()
+    assert event == ("update", POLARS, "Prefers polars, never pandas")
+    assert version == ("edit",)
+
+
+def test_forget_cancel_keeps_then_confirm_removes(home, seeded, monkeypatch):
+    fid = seeded["rust"]
+    at = run_app(home, monkeypatch)
+    at.selectbox(key="facts_pick").select(fid).run()
+    at.button(key="facts_forget").click().run()
+    assert any("Forget fact" in w.value and RUST in w.value for w in at.warning)
+    at.button(key="confirm_no").click().run()
+    assert not any("Forget fact" in w.value for w in at.warning)
+    assert any(f["id"] == fid for f in memory_json(home)["facts"])
+
+    at.selectbox(key="facts_pick").select(fid).run()
+    at.button(key="facts_forget").click().run()
+    at.button(key="confirm_yes").click().run()
+    assert not at.exception
+    assert all(f["id"] != fid for f in memory_json(home)["facts"])
+    assert RUST not in set(facts_table(at)["content"])
+    journal = Journal(home / "journal.db")
+    kinds = [r["kind"] for r in journal.db["memory_events"].rows_where("fact_id = ?", [fid])]
+    journal.close()
+    assert kinds == ["add", "remove"]
+
+
+# -- Confidence history ---------------------------------------------------------------------------
+def test_history_charts_mark_additions_changes_and_removals(home, seeded, monkeypatch):
+    at = run_app(home, monkeypatch)
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 2  # confidence over time, memory size over time
+    spec = json.loads(charts[0].proto.spec)
+    layers = json.dumps(spec)
+    assert '"shape"' in layers and "triangle-up" in layers and "cross" in layers
+    assert "▲ 4 added · ● 2 changed · ✖ 1 removed" in texts(at)
+    assert "Event log (8)" in texts(at)
+
+    at.multiselect(key="history_facts").select(f"{seeded['matplotlib']}: {MATPLOTLIB}").run()
+    assert "▲ 1 added · ● 0 changed · ✖ 1 removed" in texts(at)
+
+
+# -- Injection preview ----------------------------------------------------------------------------
+def test_injection_preview_shows_the_exact_block_and_why(home, seeded, monkeypatch):
+    from deerflow_nb.memory.injection import format_memory_for_injection
+
+    from deerflow_nb.tokens import count_tokens
+
+    at = run_app(home, monkeypatch)
+    at.text_area(key="inject_context").input("which dataframe library, polars?").run()
+    at.slider(key="inject_budget").set_value(400).run()
+    assert not at.exception
+    data = memory_json(home)
+    expected = format_memory_for_injection(data, 400, "which dataframe library, polars?")
+    with quiet_memory(home) as mem:
+        assert mem.preview("which dataframe library, polars?", 400) == expected
+    block = at.code[0].value
+    assert block == expected and POLARS in block
+    metric = next(m for m in at.metric if m.label == "Tokens in the block")
+    assert metric.value == f"{count_tokens(expected)} / 400"
+    why = table(at, "relevance", "recency", "total")
+    for column in ("relevance", "confidence", "recency", "total"):
+        assert column in why.columns
+    assert POLARS in set(why["content"])
+
+    at.slider(key="inject_budget").set_value(0).run()
+    assert not at.exception
+    tiny = format_memory_for_injection(data, 0, "which dataframe library, polars?")
+    assert (at.code[0].value if at.code else "") == tiny
+
+
+# -- Threads --------------------------------------------------------------------------------------
+def test_threads_nest_subagents_mark_summaries_and_show_usage(home, seeded, monkeypatch):
+    at = run_app(home, monkeypatch)
+    labels = [e.label for e in at.expander]
+    sales = next(e for e in at.expander if "Sales analysis" in e.label)
+    assert "2 turns" in sales.label and "1030 in / 246 out tokens" in sales.label
+    assert "1 sub-agent(s)" in sales.label and "📝 summarized" in sales.label
+    assert any("Reading notes" in label and "summarized" not in label for label in labels)
+
+    inside = [m.value for m in sales.markdown]
+    assert "↳ **sub-agent** · Research: plotting libraries" in inside
+    assert any("**Summary** of messages 1–2" in i.value for i in sales.info)
+    usage = [df.value for df in sales.dataframe]
+    assert list(usage[0]["input_tokens"]) == [420, 610]  # the lead thread, per turn
+    assert list(usage[1]["input_tokens"]) == [200]  # the sub-agent under it
+    assert all("Research" not in label for label in labels)  # not a top-level thread
+
+    at.selectbox(key="thread_pick").select("thread-sales-sub").run()
+    transcript = table(at, "seq", "role", "content")
+    assert list(transcript["content"]) == ["Compare plotting libraries.", "Altair."]
+
+
+# -- Versions -------------------------------------------------------------------------------------
+def test_versions_diff_and_rollback_with_confirmation(home, seeded, monkeypatch):
+    at = run_app(home, monkeypatch)
+    # Default: the newest two versions (the forget).
+    assert f"➖ removed `{seeded['matplotlib']}` {MATPLOTLIB}" in texts(at)
+    at.selectbox(key="ver_from").select(2).run()
+    at.selectbox(key="ver_to").select(5).run()
+    shown = texts(at)
+    assert f"➕ added `{seeded['rust']}` {RUST}" in shown
+    assert f"✏️ `{seeded['churn']}` confidence: 0.85 → 0.95" in shown
+    assert "📝 user.workContext" in shown
+
+    at.selectbox(key="ver_rollback").select(3).run()
+    at.button(key="ver_rollback_go").click().run()
+    assert any("version v3" in w.value for w in at.warning)
+    assert len(memory_json(home)["facts"]) == 3  # nothing written yet
+    at.button(key="confirm_yes").click().run()
+    assert not at.exception
+    assert any("Rolled memory back to version 3" in s.value for s in at.success)
+    restored = {f["content"] for f in memory_json(home)["facts"]}
+    assert restored == {POLARS, CHURN, MATPLOTLIB, RUST}
+    journal = Journal(home / "journal.db")
+    newest = journal.db.execute(
+        "SELECT reason, source FROM memory_versions ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    journal.close()
+    assert newest == ("rollback", "version 3")
+
+
+# -- Status ---------------------------------------------------------------------------------------
+def test_status_shows_queue_last_fold_error_and_files(home, seeded, monkeypatch):
+    at = run_app(home, monkeypatch)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Pending folds"] == "1"
+    assert metrics["Failed folds"] == "0"
+    assert metrics["Folding now"] == "0"
+    shown = texts(at)
+    assert "**Last fold**: v4" in shown and "`thread-sales`" in shown
+    assert "ModelError: the model server did not answer" in shown
+    files = table(at, "file", "path", "exists")
+    assert str(home / "memory.json") in set(files["path"])
+    assert str(home / "journal.db") in set(files["path"])
+
+
+# -- Live reading ---------------------------------------------------------------------------------
+def test_refresh_reads_changes_made_by_another_process(home, seeded, monkeypatch):
+    at = run_app(home, monkeypatch)
+    assert "3 of 3 facts" in texts(at)
+    script = textwrap.dedent(
+        f"""
+        from deerflow_nb.config import load_settings
+        from deerflow_nb.memory import Memory
+        s = load_settings({str(home)!r}); s.memory.enabled = False
+        with Memory({str(home)!r}, settings=s) as mem:
+            mem.add_fact("Lives in Lisbon", category="context", confidence=0.8)
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    at.button(key="refresh").click().run()
+    assert "4 of 4 facts" in texts(at)
+    assert "Lives in Lisbon" in set(facts_table(at)["content"])
+
+
+def test_auto_refresh_toggle_runs_the_page_in_a_timed_fragment(home, seeded, monkeypatch):
+    at = run_app(home, monkeypatch)
+    at.toggle(key="auto_refresh").set_value(True).run()
+    assert not at.exception
+    assert "3 of 3 facts" in texts(at)
+
+
+def test_pages_stay_correct_while_another_process_folds(home, seeded, monkeypatch):
+    """A writer process applies diffs non-stop; every rerun reads a whole, valid memory."""
+    script = textwrap.dedent(
+        f"""
+        import time
+        from deerflow_nb.config import load_settings
+        from deerflow_nb.memory import Memory
+        s = load_settings({str(home)!r}); s.memory.enabled = False
+        with Memory({str(home)!r}, settings=s) as mem:
+            end = time.time() + 8
+            i = 0
+            while time.time() < end:
+                report = mem.apply(
+                    {{"newFacts": [{{"content": f"Read paper number {{i}}",
+                                     "category": "knowledge", "confidence": 0.8}}]}},
+                    source="thread-writer",
+                )
+                mem.forget(report.added[0])
+                i += 1
+            print(i)
+        """
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        at = run_app(home, monkeypatch)
+        runs = 0
+        while writer.poll() is None and runs < 40:
+            at.button(key="refresh").click().run()
+            runs += 1
+            assert not at.exception, [e.message for e in at.exception]
+            assert not at.error, [e.value for e in at.error]
+            assert POLARS in set(facts_table(at)["content"])
+            time.sleep(0.05)
+        out, _ = writer.communicate(timeout=60)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    assert writer.returncode == 0
+    assert int(out) > 0 and runs > 0
+
+
+# -- Empty, missing, corrupted ---------------------------------------------------------------------
+def test_missing_home_shows_a_friendly_empty_state(tmp_path, monkeypatch):
+    missing = tmp_path / "never-created"
+    at = run_app(missing, monkeypatch)
+    assert "Nothing remembered yet" in texts(at)
+    assert "does not exist yet" in texts(at)
+    assert not at.error and not at.tabs
+    assert not missing.exists()  # the inspector does not create the home
+
+
+def test_empty_home_shows_a_friendly_empty_state(home, monkeypatch):
+    at = run_app(home, monkeypatch)
+    assert "Nothing remembered yet" in texts(at)
+    assert "%load_ext deerflow_nb" in texts(at)
+    assert list(home.iterdir()) == []
+
+
+def test_corrupted_memory_json_shows_error_and_recovery_not_a_traceback(home, seeded, monkeypatch):
+    bad = b'{"version": "1.0", "facts": [ {"id": "f1", "content": "trunc'
+    (home / "memory.json").write_bytes(bad)
+    at = run_app(home, monkeypatch)
+    assert not at.exception
+    error = at.error[0].value
+    assert "memory.json cannot be read" in error
+    assert str(home / "memory.json") in error
+    copies = sorted(home.glob("memory.json.corrupt-*"))
+    assert len(copies) == 1 and copies[0].read_bytes() == bad
+    assert str(copies[0]) in error
+    assert "%memory rollback" in error and "deerflow-nb fold --rebuild" in error
+    assert (home / "memory.json").read_bytes() == bad  # never overwritten by the inspector
+    # The journal-backed pages still work.
+    assert any("Sales analysis" in e.label for e in at.expander)
+    assert {m.label: m.value for m in at.metric}["Pending folds"] == "1"
+
+    at.selectbox(key="ver_rollback").select(6).run()
+    at.button(key="ver_rollback_go").click().run()
+    at.button(key="confirm_yes").click().run()
+    assert not at.exception and not at.error
+    assert {f["content"] for f in memory_json(home)["facts"]} == {POLARS, CHURN, RUST}
+    assert list(facts_table(at)["content"]) == [CHURN, POLARS, RUST]
+
+
+def test_importing_the_package_does_not_import_streamlit():
+    code = (
+        "import sys, deerflow_nb, deerflow_nb.memory, deerflow_nb.inspector.data;"
+        "print('streamlit' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_launch_command_binds_locally_headless_without_stats():
+    from deerflow_nb.inspector.launch import APP_PATH, build_parser, streamlit_args
+
+    args = build_parser().parse_args([])
+    assert (args.host, args.port) == ("127.0.0.1", 8501)
+    argv = streamlit_args(args.host, 9999)
+    assert argv[:2] == ["run", str(APP_PATH)] and APP_PATH.is_file()
+    pairs = dict(zip(argv[2::2], argv[3::2], strict=True))
+    assert pairs == {
+        "--server.address": "127.0.0.1",
+        "--server.port": "9999",
+        "--server.headless": "true",
+        "--browser.gatherUsageStats": "false",
+    }
