@@ -244,7 +244,9 @@ def test_history_versions_diff_rollback(shell: InteractiveShell, home: Path) -> 
     first = next(v["id"] for v in versions if v["fact_count"] == 1 and v["reason"] == "add")
     diff = run(shell, f"diff {first} {ids[-1]}")
     assert isinstance(diff, views.DiffView)
-    assert "Prefers polars" in str(diff) or a in str(diff)
+    rows = {(r[0], r[1]) for r in diff.table().rows}
+    assert rows == {("added", b), ("removed", a)}, str(diff)
+    assert "Works on churn models" in str(diff) and "Prefers polars" in str(diff)
 
     note = run(shell, f"rollback {first}")
     assert "Rolled back" in str(note)
