@@ -202,8 +202,24 @@ def test_summary_protocol(model: OfflineModel) -> None:
     assert "I am cleaning the churn dataset." in summary
     assert "Now plot revenue by region!" in summary
     assert "12 columns" not in summary and "Let me know" not in summary
-    long = "<conversation_to_summarize>\n" + "User: a long line here.\n" * 400
-    assert count_tokens(model.chat([user(long)]).content) <= 300
+    turns = "".join(f"User: step number {i} is done.\n" for i in range(400))
+    long = model.chat([user(f"<conversation_to_summarize>\n{turns}")]).content
+    assert count_tokens(long) <= 300
+    assert "step number 399 is done." in long and "step number 0 " not in long
+
+
+def test_summary_carries_over_the_previous_summary(model: OfflineModel) -> None:
+    first = model.chat(
+        [user("<conversation_to_summarize>\nUser: I work on churn.\n</conversation_to_summarize>")]
+    ).content
+    text = (
+        f"<conversation_to_summarize>\nSummary so far: {first}\n"
+        "User: Now switch to polars. Thanks.\nAssistant: Done.\n"
+        "</conversation_to_summarize>"
+    )
+    second = model.chat([user(text)]).content
+    assert "I work on churn." in second and "Now switch to polars." in second
+    assert second.count("Summary of earlier conversation:") == 1
 
 
 def test_sub_agent_answers_its_task(model: OfflineModel) -> None:

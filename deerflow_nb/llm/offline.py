@@ -56,6 +56,9 @@ _CELL_RE = re.compile(r"\bcell\s*(?:#|number\s*)?(\d+)\b|\bIn\s*\[\s*(\d+)\s*\]"
 _TASK_RE = re.compile(r"\bsub-?\s?agents?\b|\bin parallel\b|\bdelegat", re.IGNORECASE)
 _MEMORY_RE = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)
 _FACT_RE = re.compile(r"^-\s*\[[^\]]*\]\s*(?:\([^)]*\)\s*)?(.+)$")
+_ROLE_RE = re.compile(r"^(User|Assistant|Human|AI|Tool result)\s*:", re.MULTILINE | re.IGNORECASE)
+_SUMMARY_HEAD = "Summary of earlier conversation:\n"
+_BULLET_SAID = "- The user said: "
 _SENTENCE_RE = re.compile(r"(.+?[.!?])(?:\s|$)", re.DOTALL)
 
 
@@ -197,19 +200,28 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
 
 
 def _summary(text: str) -> str:
-    """One bullet per user turn (its first sentence), cut to fit the summary budget."""
+    """One bullet per user turn (its first sentence), oldest dropped first to fit the budget.
+
+    Bullets of a previous summary quoted in the conversation are carried over, so
+    summarizing twice does not forget what the first summary kept.
+    """
     body = text.split(SUMMARY_TAG, 1)[1].split("</conversation_to_summarize>", 1)[0]
-    blocks = re.split(r"^(User|Assistant|Human|AI)\s*:", body, flags=re.MULTILINE | re.IGNORECASE)
+    blocks = _ROLE_RE.split(body)
+    carried = [line.strip() for line in blocks[0].splitlines() if _BULLET_SAID in line]
+    carried = [line[line.index(_BULLET_SAID) :] for line in carried]
     said = [
-        _first_sentence(blocks[i + 1])
+        f"{_BULLET_SAID}{_first_sentence(blocks[i + 1])}"
         for i in range(1, len(blocks) - 1, 2)
         if blocks[i].lower() in ("user", "human") and blocks[i + 1].strip()
     ]
-    if not said:
-        said = [_first_sentence(line) for line in body.splitlines() if line.strip()]
-    lines = ["Summary of earlier conversation:"]
-    lines += [f"- The user said: {s}" for s in said] or ["- (nothing to summarize)"]
-    return truncate_to_tokens("\n".join(lines), SUMMARY_MAX_TOKENS)
+    if not said and not carried:
+        said = [f"{_BULLET_SAID}{_first_sentence(ln)}" for ln in body.splitlines() if ln.strip()]
+    bullets = carried + said or ["- (nothing to summarize)"]
+    while (
+        len(bullets) > 1 and count_tokens(_SUMMARY_HEAD + "\n".join(bullets)) > SUMMARY_MAX_TOKENS
+    ):
+        bullets.pop(0)
+    return truncate_to_tokens(_SUMMARY_HEAD + "\n".join(bullets), SUMMARY_MAX_TOKENS)
 
 
 def _call(name: str, arguments: dict[str, Any], seed: str, index: int) -> ToolCall:
