@@ -129,7 +129,7 @@ def validate_diff(raw: Any) -> dict[str, Any]:
         raise ExtractionError("the diff must be a JSON object")
     diff: dict[str, Any] = {}
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
-        sections = raw.get(group) or {}
+        sections = _or_default(raw.get(group), {})
         if not isinstance(sections, dict):
             raise ExtractionError(f"'{group}' must be an object")
         clean = {}
@@ -148,15 +148,20 @@ def validate_diff(raw: Any) -> dict[str, Any]:
             _reject_tags(summary, f"{group}.{name}")
             clean[name] = {"summary": summary, "shouldUpdate": should}
         diff[group] = clean
-    facts = raw.get("newFacts") or []
+    facts = _or_default(raw.get("newFacts"), [])
     if not isinstance(facts, list):
         raise ExtractionError("'newFacts' must be a list")
     diff["newFacts"] = [_clean_fact(f, i) for i, f in enumerate(facts)]
-    removals = raw.get("factsToRemove") or []
+    removals = _or_default(raw.get("factsToRemove"), [])
     if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
         raise ExtractionError("'factsToRemove' must be a list of fact ids")
     diff["factsToRemove"] = list(dict.fromkeys(removals))
     return diff
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    """A missing or null key means "nothing"; any other falsy value is still type-checked."""
+    return default if value is None else value
 
 
 def _clean_fact(fact: Any, i: int) -> dict[str, Any]:

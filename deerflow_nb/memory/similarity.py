@@ -93,9 +93,12 @@ def is_near_duplicate(a: str, b: str) -> bool:
 
 
 def overlap(query: str, text: str) -> float:
-    """Share of the query's content words found in ``text`` (0 when the query has none)."""
+    """Share of the query's content words found in ``text`` (0 when the query has none).
+
+    Words on the rejected side of ``text`` ("over pandas") do not count: "forget that I use
+    pandas" is not about "Prefers polars over pandas".
+    """
     q = {w.lstrip("~") for w in signature(query)}
     if not q:
         return 0.0
-    t = {w.lstrip("~") for w in signature(text)}
-    return len(q & t) / len(q)
+    return len(q & signature(text)) / len(q)

@@ -126,8 +126,9 @@ def apply_diff(
         match = by_text.get(normalize_text(content)) or (by_sig.get(sig) if sig else None)
         if match is not None:
             old_conf = float(match.get("confidence", 0.0))
-            new_conf = max(old_conf, confidence, min(REINFORCE_CAP, old_conf + REINFORCE_BUMP))
-            match["confidence"] = round(new_conf, 4)
+            bumped = round(min(REINFORCE_CAP, old_conf + REINFORCE_BUMP), 4)
+            new_conf = max(old_conf, confidence, bumped)
+            match["confidence"] = new_conf
             match["confirmations"] = int(match.get("confirmations", 1)) + 1
             match["updatedAt"] = now
             events.append(
@@ -147,7 +148,7 @@ def apply_diff(
             "id": id_factory(taken),
             "content": content,
             "category": category if category in CATEGORIES else "context",
-            "confidence": round(confidence, 4),
+            "confidence": confidence,
             "createdAt": now,
             "source": source,
         }

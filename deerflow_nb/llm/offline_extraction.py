@@ -1,0 +1,295 @@
+"""The offline model's memory extraction: explicit first-person statements → a DeerFlow diff.
+
+Reads the extraction prompt (``<current_memory>`` fact lines with handles and the
+``<conversation>``'s ``User:`` blocks), and turns what the user plainly said about
+themself into third-person facts with DeerFlow's confidence bands: stated preferences
+and context 0.9, goals 0.85, habits 0.8, hedges 0.5 (under the threshold on purpose).
+"I no longer …" adds a correction and removes the facts it contradicts; "forget that …"
+only removes. Statements are read in order, so a later correction or "forget" also
+cancels a fact stated earlier in the same conversation. Same input, same output.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..memory.similarity import overlap, signature
+
+_FACT_LINE = re.compile(r"^- \[(\w+)\] \((\w+), ([\d.]+)\) (.*)$")
+_BLOCK = re.compile(r"^(User|Assistant):[ \t]?", re.MULTILINE)
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+EXPLICIT, GOAL, HABIT, HEDGE = 0.9, 0.85, 0.8, 0.5
+_IRREGULAR = {"be": "is", "am": "is", "'m": "is", "have": "has", "do": "does", "go": "goes"}
+_PRONOUNS = {
+    "my": "their",
+    "i": "they",
+    "me": "them",
+    "mine": "theirs",
+    "myself": "themself",
+    "i'm": "they're",
+    "i've": "they've",
+    "i'd": "they'd",
+    "i'll": "they'll",
+}
+_HEDGE = re.compile(r"^(?:i think i might|i think maybe i|maybe i|perhaps i|i might)\s+(.+)$")
+_FORGET = re.compile(r"^(?:please\s+)?forget\s+(?:that\s+|about\s+|the fact that\s+)?(.+)$")
+_NO_LONGER = re.compile(r"^i\s+(no longer|don't|do not)\s+(.+)$")
+_STOPPED = re.compile(r"^i(?:'ve| have)?\s+stopped\s+(.+)$")
+_ACTUALLY = re.compile(r"^actually,?\s+i\s+(.+?)(?:\s+instead(?:\s+of\s+(.+))?)?$")
+_RULES: list[tuple[re.Pattern[str], str, float, str]] = [
+    # (pattern, category, confidence, template); {v} is the verb phrase in third person.
+    (
+        re.compile(r"^i\s+(prefer|like|love|enjoy|always use)\s+(.+)$"),
+        "preference",
+        EXPLICIT,
+        "{v}",
+    ),
+    (
+        re.compile(r"^i\s+(use|usually|often|typically|tend to|normally)\s+(.+)$"),
+        "behavior",
+        HABIT,
+        "{v}",
+    ),
+    (
+        re.compile(r"^i(?:'m| am)\s+(working on|building|writing|analy[sz]ing)\s+(.+)$"),
+        "context",
+        EXPLICIT,
+        "Is {v}",
+    ),
+    (
+        re.compile(r"^i\s+(work on|work at|work for|work with|work in|work as)\s+(.+)$"),
+        "context",
+        EXPLICIT,
+        "{v}",
+    ),
+    (
+        re.compile(r"^my\s+(team|project|company|role|job|dataset|stack|manager|lab)\s+(.+)$"),
+        "context",
+        EXPLICIT,
+        "Their {v}",
+    ),
+    (re.compile(r"^i(?:'m| am)\s+(an?|the)\s+(.+)$"), "context", EXPLICIT, "Is {v}"),
+    (
+        re.compile(r"^i\s+(know|am an expert in|specialize in|studied)\s+(.+)$"),
+        "knowledge",
+        EXPLICIT,
+        "{v}",
+    ),
+    (
+        re.compile(
+            r"^(?:my goal is(?: to)?|i want to|i plan to|i'd like to|i hope to|i aim to|"
+            r"i intend to|i need to)\s+(.+)$"
+        ),
+        "goal",
+        GOAL,
+        "Wants to {x}",
+    ),
+]
+_SECTION_OF = {
+    "context": "workContext",
+    "knowledge": "workContext",
+    "preference": "personalContext",
+    "behavior": "personalContext",
+    "goal": "topOfMind",
+    "correction": "topOfMind",
+}
+
+
+@dataclass
+class _Fact:
+    content: str
+    category: str
+    confidence: float
+
+
+def extract_diff(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The DeerFlow diff for the extraction prompt in ``messages`` (see docs/internals.md)."""
+    prompt = _last_user_text(messages)
+    existing = _existing_facts(_between(prompt, "current_memory"))
+    facts: list[_Fact] = []
+    removed: list[str] = []
+    for statement in _user_statements(_between(prompt, "conversation")):
+        _read_statement(statement, existing, facts, removed)
+    return _diff(existing, facts, removed)
+
+
+def _read_statement(
+    text: str, existing: dict[str, tuple[str, str]], facts: list[_Fact], removed: list[str]
+) -> None:
+    text = _clean(text)
+    low = text.lower()
+    if len(low) != len(text):  # case folding changed the length: give up on keeping case
+        text = low
+    if not low:
+        return
+    if match := _FORGET.match(low):
+        _remove_matching(_groups(match, text)[0], existing, facts, removed)
+        return
+    correction = _correction(low, text)
+    if correction is not None:
+        content, target = correction
+        _remove_matching(target, existing, facts, removed)
+        facts.append(_Fact(content, "correction", EXPLICIT))
+        return
+    if match := _HEDGE.match(low):
+        phrase = _third_person(_groups(match, text)[0], conjugate=False)
+        facts.append(_Fact(_sentence("Might " + phrase), "goal", HEDGE))
+        return
+    for pattern, category, confidence, template in _RULES:
+        if match := pattern.match(low):
+            groups = _groups(match, text)
+            phrase = _third_person(" ".join(groups), conjugate=template == "{v}")
+            content = template.format(v=phrase, x=_pronouns(groups[-1]))
+            facts.append(_Fact(_sentence(content), category, confidence))
+            return
+
+
+def _groups(match: re.Match[str], text: str) -> tuple[str, ...]:
+    """The groups matched on the lower-cased text, cut from the original (case kept)."""
+    return tuple(
+        text[match.start(i) : match.end(i)] if match.start(i) >= 0 else None
+        for i in range(1, (match.lastindex or 0) + 1)
+    )  # type: ignore[return-value]
+
+
+def _correction(low: str, text: str) -> tuple[str, str] | None:
+    """(new fact, what it contradicts) for "I no longer …", "I stopped …", "Actually … instead"."""
+    if match := _NO_LONGER.match(low):
+        negation, rest = _groups(match, text)
+        lead = "No longer " if negation.lower() == "no longer" else "Does not "
+        return _sentence(lead + _third_person(rest, lead == "No longer ")), _object(rest)
+    if match := _STOPPED.match(low):
+        rest = _groups(match, text)[0]
+        return _sentence("Stopped " + _pronouns(rest)), _object(rest)
+    if match := _ACTUALLY.match(low):
+        rest, replaced = (_groups(match, text) + (None, None))[:2]
+        if replaced is None and " instead" not in low:
+            return None
+        content = _third_person(rest)
+        if replaced:
+            content += " instead of " + _pronouns(replaced)
+        target = replaced or _verb(rest)
+        return _sentence(content), target
+    return None
+
+
+def _remove_matching(
+    query: str, existing: dict[str, tuple[str, str]], facts: list[_Fact], removed: list[str]
+) -> None:
+    """Remove the existing facts (and earlier new ones) sharing the most content words."""
+    scores = {h: overlap(query, content) for h, (content, _) in existing.items()}
+    best = max(scores.values(), default=0.0)
+    if best >= 0.5:
+        removed.extend(h for h, s in scores.items() if s == best and h not in removed)
+    facts[:] = [f for f in facts if overlap(query, f.content) < 0.5]
+
+
+def _object(phrase: str) -> str:
+    """The part of "use pandas for data work" that names the thing: drop the leading verb."""
+    words = phrase.split()
+    return " ".join(words[1:]) if len(words) > 1 else phrase
+
+
+def _verb(phrase: str) -> str:
+    return phrase.split()[0] if phrase.split() else phrase
+
+
+def _third_person(phrase: str, conjugate: bool = True) -> str:
+    """'use pandas for my work' → 'uses pandas for their work'."""
+    words = _pronouns(phrase).split()
+    if conjugate and words:
+        adverbs = {"always", "usually", "often", "typically", "normally", "really", "also"}
+        i = 0
+        while i < len(words) - 1 and words[i] in adverbs:
+            i += 1
+        words[i] = _conjugate(words[i])
+    return " ".join(words)
+
+
+def _conjugate(verb: str) -> str:
+    if verb.lower() in _IRREGULAR:
+        return _IRREGULAR[verb.lower()]
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _pronouns(phrase: str) -> str:
+    return " ".join(_PRONOUNS.get(w.lower(), w) for w in phrase.split())
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(text.split()).rstrip(" .!?;,")
+    return text[:1].upper() + text[1:]
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.replace("’", "'").split()).strip(" .!?;")
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else ""
+    return ""
+
+
+def _between(text: str, tag: str) -> str:
+    match = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    return match.group(1) if match else ""
+
+
+def _existing_facts(block: str) -> dict[str, tuple[str, str]]:
+    """``handle -> (content, category)`` from the ``- [f3] (category, 0.90) content`` lines."""
+    facts = {}
+    for line in block.splitlines():
+        if match := _FACT_LINE.match(line.strip()):
+            facts[match.group(1)] = (match.group(4), match.group(2))
+    return facts
+
+
+def _user_statements(conversation: str) -> list[str]:
+    """The sentences of the ``User:`` blocks, in order (assistant text is never a fact)."""
+    parts = _BLOCK.split(conversation)
+    statements = []
+    for label, body in zip(parts[1::2], parts[2::2], strict=False):
+        if label == "User":
+            statements.extend(s for s in _SENTENCE.split(body) if s.strip())
+    return statements
+
+
+def _diff(
+    existing: dict[str, tuple[str, str]], facts: list[_Fact], removed: list[str]
+) -> dict[str, Any]:
+    """The classic diff; section summaries are rebuilt from the facts that remain."""
+    kept = [(c, cat, 0.9) for h, (c, cat) in existing.items() if h not in removed]
+    seen = {signature(c) for c, _, _ in kept}
+    new_facts = []
+    for fact in facts:
+        sig = signature(fact.content)
+        if sig in seen:
+            continue
+        seen.add(sig)
+        new_facts.append(
+            {"content": fact.content, "category": fact.category, "confidence": fact.confidence}
+        )
+        if fact.confidence >= 0.7:
+            kept.append((fact.content, fact.category, fact.confidence))
+    touched = {_SECTION_OF[f["category"]] for f in new_facts if f["confidence"] >= 0.7}
+    touched |= {_SECTION_OF.get(existing[h][1], "workContext") for h in removed}
+    user = {}
+    for section in ("workContext", "personalContext", "topOfMind"):
+        lines = [c for c, cat, _ in kept if _SECTION_OF.get(cat, "workContext") == section]
+        summary = ". ".join(lines[-5:]) + "." if lines else ""
+        user[section] = {"summary": summary, "shouldUpdate": section in touched and bool(summary)}
+    history = {
+        name: {"summary": "", "shouldUpdate": False}
+        for name in ("recentMonths", "earlierContext", "longTermBackground")
+    }
+    return {"user": user, "history": history, "newFacts": new_facts, "factsToRemove": removed}

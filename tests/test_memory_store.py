@@ -1,0 +1,119 @@
+"""memory.json: DeerFlow's schema, atomic writes, corruption kept aside, journal recovery."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deerflow_nb import Memory
+from deerflow_nb.memory import MemoryFileError
+from deerflow_nb.memory.store import MemoryStore, empty_memory
+
+DEERFLOW_MEMORY = {
+    "version": "1.0",
+    "lastUpdated": "2025-01-02T03:04:05.000000Z",
+    "user": {
+        "workContext": {"summary": "Core contributor to DeerFlow", "updatedAt": "2025-01-01Z"},
+        "personalContext": {"summary": "", "updatedAt": ""},
+        "topOfMind": {"summary": "LangGraph agents", "updatedAt": "2025-01-01Z"},
+    },
+    "history": {
+        "recentMonths": {"summary": "Built a research agent", "updatedAt": "2025-01-01Z"},
+        "earlierContext": {"summary": "", "updatedAt": ""},
+        "longTermBackground": {"summary": "", "updatedAt": ""},
+    },
+    "facts": [
+        {
+            "id": "fact_1a2b3c4d",
+            "content": "Prefers TypeScript for frontends",
+            "category": "preference",
+            "confidence": 0.9,
+            "createdAt": "2025-01-01T00:00:00Z",
+            "source": "thread-abc",
+        }
+    ],
+}
+
+
+def test_missing_file_reads_as_the_empty_deerflow_schema(home: Path) -> None:
+    data = Memory(home).data
+    assert set(data) == {"version", "lastUpdated", "user", "history", "facts"}
+    assert data["version"] == "1.0" and data["lastUpdated"].endswith("Z")
+    assert set(data["user"]) == {"workContext", "personalContext", "topOfMind"}
+    assert set(data["history"]) == {"recentMonths", "earlierContext", "longTermBackground"}
+    assert all(s == {"summary": "", "updatedAt": ""} for s in data["user"].values())
+    assert data["facts"] == []
+
+
+def test_a_deerflow_memory_file_is_read_and_imported_unchanged(home: Path, tmp_path: Path) -> None:
+    (home / "memory.json").write_text(json.dumps(DEERFLOW_MEMORY))
+    assert Memory(home).data == DEERFLOW_MEMORY
+
+    other = tmp_path / "other"
+    mem = Memory(other)
+    source = tmp_path / "deerflow.json"
+    source.write_text(json.dumps(DEERFLOW_MEMORY))
+    assert mem.import_(source) == 1
+    assert json.loads((other / "memory.json").read_text()) == DEERFLOW_MEMORY
+    assert mem.versions()[-1]["reason"] == "import"
+
+
+def test_written_facts_keep_deerflow_fields(home: Path) -> None:
+    mem = Memory(home)
+    fact = mem.add_fact("Works at Acme", category="context", confidence=0.95, source="t1")
+    on_disk = json.loads((home / "memory.json").read_text())["facts"][0]
+    assert on_disk == fact
+    assert {"id", "content", "category", "confidence", "createdAt", "source"} <= set(on_disk)
+    assert on_disk["id"].startswith("fact_") and len(on_disk["id"]) == 13
+    assert on_disk["createdAt"].endswith("Z") and on_disk["source"] == "t1"
+
+
+def test_write_leaves_no_temp_files_and_replaces_atomically(home: Path) -> None:
+    store = MemoryStore(home / "memory.json")
+    with store.locked():
+        store.write(empty_memory())
+        store.write({**empty_memory(), "facts": [{"id": "x", "content": "c"}]})
+    assert sorted(p.name for p in home.iterdir()) == ["memory.json", "memory.json.lock"]
+    assert store.read()["facts"][0]["id"] == "x"
+
+
+@pytest.mark.parametrize(
+    "payload", [b'{"facts": [', b"[1, 2]", b'{"facts": {"a": 1}}', b"\xff\xfe", b'{"facts": [3]}']
+)
+def test_corrupt_file_is_never_overwritten_and_kept_aside(home: Path, payload: bytes) -> None:
+    mem = Memory(home)
+    mem.add_fact("Uses DuckDB for local analytics", category="behavior")
+    path = home / "memory.json"
+    path.write_bytes(payload)
+    with pytest.raises(MemoryFileError) as info:
+        _ = mem.data
+    message = str(info.value)
+    assert str(path) in message and "rollback" in message and "\n" not in message
+    copies = list(home.glob("memory.json.corrupt-*"))
+    assert len(copies) == 1 and copies[0].read_bytes() == payload
+    # A change refuses to build on the broken file, and the file stays as it was.
+    with pytest.raises(MemoryFileError):
+        mem.add_fact("Prefers Vim keybindings", category="preference")
+    assert path.read_bytes() == payload
+    assert len(list(home.glob("memory.json.corrupt-*"))) == 1  # one copy per bad content
+
+    assert mem.recover() == mem.versions()[-2]["id"]
+    assert [f["content"] for f in mem.data["facts"]] == ["Uses DuckDB for local analytics"]
+    assert copies[0].read_bytes() == payload
+
+
+def test_recover_without_any_version_says_so(home: Path) -> None:
+    (home / "memory.json").write_text("{oops")
+    with pytest.raises(LookupError, match="no memory version"):
+        Memory(home).recover()
+
+
+def test_deleting_memory_json_resets_and_old_facts_do_not_return(home: Path) -> None:
+    mem = Memory(home)
+    mem.add_fact("Prefers dark mode", category="preference")
+    (home / "memory.json").unlink()
+    assert mem.data["facts"] == []
+    mem.add_fact("Works on project Apollo")
+    assert [f["content"] for f in mem.data["facts"]] == ["Works on project Apollo"]
