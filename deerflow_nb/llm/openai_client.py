@@ -87,11 +87,11 @@ class OpenAIChatModel(ChatModel):
             kwargs["tools"] = tools
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
+        import openai
+
         try:
             result = self._complete(kwargs) if on_text is None else self._stream(kwargs, on_text)
-        except ModelError:
-            raise
-        except Exception as exc:
+        except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
         if not result.usage.input_tokens and not result.usage.output_tokens:
             # Some local servers report no usage; count it ourselves, exactly.
@@ -105,9 +105,11 @@ class OpenAIChatModel(ChatModel):
         """Vectors from the endpoint's ``/embeddings``, in input order."""
         if not texts:
             return []
+        import openai
+
         try:
             response = self.client.embeddings.create(model=self.embedding_model, input=texts)
-        except Exception as exc:
+        except openai.OpenAIError as exc:
             raise self._translate(exc, model=self.embedding_model) from exc
         return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
 
@@ -166,7 +168,7 @@ class OpenAIChatModel(ChatModel):
         ]
         return ChatResult("".join(parts), calls, usage, model, finish)
 
-    def _translate(self, exc: Exception, model: str | None = None) -> ModelError:
+    def _translate(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:
         """One line naming the fix for each way an OpenAI-compatible call fails."""
         import openai
 
