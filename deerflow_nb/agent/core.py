@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
-from ..journal import row_to_message
 from ..llm import get_chat_model
 from ..llm.base import ChatModel, ToolCall, Usage
 from .loop import OnText, TurnState, run_turn
@@ -200,6 +199,8 @@ class Agent:
         summary = self.journal.latest_summary(thread)
         after = summary["covers_until_seq"] if summary else 0
         rows = self.journal.message_rows(thread, after_seq=after)
+        from ..journal import row_to_message  # sqlite-utils imports pandas when installed
+
         return TurnState(
             thread_id=thread,
             model=self.model,
