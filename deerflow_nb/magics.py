@@ -1,21 +1,44 @@
-"""Registers ``%%agent`` and ``%memory`` on a shell, and tears them down."""
+"""Registers ``%%agent`` and ``%memory`` on a shell, and tears them down.
+
+Loading stays light: the magic classes import the agent and memory machinery (and
+through sqlite-utils, pandas) on first use, not at ``%load_ext``. The one exception
+is a journal with folds that a killed kernel left pending: a cheap stdlib check finds
+them, and only then is memory opened, in the background, to fold them.
+"""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from typing import Any
 
+from .config import default_home
 from .session import close_session, get_session
 
 
 def register(shell: Any) -> None:
-    """Register both magics, and open the session's memory so that folds a killed
-    kernel left pending are picked up now."""
+    """Register both magics and pick up folds a killed kernel left pending."""
     from .agent.magic import AgentMagics
     from .memory_magic import MemoryMagics
 
     shell.register_magics(AgentMagics(shell))
     shell.register_magics(MemoryMagics(shell))
-    get_session(shell).memory  # noqa: B018 - opening Memory schedules pending folds
+    if has_pending_folds():
+        threading.Thread(
+            target=lambda: get_session(shell).memory, name="deerflow-nb-recover", daemon=True
+        ).start()
+
+
+def has_pending_folds() -> bool:
+    """Whether the home's journal holds queued folds, read with the stdlib only."""
+    path = default_home() / "journal.db"
+    if not path.exists():
+        return False
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:
+            return bool(conn.execute("SELECT 1 FROM memory_queue LIMIT 1").fetchone())
+    except sqlite3.Error:
+        return False
 
 
 def shutdown(shell: Any) -> None:

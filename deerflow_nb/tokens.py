@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import zlib
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -45,7 +46,7 @@ def get_encoding() -> tiktoken.Encoding:
 
     try:
         raw = gzip.decompress(resources.files("deerflow_nb.data").joinpath(_DATA_FILE).read_bytes())
-    except (FileNotFoundError, OSError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise EncodingDataError(
             f"deerflow_nb/data/{_DATA_FILE} is missing or unreadable; reinstall deerflow-nb"
         ) from exc
