@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 from typing import Any
 
 from .config import default_home
@@ -35,7 +36,7 @@ def has_pending_folds() -> bool:
     if not path.exists():
         return False
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as conn:
             return bool(conn.execute("SELECT 1 FROM memory_queue LIMIT 1").fetchone())
     except sqlite3.Error:
         return False
