@@ -63,6 +63,7 @@ class TurnResult:
     error: str | None = None
     seconds: float = 0.0
     model_seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def overhead_seconds(self) -> float:
@@ -191,6 +192,7 @@ class Agent:
                 error=state.error,
                 seconds=time.perf_counter() - started,
                 model_seconds=state.model_seconds,
+                timings=state.timings,
             )
         return state.reply
 

@@ -71,6 +71,7 @@ class TurnState:
     partial: str = ""
     usage: Usage = field(default_factory=Usage)
     model_seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per middleware
     summaries: int = 0
     last_view: list[dict[str, Any]] = field(default_factory=list)
     new_messages: list[dict[str, Any]] = field(default_factory=list)
@@ -120,8 +121,7 @@ def run_turn(
     so the model has to answer with what it has. Middleware hooks run in chain order;
     ``after_agent`` always runs, with ``state.status`` set to ok, error or interrupted.
     """
-    for middleware in middlewares:
-        middleware.before_agent(state)
+    _hook(state, middlewares, "before_agent")
     try:
         state.reply = _loop(
             state, middlewares, tools, dispatch, max_turns, on_text, on_step, cancel
@@ -139,8 +139,7 @@ def run_turn(
         _close_open_calls(state)
         raise
     finally:
-        for middleware in middlewares:
-            middleware.after_agent(state)
+        _hook(state, middlewares, "after_agent")
 
 
 def _loop(
@@ -165,8 +164,7 @@ def _loop(
             cancel.check()
         if on_step is not None:
             on_step(step)
-        for middleware in middlewares:
-            middleware.before_model(state)
+        _hook(state, middlewares, "before_model")
         offered = tools if step < max_turns else []
         state.last_view = state.view()
         state.partial = ""
@@ -180,6 +178,15 @@ def _loop(
             return result.content
         state.new_messages.append(result.to_message())
         state.new_messages.extend(dispatch(result.tool_calls))
+
+
+def _hook(state: TurnState, middlewares: list[Middleware], name: str) -> None:
+    """Run one hook along the chain, adding each middleware's time to ``state.timings``."""
+    for middleware in middlewares:
+        started = time.perf_counter()
+        getattr(middleware, name)(state)
+        key = type(middleware).__name__
+        state.timings[key] = state.timings.get(key, 0.0) + time.perf_counter() - started
 
 
 def _close_open_calls(state: TurnState) -> None:

@@ -50,7 +50,8 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser that raises one-line UsageErrors instead of exiting the kernel."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{PROG}: {message}; usage: {self.format_usage().strip()[7:]}")
+        usage = " ".join(self.format_usage().split()[1:])
+        raise UsageError(f"{PROG}: {message}; usage: {usage}")
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         raise UsageError(f"{PROG}: {(message or 'see the flags above').strip()}")

@@ -11,6 +11,7 @@ block too; the thread is journaled before memory is asked to fold it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +67,9 @@ class SummarizationMiddleware(Middleware):
         cut = min(cut_index(state.conversation, self.config.keep, self.window), len(state.history))
         if cut <= 0:
             return
+        started = time.perf_counter()
         text, usage = summarize(self.model, self.config, state.history[:cut], state.summary)
+        state.model_seconds += time.perf_counter() - started
         state.usage = state.usage + usage
         self.journal.add_summary(
             state.thread_id, state.history_seqs[cut - 1], text, model=self.model.name
@@ -86,8 +89,6 @@ class MemoryInjectionMiddleware(Middleware):
     def before_agent(self, state: TurnState) -> None:
         context = turn_context(state)
         block, count = injection(self.memory, context, self.max_tokens)
-        if block and "<memory>" not in block:
-            block = f"<memory>\n{block}\n</memory>"
         state.memory_block = block
         state.facts_injected = count
 
@@ -139,16 +140,25 @@ class MemoryEnqueueMiddleware(Middleware):
             self.memory.enqueue(state.thread_id)
 
 
-def turn_context(state: TurnState) -> str:
-    """The new user message plus the last few messages before it: what memory ranks against."""
+def turn_context(state: TurnState) -> list[str]:
+    """What memory ranks against: the last few messages, then the new user message
+    (last, so injection weighs it fully and the earlier ones at half)."""
     recent = [m for m in state.history if m["role"] in ("user", "assistant") and m.get("content")]
     texts = [m["content"] for m in recent[-CONTEXT_MESSAGES:]]
-    return "\n".join([*texts, state.user_message["content"]])
+    return [*texts, state.user_message["content"]]
 
 
-def injection(memory: Memory, context: str, max_tokens: int) -> tuple[str, int]:
-    """The block to inject and how many facts it holds."""
-    block = memory.preview(context, max_tokens)
-    if not block:
-        return "", 0
-    return block, len(memory.selected_facts(context, max_tokens))
+def injection(memory: Memory, context: list[str], max_tokens: int) -> tuple[str, int]:
+    """The block to inject and how many facts it lists, from one ranking pass.
+
+    The count is read off the block (one escaped line per fact under ``Facts:``) rather
+    than by asking ``memory.selected_facts``, which would rank everything again.
+    """
+    from ..memory.injection import FACTS_HEADER
+
+    block = memory.preview(context, max_tokens)  # a list of texts: see memory.injection
+    lines = block.splitlines()
+    if FACTS_HEADER not in lines:
+        return block, 0
+    facts = lines[lines.index(FACTS_HEADER) + 1 :]
+    return block, sum(1 for line in facts if line.startswith("- ["))

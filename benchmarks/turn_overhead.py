@@ -1,0 +1,126 @@
+"""Time a lead-agent turn spends outside the model call, with and without memory.
+
+Usage::
+
+    python benchmarks/turn_overhead.py [--turns N]
+
+Each row is one configuration of the same offline-model turn (one model call, no tools)
+in a fresh home: memory off, then memory on with 100 and with 10,000 facts in
+memory.json. "Overhead" is the turn's wall time minus its model call; the columns split
+it by middleware (journal writes, memory injection, memory enqueue, the summarization
+check). "Added" is the overhead beyond the memory-off turn; the goal is under 5 ms at
+10,000 facts. The memory queue's debounce is set far out so no fold runs during timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from deerflow_nb import Agent  # noqa: E402
+from deerflow_nb.config import load_settings  # noqa: E402
+from deerflow_nb.memory import Memory  # noqa: E402
+from deerflow_nb.memory.store import MemoryStore, empty_memory, utc_now  # noqa: E402
+
+GOAL_MS = 5.0
+CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal")
+_TOPIC_TEXT = """
+    polars pandas duckdb spark sql parquet arrow numpy scipy sklearn xgboost pytorch jax
+    matplotlib seaborn plotly altair jupyter vscode git docker kubernetes airflow dbt
+    snowflake bigquery postgres redis kafka churn revenue forecast cohort retention
+    experiment ab-test latency dashboard report notebook pipeline feature model
+"""
+TOPICS = _TOPIC_TEXT.split()
+MESSAGE = "Which dataframe library should I use for the churn forecast notebook?"
+COLUMNS = ("JournalMiddleware", "MemoryInjectionMiddleware", "MemoryEnqueueMiddleware")
+
+
+def seed_facts(home: Path, count: int) -> None:
+    """Write ``count`` varied facts straight into memory.json (DeerFlow's schema)."""
+    rng = random.Random(count)
+    data = empty_memory()
+    stamp = utc_now()
+    data["facts"] = [
+        {
+            "id": f"fact_{i:05d}",
+            "content": f"Uses {rng.choice(TOPICS)} with {rng.choice(TOPICS)} for "
+            f"{rng.choice(TOPICS)} work in project {i % 97}",
+            "category": rng.choice(CATEGORIES),
+            "confidence": round(rng.uniform(0.7, 1.0), 2),
+            "createdAt": stamp,
+            "source": f"thread-{i % 50}",
+        }
+        for i in range(count)
+    ]
+    store = MemoryStore(home / "memory.json")
+    with store.locked():
+        store.write(data)
+
+
+def measure(facts: int | None, turns: int) -> dict[str, Any]:
+    """Overheads (ms) of ``turns`` turns; ``facts=None`` means memory off for the turn."""
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        settings = load_settings(home)
+        settings.memory.debounce_seconds = 3600
+        settings.memory.max_facts = 20_000
+        if facts:
+            seed_facts(home, facts)
+        memory = Memory(home, settings=settings)
+        agent = Agent(settings=settings, model="offline", memory=memory)
+        use_memory = facts is not None
+        for _ in range(3):  # warm caches: tokenizer, ranking index, sqlite pages
+            agent.run(MESSAGE, thread="warmup", use_memory=use_memory)
+        rows = []
+        for i in range(turns):
+            agent.run(MESSAGE, thread=f"bench-{i}", use_memory=use_memory)
+            turn = agent.last_turn
+            rows.append(
+                {
+                    "overhead": turn.overhead_seconds * 1000,
+                    **{k: v * 1000 for k, v in turn.timings.items()},
+                    "facts_injected": turn.facts_injected,
+                }
+            )
+        memory.close()
+    return {
+        "overhead": statistics.median(r["overhead"] for r in rows),
+        "p90": sorted(r["overhead"] for r in rows)[int(0.9 * (len(rows) - 1))],
+        **{c: statistics.median(r.get(c, 0.0) for r in rows) for c in COLUMNS},
+        "facts_injected": rows[-1]["facts_injected"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=40, help="timed turns per row")
+    args = parser.parse_args(argv)
+    configs = [("memory off", None), ("100 facts", 100), ("10,000 facts", 10_000)]
+    results = {label: measure(facts, args.turns) for label, facts in configs}
+    base = results["memory off"]["overhead"]
+    print(f"Turn overhead outside the model call (median of {args.turns} turns, ms)\n")
+    header = f"{'memory':<14}{'overhead':>9}{'p90':>8}{'journal':>9}{'inject':>8}"
+    print(header + f"{'enqueue':>9}{'facts in':>9}{'added':>8}")
+    for label, r in results.items():
+        added = "" if label == "memory off" else f"{r['overhead'] - base:8.2f}"
+        print(
+            f"{label:<14}{r['overhead']:9.2f}{r['p90']:8.2f}{r['JournalMiddleware']:9.2f}"
+            f"{r['MemoryInjectionMiddleware']:8.2f}{r['MemoryEnqueueMiddleware']:9.2f}"
+            f"{r['facts_injected']:9d}{added}"
+        )
+    added = results["10,000 facts"]["overhead"] - base
+    verdict = "meets" if added < GOAL_MS else "misses"
+    print(f"\nAdded at 10,000 facts: {added:.2f} ms ({verdict} the {GOAL_MS:g} ms goal)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,215 @@
+"""``%%agent`` in a real InteractiveShell, loaded with ``%load_ext`` as a user would."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import CapturedIO, capture_output
+from traitlets.config import Config
+
+from deerflow_nb.agent.magic import AgentArgs, interpolate, parse_agent_line
+from deerflow_nb.llm.server import start_server
+from deerflow_nb.session import close_session, get_session
+
+
+def new_shell(ipython_dir: Path) -> InteractiveShell:
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    config.InteractiveShell.ipython_dir = str(ipython_dir)
+    return InteractiveShell.instance(config=config)
+
+
+@pytest.fixture
+def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell]:
+    if not InteractiveShell.initialized():
+        new_shell(tmp_path_factory.mktemp("ipython"))
+    ip = InteractiveShell.instance()
+    ip.reset()
+    ip.run_line_magic("load_ext", "deerflow_nb")
+    yield ip
+    ip.run_line_magic("unload_ext", "deerflow_nb")
+    close_session(ip)
+
+
+def agent_cell(shell: InteractiveShell, line: str, body: str) -> tuple[Any, CapturedIO]:
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%agent {line}\n{body}")
+    return result, cap
+
+
+def markdown_updates(cap: CapturedIO) -> list[str]:
+    return [o.data["text/markdown"] for o in cap.outputs if "text/markdown" in o.data]
+
+
+def usage_line(shell: InteractiveShell, line: str, body: str = "hello") -> str:
+    result, cap = agent_cell(shell, line, body)
+    assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
+    lines = [ln for ln in cap.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, cap.stderr
+    return lines[0]
+
+
+# -- parsing -------------------------------------------------------------------------
+def test_parse_flags_into_typed_args() -> None:
+    assert parse_agent_line("") == AgentArgs()
+    args = parse_agent_line("-t eda --new -m offline --no-memory --no-subagents -o ans -i")
+    assert args == AgentArgs(
+        thread="eda",
+        new=True,
+        model="offline",
+        no_memory=True,
+        no_subagents=True,
+        output="ans",
+        interpolate=True,
+    )
+    assert parse_agent_line("--thread x --output y --allow-code").allow_code
+    for bad in ("--bogus", "-t", "-o 1x", "-t 'a b'", '-t "x'):
+        with pytest.raises(UsageError):
+            parse_agent_line(bad)
+
+
+def test_interpolation_happens_once_and_braces_escape() -> None:
+    ns = {"n": 3, "name": "{n}"}
+    assert interpolate("rows: {n}, name: {name}", ns) == "rows: 3, name: {n}"
+    assert interpolate("{{n}} and d = {'a': 1}", ns) == "{n} and d = {'a': 1}"
+    with pytest.raises(UsageError, match="no variable named 'missing'"):
+        interpolate("{missing}", ns)
+
+
+# -- cells ---------------------------------------------------------------------------
+def test_a_streamed_reply_lands_in_the_cell_with_a_footer(shell: InteractiveShell) -> None:
+    result, cap = agent_cell(shell, "-o answer", "Tell me about rivers, lakes and oceans")
+    assert result.success, result.error_in_exec
+    updates = markdown_updates(cap)
+    assert len(updates) >= 3 and all(o.update for o in cap.outputs[1:])
+    reply = shell.user_ns["_agent"]
+    assert shell.user_ns["answer"] == reply and reply.startswith("(offline model)")
+    final = updates[-1]
+    assert final.startswith(reply)
+    assert final.endswith("*offline · thread default · ") is False
+    footer = final.splitlines()[-1]
+    assert footer.startswith("*offline · thread default · ") and footer.endswith("facts injected*")
+    assert " in / " in footer and " out tokens" in footer
+    partial = [u for u in updates[1:-1] if u not in ("…",)]
+    assert any(reply.startswith(p) and p != reply for p in partial)  # grew token by token
+
+
+def test_a_tool_round_trip_describes_a_dataframe(shell: InteractiveShell) -> None:
+    shell.user_ns["orders"] = pd.DataFrame({"qty": [1, 2, None], "sku": ["a", "b", "c"]})
+    result, cap = agent_cell(shell, "--no-memory", "Please describe orders")
+    assert result.success
+    final = markdown_updates(cap)[-1]
+    assert '→ `describe_variable({"name": "orders"})`' in final
+    assert "orders: pandas DataFrame, 3 rows x 2 columns" in final
+    assert "missing values: qty: 1" in shell.user_ns["_agent"]
+
+
+def test_subagent_progress_is_shown_live(shell: InteractiveShell) -> None:
+    shell.user_ns["xs"] = [1, 2, 3]
+    result, cap = agent_cell(
+        shell, "", "Use sub-agents in parallel:\n- describe xs\n- list variables"
+    )
+    assert result.success
+    updates = markdown_updates(cap)
+    assert any("◦ sub-agent **describe xs** — started" in u for u in updates)
+    assert any("sub-agent **describe xs** — turn 1/8" in u for u in updates)
+    final = updates[-1]
+    assert "✓ sub-agent **describe xs** — done" in final
+    assert "✓ sub-agent **list variables** — done" in final
+
+
+def test_a_thread_resumes_after_the_shell_is_recreated(
+    shell: InteractiveShell, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    agent_cell(shell, "-t heron --no-memory", "Our dataset is the Heron survey.")
+    shell.run_line_magic("unload_ext", "deerflow_nb")
+    close_session(shell)
+    InteractiveShell.clear_instance()
+    fresh = new_shell(tmp_path_factory.mktemp("ipython2"))
+    fresh.run_line_magic("load_ext", "deerflow_nb")
+    try:
+        result, _ = agent_cell(fresh, "-t heron --no-memory", "What dataset did I mention?")
+        assert result.success
+        agent = get_session(fresh).agent()
+        view = agent.last_turn.model_view
+        assert view[1] == {"role": "user", "content": "Our dataset is the Heron survey."}
+        assert agent.last_turn.thread == "heron"
+        # a cell without -t continues the thread the last cell used; --new starts a fresh one
+        agent_cell(fresh, "--no-memory", "still there?")
+        assert agent.last_turn.thread == "heron"
+        agent_cell(fresh, "--new --no-memory", "start over")
+        assert agent.last_turn.thread == "heron-2" and len(agent.last_turn.model_view) == 2
+        agent_cell(fresh, "--no-memory", "and continue")
+        assert agent.last_turn.thread == "heron-2"
+    finally:
+        fresh.run_line_magic("unload_ext", "deerflow_nb")
+        close_session(fresh)
+
+
+def test_a_bad_flag_and_a_missing_key_each_give_one_line(shell: InteractiveShell) -> None:
+    line = usage_line(shell, "--bogus")
+    assert "unrecognized arguments: --bogus" in line and "usage: %%agent" in line
+    line = usage_line(shell, "-m gpt-4o")
+    assert "needs an API key" in line and "OPENAI_API_KEY" in line
+    assert "empty" in usage_line(shell, "", body="   ")
+    assert "no variable named 'nope'" in usage_line(shell, "-i", body="about {nope}")
+
+
+def test_interpolation_is_opt_in(shell: InteractiveShell) -> None:
+    shell.user_ns["target"] = "revenue"
+    agent_cell(shell, "--no-memory", "code: {target} {{x}}")
+    agent = get_session(shell).agent()
+    assert agent.last_turn.messages[0]["content"] == "code: {target} {{x}}"
+    agent_cell(shell, "--no-memory -i", "predict {target} {{x}}")
+    assert agent.last_turn.messages[0]["content"] == "predict revenue {x}"
+
+
+def test_run_code_needs_allow_code_and_shows_the_code(shell: InteractiveShell) -> None:
+    body = "Run this:\n```python\nanswer_value = 6 * 7\nprint(answer_value)\n```"
+    agent_cell(shell, "--no-memory", body)
+    assert "answer_value" not in shell.user_ns
+    result, cap = agent_cell(shell, "--no-memory --allow-code", body)
+    assert result.success and shell.user_ns["answer_value"] == 42
+    shown = markdown_updates(cap)
+    assert any(
+        u.startswith("**Running in your kernel:**\n\n```python\nanswer_value") for u in shown
+    )
+    assert "42" in cap.stdout
+
+
+def test_ctrl_c_stops_the_turn_cleanly(shell: InteractiveShell) -> None:
+    class Trap:
+        def __repr__(self) -> str:
+            signal.raise_signal(signal.SIGINT)
+            return "never"
+
+    shell.user_ns["trap"] = Trap()
+    result, cap = agent_cell(shell, "-t trapped --no-memory", "Please describe trap")
+    assert result.success  # handled: no traceback
+    assert cap.stdout.strip().splitlines()[-1].startswith("%%agent: interrupted")
+    journal = get_session(shell).memory.journal
+    assert [t["status"] for t in journal.turns("trapped")] == ["interrupted"]
+    assert "interrupted" in markdown_updates(cap)[-1].splitlines()[-1]
+
+
+def test_cells_through_the_loopback_server(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with start_server(models=("loopback-model",)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("DEERFLOW_NB_MODEL", "loopback-model")
+        close_session(shell)  # the next cell reads the new configuration
+        shell.user_ns["sales"] = pd.DataFrame({"revenue": [1.0, 2.5]})
+        result, cap = agent_cell(shell, "--no-memory", "Please describe sales")
+        assert result.success, result.error_in_exec
+        assert server.request_count >= 2
+    final = markdown_updates(cap)[-1]
+    assert "sales: pandas DataFrame, 2 rows x 1 columns" in final
+    assert final.splitlines()[-1].startswith("*loopback-model · thread default")

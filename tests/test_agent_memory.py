@@ -1,0 +1,98 @@
+"""The memory loop through ``%%agent`` on the offline model with no key: a fact stated
+in one cell is in memory after a flush, is injected into a new thread, and shapes the
+answer there; sub-agent threads never reach extraction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from traitlets.config import Config
+
+from deerflow_nb import Agent
+from deerflow_nb.agent.middleware import injection
+from deerflow_nb.memory import Memory
+from deerflow_nb.session import close_session, get_session
+
+
+@pytest.fixture
+def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell]:
+    if not InteractiveShell.initialized():
+        config = Config()
+        config.HistoryManager.hist_file = ":memory:"
+        config.InteractiveShell.ipython_dir = str(tmp_path_factory.mktemp("ipython"))
+        InteractiveShell.instance(config=config)
+    ip = InteractiveShell.instance()
+    ip.reset()
+    ip.run_line_magic("load_ext", "deerflow_nb")
+    yield ip
+    ip.run_line_magic("unload_ext", "deerflow_nb")
+    close_session(ip)
+
+
+def cell(shell: InteractiveShell, line: str, body: str) -> str:
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%agent {line}\n{body}")
+    assert result.success, result.error_in_exec
+    return [o.data["text/markdown"] for o in cap.outputs if "text/markdown" in o.data][-1]
+
+
+def test_a_fact_from_one_cell_shapes_the_answer_in_a_new_thread(
+    shell: InteractiveShell, home: Path
+) -> None:
+    session = get_session(shell)
+    assert session.settings.is_offline
+    first = cell(shell, "-t setup", "I prefer polars over pandas for dataframes.")
+    assert "0 facts injected" in first
+    shell.run_line_magic("memory", "flush")
+    facts = json.loads((home / "memory.json").read_text())["facts"]
+    (fact,) = [f for f in facts if "polars" in f["content"].lower()]
+    assert fact["source"] == "setup"
+
+    answer = cell(shell, "-t analysis", "Which dataframe library should I use?")
+    reply = shell.user_ns["_agent"]
+    assert "From memory" in reply and "polars" in reply.lower()
+    assert "thread analysis" in answer and "1 fact injected" in answer
+    turn = session.agent().last_turn
+    assert "<memory>" in turn.model_view[0]["content"]
+    (row,) = session.memory.journal.turns("analysis")
+    assert row["facts_injected"] == 1
+
+    cell(shell, "-t private --no-memory", "Which dataframe library should I use?")
+    assert "From memory" not in shell.user_ns["_agent"]
+    assert "<memory>" not in session.agent().last_turn.model_view[0]["content"]
+
+
+def test_subagent_threads_are_never_enqueued(shell: InteractiveShell) -> None:
+    cell(shell, "-t lead", "Use sub-agents in parallel:\n- I prefer duckdb\n- I work on churn")
+    memory = get_session(shell).memory
+    queued = {r["thread_id"] for r in memory.journal.db["memory_queue"].rows}
+    assert queued == {"lead"}
+    subagents = [t for t in memory.journal.threads() if t["kind"] == "subagent"]
+    assert len(subagents) == 2 and all(t["parent_id"] == "lead" for t in subagents)
+
+
+def test_the_injected_count_matches_the_selected_facts(home: Path) -> None:
+    memory = Memory(home)
+    for text in ("Prefers polars", "Works on churn models", "Uses duckdb for SQL", "Likes tea"):
+        memory.add_fact(text, category="preference")
+    for context in (["polars churn"], ["nothing shared"], ["earlier turn", "duckdb polars"]):
+        for budget in (40, 60, 2000):
+            block, count = injection(memory, context, budget)
+            assert block == memory.preview(context, budget)
+            assert count == len(memory.selected_facts(context, budget))
+    memory.close()
+
+
+def test_agent_alone_builds_its_own_memory(home: Path) -> None:
+    agent = Agent()
+    assert agent.model.name == "offline"
+    agent.memory.add_fact("Prefers polars over pandas", category="preference")
+    reply = agent.run("Which dataframe library, polars or pandas?")
+    assert "From memory: Prefers polars over pandas" in reply
+    assert agent.last_turn.facts_injected == 1
+    agent.close()
