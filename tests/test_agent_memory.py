@@ -53,7 +53,7 @@ def test_a_fact_from_one_cell_shapes_the_answer_in_a_new_thread(
     (fact,) = [f for f in facts if "polars" in f["content"].lower()]
     assert fact["source"] == "setup"
 
-    answer = cell(shell, "-t analysis", "Which dataframe library should I use?")
+    answer = cell(shell, "-t analysis", "What library should I use for dataframes?")
     reply = shell.user_ns["_agent"]
     assert "From memory" in reply and "polars" in reply.lower()
     assert "thread analysis" in answer and "1 fact injected" in answer
@@ -62,7 +62,7 @@ def test_a_fact_from_one_cell_shapes_the_answer_in_a_new_thread(
     (row,) = session.memory.journal.turns("analysis")
     assert row["facts_injected"] == 1
 
-    cell(shell, "-t private --no-memory", "Which dataframe library should I use?")
+    cell(shell, "-t private --no-memory", "What library should I use for dataframes?")
     assert "From memory" not in shell.user_ns["_agent"]
     assert "<memory>" not in session.agent().last_turn.model_view[0]["content"]
 

@@ -35,8 +35,8 @@ OnEvent = Callable[[dict[str, Any]], None]
 LEAD_PROMPT = (
     "You are deerflow_nb, an assistant inside the user's Jupyter notebook. Look at the "
     "user's variables and cells with the notebook tools instead of guessing. Answer in "
-    "Markdown, briefly. Use what you remember about the user (the <memory> block) only "
-    "where it is relevant."
+    "Markdown, briefly. Use what you remember about the user (the memory section, when "
+    "present) only where it is relevant."
 )
 SUBAGENT_HINT = (
     " For independent sub-tasks, call the task tool (several calls in one response run in "
@@ -141,6 +141,7 @@ class Agent:
         """One lead-agent turn; returns the reply. ``self.last_turn`` holds the details,
         also after Ctrl-C (status ``interrupted``, the partial reply kept) or an error."""
         started = time.perf_counter()
+        self.last_turn = None
         thread = self.fresh_thread(thread) if new else thread
         memory_on = use_memory and self.settings.memory.enabled
         code_on = self.settings.agent.allow_code_execution if allow_code is None else allow_code

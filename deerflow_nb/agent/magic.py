@@ -19,7 +19,7 @@ import argparse
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
@@ -28,6 +28,9 @@ from ..config import ConfigError
 from ..llm.base import ModelError
 from ..session import get_session
 from .display import TurnView, show_markdown
+
+if TYPE_CHECKING:
+    from .core import TurnResult
 
 PROG = "%%agent"
 DEFAULT_THREAD = "default"
@@ -108,7 +111,7 @@ def interpolate(text: str, namespace: dict[str, Any]) -> str:
     return _INTERPOLATION.sub(substitute, text)
 
 
-def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> Any:
+def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnResult | None:
     """Run one turn for a parsed cell and show it; returns the ``TurnResult``."""
     message = cell.strip()
     if not message:
@@ -119,6 +122,8 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> Any:
         agent = get_session(shell).agent(args.model)
     except (ModelError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
+    from ..memory import MemoryFileError
+
     view = TurnView()
     view.show()
     try:
@@ -134,17 +139,15 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> Any:
             show=show_markdown,
         )
     except KeyboardInterrupt:
-        _keep(shell, args, agent.last_turn, view)
         print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")
-        return agent.last_turn
-    except ModelError as exc:
-        _keep(shell, args, agent.last_turn, view)
+    except (ModelError, MemoryFileError) as exc:
         raise UsageError(str(exc)) from None
-    _keep(shell, args, agent.last_turn, view)
+    finally:
+        _keep(shell, args, agent.last_turn, view)
     return agent.last_turn
 
 
-def _keep(shell: Any, args: AgentArgs, result: Any, view: TurnView) -> None:
+def _keep(shell: Any, args: AgentArgs, result: TurnResult | None, view: TurnView) -> None:
     """Final display update, and the reply in ``_agent`` (and ``-o VAR``)."""
     view.finish(result)
     if result is None:
