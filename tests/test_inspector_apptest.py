@@ -168,17 +168,16 @@ def test_history_charts_mark_additions_changes_and_removals(home, seeded, monkey
     spec = json.loads(charts[0].proto.spec)
     layers = json.dumps(spec)
     assert '"shape"' in layers and "triangle-up" in layers and "cross" in layers
-    assert "▲ 4 added · ● 2 changed · ✖ 1 removed" in texts(at)
+    assert "4 added (triangles) · 2 changed (circles) · 1 removed (crosses)" in texts(at)
     assert "Event log (8)" in texts(at)
 
     at.multiselect(key="history_facts").select(f"{seeded['matplotlib']}: {MATPLOTLIB}").run()
-    assert "▲ 1 added · ● 0 changed · ✖ 1 removed" in texts(at)
+    assert "1 added (triangles) · 0 changed (circles) · 1 removed (crosses)" in texts(at)
 
 
 # -- Injection preview ----------------------------------------------------------------------------
 def test_injection_preview_shows_the_exact_block_and_why(home, seeded, monkeypatch):
     from deerflow_nb.memory.injection import format_memory_for_injection
-
     from deerflow_nb.tokens import count_tokens
 
     at = run_app(home, monkeypatch)
@@ -210,11 +209,13 @@ def test_threads_nest_subagents_mark_summaries_and_show_usage(home, seeded, monk
     labels = [e.label for e in at.expander]
     sales = next(e for e in at.expander if "Sales analysis" in e.label)
     assert "2 turns" in sales.label and "1030 in / 246 out tokens" in sales.label
-    assert "1 sub-agent(s)" in sales.label and "📝 summarized" in sales.label
+    assert "1 sub-agent(s)" in sales.label and "summarized" in sales.label
     assert any("Reading notes" in label and "summarized" not in label for label in labels)
 
     inside = [m.value for m in sales.markdown]
-    assert "↳ **sub-agent** · Research: plotting libraries" in inside
+    assert (
+        ":material/subdirectory_arrow_right: **sub-agent** · Research: plotting libraries" in inside
+    )
     assert any("**Summary** of messages 1–2" in i.value for i in sales.info)
     usage = [df.value for df in sales.dataframe]
     assert list(usage[0]["input_tokens"]) == [420, 610]  # the lead thread, per turn
@@ -230,13 +231,13 @@ def test_threads_nest_subagents_mark_summaries_and_show_usage(home, seeded, monk
 def test_versions_diff_and_rollback_with_confirmation(home, seeded, monkeypatch):
     at = run_app(home, monkeypatch)
     # Default: the newest two versions (the forget).
-    assert f"➖ removed `{seeded['matplotlib']}` {MATPLOTLIB}" in texts(at)
+    assert f":material/remove: removed `{seeded['matplotlib']}` {MATPLOTLIB}" in texts(at)
     at.selectbox(key="ver_from").select(2).run()
     at.selectbox(key="ver_to").select(5).run()
     shown = texts(at)
-    assert f"➕ added `{seeded['rust']}` {RUST}" in shown
-    assert f"✏️ `{seeded['churn']}` confidence: 0.85 → 0.95" in shown
-    assert "📝 user.workContext" in shown
+    assert f":material/add: added `{seeded['rust']}` {RUST}" in shown
+    assert f":material/edit: `{seeded['churn']}` confidence: 0.85 → 0.95" in shown
+    assert ":material/notes: user.workContext" in shown
 
     at.selectbox(key="ver_rollback").select(3).run()
     at.button(key="ver_rollback_go").click().run()
@@ -401,4 +402,5 @@ def test_launch_command_binds_locally_headless_without_stats():
         "--server.port": "9999",
         "--server.headless": "true",
         "--browser.gatherUsageStats": "false",
+        "--client.toolbarMode": "viewer",
     }

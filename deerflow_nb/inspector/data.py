@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
-from ..config import CONFIG_FILENAME
+from ..config import CONFIG_FILENAME, load_settings
 from ..memory.store import MemoryFileError, MemoryStore
 
 __all__ = ["MemoryFileError"]
@@ -106,9 +106,9 @@ def fact_rows(
                 "content": fact.get("content", ""),
                 "category": fact.get("category", ""),
                 "confidence": round(conf, 3),
+                "source": fact.get("source", ""),
                 "createdAt": fact.get("createdAt", ""),
                 "updatedAt": fact.get("updatedAt", ""),
-                "source": fact.get("source", ""),
             }
         )
     key, reverse = SORTS.get(sort, SORTS["confidence (high first)"])
@@ -135,23 +135,53 @@ def section_rows(memory: dict[str, Any] | None) -> list[dict[str, str]]:
 
 
 def injection_preview(
-    memory: dict[str, Any], context: str | None, max_tokens: int
+    memory: dict[str, Any], context: str | None, max_tokens: int, *, embedder: Any = None
 ) -> dict[str, Any]:
     """The exact block the next turn injects for ``context``, its token count, and why.
 
-    ``facts`` lists each selected fact with its score parts (relevance, confidence,
-    recency, total), as the injection ranked them.
+    ``facts`` lists each injected fact, in the block's order, with the score parts the
+    ranking gave it: relevance (lexical BM25 fused with dense similarity when embeddings
+    are on), confidence, recency, and the total.
     """
     from ..memory.injection import explain_selection, format_memory_for_injection
     from ..tokens import count_tokens
 
-    block = format_memory_for_injection(memory, max_tokens=max_tokens, context=context)
+    block = format_memory_for_injection(memory, max_tokens, context, embedder=embedder)
+    why = explain_selection(memory, context, max_tokens, embedder=embedder)
     return {
         "block": block,
         "tokens": count_tokens(block) if block else 0,
-        "facts": explain_selection(memory, context, max_tokens),
+        "facts": [
+            {
+                "rank": w["rank"],
+                "id": w["fact"].get("id", ""),
+                "content": w["fact"].get("content", ""),
+                "relevance": round(w["relevance"], 3),
+                "lexical": round(w["lexical"], 3),
+                "dense": None if w["dense"] is None else round(w["dense"], 3),
+                "confidence": round(w["confidence"], 3),
+                "recency": round(w["recency"], 3),
+                "total": round(w["score"], 3),
+            }
+            for w in why
+        ],
         "total_facts": len(memory.get("facts", [])),
     }
+
+
+def embedder_for(home: Path) -> Any:
+    """The embedder the kernel ranks with (``memory.embeddings``), or None when unset.
+
+    It shares the journal's embedding cache, so facts embedded at fold time are not
+    computed again here; only the preview's context is.
+    """
+    settings = load_settings(home)
+    if not settings.memory.embeddings:
+        return None
+    from ..journal import Journal
+    from ..memory.embeddings import get_embedder
+
+    return get_embedder(settings, Journal(settings.journal_path))
 
 
 # -- journal.db --------------------------------------------------------------------------

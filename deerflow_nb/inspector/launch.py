@@ -2,7 +2,8 @@
 
 Streamlit's own command line runs in this process (no child to orphan when the
 command is stopped), bound to 127.0.0.1 unless ``--host`` says otherwise, headless
-(no browser is opened for you; the URL is printed) and with usage statistics off.
+(no browser is opened for you; the URL is printed), with usage statistics off and
+Streamlit's developer toolbar hidden (this is a viewer, not an app under development).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def streamlit_args(host: str, port: int) -> list[str]:
         "true",
         "--browser.gatherUsageStats",
         "false",
+        "--client.toolbarMode",
+        "viewer",
     ]
 
 

@@ -24,7 +24,9 @@ _FLASH = "inspector_flash"
 # -- the frame -----------------------------------------------------------------------------
 def main() -> None:
     """The whole app: page setup, sidebar controls, then the tabs (live when asked)."""
-    st.set_page_config(page_title="deerflow_nb inspector", page_icon="🦌", layout="wide")
+    st.set_page_config(
+        page_title="deerflow_nb inspector", page_icon=":material/psychology:", layout="wide"
+    )
     home = resolve_home(None)
     auto, every = sidebar(home)
     if auto:
@@ -36,9 +38,11 @@ def main() -> None:
 def sidebar(home: Path) -> tuple[bool, float]:
     """Home, the refresh button and the auto-refresh switch; returns (auto, seconds)."""
     with st.sidebar:
-        st.markdown("### 🦌 deerflow_nb")
+        st.markdown("### :material/psychology: deerflow_nb")
         st.caption(f"Home: `{home}`")
-        st.button("Refresh", key="refresh", icon="🔄", help="Read the files again now")
+        st.button(
+            "Refresh", key="refresh", icon=":material/refresh:", help="Read the files again now"
+        )
         auto = st.toggle("Auto-refresh", key="auto_refresh", help="Re-read the files on a timer")
         every = st.number_input(
             "Every (seconds)", min_value=1.0, max_value=600.0, value=5.0, step=1.0, key="every"
@@ -49,7 +53,7 @@ def sidebar(home: Path) -> tuple[bool, float]:
 def render(home: Path) -> None:
     """Read the home once and draw every tab from that one reading."""
     st.title("What the agent knows")
-    st.caption(f"Read at {datetime.now(UTC).strftime('%H:%M:%S')} UTC from `{home}`")
+    st.caption(f"Read at {datetime.now(UTC).strftime('%H:%M:%S')} UTC")
     _show_flash()
     if data.home_is_empty(home):
         empty_state(home)
@@ -85,7 +89,7 @@ def empty_state(home: Path) -> None:
         '("I prefer polars over pandas"). Or bring an existing DeerFlow memory with '
         f"`deerflow-nb import memory.json --home {home}`. This page refreshes itself "
         "when you press Refresh or turn on auto-refresh.",
-        icon="🌱",
+        icon=":material/eco:",
     )
 
 
@@ -99,7 +103,7 @@ def corrupted_state(home: Path, exc: data.MemoryFileError) -> None:
         "**To recover**: run `%memory rollback <version>` in the notebook or "
         f"`deerflow-nb fold --rebuild --home {home}` in a shell, or roll back from the "
         "Versions tab below. Threads and history come from the journal and are unaffected.",
-        icon="🩹",
+        icon=":material/healing:",
     )
 
 
@@ -155,7 +159,7 @@ def _confirmation(home: Path, ops: tuple[str, ...]) -> None:
     if not action or action["op"] not in ops:
         return
     with st.container(border=True):
-        st.warning(action["question"], icon="⚠️")
+        st.warning(action["question"], icon=":material/warning:")
         left, right = st.columns(2)
         left.button("Confirm", key="confirm_yes", type="primary", on_click=_confirm, args=(home,))
         right.button("Cancel", key="confirm_no", on_click=_cancel)
@@ -168,7 +172,7 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
         if (home / data.MEMORY_FILENAME).exists():
             st.caption("Facts are unavailable while memory.json is damaged (see above).")
         else:
-            st.info("No facts yet: memory.json has not been written.", icon="🌱")
+            st.info("No facts yet: memory.json has not been written.", icon=":material/eco:")
         return
     all_facts = memory.get("facts", [])
     c1, c2, c3, c4 = st.columns([2, 2, 3, 2])
@@ -192,7 +196,10 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
             },
         )
     else:
-        st.info("No fact matches these filters." if all_facts else "No facts yet.", icon="🔎")
+        st.info(
+            "No fact matches these filters." if all_facts else "No facts yet.",
+            icon=":material/search_off:",
+        )
     sections = data.section_rows(memory)
     if sections:
         with st.expander(f"User and history summaries ({len(sections)})"):
@@ -272,7 +279,10 @@ def history_page(db: Any) -> None:
     points = data.confidence_series(events)
     st.subheader("Confidence over time")
     if not points:
-        st.info("No memory events yet: the history starts with the first fact.", icon="📈")
+        st.info(
+            "No memory events yet: the history starts with the first fact.",
+            icon=":material/show_chart:",
+        )
     else:
         facts = sorted({p["fact"] for p in points})
         chosen = st.multiselect(
@@ -299,8 +309,8 @@ def history_page(db: Any) -> None:
         st.altair_chart(base.mark_line() + marks, key="history_chart")
         counts = {k: sum(p["event"] == k for p in shown) for k in ("added", "changed", "removed")}
         st.caption(
-            f"▲ {counts['added']} added · ● {counts['changed']} changed · "
-            f"✖ {counts['removed']} removed"
+            f"{counts['added']} added (triangles) · {counts['changed']} changed (circles) · "
+            f"{counts['removed']} removed (crosses)"
         )
     sizes = data.size_series(db)
     st.subheader("Memory size over time")
@@ -328,13 +338,25 @@ def history_page(db: Any) -> None:
 
 
 # -- Injection preview ---------------------------------------------------------------------------
+@st.cache_resource(show_spinner="Loading the embedding model…")
+def _embedder(home: str, spec: str) -> Any:
+    """One embedder per home and setting for the app's lifetime (models are slow to load)."""
+    return data.embedder_for(Path(home))
+
+
 def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
     """The exact <memory> block for a context and budget, and why each fact made it in."""
+    embedder = None
     try:
-        budget = load_settings(home).memory.max_injection_tokens
+        settings = load_settings(home)
+        budget = settings.memory.max_injection_tokens
+        if settings.memory.embeddings:
+            embedder = _embedder(str(home), settings.memory.embeddings)
     except ConfigError as exc:
-        st.warning(f"config.yaml: {exc}; using the default budget.")
+        st.warning(f"config.yaml: {exc}; previewing with the default settings.")
         budget = 2000
+    except (ImportError, OSError) as exc:
+        st.warning(f"Embeddings are configured but unavailable here ({exc}); lexical ranking only.")
     context = st.text_area(
         "Context: the next message or cell the agent will see",
         key="inject_context",
@@ -342,9 +364,11 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
     )
     max_tokens = st.slider("Token budget", 0, max(8000, budget), budget, 50, key="inject_budget")
     if memory is None:
-        st.info("Nothing would be injected: there is no readable memory.json.", icon="🌱")
+        st.info(
+            "Nothing would be injected: there is no readable memory.json.", icon=":material/eco:"
+        )
         return
-    preview = data.injection_preview(memory, context or None, max_tokens)
+    preview = data.injection_preview(memory, context or None, max_tokens, embedder=embedder)
     c1, c2 = st.columns(2)
     c1.metric("Tokens in the block", f"{preview['tokens']} / {max_tokens}")
     c2.metric("Facts included", f"{len(preview['facts'])} / {preview['total_facts']}")
@@ -353,7 +377,10 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
     else:
         st.info("The block is empty: nothing fits this budget, or memory is empty.")
     if preview["facts"]:
-        st.markdown("**Why these facts** (ranked by total score):")
+        st.markdown(
+            "**Why these facts**, in the order of the block: `total` combines relevance, "
+            "confidence and recency; `rank` is the fact's place in the whole ranking."
+        )
         st.dataframe(data.frame(preview["facts"]), hide_index=True)
 
 
@@ -362,22 +389,24 @@ def threads_page(db: Any) -> None:
     """Conversations from the journal, sub-agents under their parent, with token usage."""
     tree = data.thread_tree(db)
     if not tree:
-        st.info("No conversations journaled yet.", icon="💬")
+        st.info("No conversations journaled yet.", icon=":material/forum:")
         return
     for node in tree:
         label = (
-            f"💬 {node['title']} · {len(node['turns'])} turns · "
+            f"{node['title']} · {len(node['turns'])} turns · "
             f"{node['input_tokens']} in / {node['output_tokens']} out tokens"
         )
         if node["children"]:
             label += f" · {len(node['children'])} sub-agent(s)"
         if node["summaries"]:
-            label += " · 📝 summarized"
-        with st.expander(label):
+            label += " · summarized"
+        with st.expander(label, icon=":material/forum:"):
             _thread_body(node)
             for child in node["children"]:
                 with st.container(border=True):
-                    st.markdown(f"↳ **sub-agent** · {child['title']}")
+                    st.markdown(
+                        f":material/subdirectory_arrow_right: **sub-agent** · {child['title']}"
+                    )
                     _thread_body(child)
     flat = [n for root in tree for n in (root, *root["children"])]
     titles = {n["id"]: f"{n['title']} ({n['kind']}, {n['id']})" for n in flat}
@@ -398,8 +427,9 @@ def _thread_body(node: dict[str, Any]) -> None:
     )
     for s in node["summaries"]:
         st.info(
-            f"📝 **Summary** of messages 1–{s['covers_until_seq']} "
-            f"({s['tokens']} tokens, {s['created_at']}):\n\n{s['content']}"
+            f"**Summary** of messages 1–{s['covers_until_seq']} "
+            f"({s['tokens']} tokens, {s['created_at']}):\n\n{s['content']}",
+            icon=":material/summarize:",
         )
     if node["turns"]:
         st.dataframe(data.frame(node["turns"]), hide_index=True)
@@ -410,7 +440,9 @@ def versions_page(home: Path, db: Any) -> None:
     """Diff any two saved versions; roll back to one after a confirmation."""
     listed = data.versions(db)
     if not listed:
-        st.info("No saved versions yet: every change to memory saves one.", icon="🗂️")
+        st.info(
+            "No saved versions yet: every change to memory saves one.", icon=":material/history:"
+        )
         return
     by_id = {v["id"]: v for v in listed}
 
@@ -425,16 +457,19 @@ def versions_page(home: Path, db: Any) -> None:
     diff = data.diff_snapshots(data.version_snapshot(db, old), data.version_snapshot(db, new))
     if not any(diff.values()):
         st.info(f"v{old} and v{new} hold the same facts and summaries.")
-    lines = [
-        f"- ➕ added `{f['id']}` {f['content']} ({f['category']}, {f['confidence']})"
-        for f in diff["added"]
+
+    def fact(f: dict[str, Any]) -> str:
+        return f"`{f['id']}` {f['content']} ({f['category']}, {f['confidence']})"
+
+    lines = [f"- :material/add: added {fact(f)}" for f in diff["added"]]
+    lines += [f"- :material/remove: removed {fact(f)}" for f in diff["removed"]]
+    lines += [
+        f"- :material/edit: `{c['id']}` {c['field']}: {c['old']} → {c['new']}"
+        for c in diff["changed"]
     ]
     lines += [
-        f"- ➖ removed `{f['id']}` {f['content']} ({f['category']}, {f['confidence']})"
-        for f in diff["removed"]
+        f"- :material/notes: {s['section']}: “{s['old']}” → “{s['new']}”" for s in diff["sections"]
     ]
-    lines += [f"- ✏️ `{c['id']}` {c['field']}: {c['old']} → {c['new']}" for c in diff["changed"]]
-    lines += [f"- 📝 {s['section']}: “{s['old']}” → “{s['new']}”" for s in diff["sections"]]
     if lines:
         st.markdown(f"**v{old} → v{new}**\n\n" + "\n".join(lines))
     st.divider()
