@@ -40,7 +40,12 @@ _TOPIC_TEXT = """
 """
 TOPICS = _TOPIC_TEXT.split()
 MESSAGE = "Which dataframe library should I use for the churn forecast notebook?"
-COLUMNS = ("JournalMiddleware", "MemoryInjectionMiddleware", "MemoryEnqueueMiddleware")
+COLUMNS = {
+    "JournalMiddleware": "journal",
+    "MemoryInjectionMiddleware": "inject",
+    "MemoryEnqueueMiddleware": "enqueue",
+    "SummarizationMiddleware": "summ.chk",
+}
 
 
 def seed_facts(home: Path, count: int) -> None:
@@ -107,14 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     results = {label: measure(facts, args.turns) for label, facts in configs}
     base = results["memory off"]["overhead"]
     print(f"Turn overhead outside the model call (median of {args.turns} turns, ms)\n")
-    header = f"{'memory':<14}{'overhead':>9}{'p90':>8}{'journal':>9}{'inject':>8}"
-    print(header + f"{'enqueue':>9}{'facts in':>9}{'added':>8}")
+    header = f"{'memory':<14}{'overhead':>9}{'p90':>8}"
+    header += "".join(f"{name:>9}" for name in COLUMNS.values())
+    print(header + f"{'facts in':>9}{'added':>8}")
     for label, r in results.items():
         added = "" if label == "memory off" else f"{r['overhead'] - base:8.2f}"
+        parts = "".join(f"{r[key]:9.2f}" for key in COLUMNS)
         print(
-            f"{label:<14}{r['overhead']:9.2f}{r['p90']:8.2f}{r['JournalMiddleware']:9.2f}"
-            f"{r['MemoryInjectionMiddleware']:8.2f}{r['MemoryEnqueueMiddleware']:9.2f}"
-            f"{r['facts_injected']:9d}{added}"
+            f"{label:<14}{r['overhead']:9.2f}{r['p90']:8.2f}{parts}{r['facts_injected']:9d}{added}"
         )
     added = results["10,000 facts"]["overhead"] - base
     verdict = "meets" if added < GOAL_MS else "misses"
