@@ -3,8 +3,10 @@
 The inspector runs in its own process next to a live kernel, so it only ever reads:
 ``memory.json`` (replaced by atomic rename, so a read sees a whole old or a whole new
 file) and ``journal.db`` opened read-only (WAL lets readers run beside a fold's writer).
-Nothing here creates a file: a missing home stays missing. Every function returns plain
-lists and dicts; pandas is imported only by the helpers that build chart frames.
+Nothing here writes memory.json or creates a home: a missing home stays missing. The
+only side files are the kernel's own: the copy of a damaged memory.json that
+``MemoryStore`` keeps aside, and embedding-cache rows when embeddings are configured.
+Every function returns plain lists and dicts; pandas is imported only by ``frame``.
 """
 
 from __future__ import annotations
@@ -20,20 +22,16 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 
 from ..config import CONFIG_FILENAME, load_settings
-from ..memory.store import MemoryFileError, MemoryStore
-
-__all__ = ["MemoryFileError"]
+from ..memory.store import CATEGORIES as CATEGORIES
+from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS, MemoryStore
+from ..memory.store import MemoryFileError as MemoryFileError
 
 if TYPE_CHECKING:
     import pandas as pd
 
 MEMORY_FILENAME = "memory.json"
 JOURNAL_FILENAME = "journal.db"
-SECTIONS = {
-    "user": ("workContext", "personalContext", "topOfMind"),
-    "history": ("recentMonths", "earlierContext", "longTermBackground"),
-}
-CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
+SECTIONS = {"user": USER_SECTIONS, "history": HISTORY_SECTIONS}
 SORTS = {
     "confidence (high first)": ("confidence", True),
     "newest first": ("createdAt", True),
@@ -112,7 +110,10 @@ def fact_rows(
             }
         )
     key, reverse = SORTS.get(sort, SORTS["confidence (high first)"])
-    rows.sort(key=lambda r: (r[key] is None, r[key] or ""), reverse=reverse)
+    if key == "confidence":
+        rows.sort(key=lambda r: r["confidence"], reverse=reverse)
+    else:
+        rows.sort(key=lambda r: str(r[key] or "").casefold(), reverse=reverse)
     return rows
 
 
