@@ -135,7 +135,7 @@ QUICKSTART = [
     code(
         """
         %%agent
-        I prefer polars over pandas for dataframes, and I use scikit-learn for modelling.
+        I prefer polars over pandas for dataframes. I use scikit-learn for modelling.
         """,
         "turn",
     ),
@@ -163,14 +163,25 @@ QUICKSTART = [
         """
         ## 5. What does it know now?
 
-        `%memory` (no arguments) shows the facts with their category, confidence and the
-        thread they came from. They are phrased in the third person ("Prefers polars
-        over pandas") because they describe *you* to a future conversation.
+        `%memory` with no arguments opens the **memory panel** (an ipywidgets view with
+        tabs for the profile, facts, preview, pending changes and history; forget, edit
+        and add with a click). In a static render of this notebook you will only see
+        its placeholder, so below it `%memory facts` prints the same facts as a table.
+
+        The facts are phrased in the third person ("Prefers polars over pandas") because
+        they describe *you* to a future conversation; each has a category, a confidence
+        and the thread it came from.
         """
     ),
     code(
         """
         %memory
+        """,
+        "panel",
+    ),
+    code(
+        """
+        %memory facts
         """,
         "memory",
     ),
@@ -323,6 +334,7 @@ MEMORY_TOUR = [
         """
         %%agent -t tour
         I work on a churn model for a telecom. I use DuckDB for local analytics.
+        I prefer short answers with code.
         """,
         "turn-1",
     ),
@@ -439,10 +451,13 @@ MEMORY_TOUR = [
         ## 5. What gets injected: `%memory preview`
 
         Before each turn the agent builds a `<memory>` block and puts it in the system
-        prompt. It is limited to a token budget (`memory.max_injection_tokens`), so when
-        there are many facts they are *ranked*. `%memory preview` prints exactly that
-        block. With `--context "…"` you see the ranking for a given question, i.e. what
-        a turn with that message would get.
+        prompt. `%memory preview` prints exactly that block, with its exact token count.
+        It is limited to a token budget (`memory.max_injection_tokens`, 2000 by
+        default), so facts are *ranked*: without a question, by confidence; with one, by
+        relevance to the turn's message (BM25 over the fact texts, or embeddings if you
+        configure them), then confidence and recency. `--context "…"` shows the ranking
+        a turn with that message would get, and `--tokens N` a smaller budget: the least
+        relevant facts are the ones left out.
         """
     ),
     code(
@@ -457,34 +472,39 @@ MEMORY_TOUR = [
         """,
         "preview-context",
     ),
+    code(
+        """
+        %memory preview --context "which database should I use for analytics?" --tokens 70
+        """,
+        "preview-budget",
+    ),
     md(
         """
-        ## 6. Forget, and see the history
+        ## 6. Search, forget, and see the history
 
-        A fact can be removed by id with `%memory forget ID` (IPython expands `$name` in
-        a line magic, so we look the id up in Python first). Forgetting really deletes
-        the fact from memory.json, and the event is journaled in `memory_events`, so
-        `%memory history ID` can still tell you when it was added and when it was
-        removed, and why.
+        `%memory search` ranks facts by relevance to a query (the same ranking the
+        injection uses). A fact can be removed by id (`%memory forget ID`) or by text
+        (`%memory forget --match TEXT`; with several matches it asks for `--yes`).
+        Forgetting really deletes the fact from memory.json, and the event is journaled
+        in `memory_events`, so `%memory history` can still tell you when it was added,
+        when it was removed, and by whom.
         """
     ),
     code(
         """
-        duck = next(f for f in mem.facts() if "duckdb" in f["content"].lower())
-        duck_id = duck["id"]
-        print(duck_id, "→", duck["content"])
+        %memory search DuckDB analytics
         """,
-        "pick",
+        "search",
     ),
     code(
         """
-        %memory forget $duck_id
+        %memory forget --match DuckDB
         """,
         "forget",
     ),
     code(
         """
-        %memory history $duck_id
+        %memory history
         """,
         "history",
     ),
@@ -501,6 +521,11 @@ MEMORY_TOUR = [
         With `%memory review on`, folds no longer change memory.json: each diff waits in
         `pending_changes` until you approve or reject it. Useful in a shared notebook,
         or while you are learning what the extractor picks up.
+
+        One subtlety worth knowing: as in DeerFlow, a fold re-reads the *whole* thread,
+        not just its newest turn. The sentence "I use DuckDB" is still in thread `tour`,
+        so if we just kept chatting there, the next fold could learn it again. Saying so
+        in the conversation settles it: the extractor honours "Please forget that …".
         """
     ),
     code(
@@ -512,7 +537,8 @@ MEMORY_TOUR = [
     code(
         """
         %%agent -t tour
-        I prefer polars over pandas, and I use LightGBM for the churn model.
+        Please forget that I use DuckDB. I prefer polars over pandas.
+        I use LightGBM for the churn model.
         """,
         "turn-2",
     ),
@@ -537,7 +563,7 @@ MEMORY_TOUR = [
     code(
         """
         %memory review off
-        %memory
+        %memory facts
         """,
         "after-approve",
     ),
@@ -557,31 +583,40 @@ MEMORY_TOUR = [
         """,
         "versions",
     ),
-    code(
+    md(
         """
-        versions = mem.versions()
-        before_approve = next(v for v in versions if v["reason"] != "approve")["id"]
-        print("rolling back to version", before_approve)
-        """,
-        "pick-version",
+        We look the version number up in Python. `%memory` deliberately does not expand
+        `$variables` (a fact may well contain "$5"), so to pass one we build the line
+        ourselves and call `get_ipython().run_line_magic`.
+        """
     ),
     code(
         """
-        %memory diff $before_approve
+        versions = mem.versions()
+        approved = max(v["id"] for v in versions if v["reason"] == "approve")
+        before_approve = max(v["id"] for v in versions if v["id"] < approved)
+        print("the approval is version", approved, "- going back to", before_approve)
+
+        get_ipython().run_line_magic("memory", f"diff {before_approve}")
         """,
         "diff-versions",
     ),
     code(
         """
-        %memory rollback $before_approve
-        %memory
+        get_ipython().run_line_magic("memory", f"rollback {before_approve}")
         """,
         "rollback",
     ),
+    code(
+        """
+        %memory facts
+        """,
+        "after-rollback",
+    ),
     md(
         """
-        The polars fact is gone again, and the forgotten DuckDB fact did not come back:
-        a rollback restores one exact snapshot, not a merge of the past.
+        The facts from the approval are gone again, and the forgotten DuckDB fact did
+        not come back: a rollback restores one exact snapshot, not a merge of the past.
         """
     ),
     code(
@@ -708,7 +743,7 @@ SUBAGENTS = [
         """
         %%agent -t analysis
         Use sub-agents in parallel for these:
-        - Summarize revenue by region in the sales table
+        - Summarize sales by region
         - Find which product sells the most units
         - Draft three questions for the sales team about the West region
         """,
@@ -717,7 +752,10 @@ SUBAGENTS = [
     md(
         """
         Each sub-agent has its own row in `threads`, with `kind = 'subagent'` and
-        `parent_id` pointing at the lead thread, and its own messages.
+        `parent_id` pointing at the lead thread, and its own messages: the first one
+        even called a notebook tool on the live `sales` DataFrame by itself. (The
+        `analysis` thread has grown past 6 messages by now, so you may also see a
+        "summarized" line in the reply: that is the next section's topic.)
         """
     ),
     code(
@@ -788,28 +826,35 @@ SUBAGENTS = [
         """
         ### What the model saw, before and after
 
-        The journal holds the whole thread. The model, on the last turn, saw instead:
-        the system prompt, the summary, then only the messages after
-        `covers_until_seq`. Token counts (exact, `cl100k_base`) show what was saved.
+        The journal holds the whole thread: that is what the model *would* have read
+        without summarization. What it *did* read on the last call is kept on the
+        agent's last turn (`last_turn.model_view`): the system prompt, with the summary
+        appended to it, then only the recent messages. Token counts are exact
+        (`cl100k_base`). With a real model and real conversations the savings are what
+        keeps a long analysis session inside the context window.
         """
     ),
     code(
         """
-        summary = sql(
-            "SELECT covers_until_seq, content, tokens FROM summaries "
-            "WHERE thread_id = 'long' ORDER BY id DESC LIMIT 1"
-        ).iloc[0]
-        full = sql("SELECT seq, role, content, tokens FROM messages WHERE thread_id = 'long'")
-        kept = full[full.seq > summary.covers_until_seq]
+        from deerflow_nb.session import get_session
+        from deerflow_nb.tokens import count_tokens
 
-        print(f"journal: {len(full)} messages, {full.tokens.sum()} tokens")
-        print(f"prompt:  summary ({summary.tokens} tokens) + {len(kept)} recent messages "
-              f"({kept.tokens.sum()} tokens)")
+        full = sql("SELECT seq, role, content, tokens FROM messages WHERE thread_id = 'long'")
+        before = full.iloc[:-1]  # the thread up to the last question (the last row is the reply)
+        seen = get_session(get_ipython()).agent().last_turn.model_view
+        system, recent = seen[0]["content"], seen[1:]
+        tag = "<conversation_summary>"
+        summary = system[system.index(tag):] if tag in system else ""
+        recent_tokens = sum(count_tokens(m.get("content") or "") for m in recent)
+
+        print(f"without summarization: {len(before)} messages, {before.tokens.sum()} tokens")
+        print(f"what the model saw:    a summary ({count_tokens(summary)} tokens) in the system "
+              f"prompt + {len(recent)} recent messages ({recent_tokens} tokens)")
         print()
-        print(summary.content)
+        print(summary)
         print()
-        for row in kept.itertuples():
-            print(f"{row.role:>9}: {row.content}")
+        for message in recent:
+            print(f"{message['role']:>9}: {(message.get('content') or '').strip()}")
         """,
         "before-after",
     ),
@@ -931,6 +976,8 @@ REAL_MODELS = [
             os.environ["OPENAI_BASE_URL"] = server.base_url
             os.environ["DEERFLOW_NB_MODEL"] = "loopback-chat"
             os.environ["DEERFLOW_NB_MEMORY_MODEL"] = "loopback-mini"
+            # Dense embeddings for fact ranking, from the same endpoint's /v1/embeddings.
+            (HOME / "config.yaml").write_text("memory:\\n  embeddings: openai:loopback-embed\\n")
             print("loopback server:", server.base_url, "serving", ", ".join(server.models))
         """,
     ),
@@ -966,7 +1013,7 @@ REAL_MODELS = [
     code(
         """
         %%agent -t real
-        I work on demand forecasting for a bike-sharing company, and I prefer LightGBM.
+        I work on demand forecasting for a bike-sharing company. I prefer LightGBM for tabular data.
         """,
         "turn",
     ),
@@ -983,13 +1030,14 @@ REAL_MODELS = [
 
         `%memory flush` asks the memory model (`loopback-mini` here, `gpt-4o-mini` in
         the OpenAI example) for the extraction diff, through the same endpoint in JSON
-        mode. The request counter goes up again.
+        mode. With `memory.embeddings` set, the new facts are also embedded right away
+        (at fold time, not during your next turn). The request counter goes up again.
         """
     ),
     code(
         """
         %memory flush
-        %memory
+        %memory facts
         """,
         "flush",
     ),
@@ -999,6 +1047,58 @@ REAL_MODELS = [
             print("requests served so far:", server.request_count)
         """,
         "requests-after-flush",
+    ),
+    md(
+        """
+        ## Embeddings are cached in the journal
+
+        Each fact text is embedded once per embedding model and stored in the
+        journal's `embeddings` table (keyed by a hash of the text and the model), so a
+        turn only has to embed its own message. `%memory search` ranks by the same
+        scores the injection uses.
+        """
+    ),
+    code(
+        """
+        %memory search which model do I like for tabular data
+        """,
+        "search",
+    ),
+    code(
+        """
+        import sqlite3
+        from contextlib import closing
+
+        with closing(sqlite3.connect(HOME / "journal.db")) as con:
+            rows = con.execute("SELECT model, dim, count(*) FROM embeddings GROUP BY model, dim")
+            for model, dim, count in rows:
+                print(f"{count} cached vectors from {model!r} ({dim} dimensions)")
+        """,
+        "embeddings",
+    ),
+    md(
+        """
+        ## A new thread, with memory, over HTTP
+
+        The whole loop, end to end through the SDK: the fact learned above is ranked for
+        this message (its embedding was cached at fold time; only the question is
+        embedded now), injected into the system prompt, and the model's reply streams
+        back.
+        """
+    ),
+    code(
+        """
+        %%agent -t real-2
+        What do I prefer for tabular data?
+        """,
+        "fresh-answer",
+    ),
+    code(
+        """
+        if server is not None:
+            print("requests served in total:", server.request_count)
+        """,
+        "requests-total",
     ),
     md(
         """
