@@ -415,8 +415,9 @@ MEMORY_TOUR = [
     md(
         """
         `%memory flush` folds the queue now: the diff is applied, facts under the
-        confidence threshold (`memory.fact_confidence_threshold`, 0.7) are dropped,
-        near-duplicates are merged, and the queue row goes away.
+        confidence threshold (`memory.fact_confidence_threshold`, 0.7) are dropped, a
+        near-duplicate reinforces the fact already stored instead of adding a second
+        one, and the queue row goes away.
         """
     ),
     code(
@@ -454,10 +455,10 @@ MEMORY_TOUR = [
         prompt. `%memory preview` prints exactly that block, with its exact token count.
         It is limited to a token budget (`memory.max_injection_tokens`, 2000 by
         default), so facts are *ranked*: without a question, by confidence; with one, by
-        relevance to the turn's message (BM25 over the fact texts, or embeddings if you
-        configure them), then confidence and recency. `--context "…"` shows the ranking
-        a turn with that message would get, and `--tokens N` a smaller budget: the least
-        relevant facts are the ones left out.
+        relevance to the turn's message (BM25 over the fact texts, fused with embeddings
+        if you configure them), with confidence and recency as tie-breakers.
+        `--context "…"` shows the ranking a turn with that message would get, and
+        `--tokens N` a smaller budget: the least relevant facts are the ones left out.
         """
     ),
     code(
@@ -733,10 +734,12 @@ SUBAGENTS = [
 
         When you ask for independent pieces of work "in parallel", the lead agent calls
         the `task` tool once per piece. Each call starts a **sub-agent**: a fresh,
-        isolated thread with its own messages (it does not see your conversation, and it
-        cannot start sub-agents itself). Sub-agents run concurrently
-        (`subagents.max_concurrent`), and the lead agent only receives their final
-        answers, which keeps its own context small.
+        isolated thread with its own messages: it does not see your conversation, it
+        has the notebook's read tools but cannot run code or start sub-agents itself.
+        Sub-agents run concurrently (`subagents.max_concurrent`), and the lead agent
+        only receives their final answers, which keeps its own context small. Their
+        threads are never sent to memory extraction: they are the agent talking to
+        itself, not you talking about yourself.
         """
     ),
     code(

@@ -178,6 +178,8 @@ def test_subagents_and_summarization(home: Path, tmp_path: Path) -> None:
         own = query(home, "SELECT role FROM messages WHERE thread_id = ? ORDER BY seq", row["id"])
         assert [r["role"] for r in own][:1] == ["user"] and len(own) >= 2
     assert "subagent" in tagged(nb, "threads")
+    queued = query(home, "SELECT thread_id FROM memory_queue")
+    assert not any(r["thread_id"].startswith("subagent") for r in queued), queued
 
     summaries = query(
         home, "SELECT covers_until_seq, content FROM summaries WHERE thread_id='long'"
