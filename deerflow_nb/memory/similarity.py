@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9+#']*(?:[._-][a-z0-9+#]+)*")
 _COMPARE = re.compile(r"\b(?:over|instead of|rather than|than|versus|vs\.?)\b")
@@ -74,8 +75,12 @@ def _words(text: str) -> Iterable[str]:
             yield stem(word)
 
 
+@lru_cache(maxsize=65536)
 def signature(text: str) -> frozenset[str]:
-    """The content words of ``text``; words on the rejected side of a comparison get a ``~``."""
+    """The content words of ``text``; words on the rejected side of a comparison get a ``~``.
+
+    Cached: a fold compares against every stored fact, and stored facts rarely change.
+    """
     lowered = text.casefold().replace("’", "'")
     match = _COMPARE.search(lowered)
     if match is None:

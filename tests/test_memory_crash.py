@@ -1,0 +1,121 @@
+"""Crash and concurrency with real processes: kill -9 mid-work, two kernels writing at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from deerflow_nb import Memory
+from deerflow_nb.journal import Journal
+
+JOURNALING_CHILD = textwrap.dedent(
+    """
+    import random, sys, time
+    from deerflow_nb import Memory
+
+    round_no = sys.argv[1]
+    mem = Memory()
+    print("ready", flush=True)
+    i = 0
+    while True:
+        thread = f"r{round_no}-{i}"
+        mem.journal.ensure_thread(thread)
+        mem.journal.add_message(thread, {"role": "user",
+                                         "content": f"I work on project P{round_no}x{i}."})
+        mem.journal.add_message(thread, {"role": "assistant", "content": "Noted."})
+        mem.enqueue(thread)
+        i += 1
+        time.sleep(random.uniform(0, 0.06))  # a turn every few tens of ms: folds interleave
+    """
+)
+
+ADDING_CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    from deerflow_nb import Memory
+
+    name, go = sys.argv[1], sys.argv[2]
+    mem = Memory()
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    for i in range(300):
+        mem.add_fact(f"Knows topic {name}{i:03d}", category="knowledge", confidence=0.9)
+    """
+)
+
+
+def spawn(
+    home: Path, script: str, *args: str, stdout: int | None = None
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DEERFLOW_NB_HOME": str(home)}
+    return subprocess.Popen([sys.executable, "-c", script, *args], env=env, stdout=stdout)
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_points_loses_no_journaled_turn(home: Path) -> None:
+    (home / "config.yaml").write_text("memory:\n  debounce_seconds: 0.05\n  max_facts: 100000\n")
+    rng = random.Random(20240601)
+    for round_no in range(10):
+        child = spawn(home, JOURNALING_CHILD, str(round_no), stdout=subprocess.PIPE)
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0.2, 1.5))  # the kill lands while journaling or folding
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        path = home / "memory.json"
+        if path.exists():
+            json.loads(path.read_text())  # always parses, whenever the kill landed
+
+    journal = Journal(home / "journal.db")
+    folded_by_children = journal.db["memory_versions"].count
+    left_for_recovery = (
+        journal.db["memory_queue"].count
+        + len(journal.threads())
+        - len(list(journal.db["memory_threads"].rows))
+    )
+    assert folded_by_children > 0 and left_for_recovery > 0  # kills landed mid-stream
+
+    mem = Memory(home)
+    report = mem.flush()
+    assert report.failed == {} and report.pending == 0
+    stored = {f["content"] for f in mem.data["facts"]}
+    expected = set()
+    for thread in mem.journal.threads():
+        messages = mem.journal.messages(thread["id"])
+        if any(m["role"] == "assistant" for m in messages):
+            expected.add(messages[0]["content"].replace("I work", "Works").rstrip("."))
+    assert len(expected) > 20  # the children really journaled turns before dying
+    assert expected <= stored
+    assert len(stored) == len(mem.data["facts"])  # no duplicate facts from re-folds
+    ids = [f["id"] for f in mem.data["facts"]]
+    assert len(ids) == len(set(ids))
+    mem.close()
+
+
+@pytest.mark.slow
+def test_two_processes_adding_300_facts_each_lose_nothing(home: Path, tmp_path: Path) -> None:
+    (home / "config.yaml").write_text("memory:\n  max_facts: 1000\n")
+    go = tmp_path / "go"
+    children = [spawn(home, ADDING_CHILD, name, str(go)) for name in ("alpha", "beta")]
+    time.sleep(0.5)
+    go.touch()
+    for child in children:
+        assert child.wait(timeout=120) == 0
+    mem = Memory(home)
+    facts = mem.data["facts"]
+    assert len(facts) == 600
+    assert {f["content"] for f in facts} == {
+        f"Knows topic {name}{i:03d}" for name in ("alpha", "beta") for i in range(300)
+    }
+    assert len(mem.versions()) == 600  # every change journaled as its own version
+    assert mem.versions()[-1]["fact_count"] == 600
+    mem.close()
