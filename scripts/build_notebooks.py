@@ -258,6 +258,26 @@ QUICKSTART = [
     ),
     md(
         """
+        ## Cheat sheet
+
+        `%%agent` flags (on the first line of the cell):
+
+        | flag | what it does |
+        |---|---|
+        | `-t NAME` | talk in thread NAME (later cells without `-t` continue it) |
+        | `--new` | start a fresh thread |
+        | `-m ID` | use another model for this cell (`-m offline`: the built-in one) |
+        | `--no-memory` | no memory injected in this turn |
+        | `--no-subagents` | no `task` tool in this turn |
+        | `-o VAR` | also store the reply in variable VAR (it is always in `_agent`) |
+        | `-i` | interpolate `{name}` with notebook variables in the message |
+        | `--allow-code` | let the agent run code in your kernel (off by default) |
+
+        `%memory` subcommands: `facts`, `search`, `preview`, `add`, `edit`, `forget`,
+        `flush`, `status`, `history`, `versions`, `diff`, `rollback`, `review`,
+        `pending`, `approve`, `reject`, `export`, `import`, `reset`; `%memory --help` and
+        `%memory SUBCOMMAND --help` explain each.
+
         ## Where next
 
         - `memory_tour.ipynb`: the memory loop step by step (journal, queue, diff,
