@@ -83,6 +83,9 @@ def normalized(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def render(data: dict[str, Any]) -> str:
     """Indented JSON with one fact per line: readable, diffable, and written by the C encoder
     (``indent=`` would fall back to the pure-Python one, several times slower on big stores)."""
@@ -91,16 +94,13 @@ def render(data: dict[str, Any]) -> str:
     for i, (key, value) in enumerate(items):
         comma = "," if i < len(items) - 1 else ""
         if isinstance(value, list) and value:
-            body = ",\n".join("    " + json.dumps(v, ensure_ascii=False) for v in value)
-            lines.append(f"  {json.dumps(key)}: [\n{body}\n  ]{comma}")
+            body = ",\n    ".join(map(_ENCODE, value))
+            lines.append(f"  {_ENCODE(key)}: [\n    {body}\n  ]{comma}")
         elif isinstance(value, dict) and value:
-            inner = ",\n".join(
-                f"    {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}"
-                for k, v in value.items()
-            )
-            lines.append(f"  {json.dumps(key)}: {{\n{inner}\n  }}{comma}")
+            inner = ",\n".join(f"    {_ENCODE(k)}: {_ENCODE(v)}" for k, v in value.items())
+            lines.append(f"  {_ENCODE(key)}: {{\n{inner}\n  }}{comma}")
         else:
-            lines.append(f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}{comma}")
+            lines.append(f"  {_ENCODE(key)}: {_ENCODE(value)}{comma}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

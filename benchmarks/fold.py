@@ -1,0 +1,122 @@
+"""Cost of one memory fold, model call excluded, on stores of 100, 1,000 and 10,000 facts.
+
+A fold here is ``Memory.apply``: take the memory.json lock, re-read the file, apply one
+diff (three new facts, one removal, one section), write the file atomically with fsync,
+and journal the version snapshot and its events. The baseline, measured in the same run
+on the same file, is what DeerFlow does per save: ``json.load`` + ``json.dump(indent=2)``,
+with no lock and no fsync.
+Goal: under 20 ms at 1,000 facts.
+
+    python benchmarks/fold.py
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from deerflow_nb.config import load_settings
+from deerflow_nb.memory import Memory
+from deerflow_nb.memory.store import MemoryStore, empty_memory
+
+SIZES = (100, 1_000, 10_000)
+RUNS = {100: 40, 1_000: 40, 10_000: 10}
+TOPICS = ["polars", "pandas", "spark", "duckdb", "rust", "julia", "sql", "dbt", "airflow"]
+
+
+def build_store(home: Path, size: int) -> Memory:
+    settings = load_settings(home)
+    settings.memory.max_facts = size * 2
+    data = empty_memory()
+    data["facts"] = [
+        {
+            "id": f"fact_{i:08x}",
+            "content": f"Works with {TOPICS[i % len(TOPICS)]} on project P{i} for team T{i % 37}",
+            "category": "context",
+            "confidence": 0.7 + (i % 30) / 100,
+            "createdAt": "2025-01-01T00:00:00.000Z",
+            "source": f"thread-{i % 97}",
+        }
+        for i in range(size)
+    ]
+    store = MemoryStore(settings.memory_path)
+    with store.locked():
+        store.write(data)
+    return Memory(settings=settings)
+
+
+def diff_for(run: int, remove_id: str) -> dict:
+    return {
+        "user": {"topOfMind": {"summary": f"Benchmark run {run}", "shouldUpdate": True}},
+        "newFacts": [
+            {
+                "content": f"Benchmarks fold number {run} variant {v}",
+                "category": "goal",
+                "confidence": 0.9,
+            }
+            for v in ("alpha", "beta", "gamma")
+        ],
+        "factsToRemove": [remove_id],
+    }
+
+
+def time_folds(mem: Memory, runs: int) -> list[float]:
+    times = []
+    for run in range(runs):
+        remove_id = mem.data["facts"][0]["id"]
+        diff = diff_for(run, remove_id)
+        start = time.perf_counter()
+        mem.apply(diff, source=f"bench-{run}")
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def time_baseline(path: Path, runs: int) -> list[float]:
+    out = path.with_name("baseline.json")
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        with open(out, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in SIZES:
+            home = Path(tmp) / f"home-{size}"
+            mem = build_store(home, size)
+            mem.apply(diff_for(-1, mem.data["facts"][0]["id"]), source="warm-up")
+            folds = time_folds(mem, RUNS[size])
+            base = time_baseline(mem.path, RUNS[size])
+            kib = mem.path.stat().st_size / 1024
+            rows.append((size, kib, folds, base))
+            mem.close()
+    print(
+        f"{'facts':>7} {'file KiB':>9} {'fold p50':>9} {'fold p95':>9} "
+        f"{'json p50':>9} {'json p95':>9}  (ms; json = DeerFlow-style load + dump(indent=2))"
+    )
+    for size, kib, folds, base in rows:
+        print(
+            f"{size:>7,} {kib:>9.0f} {statistics.median(folds):>9.2f} {pct(folds, 0.95):>9.2f} "
+            f"{statistics.median(base):>9.2f} {pct(base, 0.95):>9.2f}"
+        )
+    at_1000 = statistics.median(rows[1][2])
+    verdict = "meets" if at_1000 < 20 else "misses"
+    print(f"goal: fold under 20 ms at 1,000 facts -> p50 {at_1000:.1f} ms ({verdict} it)")
+
+
+if __name__ == "__main__":
+    main()
