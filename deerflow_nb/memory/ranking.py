@@ -1,0 +1,285 @@
+"""Fact ranking: BM25 relevance to the turn, optionally fused with dense similarity,
+with confidence and recency as small priors.
+
+Without context the order is DeerFlow's: confidence, highest first, ties in store order.
+With context, relevance dominates: confidence and recency only separate facts that are
+about equally relevant (together they weigh less than a tenth of a perfect match).
+
+Everything that depends only on the facts (the BM25 index, each fact's line and token
+cost, the dense matrix) is built once per memory revision and cached, keyed by the facts'
+contents, categories, confidences and dates; a turn only analyses (and embeds) its query.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .embeddings import Embedder
+
+Context = str | Sequence[str] | None
+
+# Query parts: the current message counts fully, earlier turns at half weight.
+RECENT_WEIGHT = 0.5
+# Dense cosine weight against BM25 normalised to [0, 1]: MiniLM cosines rarely pass 0.7.
+DENSE_WEIGHT = 2.0
+# Priors, added to a relevance in [0, 1].
+CONFIDENCE_WEIGHT = 0.05
+RECENCY_WEIGHT = 0.02
+# Facts learned on the same day tend to be about the same episode (cluster hypothesis):
+# a fact gains this share of the best relevance among its same-day siblings.
+DAY_CLUSTER_WEIGHT = 0.1
+# Pseudo-relevance feedback: terms from the top facts widen a short lexical query.
+PRF_DOCS = 4
+PRF_TERMS = 8
+PRF_WEIGHT = 0.3
+
+_CACHE_SIZE = 8
+_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+
+# English function words plus the question and chat words that carry no topic.
+STOPWORDS = frozenset(
+    """
+    a about above after again against all also am an and any are aren as at be because been
+    before being below between both but by can cannot could couldn did didn do does doesn doing
+    don down during each else ever few for from further get gets got had hadn has hasn have
+    haven having he her here hers herself him himself his how i if in into is isn it its itself
+    just kind let like ll me more most much must my myself no nor not now of off on once only
+    or other ought our ours ourselves out over own per please re really same shan she should
+    shouldn so some such than that the their theirs them themselves then there these they
+    thing things this those through to too under until up upon us very ve was wasn we were
+    weren what whatever when whenever where whether which while who whom whose why will with
+    within without won would wouldn yes yet you your yours yourself yourselves
+    tell know think say said want wants anything something someone
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+
+
+def _stemmer() -> Any:
+    """Snowball English (PyStemmer), built once per thread: it is not thread-safe."""
+    local = _STEMMERS
+    stemmer = getattr(local, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = local.stemmer = Stemmer.Stemmer("english")
+    return stemmer
+
+
+_STEMMERS = threading.local()
+
+
+def analyze(text: str) -> list[str]:
+    """Lowercased word stems without stopwords: the terms BM25 indexes and queries."""
+    words = [w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+    return _stemmer().stemWords(words) if words else []
+
+
+def coerce_confidence(value: Any) -> float:
+    """A confidence in [0, 1]; junk counts as 0 (as in DeerFlow)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    if math.isnan(number):
+        return 0.0
+    return min(max(number, 0.0), 1.0)
+
+
+def usable_facts(memory_data: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Facts that can be injected: dicts with non-blank string content, in store order."""
+    facts = (memory_data or {}).get("facts") or []
+    if not isinstance(facts, list):
+        return []
+    return [
+        f
+        for f in facts
+        if isinstance(f, dict) and isinstance(c := f.get("content"), str) and c and not c.isspace()
+    ]
+
+
+def _signature(facts: list[dict[str, Any]]) -> tuple:
+    """What a revision's index depends on (ids do not: facts are addressed by position).
+
+    Raw values, stringified only if unhashable; this runs every turn, so it stays cheap.
+    """
+    key = tuple(
+        [(f["content"], f.get("category"), f.get("confidence"), f.get("createdAt")) for f in facts]
+    )
+    try:
+        hash(key)
+    except TypeError:
+        key = tuple(tuple(map(repr, item)) for item in key)
+    return key
+
+
+@dataclass
+class FactIndex:
+    """Everything about one memory revision that a turn should not recompute."""
+
+    contents: list[str]
+    confidence: np.ndarray
+    recency: np.ndarray
+    day: np.ndarray
+    confidence_order: np.ndarray
+    bm25: Any
+    line_cache: dict[int, tuple[str, int]] = field(default_factory=dict)
+    dense: dict[str, np.ndarray] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def dense_matrix(self, embedder: Embedder) -> np.ndarray:
+        """Fact vectors for ``embedder`` (from its cache; computed only if a fold missed them)."""
+        with self.lock:
+            matrix = self.dense.get(embedder.model_id)
+            if matrix is None:
+                matrix = embedder.embed_many(self.contents)
+                self.dense[embedder.model_id] = matrix
+            return matrix
+
+
+def _build(facts: list[dict[str, Any]]) -> FactIndex:
+    import bm25s
+
+    n = len(facts)
+    confidence = np.array([coerce_confidence(f.get("confidence")) for f in facts], dtype=float)
+    dates = [str(f.get("createdAt") or "") for f in facts]
+    # Recency as a rank in [0, 1]: robust to odd date spellings, needs no clock.
+    recency = np.zeros(n)
+    if n > 1:
+        order = sorted(range(n), key=lambda i: dates[i])
+        recency[order] = np.arange(n) / (n - 1)
+    days: dict[str, int] = {}
+    day = np.array([days.setdefault(d[:10], len(days)) if d else -1 for d in dates], dtype=int)
+    # Stable sort on -confidence: DeerFlow's sorted(..., reverse=True) keeps store order on ties.
+    confidence_order = np.argsort(-confidence, kind="stable")
+    corpus = [analyze(f["content"]) or ["\x00"] for f in facts]
+    bm25 = bm25s.BM25()
+    bm25.index(corpus, show_progress=False)
+    contents = [f["content"] for f in facts]
+    return FactIndex(contents, confidence, recency, day, confidence_order, bm25)
+
+
+# hash(signature) → (signature, index): tuples do not cache their hash, so it is taken once
+# per call and the full signature is compared only on a hit.
+_cache: OrderedDict[int, tuple[tuple, FactIndex]] = OrderedDict()
+_cache_lock = threading.Lock()
+builds = 0  # how many indexes were built: tests check the per-revision cache with it
+
+
+def get_index(memory_data: dict[str, Any] | None) -> tuple[list[dict[str, Any]], FactIndex]:
+    """This revision's usable facts and its cached index (built on first use).
+
+    The index addresses facts by position in that list: equal signatures mean equal
+    contents, categories, confidences and dates at every position.
+    """
+    global builds
+    facts = usable_facts(memory_data)
+    key = _signature(facts)
+    digest = hash(key)
+    with _cache_lock:
+        hit = _cache.get(digest)
+        if hit is not None and hit[0] == key:
+            _cache.move_to_end(digest)
+            return facts, hit[1]
+    index = _build(facts)
+    with _cache_lock:
+        builds += 1
+        _cache[digest] = (key, index)
+        _cache.move_to_end(digest)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return facts, index
+
+
+def query_parts(context: Context) -> list[tuple[str, float]]:
+    """The turn as weighted texts: the current message (last) at 1, earlier turns at 0.5."""
+    if context is None:
+        return []
+    texts = [context] if isinstance(context, str) else [t for t in context if isinstance(t, str)]
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        return []
+    parts = [(texts[-1], 1.0)]
+    if len(texts) > 1:
+        parts.append(("\n".join(texts[:-1]), RECENT_WEIGHT))
+    return parts
+
+
+@dataclass
+class Scores:
+    """Per-fact score parts, aligned with the usable facts."""
+
+    lexical: np.ndarray
+    dense: np.ndarray | None
+    relevance: np.ndarray
+    total: np.ndarray
+    order: np.ndarray
+
+
+def _bm25(index: FactIndex, terms: list[str]) -> np.ndarray:
+    if not terms:
+        return np.zeros(len(index.contents))
+    return np.asarray(index.bm25.get_scores(terms), dtype=float)
+
+
+def _lexical(index: FactIndex, parts: list[tuple[str, float]]) -> np.ndarray:
+    """BM25 of the weighted query parts, widened by feedback terms, normalised to [0, 1]."""
+    scores = np.zeros(len(index.contents))
+    query_terms: set[str] = set()
+    for text, weight in parts:
+        terms = analyze(text)
+        query_terms.update(terms)
+        scores += weight * _bm25(index, terms)
+    top = float(scores.max(initial=0.0))
+    if top <= 0:
+        return scores
+    feedback: dict[str, float] = {}
+    for i in np.argsort(-scores, kind="stable")[:PRF_DOCS]:
+        if scores[i] <= 0:
+            break
+        for term in set(analyze(index.contents[i])) - query_terms:
+            feedback[term] = feedback.get(term, 0.0) + scores[i] / top
+    if feedback:
+        terms = sorted(feedback, key=lambda t: (-feedback[t], t))[:PRF_TERMS]
+        extra = _bm25(index, terms)
+        if extra.max(initial=0.0) > 0:
+            scores = scores + PRF_WEIGHT * top * extra / extra.max()
+    return scores / scores.max()
+
+
+def _dense(index: FactIndex, parts: list[tuple[str, float]], embedder: Embedder) -> np.ndarray:
+    matrix = index.dense_matrix(embedder)
+    query = sum(weight * embedder.embed_query(text) for text, weight in parts)
+    norm = float(np.linalg.norm(query))
+    if norm == 0 or matrix.size == 0:
+        return np.zeros(len(index.contents))
+    return np.clip(matrix @ (query / norm), 0.0, None)
+
+
+def score(index: FactIndex, context: Context, embedder: Embedder | None = None) -> Scores:
+    """Score every fact for this turn; ``order`` is best first."""
+    n = len(index.contents)
+    parts = query_parts(context)
+    if not parts or n == 0:
+        zeros = np.zeros(n)
+        return Scores(zeros, None, zeros, index.confidence.copy(), index.confidence_order)
+    lexical = _lexical(index, parts)
+    dense = _dense(index, parts, embedder) if embedder is not None else None
+    relevance = lexical if dense is None else (lexical + DENSE_WEIGHT * dense) / (1 + DENSE_WEIGHT)
+    dated = index.day >= 0
+    if DAY_CLUSTER_WEIGHT and dated.any():
+        best = np.zeros(int(index.day.max(initial=-1)) + 1)
+        np.maximum.at(best, index.day[dated], relevance[dated])
+        relevance = relevance + DAY_CLUSTER_WEIGHT * np.where(dated, best[index.day], 0.0)
+        relevance = relevance / max(float(relevance.max()), 1e-12)
+    total = relevance + CONFIDENCE_WEIGHT * index.confidence + RECENCY_WEIGHT * index.recency
+    order = np.argsort(-total, kind="stable")
+    return Scores(lexical, dense, relevance, total, order)
