@@ -119,3 +119,25 @@ def test_two_processes_adding_300_facts_each_lose_nothing(home: Path, tmp_path: 
     assert len(mem.versions()) == 600  # every change journaled as its own version
     assert mem.versions()[-1]["fact_count"] == 600
     mem.close()
+
+
+EXITING_CHILD = textwrap.dedent(
+    """
+    from deerflow_nb import Memory
+
+    mem = Memory()
+    mem.journal.ensure_thread("t1")
+    mem.journal.add_message("t1", {"role": "user", "content": "I prefer polars over pandas."})
+    mem.journal.add_message("t1", {"role": "assistant", "content": "Noted."})
+    assert mem.enqueue("t1")
+    """
+)
+
+
+def test_pending_fold_is_flushed_when_the_interpreter_exits(home: Path) -> None:
+    (home / "config.yaml").write_text("memory:\n  debounce_seconds: 600\n")
+    assert spawn(home, EXITING_CHILD).wait(timeout=60) == 0
+    journal = Journal(home / "journal.db")
+    assert journal.db["memory_queue"].count == 0  # folded at exit, not left for later
+    facts = json.loads((home / "memory.json").read_text())["facts"]
+    assert [f["content"] for f in facts] == ["Prefers polars over pandas"]

@@ -140,15 +140,6 @@ def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
         )
 
 
-def release(journal: Journal, row: dict[str, Any]) -> None:
-    """Give a claimed row back untouched (the fold was cut short by a timeout)."""
-    with journal.transaction() as db:
-        db.execute(
-            "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL WHERE thread_id = ?",
-            [row["thread_id"]],
-        )
-
-
 def rows(journal: Journal) -> list[dict[str, Any]]:
     return list(journal.db["memory_queue"].rows_where(order_by="due_at"))
 
@@ -167,7 +158,7 @@ class QueueWorker:
         self.home = home
         self.journal = journal
         self.holders: list[Any] = []  # the Memory objects sharing this worker
-        self.fold_lock = threading.Lock()
+        self.fold_lock = threading.RLock()  # a callback may flush from inside a fold
         self._wake = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(
