@@ -160,9 +160,11 @@ def _build(facts: list[dict[str, Any]]) -> FactIndex:
     day = np.array([days.setdefault(d[:10], len(days)) if d else -1 for d in dates], dtype=int)
     # Stable sort on -confidence: DeerFlow's sorted(..., reverse=True) keeps store order on ties.
     confidence_order = np.argsort(-confidence, kind="stable")
-    corpus = [analyze(f["content"]) or ["\x00"] for f in facts]
-    bm25 = bm25s.BM25()
-    bm25.index(corpus, show_progress=False)
+    bm25 = None
+    if facts:
+        bm25 = bm25s.BM25()
+        # A fact with no indexable word still needs a row; "\x00" never matches a query.
+        bm25.index([analyze(f["content"]) or ["\x00"] for f in facts], show_progress=False)
     contents = [f["content"] for f in facts]
     return FactIndex(contents, confidence, recency, day, confidence_order, bm25)
 
@@ -225,7 +227,7 @@ class Scores:
 
 
 def _bm25(index: FactIndex, terms: list[str]) -> np.ndarray:
-    if not terms:
+    if not terms or index.bm25 is None:
         return np.zeros(len(index.contents))
     return np.asarray(index.bm25.get_scores(terms), dtype=float)
 

