@@ -543,9 +543,10 @@ class Memory:
                 )
 
             diff, source = change["diff"], change["source"]
-            self._commit(
+            result, _ = self._commit(
                 "approve", source, lambda d, x=diff, s=source: self._apply_rules(d, x, s), mark
             )
+            self._warm(result.data)
             count += 1
         return count
 
