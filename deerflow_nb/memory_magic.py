@@ -400,7 +400,9 @@ class MemoryCommands:
         events = self.memory.history(args.fact_id)
         if not events and args.fact_id not in self._fact_ids():
             raise UsageError(f"no fact {args.fact_id!r}; see {PROG} facts")
-        return views.EventsView(tuple(events[: args.limit]), f"History of {args.fact_id}, oldest first")
+        return views.EventsView(
+            tuple(events[: args.limit]), f"History of {args.fact_id}, oldest first"
+        )
 
     def handle_versions(self, args: VersionsArgs) -> views.VersionsView:
         return views.VersionsView(tuple(self.memory.versions()))
