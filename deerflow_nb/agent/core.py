@@ -232,8 +232,7 @@ class Agent:
                 MemoryInjectionMiddleware(self.memory, settings.memory.max_injection_tokens)
             )
         chain.append(JournalMiddleware(self.journal, title=_title(state.user_message["content"])))
-        if memory_on:
-            chain.append(MemoryEnqueueMiddleware(self.memory))
+        chain.append(MemoryEnqueueMiddleware(self.memory, remember=memory_on))
         return chain
 
     def _summary_model(self) -> ChatModel:

@@ -130,14 +130,20 @@ class JournalMiddleware(Middleware):
 
 
 class MemoryEnqueueMiddleware(Middleware):
-    """Asks memory to fold the journaled thread (Memory filters and debounces)."""
+    """Asks memory to fold the journaled thread (Memory filters and debounces), or, for a
+    turn run without memory, to pass it over so a later fold does not learn from it."""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: Memory, *, remember: bool = True) -> None:
         self.memory = memory
+        self.remember = remember
 
     def after_agent(self, state: TurnState) -> None:
-        if state.turn_id is not None:
+        if state.turn_id is None:
+            return
+        if self.remember:
             self.memory.enqueue(state.thread_id)
+        else:
+            self.memory.skip(state.thread_id)
 
 
 def turn_context(state: TurnState) -> list[str]:

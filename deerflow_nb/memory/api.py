@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings, load_settings
-from ..journal import Journal, now_iso
+from ..journal import Journal, now_iso, row_to_message
 from . import queue
 from .extraction import ExtractionError, build_messages, parse_reply, validate_diff
 from .filter import filter_messages, is_foldable
@@ -296,12 +296,10 @@ class Memory:
         thread = self.journal.thread(thread_id)
         if thread is None or thread.get("kind") == "subagent":
             return False
-        rows = self.journal.message_rows(thread_id)
-        last_seq = max((r["seq"] for r in rows), default=0)
         if not self.settings.memory.enabled:
-            self._mark_folded(thread_id, last_seq)
+            self.skip(thread_id)
             return False
-        snapshot = filter_messages(self.journal.messages(thread_id))
+        snapshot, last_seq = self._unfolded(thread_id)
         if not is_foldable(snapshot):
             return False
         queue.upsert(
@@ -310,6 +308,31 @@ class Memory:
         if self._worker is not None:
             self._worker.notify()
         return True
+
+    def skip(self, thread_id: str) -> None:
+        """Keep the thread's turns so far out of memory (``%%agent --no-memory``).
+
+        Turns already queued stay queued; only what was journaled since is passed over.
+        """
+        if queue.pending_row(self.journal, thread_id) is None:
+            last_seq = max((r["seq"] for r in self.journal.message_rows(thread_id)), default=0)
+            self._mark_folded(thread_id, last_seq)
+
+    def _unfolded(self, thread_id: str) -> tuple[list[dict[str, Any]], int]:
+        """The filtered messages journaled after the thread's last fold, and the last seq.
+
+        A fold reads only what it has not folded before, so a fact the user forgot with
+        ``%memory forget`` is not learned again from the turn that first stated it.
+        """
+        rows = self.journal.message_rows(thread_id, after_seq=self._folded_seq(thread_id))
+        last_seq = max((r["seq"] for r in rows), default=0)
+        return filter_messages([row_to_message(r) for r in rows]), last_seq
+
+    def _folded_seq(self, thread_id: str) -> int:
+        row = self.journal.db.execute(
+            "SELECT folded_seq FROM memory_threads WHERE thread_id = ?", [thread_id]
+        ).fetchone()
+        return int(row[0]) if row and row[0] else 0
 
     def flush(self, timeout: float | None = None) -> FlushReport:
         """Fold every pending thread now, failed ones included; returns what happened."""
@@ -363,9 +386,8 @@ class Memory:
             """
         ).fetchall()
         for (thread_id,) in rows:
-            snapshot = filter_messages(self.journal.messages(thread_id))
+            snapshot, last_seq = self._unfolded(thread_id)
             if is_foldable(snapshot):
-                last_seq = max(r["seq"] for r in self.journal.message_rows(thread_id))
                 queue.upsert(self.journal, thread_id, snapshot, last_seq, 0.0)
 
     def _mark_folded(self, thread_id: str, last_seq: int) -> None:

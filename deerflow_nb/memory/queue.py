@@ -106,14 +106,20 @@ def finish(db: Any, row: dict[str, Any]) -> None:
         "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL WHERE thread_id = ?",
         [row["thread_id"]],
     )
-    db["memory_threads"].upsert(
-        {
-            "thread_id": row["thread_id"],
-            "folded_seq": row.get("last_seq") or 0,
-            "folded_at": now_iso(),
-        },
-        pk="thread_id",
+    db.execute(
+        """
+        INSERT INTO memory_threads (thread_id, folded_seq, folded_at) VALUES (?, ?, ?)
+        ON CONFLICT(thread_id) DO UPDATE SET
+          folded_seq = MAX(folded_seq, excluded.folded_seq), folded_at = excluded.folded_at
+        """,
+        [row["thread_id"], row.get("last_seq") or 0, now_iso()],
     )
+
+
+def pending_row(journal: Journal, thread_id: str) -> dict[str, Any] | None:
+    """The thread's queued fold, if any."""
+    rows = list(journal.db["memory_queue"].rows_where("thread_id = ?", [thread_id]))
+    return rows[0] if rows else None
 
 
 def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
