@@ -94,30 +94,31 @@ def coerce_confidence(value: Any) -> float:
     return min(max(number, 0.0), 1.0)
 
 
-def usable_facts(memory_data: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Facts that can be injected: dicts with non-blank string content, in store order."""
+def _raw_facts(memory_data: dict[str, Any] | None) -> list[Any]:
     facts = (memory_data or {}).get("facts") or []
-    if not isinstance(facts, list):
-        return []
-    return [
-        f
-        for f in facts
-        if isinstance(f, dict) and isinstance(c := f.get("content"), str) and c and not c.isspace()
-    ]
+    return facts if isinstance(facts, list) else []
 
 
-def _signature(facts: list[dict[str, Any]]) -> tuple:
-    """What a revision's index depends on (ids do not: facts are addressed by position).
+def _signature(raw: list[Any]) -> tuple:
+    """What a revision's index depends on, in one pass over the stored facts.
 
-    Raw values, stringified only if unhashable; this runs every turn, so it stays cheap.
+    An entry per stored fact: None for one that cannot be injected (not a dict, blank or
+    non-string content), else its content, category, confidence and date. Ids do not
+    matter: facts are addressed by position. Raw values, stringified only if unhashable;
+    this runs every turn, so it stays cheap.
     """
     key = tuple(
-        [(f["content"], f.get("category"), f.get("confidence"), f.get("createdAt")) for f in facts]
+        [
+            (c, f.get("category"), f.get("confidence"), f.get("createdAt"))
+            if isinstance(f, dict) and isinstance(c := f.get("content"), str) and c.strip()
+            else None
+            for f in raw
+        ]
     )
     try:
         hash(key)
     except TypeError:
-        key = tuple(tuple(map(repr, item)) for item in key)
+        key = tuple(None if item is None else tuple(map(repr, item)) for item in key)
     return key
 
 
@@ -125,6 +126,7 @@ def _signature(facts: list[dict[str, Any]]) -> tuple:
 class FactIndex:
     """Everything about one memory revision that a turn should not recompute."""
 
+    positions: list[int]  # where each usable fact sits among the stored ones
     contents: list[str]
     confidence: np.ndarray
     recency: np.ndarray
@@ -145,9 +147,11 @@ class FactIndex:
             return matrix
 
 
-def _build(facts: list[dict[str, Any]]) -> FactIndex:
+def _build(raw: list[Any], key: tuple) -> FactIndex:
     import bm25s
 
+    positions = [p for p, item in enumerate(key) if item is not None]
+    facts = [raw[p] for p in positions]
     n = len(facts)
     confidence = np.array([coerce_confidence(f.get("confidence")) for f in facts], dtype=float)
     dates = [str(f.get("createdAt") or "") for f in facts]
@@ -166,7 +170,7 @@ def _build(facts: list[dict[str, Any]]) -> FactIndex:
         # A fact with no indexable word still needs a row; "\x00" never matches a query.
         bm25.index([analyze(f["content"]) or ["\x00"] for f in facts], show_progress=False)
     contents = [f["content"] for f in facts]
-    return FactIndex(contents, confidence, recency, day, confidence_order, bm25)
+    return FactIndex(positions, contents, confidence, recency, day, confidence_order, bm25)
 
 
 # hash(signature) → (signature, index): tuples do not cache their hash, so it is taken once
@@ -177,28 +181,29 @@ builds = 0  # how many indexes were built: tests check the per-revision cache wi
 
 
 def get_index(memory_data: dict[str, Any] | None) -> tuple[list[dict[str, Any]], FactIndex]:
-    """This revision's usable facts and its cached index (built on first use).
+    """This revision's usable facts, in store order, and its cached index (built once).
 
     The index addresses facts by position in that list: equal signatures mean equal
     contents, categories, confidences and dates at every position.
     """
     global builds
-    facts = usable_facts(memory_data)
-    key = _signature(facts)
+    raw = _raw_facts(memory_data)
+    key = _signature(raw)
     digest = hash(key)
     with _cache_lock:
         hit = _cache.get(digest)
-        if hit is not None and hit[0] == key:
+        index = hit[1] if hit is not None and hit[0] == key else None
+        if index is not None:
             _cache.move_to_end(digest)
-            return facts, hit[1]
-    index = _build(facts)
-    with _cache_lock:
-        builds += 1
-        _cache[digest] = (key, index)
-        _cache.move_to_end(digest)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return facts, index
+    if index is None:
+        index = _build(raw, key)
+        with _cache_lock:
+            builds += 1
+            _cache[digest] = (key, index)
+            _cache.move_to_end(digest)
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return [raw[p] for p in index.positions], index
 
 
 def query_parts(context: Context) -> list[tuple[str, float]]:
