@@ -140,14 +140,16 @@ class Memory:
     def search(self, query: str, k: int = 10) -> list[tuple[dict[str, Any], float]]:
         from .injection import rank_facts
 
-        return rank_facts(self.data, query, embedder=self.embedder)[:k]
+        return rank_facts(self.store.read_shared(), query, embedder=self.embedder)[:k]
 
     def preview(self, context: str | None = None, max_tokens: int | None = None) -> str:
         """Exactly the ``<memory>`` text the next turn would inject."""
         from .injection import format_memory_for_injection
 
         budget = max_tokens or self.settings.memory.max_injection_tokens
-        return format_memory_for_injection(self.data, budget, context, embedder=self.embedder)
+        return format_memory_for_injection(
+            self.store.read_shared(), budget, context, embedder=self.embedder
+        )
 
     def selected_facts(
         self, context: str | None = None, max_tokens: int | None = None
@@ -155,7 +157,7 @@ class Memory:
         from .injection import select_facts
 
         budget = max_tokens or self.settings.memory.max_injection_tokens
-        return select_facts(self.data, context, budget, embedder=self.embedder)
+        return select_facts(self.store.read_shared(), context, budget, embedder=self.embedder)
 
     # -- manual changes ----------------------------------------------------------------
     def add_fact(

@@ -115,6 +115,7 @@ class MemoryStore:
         key = self.path.resolve()
         with _process_locks_guard:
             self._thread_lock = _process_locks.setdefault(key, threading.RLock())
+        self._shared: tuple[tuple[int, int, int, int], dict[str, Any]] | None = None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -125,6 +126,25 @@ class MemoryStore:
 
     def exists(self) -> bool:
         return self.path.exists()
+
+    def read_shared(self) -> dict[str, Any]:
+        """The document, parsed once per file revision and shared between callers.
+
+        A turn reads memory on every model call; re-parsing a 10,000-fact file each time
+        costs tens of milliseconds. Writes replace the file by rename, so inode, size and
+        mtime identify a revision. Callers must not mutate the result; use ``read()``.
+        """
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return empty_memory()
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        shared = self._shared
+        if shared is not None and shared[0] == key:
+            return shared[1]
+        data = self.read()
+        self._shared = (key, data)
+        return data
 
     def read(self) -> dict[str, Any]:
         """The document as stored; the empty schema if the file is absent."""

@@ -1,0 +1,38 @@
+"""Injection reads memory.json once per revision, yet always sees the latest revision."""
+
+from __future__ import annotations
+
+import json
+
+from deerflow_nb import Memory
+
+
+def test_preview_sees_a_change_written_by_another_memory_instance() -> None:
+    reader = Memory()
+    writer = Memory()
+    reader.add_fact("Prefers polars over pandas", category="preference")
+    first = reader.store.read_shared()
+    assert reader.store.read_shared() is first  # parsed once for this revision
+
+    writer.add_fact("Deploys models with BentoML", category="knowledge")
+    assert "BentoML" in reader.preview()
+    assert reader.store.read_shared() is not first
+
+
+def test_a_hand_edited_file_is_read_again() -> None:
+    mem = Memory()
+    mem.add_fact("Uses DuckDB for local SQL", category="behavior")
+    assert "DuckDB" in mem.preview()
+    data = json.loads(mem.path.read_text())
+    data["facts"][0]["content"] = "Uses SQLite for local SQL"
+    mem.path.write_text(json.dumps(data))
+    assert "SQLite" in mem.preview()
+    assert "DuckDB" not in mem.preview()
+
+
+def test_deleting_memory_json_resets_what_is_injected() -> None:
+    mem = Memory()
+    mem.add_fact("Works on the churn model", category="context")
+    assert mem.preview()
+    mem.path.unlink()
+    assert mem.preview() == ""
