@@ -7,6 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from deerflow_nb.session import close_session
 
 if TYPE_CHECKING:
     from deerflow_nb.llm.server import ServerHandle
@@ -38,3 +42,32 @@ def loopback_server() -> Iterator[ServerHandle]:
 
     with start_server() as handle:
         yield handle
+
+
+def new_shell(ipython_dir: Path) -> InteractiveShell:
+    """The process's InteractiveShell, with history in memory and its own IPython dir."""
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    config.InteractiveShell.ipython_dir = str(ipython_dir)
+    return InteractiveShell.instance(config=config)
+
+
+@pytest.fixture
+def ipython(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell]:
+    """A real InteractiveShell, reset before and after the test."""
+    if not InteractiveShell.initialized():
+        new_shell(tmp_path_factory.mktemp("ipython"))
+    ip = InteractiveShell.instance()
+    ip.reset()
+    yield ip
+    ip.reset()
+
+
+@pytest.fixture
+def shell(ipython: InteractiveShell) -> Iterator[InteractiveShell]:
+    """The shell with ``%load_ext deerflow_nb`` run as a user would; its session is
+    closed afterwards so the next test's home gets a fresh Memory."""
+    ipython.run_line_magic("load_ext", "deerflow_nb")
+    yield ipython
+    ipython.run_line_magic("unload_ext", "deerflow_nb")
+    close_session(ipython)

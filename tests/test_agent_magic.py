@@ -3,39 +3,18 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from conftest import new_shell
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
-from traitlets.config import Config
 
 from deerflow_nb.agent.magic import AgentArgs, interpolate, parse_agent_line
 from deerflow_nb.llm.server import start_server
 from deerflow_nb.session import close_session, get_session
-
-
-def new_shell(ipython_dir: Path) -> InteractiveShell:
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    config.InteractiveShell.ipython_dir = str(ipython_dir)
-    return InteractiveShell.instance(config=config)
-
-
-@pytest.fixture
-def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell]:
-    if not InteractiveShell.initialized():
-        new_shell(tmp_path_factory.mktemp("ipython"))
-    ip = InteractiveShell.instance()
-    ip.reset()
-    ip.run_line_magic("load_ext", "deerflow_nb")
-    yield ip
-    ip.run_line_magic("unload_ext", "deerflow_nb")
-    close_session(ip)
 
 
 def agent_cell(shell: InteractiveShell, line: str, body: str) -> tuple[Any, CapturedIO]:

@@ -5,33 +5,15 @@ answer there; sub-agent threads never reach extraction."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from traitlets.config import Config
 
 from deerflow_nb import Agent
 from deerflow_nb.agent.middleware import injection
 from deerflow_nb.memory import Memory
-from deerflow_nb.session import close_session, get_session
-
-
-@pytest.fixture
-def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell]:
-    if not InteractiveShell.initialized():
-        config = Config()
-        config.HistoryManager.hist_file = ":memory:"
-        config.InteractiveShell.ipython_dir = str(tmp_path_factory.mktemp("ipython"))
-        InteractiveShell.instance(config=config)
-    ip = InteractiveShell.instance()
-    ip.reset()
-    ip.run_line_magic("load_ext", "deerflow_nb")
-    yield ip
-    ip.run_line_magic("unload_ext", "deerflow_nb")
-    close_session(ip)
+from deerflow_nb.session import get_session
 
 
 def cell(shell: InteractiveShell, line: str, body: str) -> str:

@@ -4,29 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
-import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from traitlets.config import Config
 
 from deerflow_nb.agent.tools import NotebookTools, tool_specs
-
-
-@pytest.fixture
-def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell]:
-    if not InteractiveShell.initialized():
-        config = Config()
-        config.HistoryManager.hist_file = ":memory:"
-        config.InteractiveShell.ipython_dir = str(tmp_path_factory.mktemp("ipython"))
-        InteractiveShell.instance(config=config)
-    ip = InteractiveShell.instance()
-    ip.reset()
-    yield ip
-    ip.reset()
 
 
 def test_list_variables_shows_user_data_only(shell: InteractiveShell) -> None:

@@ -5,30 +5,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from traitlets.config import Config
 
-from deerflow_nb.session import close_session, get_session
-
-
-@pytest.fixture
-def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell]:
-    """The process's InteractiveShell with the extension loaded as a user would."""
-    if not InteractiveShell.initialized():
-        config = Config()
-        config.HistoryManager.hist_file = ":memory:"
-        config.InteractiveShell.ipython_dir = str(tmp_path_factory.mktemp("ipython"))
-        InteractiveShell.instance(config=config)
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "deerflow_nb")
-    yield ip
-    close_session(ip)
+from deerflow_nb.session import get_session
 
 
 def facts(home: Path) -> list[dict[str, Any]]:

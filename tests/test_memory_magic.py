@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,40 +12,15 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from traitlets.config import Config
+from journal_rows import events, memory_json
 
 from deerflow_nb import memory_views as views
-from deerflow_nb.memory_magic import MemoryMagics, parse_memory_line
-from deerflow_nb.session import close_session, get_session
-
-
-@pytest.fixture
-def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell]:
-    """The process's one InteractiveShell with %memory registered; its session is
-    closed after each test so the next test's home gets a fresh Memory."""
-    if not InteractiveShell.initialized():
-        config = Config()
-        config.HistoryManager.hist_file = ":memory:"
-        config.InteractiveShell.ipython_dir = str(tmp_path_factory.mktemp("ipython"))
-        InteractiveShell.instance(config=config)
-    ip = InteractiveShell.instance()
-    ip.register_magics(MemoryMagics(ip))
-    yield ip
-    close_session(ip)
+from deerflow_nb.memory_magic import parse_memory_line
+from deerflow_nb.session import get_session
 
 
 def run(shell: InteractiveShell, line: str) -> Any:
     return shell.run_line_magic("memory", line)
-
-
-def memory_json(home: Path) -> dict[str, Any]:
-    return json.loads((home / "memory.json").read_text(encoding="utf-8"))
-
-
-def events(home: Path) -> list[dict[str, Any]]:
-    with sqlite3.connect(home / "journal.db") as conn:
-        conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute("SELECT * FROM memory_events ORDER BY id")]
 
 
 def fact_ids(home: Path) -> list[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 import comm
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from journal_rows import events, memory_json
 from traitlets.config import Config
 
 from deerflow_nb.memory import Memory
@@ -53,16 +52,6 @@ def memory(home: Path) -> Iterator[Memory]:
     mem = Memory(home)
     yield mem
     mem.close()
-
-
-def memory_json(home: Path) -> dict[str, Any]:
-    return json.loads((home / "memory.json").read_text(encoding="utf-8"))
-
-
-def events(home: Path) -> list[dict[str, Any]]:
-    with sqlite3.connect(home / "journal.db") as conn:
-        conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute("SELECT * FROM memory_events ORDER BY id")]
 
 
 def sent_values(widget: Any, name: str) -> list[Any]:
