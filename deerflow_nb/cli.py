@@ -5,57 +5,54 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .memory import Memory
 
-
-def _memory(home: str | None) -> Memory:
-    from .memory import Memory
-
-    return Memory(home)
+Command = Callable[[argparse.Namespace], int]
 
 
-def _cmd_fold(args: argparse.Namespace) -> int:
-    mem = _memory(args.home)
-    try:
-        if args.rebuild:
-            mem.recover()
-            print(f"rebuilt {mem.path} from the journal's last version")
-        report = mem.flush(timeout=args.timeout)
-        print(report)
-    finally:
-        mem.close()
-    return 0
+def _with_memory(action: Callable[[Memory, argparse.Namespace], None]) -> Command:
+    """A subcommand that opens the home's Memory, acts, and always closes it."""
+
+    def command(args: argparse.Namespace) -> int:
+        from .memory import Memory
+
+        mem = Memory(args.home)
+        try:
+            action(mem, args)
+        finally:
+            mem.close()
+        return 0
+
+    return command
 
 
-def _cmd_status(args: argparse.Namespace) -> int:
-    mem = _memory(args.home)
-    try:
-        print(json.dumps(mem.status(), indent=2, default=str))
-    finally:
-        mem.close()
-    return 0
+def _fold(mem: Memory, args: argparse.Namespace) -> None:
+    if args.rebuild:
+        mem.recover()
+        print(f"rebuilt {mem.path} from the journal's last version")
+    report = mem.flush(timeout=args.timeout)
+    print(
+        f"folded {len(report.folded)}, proposed for review {len(report.proposed)}, "
+        f"failed {len(report.failed)}, still queued {report.pending}"
+    )
+    for thread, error in report.failed.items():
+        print(f"  {thread}: {error}")
 
 
-def _cmd_export(args: argparse.Namespace) -> int:
-    mem = _memory(args.home)
-    try:
-        print(f"exported to {mem.export(args.path)}")
-    finally:
-        mem.close()
-    return 0
+def _status(mem: Memory, args: argparse.Namespace) -> None:
+    print(json.dumps(mem.status(), indent=2, default=str))
 
 
-def _cmd_import(args: argparse.Namespace) -> int:
-    mem = _memory(args.home)
-    try:
-        print(f"imported {mem.import_(args.path)} facts from {args.path}")
-    finally:
-        mem.close()
-    return 0
+def _export(mem: Memory, args: argparse.Namespace) -> None:
+    print(f"exported to {mem.export(args.path)}")
+
+
+def _import(mem: Memory, args: argparse.Namespace) -> None:
+    print(f"imported {mem.import_(args.path)} facts from {args.path}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,16 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
     fold = with_home(sub.add_parser("fold", help="fold every pending thread into memory now"))
     fold.add_argument("--rebuild", action="store_true", help="restore memory.json from the journal")
     fold.add_argument("--timeout", type=float, default=None, help="seconds to wait at most")
-    fold.set_defaults(func=_cmd_fold)
+    fold.set_defaults(func=_with_memory(_fold))
     with_home(sub.add_parser("status", help="queue, last fold, last error, paths")).set_defaults(
-        func=_cmd_status
+        func=_with_memory(_status)
     )
     export = with_home(sub.add_parser("export", help="write memory.json to PATH"))
     export.add_argument("path")
-    export.set_defaults(func=_cmd_export)
+    export.set_defaults(func=_with_memory(_export))
     imp = with_home(sub.add_parser("import", help="import a (DeerFlow) memory.json"))
     imp.add_argument("path")
-    imp.set_defaults(func=_cmd_import)
+    imp.set_defaults(func=_with_memory(_import))
     return parser
 
 

@@ -1,0 +1,52 @@
+"""``deerflow-nb`` memory chores, run as a user would: a real subprocess per command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from deerflow_nb import Agent, Memory
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deerflow_nb.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_fold_folds_what_a_turn_left_queued(home: Path) -> None:
+    agent = Agent()
+    agent.run("I prefer polars over pandas for dataframes.", thread="t")
+    agent.memory.close()
+    assert not (home / "memory.json").exists()  # the 30 s debounce has not passed
+
+    result = cli("fold", "--home", str(home))
+    assert result.returncode == 0, result.stderr
+    assert "folded 1" in result.stdout
+    facts = json.loads((home / "memory.json").read_text())["facts"]
+    assert any("polars" in f["content"] for f in facts)
+
+
+def test_export_import_and_status_round_trip(home: Path, tmp_path: Path) -> None:
+    mem = Memory(home)
+    mem.add_fact("Works on a churn model", category="context")
+    mem.close()
+    out = tmp_path / "exported.json"
+    assert cli("export", str(out), "--home", str(home)).returncode == 0
+    other = tmp_path / "other-home"
+    result = cli("import", str(out), "--home", str(other))
+    assert result.returncode == 0, result.stderr
+    status = json.loads(cli("status", "--home", str(other)).stdout)
+    assert status["fact_count"] == 1
+
+
+def test_a_bad_import_path_is_one_line_and_exit_2(home: Path) -> None:
+    result = cli("import", str(home / "missing.json"), "--home", str(home))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "missing.json" in result.stderr
