@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from deerflow_nb.memory.injection import fact_line, select_facts  # noqa: E402
+from deerflow_nb.memory.injection import select_facts, select_in_order  # noqa: E402
 from deerflow_nb.tokens import count_tokens  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev"
@@ -109,39 +109,20 @@ def evidence_recall(selected: Iterable[dict], evidence: set[str]) -> float:
 
 
 # -- baselines, packed like ours ------------------------------------------------------
-_line_costs: dict[int, int] = {}  # the fact dicts live for the whole run
-
-
-def pack(facts: list[dict], order: Iterable[int], max_tokens: int) -> list[dict]:
-    """Facts in ``order`` while their lines fit the same block our injection builds."""
-    chosen: list[dict] = []
-    used = count_tokens("<memory>\nFacts:\n</memory>")
-    for i in order:
-        if max_tokens - used < 8:
-            break
-        key = id(facts[i])
-        cost = _line_costs.get(key)
-        if cost is None:
-            cost = _line_costs[key] = count_tokens(fact_line(facts[i]) + "\n")
-        if used + cost <= max_tokens:
-            chosen.append(facts[i])
-            used += cost
-    block = "<memory>\nFacts:\n" + "\n".join(fact_line(f) for f in chosen) + "\n</memory>"
-    while chosen and count_tokens(block) > max_tokens:
-        chosen.pop()
-        block = "<memory>\nFacts:\n" + "\n".join(fact_line(f) for f in chosen) + "\n</memory>"
-    return chosen
+def pack(memory: dict[str, Any], order: Iterable[int], max_tokens: int) -> list[dict]:
+    """Facts in ``order`` while they fit, laid out exactly as our injection lays them out."""
+    return select_in_order(memory, order, max_tokens)
 
 
 class ConfidenceOnly:
     """DeerFlow today: highest confidence first, ties in store order."""
 
     def __init__(self, facts: list[dict]) -> None:
-        self.facts = facts
+        self.memory = memory_of(facts)
         self.order = sorted(range(len(facts)), key=lambda i: -facts[i]["confidence"])
 
     def __call__(self, question: str, max_tokens: int) -> list[dict]:
-        return pack(self.facts, self.order, max_tokens)
+        return pack(self.memory, self.order, max_tokens)
 
 
 class TfidfPlan:
@@ -155,6 +136,7 @@ class TfidfPlan:
 
     def __init__(self, facts: list[dict]) -> None:
         self.facts = facts
+        self.memory = memory_of(facts)
         docs = [self._TOKEN.findall(f["content"].lower()) for f in facts]
         self.vocab = {t: i for i, t in enumerate(sorted({t for d in docs for t in d}))}
         df = np.zeros(len(self.vocab))
@@ -179,7 +161,7 @@ class TfidfPlan:
         norm = np.linalg.norm(q)
         similarity = self.matrix @ (q / norm) if norm else np.zeros(len(self.facts))
         total = 0.6 * similarity + 0.4 * self.confidence
-        return pack(self.facts, np.argsort(-total, kind="stable"), max_tokens)
+        return pack(self.memory, np.argsort(-total, kind="stable"), max_tokens)
 
 
 class PlainBM25:
@@ -189,6 +171,7 @@ class PlainBM25:
         import bm25s
 
         self.facts = facts
+        self.memory = memory_of(facts)
         self.bm25 = bm25s.BM25()
         corpus = bm25s.tokenize([f["content"] for f in facts], show_progress=False)
         self.bm25.index(corpus, show_progress=False)
@@ -198,7 +181,7 @@ class PlainBM25:
 
         terms = bm25s.tokenize([question], return_ids=False, show_progress=False)[0]
         scores = self.bm25.get_scores(terms) if terms else np.zeros(len(self.facts))
-        return pack(self.facts, np.argsort(-scores, kind="stable"), max_tokens)
+        return pack(self.memory, np.argsort(-scores, kind="stable"), max_tokens)
 
 
 class Ours:

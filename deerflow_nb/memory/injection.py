@@ -14,21 +14,40 @@ Layout (DeerFlow's order and labels; empty sections are left out)::
     - Background: …
 
     Facts:
-    - [preference | 0.92 | 2026-03-01] Prefers polars over pandas
+    Untagged facts are [context | 0.90].
+    2026-03-01:
+    - [preference | 0.92] Prefers polars over pandas
+    - Works on churn prediction for a telecom
+    Undated:
+    - [goal | 0.80] Wants to learn Rust
     </memory>
+
+Every fact shows its category, confidence and date, as in ``- [preference | 0.92 |
+2026-03-01] …``, but the shared parts are said once: facts are grouped under the date they
+were learned, and the commonest ``[category | confidence]`` of the memory is stated once
+(the legend line) and left off the lines that have it, when that saves more tokens than
+the legend costs. Per-line metadata would otherwise cost ~16 tokens a fact, most of a
+short fact's own cost (~19 tokens on LOCOMO). A fact whose text starts with
+``[`` always carries its tag, so no text can pass for a tag.
 
 The whole string, tags included, never exceeds ``max_tokens`` counted with ``cl100k_base``.
 Summaries come first, as in DeerFlow; if they alone would not fit they are shortened, never
-the budget broken. Facts then fill what is left in rank order (see ``ranking``); a fact
-whose line does not fit is skipped and the next one tried, so the order of the listed facts
-is always the ranking order. Every text from memory is escaped (``&``, ``<``, ``>`` become
-entities; line breaks become spaces), so no fact or summary can close or forge a tag or
-add a line of its own.
+the budget broken. Facts then fill what is left in rank order (see ``ranking``), each
+costing its line plus, for the first fact of a date or the first untagged fact, the date
+header or the legend; a fact that does not fit is skipped and the next one tried. The
+listing groups the chosen facts by date, dates in the order of their best-ranked fact,
+facts within a date in rank order (without context: confidence order, so the most
+confident fact comes first); ``select_facts`` returns them in that listing order. Every
+text from memory is escaped (``&``, ``<``, ``>`` become entities; line breaks become
+spaces), so no fact or summary can close or forge a tag or add a line of its own.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ..tokens import count_tokens, truncate_to_tokens
@@ -50,10 +69,12 @@ HISTORY_FIELDS = (
     ("earlierContext", "Earlier"),
     ("longTermBackground", "Background"),
 )
-# A fact line never costs less than this ("- [x | 0.00] y"): below it, stop looking.
-_MIN_LINE_TOKENS = 8
+# A fact line never costs less than this ("- y\n"): below it, stop looking.
+_MIN_LINE_TOKENS = 3
 # After this many facts in a row that do not fit, the rest will not either (in practice).
 _MAX_MISSES = 64
+UNDATED_HEADER = "Undated:"
+LEGEND = "Untagged facts are [{tag}]."
 _SPACE_RE = re.compile(r"\s+")
 _CATEGORY_RE = re.compile(r"[^\w-]+")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}")
@@ -67,14 +88,42 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def fact_line(fact: dict[str, Any]) -> str:
-    """``- [category | confidence | date] content``; the date is left out when unknown."""
+def fact_tag(fact: dict[str, Any]) -> str:
+    """``category | confidence``, as the block shows it (``context | 0.90``)."""
     category = _CATEGORY_RE.sub("", str(fact.get("category") or "context")) or "context"
-    head = f"{category} | {coerce_confidence(fact.get('confidence')):.2f}"
+    return f"{category} | {coerce_confidence(fact.get('confidence')):.2f}"
+
+
+def fact_date(fact: dict[str, Any]) -> str | None:
+    """The ``YYYY-MM-DD`` a fact was learned, or None when unknown."""
     created = _DATE_RE.match(str(fact.get("createdAt") or ""))
-    if created:
-        head += f" | {created.group(0)}"
-    return f"- [{head}] {escape(fact['content'])}"
+    return created.group(0) if created else None
+
+
+def date_header(date: str | None) -> str:
+    return f"{date}:" if date else UNDATED_HEADER
+
+
+def fact_line(fact: dict[str, Any], default_tag: str | None = None) -> str:
+    """``- [category | confidence] content``, or ``- content`` when the tag is ``default_tag``.
+
+    The date is not on the line: it heads the line's group. A text that starts with ``[``
+    keeps its tag, so it cannot pass for one.
+    """
+    tag, text = fact_tag(fact), escape(fact["content"])
+    if tag == default_tag and not text.startswith("["):
+        return f"- {text}"
+    return f"- [{tag}] {text}"
+
+
+@lru_cache(maxsize=4096)
+def _cost(line: str) -> int:
+    """Tokens a line adds to the block, its line break included.
+
+    cl100k's pre-tokenizer always splits right after the line break that ends a line (it
+    can only join a break to what precedes it), so these costs add up exactly.
+    """
+    return count_tokens(line + "\n")
 
 
 def _summaries(memory_data: dict[str, Any]) -> list[Section]:
@@ -148,12 +197,100 @@ def _fit_summaries(sections: list[Section], max_tokens: int) -> list[Section]:
     return current if count_tokens(_render(current, [])) <= max_tokens else []
 
 
-def _line(index: FactIndex, facts: list[dict[str, Any]], i: int) -> tuple[str, int]:
+def _default_tag(index: FactIndex, facts: list[dict[str, Any]]) -> str | None:
+    """The revision's commonest ``category | confidence`` (first seen wins a tie), if stating
+    it once in the legend costs less than it saves by leaving it off the facts that have it."""
+    if "default_tag" not in index.meta:
+        tag, count = Counter(map(fact_tag, facts)).most_common(1)[0]
+        saved = _cost(f"- [{tag}] x") - _cost("- x")
+        worth = count * saved > _cost(LEGEND.format(tag=tag))
+        index.meta["default_tag"] = tag if worth else None
+    return index.meta["default_tag"]
+
+
+def _line(index: FactIndex, facts: list[dict[str, Any]], i: int) -> tuple[str | None, str, int]:
+    """Fact ``i``'s date, line and line cost (cached for the revision)."""
     cached = index.line_cache.get(i)
     if cached is None:
-        line = fact_line(facts[i])
-        cached = index.line_cache[i] = (line, count_tokens("\n" + line))
+        line = fact_line(facts[i], _default_tag(index, facts))
+        cached = index.line_cache[i] = (fact_date(facts[i]), line, _cost(line))
     return cached
+
+
+def _layout(
+    index: FactIndex, facts: list[dict[str, Any]], accepted: list[int]
+) -> tuple[list[str], list[int]]:
+    """The Facts lines (legend, date headers, fact lines) and the listed facts, in order.
+
+    ``accepted`` is in rank order; dates come in the order of their best-ranked fact.
+    """
+    groups: dict[str | None, list[int]] = {}
+    for i in accepted:
+        groups.setdefault(_line(index, facts, i)[0], []).append(i)
+    lines: list[str] = []
+    listed: list[int] = []
+    untagged = False
+    for date, members in groups.items():
+        lines.append(date_header(date))
+        for i in members:
+            line = _line(index, facts, i)[1]
+            untagged = untagged or not line.startswith("- [")
+            lines.append(line)
+            listed.append(i)
+    if untagged:
+        lines.insert(0, LEGEND.format(tag=_default_tag(index, facts)))
+    return lines, listed
+
+
+def _pack(
+    index: FactIndex,
+    facts: list[dict[str, Any]],
+    sections: list[Section],
+    order: Iterable[int],
+    max_tokens: int,
+) -> tuple[str, list[int]]:
+    """The block holding the facts that fit, tried in ``order``, and the listed positions.
+
+    A fact costs its line, plus the date header if it is the first of its date, plus the
+    legend if it is the first untagged fact: the exact marginal cost of adding it.
+    """
+    # The block with an empty Facts section; each line then adds its own cost.
+    used = count_tokens(_render(sections, ["\0"]).replace("\0\n", ""))  # "Facts:\n</memory>"
+    default = _default_tag(index, facts)
+    legend_cost = _cost(LEGEND.format(tag=default)) if default else 0
+    accepted: list[int] = []
+    dates: set[str | None] = set()
+    legend = False
+    misses = 0
+    for i in order:
+        if max_tokens - used < _MIN_LINE_TOKENS or misses > _MAX_MISSES:
+            break
+        i = int(i)
+        date, line, cost = _line(index, facts, i)
+        if date not in dates:
+            cost += _cost(date_header(date))
+        tagged = line.startswith("- [")
+        if not (tagged or legend):
+            cost += legend_cost
+        if used + cost <= max_tokens:
+            accepted.append(i)
+            dates.add(date)
+            legend = legend or not tagged
+            used += cost
+            misses = 0
+        else:
+            misses += 1
+    # The final string is counted whole all the same (a safety net: it is never trimmed
+    # unless the pre-tokenizer splits differently than assumed).
+    lines, listed = _layout(index, facts, accepted)
+    text = _render(sections, lines)
+    while accepted and count_tokens(text) > max_tokens:
+        accepted.pop()
+        lines, listed = _layout(index, facts, accepted)
+        text = _render(sections, lines)
+    if count_tokens(text) > max_tokens:
+        return "", []
+    return text, listed
 
 
 def _compose(
@@ -169,31 +306,21 @@ def _compose(
     sections = _fit_summaries(_summaries(data), max_tokens)
     if not facts:
         return _render(sections, []), facts, [], index, scores
-    # The block with an empty Facts section; each line then adds its own cost.
-    used = count_tokens(_render(sections, [""])) - 1  # the first line's "\n" is in its cost
-    chosen: list[int] = []
-    misses = 0
-    for i in scores.order:
-        if max_tokens - used < _MIN_LINE_TOKENS or misses > _MAX_MISSES:
-            break
-        _, cost = _line(index, facts, int(i))
-        if used + cost <= max_tokens:
-            chosen.append(int(i))
-            used += cost
-            misses = 0
-        else:
-            misses += 1
-    # Line costs are counted alone; joined text can tokenize a little differently, so
-    # the final string is counted exactly and trimmed from the lowest-ranked end.
-    text = _render(sections, [_line(index, facts, i)[0] for i in chosen])
-    total = count_tokens(text)
-    while chosen and total > max_tokens:
-        chosen.pop()
-        text = _render(sections, [_line(index, facts, i)[0] for i in chosen])
-        total = count_tokens(text)
-    if total > max_tokens:
-        return "", facts, [], index, scores
-    return text, facts, chosen, index, scores
+    text, listed = _pack(index, facts, sections, scores.order, max_tokens)
+    return text, facts, listed, index, scores
+
+
+def select_in_order(
+    memory_data: dict[str, Any] | None, order: Iterable[int], max_tokens: int = 2000
+) -> list[dict[str, Any]]:
+    """The facts a block lists when ``order`` (positions among the usable facts, best
+    first) replaces the ranking: how benchmarks pack other rankings exactly like ours."""
+    data = memory_data if isinstance(memory_data, dict) else {}
+    facts, index = get_index(data)
+    if not facts:
+        return []
+    sections = _fit_summaries(_summaries(data), max_tokens)
+    return [facts[i] for i in _pack(index, facts, sections, order, max_tokens)[1]]
 
 
 def format_memory_for_injection(
@@ -233,9 +360,9 @@ def explain_selection(
 ) -> list[dict[str, Any]]:
     """Why each injected fact is there: its rank and score parts, in injection order.
 
-    ``relevance`` fuses ``lexical`` (BM25, normalised per query) and ``dense`` (cosine, or
-    None without embeddings); ``score`` adds the confidence and recency priors. With no
-    context, relevance is 0 and the score is the confidence.
+    ``relevance`` fuses ``lexical`` (BM25, normalised per query) and ``dense`` (cosine,
+    min-max normalised per query, or None without embeddings); ``score`` adds the confidence
+    and recency priors. With no context, relevance is 0 and the score is the confidence.
     """
     _, facts, chosen, index, scores = _compose(memory_data, max_tokens, context, embedder)
     rank_of = {int(i): r for r, i in enumerate(scores.order, start=1)}

@@ -29,8 +29,11 @@ Context = str | Sequence[str] | None
 
 # Query parts: the current message counts fully, earlier turns at half weight.
 RECENT_WEIGHT = 0.5
-# Dense cosine weight against BM25 normalised to [0, 1]: MiniLM cosines rarely pass 0.7.
-DENSE_WEIGHT = 2.0
+# Lexical and dense relevance are fused by a convex combination of their per-query
+# min-max normalised scores, with equal weights: the fusion Bruch et al. (2023, "An
+# Analysis of Fusion Functions for Hybrid Retrieval") found more robust than RRF, and
+# equal weights assume nothing about either model's scale.
+DENSE_SHARE = 0.5
 # Priors, added to a relevance in [0, 1].
 CONFIDENCE_WEIGHT = 0.05
 RECENCY_WEIGHT = 0.02
@@ -133,7 +136,8 @@ class FactIndex:
     day: np.ndarray
     confidence_order: np.ndarray
     bm25: Any
-    line_cache: dict[int, tuple[str, int]] = field(default_factory=dict)
+    line_cache: dict[int, tuple[str | None, str, int]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # per-revision values of other modules
     dense: dict[str, np.ndarray] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -268,7 +272,17 @@ def _dense(index: FactIndex, parts: list[tuple[str, float]], embedder: Embedder)
     norm = float(np.linalg.norm(query))
     if norm == 0 or matrix.size == 0:
         return np.zeros(len(index.contents))
-    return np.clip(matrix @ (query / norm), 0.0, None)
+    return _min_max(matrix @ (query / norm))
+
+
+def _min_max(values: np.ndarray) -> np.ndarray:
+    """``values`` mapped onto [0, 1] for this query (all zeros when they are all equal)."""
+    if values.size == 0:
+        return np.zeros(0)
+    low, high = float(values.min()), float(values.max())
+    if high <= low:
+        return np.zeros(len(values))
+    return (values - low) / (high - low)
 
 
 def score(index: FactIndex, context: Context, embedder: Embedder | None = None) -> Scores:
@@ -280,7 +294,7 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
         return Scores(zeros, None, zeros, index.confidence.copy(), index.confidence_order)
     lexical = _lexical(index, parts)
     dense = _dense(index, parts, embedder) if embedder is not None else None
-    relevance = lexical if dense is None else (lexical + DENSE_WEIGHT * dense) / (1 + DENSE_WEIGHT)
+    relevance = lexical if dense is None else (1 - DENSE_SHARE) * lexical + DENSE_SHARE * dense
     dated = index.day >= 0
     if DAY_CLUSTER_WEIGHT and dated.any():
         best = np.zeros(int(index.day.max(initial=-1)) + 1)
