@@ -24,6 +24,7 @@ from typing import Any
 from ..config import Settings, load_settings
 from ..journal import Journal, now_iso, row_to_message
 from . import queue
+from .events import decode_event, event_row, replacement_events
 from .extraction import ExtractionError, build_messages, parse_reply, validate_diff
 from .filter import filter_messages, is_foldable
 from .similarity import overlap
@@ -444,7 +445,7 @@ class Memory:
                         .last_pk
                     )
                     db["memory_events"].insert_all(
-                        [_event_row(e, stamp, source, version) for e in result.events]
+                        [event_row(e, stamp, source, version) for e in result.events]
                     )
                 if finish:
                     finish(db)
@@ -462,7 +463,7 @@ class Memory:
                 return empty_memory()
 
         def mutate(old: dict[str, Any]) -> UpdateResult:
-            return UpdateResult(copy.deepcopy(new), _replacement_events(old, new, reason))
+            return UpdateResult(copy.deepcopy(new), replacement_events(old, new, reason))
 
         _, version = self._commit(reason, source, mutate, always=True, read=read_tolerant)
         return version
@@ -474,12 +475,12 @@ class Memory:
         rows = self.journal.db["memory_events"].rows_where(
             where, args, order_by="id desc", limit=limit
         )
-        return [_decode_event(r) for r in rows]
+        return [decode_event(r) for r in rows]
 
     def history(self, fact_id: str) -> list[dict[str, Any]]:
         """How one fact came, changed and went, oldest first."""
         rows = self.journal.db["memory_events"].rows_where("fact_id = ?", [fact_id], order_by="id")
-        return [_decode_event(r) for r in rows]
+        return [decode_event(r) for r in rows]
 
     def versions(self) -> list[dict[str, Any]]:
         """Every recorded state, oldest first, without the snapshots themselves."""
@@ -500,7 +501,7 @@ class Memory:
         """Facts added, removed and changed from version ``v1`` to ``v2`` (default: now)."""
         old = self.version(v1)
         new = self.data if v2 is None else self.version(v2)
-        events = _replacement_events(old, new, "diff")
+        events = replacement_events(old, new, "diff")
         old_by_id = {f.get("id"): f for f in old.get("facts", [])}
         new_by_id = {f.get("id"): f for f in new.get("facts", [])}
         return {
@@ -697,84 +698,3 @@ def _takes_argument(callback: Callable[..., Any]) -> bool:
             for p in params
         )
     return False
-
-
-def _replacement_events(old: dict[str, Any], new: dict[str, Any], kind: str) -> list[Event]:
-    """One event per fact added, removed or changed, and per section changed."""
-    events = []
-    old_by_id = {f.get("id"): f for f in old.get("facts", [])}
-    new_by_id = {f.get("id"): f for f in new.get("facts", [])}
-    for fact_id, fact in old_by_id.items():
-        if fact_id not in new_by_id:
-            events.append(
-                Event(
-                    kind,
-                    fact_id,
-                    None,
-                    fact.get("content"),
-                    None,
-                    fact.get("confidence"),
-                    None,
-                    {"change": "remove"},
-                )
-            )
-    for fact_id, fact in new_by_id.items():
-        before = old_by_id.get(fact_id)
-        if before is None:
-            events.append(
-                Event(
-                    kind,
-                    fact_id,
-                    None,
-                    None,
-                    fact.get("content"),
-                    None,
-                    fact.get("confidence"),
-                    {"change": "add"},
-                )
-            )
-        elif before != fact:
-            events.append(
-                Event(
-                    kind,
-                    fact_id,
-                    None,
-                    before.get("content"),
-                    fact.get("content"),
-                    before.get("confidence"),
-                    fact.get("confidence"),
-                    {"change": "update"},
-                )
-            )
-    for group in ("user", "history"):
-        old_group, new_group = old.get(group) or {}, new.get(group) or {}
-        for name in sorted(set(old_group) | set(new_group)):
-            before = (old_group.get(name) or {}).get("summary", "")
-            after = (new_group.get(name) or {}).get("summary", "")
-            if before != after:
-                events.append(
-                    Event(
-                        kind, None, f"{group}.{name}", before, after, details={"change": "section"}
-                    )
-                )
-    return events
-
-
-def _event_row(event: Event, ts: str, source: str, version: int | None) -> dict[str, Any]:
-    return {
-        "ts": ts,
-        "kind": event.kind,
-        "fact_id": event.fact_id,
-        "section": event.section,
-        "old_content": event.old_content,
-        "new_content": event.new_content,
-        "old_confidence": event.old_confidence,
-        "new_confidence": event.new_confidence,
-        "source": source,
-        "version_id": version,
-        "details": json.dumps(event.details) if event.details else None,
-    }
-
-
-def _decode_event(row: dict[str, Any]) -> dict[str, Any]:
-    return {**row, "details": json.loads(row["details"]) if row.get("details") else {}}
