@@ -286,3 +286,20 @@ def test_embeddings_are_normalised_and_word_based(model: OfflineModel) -> None:
 def test_non_offline_name_without_key_names_the_fix() -> None:
     with pytest.raises(ModelError, match="OPENAI_API_KEY"):
         get_chat_model(load_settings(), "gpt-4o")
+
+
+def test_quotes_tagged_and_legend_untagged_facts_but_not_summaries() -> None:
+    system = (
+        "<memory>\nUser Context:\n- Work: Leads the telecom churn team.\n\nFacts:\n"
+        "Untagged facts are [context | 0.90].\n2026-11-22:\n"
+        "- Works on a churn model\n- [preference | 0.92] Prefers polars over pandas\n</memory>"
+    )
+    reply = OfflineModel().chat(
+        [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "Which library for pandas work on churn?"},
+        ]
+    )
+    assert "Works on a churn model" in reply.content
+    assert "Prefers polars over pandas" in reply.content
+    assert "telecom" not in reply.content  # the summary line is not a fact

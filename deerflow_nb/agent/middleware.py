@@ -167,4 +167,4 @@ def injection(memory: Memory, context: list[str], max_tokens: int) -> tuple[str,
     if FACTS_HEADER not in lines:
         return block, 0
     facts = lines[lines.index(FACTS_HEADER) + 1 :]
-    return block, sum(1 for line in facts if line.startswith("- ["))
+    return block, sum(1 for line in facts if line.startswith("- "))

@@ -55,7 +55,7 @@ _DESCRIBE_RE = re.compile(
 _CELL_RE = re.compile(r"\bcell\s*(?:#|number\s*)?(\d+)\b|\bIn\s*\[\s*(\d+)\s*\]", re.IGNORECASE)
 _TASK_RE = re.compile(r"\bsub-?\s?agents?\b|\bin parallel\b|\bdelegat", re.IGNORECASE)
 _MEMORY_RE = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)
-_FACT_RE = re.compile(r"^-\s*\[[^\]]*\]\s*(?:\([^)]*\)\s*)?(.+)$")
+_FACT_RE = re.compile(r"^-\s*(?:\[[^\]]*\]\s*)?(?:\([^)]*\)\s*)?(.+)$")
 _ROLE_RE = re.compile(r"^(User|Assistant|Human|AI|Tool result)\s*:", re.MULTILINE | re.IGNORECASE)
 _SUMMARY_HEAD = "Summary of earlier conversation:\n"
 _BULLET_SAID = "- The user said: "
@@ -319,7 +319,7 @@ def _plain_answer(question: str, system: str) -> str:
     wanted = set(content_words(question))
     quoted = []
     for block in _MEMORY_RE.findall(system):
-        for line in block.splitlines():
+        for line in block.partition("\nFacts:\n")[2].splitlines():
             match = _FACT_RE.match(line.strip())
             if match and wanted & set(content_words(match.group(1))):
                 quoted.append(match.group(1).strip().rstrip("."))
