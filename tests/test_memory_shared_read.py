@@ -11,12 +11,13 @@ def test_preview_sees_a_change_written_by_another_memory_instance() -> None:
     reader = Memory()
     writer = Memory()
     reader.add_fact("Prefers polars over pandas", category="preference")
-    first = reader.store.read_shared()
-    assert reader.store.read_shared() is first  # parsed once for this revision
+    revision, first = reader.store.read_shared()
+    assert reader.store.read_shared() == (revision, first)
+    assert reader.store.read_shared()[1] is first  # parsed once for this revision
 
     writer.add_fact("Deploys models with BentoML", category="knowledge")
     assert "BentoML" in reader.preview()
-    assert reader.store.read_shared() is not first
+    assert reader.store.read_shared()[1] is not first
 
 
 def test_a_hand_edited_file_is_read_again() -> None:
@@ -36,3 +37,18 @@ def test_deleting_memory_json_resets_what_is_injected() -> None:
     assert mem.preview()
     mem.path.unlink()
     assert mem.preview() == ""
+
+
+def test_a_pinned_revision_skips_the_fingerprint_but_not_a_new_revision() -> None:
+    from deerflow_nb.memory import ranking
+
+    mem = Memory()
+    mem.add_fact("Prefers polars over pandas", category="preference")
+    mem.preview("polars")
+    builds = ranking.builds
+    for _ in range(3):
+        assert "polars" in mem.preview("polars")
+    assert ranking.builds == builds  # one index for the revision
+    mem.add_fact("Deploys with BentoML", category="knowledge")
+    assert "BentoML" in mem.preview("BentoML")
+    assert ranking.builds == builds + 1

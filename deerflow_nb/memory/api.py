@@ -138,19 +138,26 @@ class Memory:
                 self._embedder = None
         return self._embedder
 
+    def _shared(self) -> dict[str, Any]:
+        """The current revision, read-only, pinned so ranking need not fingerprint it."""
+        from .ranking import pin_revision
+
+        revision, data = self.store.read_shared()
+        if revision is not None:
+            pin_revision(data, revision)
+        return data
+
     def search(self, query: str, k: int = 10) -> list[tuple[dict[str, Any], float]]:
         from .injection import rank_facts
 
-        return rank_facts(self.store.read_shared(), query, embedder=self.embedder)[:k]
+        return rank_facts(self._shared(), query, embedder=self.embedder)[:k]
 
     def preview(self, context: str | None = None, max_tokens: int | None = None) -> str:
         """Exactly the ``<memory>`` text the next turn would inject."""
         from .injection import format_memory_for_injection
 
         budget = max_tokens or self.settings.memory.max_injection_tokens
-        return format_memory_for_injection(
-            self.store.read_shared(), budget, context, embedder=self.embedder
-        )
+        return format_memory_for_injection(self._shared(), budget, context, embedder=self.embedder)
 
     def selected_facts(
         self, context: str | None = None, max_tokens: int | None = None
@@ -158,7 +165,7 @@ class Memory:
         from .injection import select_facts
 
         budget = max_tokens or self.settings.memory.max_injection_tokens
-        return select_facts(self.store.read_shared(), context, budget, embedder=self.embedder)
+        return select_facts(self._shared(), context, budget, embedder=self.embedder)
 
     # -- manual changes ----------------------------------------------------------------
     def add_fact(

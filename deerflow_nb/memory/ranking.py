@@ -16,7 +16,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -151,10 +151,10 @@ class FactIndex:
             return matrix
 
 
-def _build(raw: list[Any], key: tuple) -> FactIndex:
+def _build(raw: list[Any], signature: tuple) -> FactIndex:
     import bm25s
 
-    positions = [p for p, item in enumerate(key) if item is not None]
+    positions = [p for p, item in enumerate(signature) if item is not None]
     facts = [raw[p] for p in positions]
     n = len(facts)
     confidence = np.array([coerce_confidence(f.get("confidence")) for f in facts], dtype=float)
@@ -181,18 +181,42 @@ def _build(raw: list[Any], key: tuple) -> FactIndex:
 # per call and the full signature is compared only on a hit.
 _cache: OrderedDict[int, tuple[tuple, FactIndex]] = OrderedDict()
 _cache_lock = threading.Lock()
+# id(document) -> (the document itself, so the id stays valid, its revision)
+_pinned: OrderedDict[int, tuple[dict[str, Any], Hashable]] = OrderedDict()
 builds = 0  # how many indexes were built: tests check the per-revision cache with it
+
+
+def pin_revision(memory_data: dict[str, Any], revision: Hashable) -> None:
+    """Declare ``memory_data`` immutable and named by ``revision`` (say, its file's stat).
+
+    ``get_index`` then keys its cache by the revision instead of fingerprinting every
+    fact on every call, the bulk of a turn's injection cost at 10,000 facts. Only for
+    objects nobody mutates, such as ``MemoryStore.read_shared``'s document.
+    """
+    with _cache_lock:
+        _pinned[id(memory_data)] = (memory_data, revision)
+        _pinned.move_to_end(id(memory_data))
+        while len(_pinned) > _CACHE_SIZE:
+            _pinned.popitem(last=False)
+
+
+def _key(memory_data: dict[str, Any] | None, raw: list[Any]) -> tuple:
+    pinned = _pinned.get(id(memory_data))
+    if pinned is not None and pinned[0] is memory_data:
+        return ("revision", pinned[1])
+    return _signature(raw)
 
 
 def get_index(memory_data: dict[str, Any] | None) -> tuple[list[dict[str, Any]], FactIndex]:
     """This revision's usable facts, in store order, and its cached index (built once).
 
-    The index addresses facts by position in that list: equal signatures mean equal
-    contents, categories, confidences and dates at every position.
+    The index addresses facts by position in that list: equal signatures (or an equal
+    pinned revision) mean equal contents, categories, confidences and dates at every
+    position.
     """
     global builds
     raw = _raw_facts(memory_data)
-    key = _signature(raw)
+    key = _key(memory_data, raw)
     digest = hash(key)
     with _cache_lock:
         hit = _cache.get(digest)
@@ -200,7 +224,7 @@ def get_index(memory_data: dict[str, Any] | None) -> tuple[list[dict[str, Any]],
         if index is not None:
             _cache.move_to_end(digest)
     if index is None:
-        index = _build(raw, key)
+        index = _build(raw, key if key[:1] != ("revision",) else _signature(raw))
         with _cache_lock:
             builds += 1
             _cache[digest] = (key, index)

@@ -115,7 +115,7 @@ class MemoryStore:
         key = self.path.resolve()
         with _process_locks_guard:
             self._thread_lock = _process_locks.setdefault(key, threading.RLock())
-        self._shared: tuple[tuple[int, int, int, int], dict[str, Any]] | None = None
+        self._shared: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -127,24 +127,25 @@ class MemoryStore:
     def exists(self) -> bool:
         return self.path.exists()
 
-    def read_shared(self) -> dict[str, Any]:
-        """The document, parsed once per file revision and shared between callers.
+    def read_shared(self) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
+        """The file's revision and its document, parsed once per revision and shared.
 
         A turn reads memory on every model call; re-parsing a 10,000-fact file each time
-        costs tens of milliseconds. Writes replace the file by rename, so inode, size and
-        mtime identify a revision. Callers must not mutate the result; use ``read()``.
+        costs tens of milliseconds. Writes replace the file by rename, so path, inode, size
+        and times identify a revision (None when there is no file). Callers must not
+        mutate the document; use ``read()`` for a private copy.
         """
         try:
             st = self.path.stat()
         except FileNotFoundError:
-            return empty_memory()
-        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            return None, empty_memory()
+        key = (str(self.path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         shared = self._shared
         if shared is not None and shared[0] == key:
-            return shared[1]
+            return shared
         data = self.read()
         self._shared = (key, data)
-        return data
+        return key, data
 
     def read(self) -> dict[str, Any]:
         """The document as stored; the empty schema if the file is absent."""
