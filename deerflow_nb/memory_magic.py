@@ -532,6 +532,13 @@ class MemoryMagics(Magics):
         if args is None:
             return None
         commands = MemoryCommands(get_session(self.shell).memory, self.shell)
-        if isinstance(args, PanelArgs) and not line.strip():
-            return commands.run(args) if in_notebook_kernel(self.shell) else commands.summary()
-        return commands.run(args)
+        from .memory import MemoryFileError  # loaded with the session's Memory
+
+        try:
+            if isinstance(args, PanelArgs) and not line.strip():
+                if in_notebook_kernel(self.shell):
+                    return commands.run(args)
+                return commands.summary()
+            return commands.run(args)
+        except MemoryFileError as exc:  # a damaged memory.json: say how to recover, once
+            raise UsageError(str(exc)) from None

@@ -413,3 +413,19 @@ def test_text_subcommands_do_not_import_widgets_or_model_sdks(home: Path) -> Non
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
     ).stdout.split("\n")
     assert out[:2] == ["[]", "True"], out
+
+
+def test_a_damaged_memory_json_is_one_line_naming_the_recovery(
+    shell: InteractiveShell, home: Path
+) -> None:
+    run(shell, "add Prefers polars over pandas --category preference")
+    (home / "memory.json").write_text("{broken", encoding="utf-8")
+    for line in ("facts", "search polars", "preview", ""):
+        with pytest.raises(UsageError) as info:
+            run(shell, line)
+        message = str(info.value)
+        assert "\n" not in message
+        assert "memory.json" in message and "rollback" in message
+    assert (home / "memory.json").read_text(encoding="utf-8") == "{broken"
+    run(shell, "rollback 1")
+    assert "polars" in memory_json(home)["facts"][0]["content"]
