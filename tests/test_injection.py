@@ -352,6 +352,33 @@ def test_stemming_and_stopwords_match_word_forms() -> None:
     assert [f["confidence"] for f, _ in everything] == [0.9, 0.7]
 
 
+def test_facts_naming_the_asked_about_entity_come_first() -> None:
+    assert ranking.entities("When did Caroline visit Paris? She went by train.") == [
+        "carolin",
+        "pari",
+    ]
+    about_mel = fact("Melanie painted a sunset at the lake")
+    about_caroline = fact("Caroline painted a mural")
+    data = memory([about_mel, about_caroline])
+    # "painted" matches both; only one names Caroline.
+    assert rank_facts(data, "What has Caroline painted at the lake?")[0][0] is about_caroline
+    # An entity the memory does not know gates nothing.
+    assert rank_facts(data, "What has Bob painted at the lake?")[0][0] is about_mel
+
+
+def test_store_neighbours_of_a_strong_hit_share_its_relevance() -> None:
+    day1, day2 = "2026-03-01T10:00:00Z", "2026-03-02T10:00:00Z"
+    facts = [
+        fact("Went to the pottery class", createdAt=day1),
+        fact("Made a blue bowl there", createdAt=day1),
+        fact("Was proud of the result", createdAt=day1),
+        fact("Made a red bowl", createdAt=day2),
+    ]
+    scores = ranking.score(ranking.get_index(memory(facts))[1], "pottery class")
+    # The fact next to the hit outranks the same day's farther fact.
+    assert scores.relevance[1] > scores.relevance[2] > 0
+
+
 def test_index_is_cached_per_memory_revision() -> None:
     data = memory([fact(f"Fact {i} about topic {i % 7}") for i in range(50)])
     format_memory_for_injection(data, 500, "topic 3")

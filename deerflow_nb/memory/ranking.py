@@ -4,6 +4,8 @@ with confidence and recency as small priors.
 Without context the order is DeerFlow's: confidence, highest first, ties in store order.
 With context, relevance dominates: confidence and recency only separate facts that are
 about equally relevant (together they weigh less than a tenth of a perfect match).
+Facts that name none of the message's named entities lose half their lexical score, and
+a fact shares some of the relevance of its day's and its store neighbours' best match.
 
 Everything that depends only on the facts (the BM25 index, each fact's line and token
 cost, the dense matrix) is built once per memory revision and cached, keyed by the facts'
@@ -40,6 +42,14 @@ RECENCY_WEIGHT = 0.02
 # Facts learned on the same day tend to be about the same episode (cluster hypothesis):
 # a fact gains this share of the best relevance among its same-day siblings.
 DAY_CLUSTER_WEIGHT = 0.1
+# Facts stored next to each other on the same day were usually learned from the same
+# exchange: a tighter cluster than the day, with the same weight, from the better of a
+# fact's two store-order neighbours.
+NEIGHBOUR_WEIGHT = DAY_CLUSTER_WEIGHT
+# Named entities (capitalised words that do not open a sentence) say whom or what the
+# message is about: a fact naming none of those the memory knows keeps this share of its
+# lexical score. Dense similarity is left alone: it already weighs names in context.
+ENTITY_GATE = 0.5
 # Pseudo-relevance feedback: terms from the top facts widen a short lexical query.
 PRF_DOCS = 4
 PRF_TERMS = 8
@@ -47,6 +57,7 @@ PRF_WEIGHT = 0.3
 
 _CACHE_SIZE = 8
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+_ENTITY_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
 
 # English function words plus the question and chat words that carry no topic.
 STOPWORDS = frozenset(
@@ -287,7 +298,23 @@ def _lexical(index: FactIndex, parts: list[tuple[str, float]]) -> np.ndarray:
         extra = _bm25(index, terms)
         if extra.max(initial=0.0) > 0:
             scores = scores + PRF_WEIGHT * top * extra / extra.max()
-    return scores / scores.max()
+    scores = scores / scores.max()
+    named = _naming(index, parts[0][0])
+    return scores if named is None else scores * (ENTITY_GATE + (1 - ENTITY_GATE) * named)
+
+
+def entities(text: str) -> list[str]:
+    """The analysed terms of ``text``'s capitalised words that do not open a sentence."""
+    return analyze(" ".join(_ENTITY_RE.findall(text)))
+
+
+def _naming(index: FactIndex, text: str) -> np.ndarray | None:
+    """1 for the facts naming an entity of ``text`` that the memory knows, else 0; None
+    when the text names no such entity."""
+    named = np.zeros(len(index.contents))
+    for term in set(entities(text)):
+        named = np.maximum(named, _bm25(index, [term]) > 0)
+    return named if named.any() else None
 
 
 def _dense(index: FactIndex, parts: list[tuple[str, float]], embedder: Embedder) -> np.ndarray:
@@ -320,10 +347,17 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
     dense = _dense(index, parts, embedder) if embedder is not None else None
     relevance = lexical if dense is None else (1 - DENSE_SHARE) * lexical + DENSE_SHARE * dense
     dated = index.day >= 0
-    if DAY_CLUSTER_WEIGHT and dated.any():
+    if dated.any():
+        base = relevance
         best = np.zeros(int(index.day.max(initial=-1)) + 1)
-        np.maximum.at(best, index.day[dated], relevance[dated])
-        relevance = relevance + DAY_CLUSTER_WEIGHT * np.where(dated, best[index.day], 0.0)
+        np.maximum.at(best, index.day[dated], base[dated])
+        relevance = base + DAY_CLUSTER_WEIGHT * np.where(dated, best[index.day], 0.0)
+        # Store-order neighbours of the same day.
+        same = (index.day[1:] == index.day[:-1]) & dated[1:]
+        neighbour = np.zeros(n)
+        neighbour[1:] = np.where(same, base[:-1], 0.0)
+        neighbour[:-1] = np.maximum(neighbour[:-1], np.where(same, base[1:], 0.0))
+        relevance = relevance + NEIGHBOUR_WEIGHT * neighbour
         relevance = relevance / max(float(relevance.max()), 1e-12)
     total = relevance + CONFIDENCE_WEIGHT * index.confidence + RECENCY_WEIGHT * index.recency
     order = np.argsort(-total, kind="stable")
