@@ -112,10 +112,6 @@ class Settings:
         return self.home / "journal.db"
 
     @property
-    def config_path(self) -> Path:
-        return self.home / CONFIG_FILENAME
-
-    @property
     def is_offline(self) -> bool:
         """True when no key and no base URL are configured: the embedded model runs."""
         return self.model.name == "offline" or (not self.model.api_key and not self.model.base_url)

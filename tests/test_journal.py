@@ -1,0 +1,69 @@
+"""The journal: append-only named migrations, WAL, and messages that round-trip exactly."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from deerflow_nb import journal
+from deerflow_nb.journal import MIGRATIONS, Journal
+
+
+def test_migrations_are_recorded_in_order_and_run_once(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    first = Journal(path)
+    names = [name for name, _ in MIGRATIONS]
+    assert first.applied_migrations() == names
+    first.close()
+    again = Journal(path)  # reopening applies nothing twice (a second run would fail)
+    assert again.applied_migrations() == names
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_migration_appended_later_upgrades_an_existing_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "journal.db"
+    old = Journal(path)
+    old.ensure_thread("t1")
+    old.add_message("t1", {"role": "user", "content": "kept across the upgrade"})
+    old.close()
+
+    def m999_notes(db: sqlite_utils.Database) -> None:
+        db["notes"].create({"id": int, "text": str}, pk="id")
+
+    monkeypatch.setattr(journal, "MIGRATIONS", [*MIGRATIONS, ("m999_notes", m999_notes)])
+    upgraded = Journal(path)
+    assert upgraded.applied_migrations()[-1] == "m999_notes"
+    assert "notes" in upgraded.db.table_names()
+    assert upgraded.messages("t1") == [{"role": "user", "content": "kept across the upgrade"}]
+
+
+def test_messages_turns_and_summaries_round_trip(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "journal.db")
+    j.ensure_thread("lead")
+    j.ensure_thread("subagent-1", kind="subagent", parent_id="lead")
+    turn = j.start_turn("lead", "offline")
+    function = {"name": "list_variables", "arguments": "{}"}
+    call = {"id": "c1", "type": "function", "function": function}
+    sent = [
+        {"role": "user", "content": "what data do I have?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": "df: DataFrame", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "You have df."},
+    ]
+    seqs = [j.add_message("lead", m, turn_id=turn) for m in sent]
+    j.end_turn(turn, status="ok", input_tokens=12, output_tokens=3, facts_injected=1)
+    j.add_summary("lead", covers_until_seq=2, content="The user asked about data.", model="offline")
+
+    assert seqs == [1, 2, 3, 4]
+    assert j.messages("lead") == sent
+    assert j.messages("lead", after_seq=2) == sent[2:]
+    assert j.thread("subagent-1")["parent_id"] == "lead"
+    (row,) = j.turns("lead")
+    assert (row["status"], row["input_tokens"], row["facts_injected"]) == ("ok", 12, 1)
+    assert j.latest_summary("lead")["covers_until_seq"] == 2
