@@ -20,6 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
 
 from . import memory_views as views
+from .config import ConfigError
 from .session import get_session
 
 if TYPE_CHECKING:
@@ -531,7 +532,10 @@ class MemoryMagics(Magics):
         args = parse_memory_line(line)
         if args is None:
             return None
-        commands = MemoryCommands(get_session(self.shell).memory, self.shell)
+        try:
+            commands = MemoryCommands(get_session(self.shell).memory, self.shell)
+        except ConfigError as exc:  # a config.yaml typo: name the key and the file, once
+            raise UsageError(str(exc)) from None
         from .memory import MemoryFileError  # loaded with the session's Memory
 
         try:

@@ -429,3 +429,12 @@ def test_a_damaged_memory_json_is_one_line_naming_the_recovery(
     assert (home / "memory.json").read_text(encoding="utf-8") == "{broken"
     run(shell, "rollback 1")
     assert "polars" in memory_json(home)["facts"][0]["content"]
+
+
+def test_a_config_typo_is_one_line_naming_key_and_file(shell: InteractiveShell, home: Path) -> None:
+    (home / "config.yaml").write_text("memory:\n  debounce_secondz: 3\n", encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        run(shell, "facts")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "memory.debounce_secondz" in message and str(home / "config.yaml") in message
