@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -188,6 +189,27 @@ def m007_memory_queue_claims_and_settings(db: sqlite_utils.Database) -> None:
     db["memory_settings"].create({"key": str, "value": str}, pk="key")
 
 
+BUSY_SECONDS = 30.0
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL once; it stays WAL for every later connection.
+
+    Switching needs an exclusive lock and SQLite answers "database is locked" at once,
+    without its busy timeout, when two processes open a new journal together; so retry.
+    """
+    deadline = time.monotonic() + BUSY_SECONDS
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def now_iso() -> str:
     """UTC timestamp with milliseconds, sortable as text."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -212,8 +234,8 @@ class Journal:
         """This thread's connection (WAL, 30 s busy timeout)."""
         db = getattr(self._local, "db", None)
         if db is None:
-            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn = sqlite3.connect(self.path, timeout=BUSY_SECONDS, check_same_thread=False)
+            _use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             db = sqlite_utils.Database(conn)
