@@ -452,7 +452,7 @@ class MemoryCommands:
             self._require_facts(ids)
         else:
             raise UsageError(f"{PROG} forget: give fact ids or --match TEXT; see {PROG} facts")
-        removed = [self.memory.forget(fact_id) for fact_id in ids]
+        removed = self.memory.forget_many(ids)
         noun = "fact" if len(removed) == 1 else "facts"
         return views.Notice(f"Forgot {len(removed)} {noun}", tuple(map(_describe, removed)))
 

@@ -129,7 +129,7 @@ class MemoryPanel:
             if panel is not None:
                 panel.refresh()
 
-        self.memory.on_change(on_change)
+        weakref.finalize(self, self.memory.on_change(on_change))
 
     # -- drawing ---------------------------------------------------------------------
     def refresh(self) -> None:
@@ -223,8 +223,7 @@ class MemoryPanel:
         ids = self.selected_fact_ids()
         if not ids:
             raise ValueError("select the facts to forget first")
-        for fact_id in ids:
-            self.memory.forget(fact_id)
+        self.memory.forget_many(ids)
         return f"Forgot {len(ids)} fact{'s' * (len(ids) != 1)}: {', '.join(ids)}"
 
     def _edit_selected(self) -> str:

@@ -313,3 +313,28 @@ def test_a_turn_journaled_but_never_enqueued_is_folded_on_next_load(home: Path) 
     third = Memory(home)
     assert queue.rows(third.journal) == [] and third.flush().folded == []  # not folded twice
     assert len(third.versions()) == 1
+
+
+def test_forget_many_is_one_change_all_or_nothing(home: Path) -> None:
+    mem = Memory(home)
+    a = mem.add_fact("Prefers polars over pandas", category="preference")
+    b = mem.add_fact("Works on the churn model", category="context")
+    versions = len(mem.versions())
+    with pytest.raises(KeyError):
+        mem.forget_many([a["id"], "fact_missing"])
+    assert len(mem.data["facts"]) == 2 and len(mem.versions()) == versions
+    removed = mem.forget_many([a["id"], b["id"]])
+    assert [f["id"] for f in removed] == [a["id"], b["id"]]
+    assert mem.data["facts"] == [] and len(mem.versions()) == versions + 1
+    mem.close()
+
+
+def test_on_change_returns_an_unsubscribe(home: Path) -> None:
+    mem = Memory(home)
+    seen: list[str] = []
+    unsubscribe = mem.on_change(lambda info: seen.append(info["reason"]))
+    mem.add_fact("Uses DuckDB", category="behavior")
+    unsubscribe()
+    mem.add_fact("Uses Spark", category="behavior")
+    assert seen == ["add"]
+    mem.close()

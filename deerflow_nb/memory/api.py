@@ -234,14 +234,20 @@ class Memory:
 
     def forget(self, fact_id: str) -> dict[str, Any]:
         """Really remove a fact (journaled); KeyError if there is no such fact."""
-        removed: dict[str, Any] = {}
+        return self.forget_many([fact_id])[0]
+
+    def forget_many(self, fact_ids: list[str]) -> list[dict[str, Any]]:
+        """Remove several facts as one change: all of them, or none if any id is unknown."""
+        removed: list[dict[str, Any]] = []
 
         def mutate(data: dict[str, Any]) -> UpdateResult:
-            fact = self._find(data, fact_id)
-            if fact is None:
-                raise KeyError(fact_id)
-            removed.update(fact)
-            return self._apply_rules(data, {"factsToRemove": [fact_id]}, "manual")
+            removed.clear()
+            for fact_id in fact_ids:
+                fact = self._find(data, fact_id)
+                if fact is None:
+                    raise KeyError(fact_id)
+                removed.append(copy.deepcopy(fact))
+            return self._apply_rules(data, {"factsToRemove": list(fact_ids)}, "manual")
 
         self._commit("forget", "manual", mutate)
         return removed
@@ -661,12 +667,19 @@ class Memory:
             "last_error": errors[-1] if errors else self._last_error,
         }
 
-    def on_change(self, callback: Callable[..., Any]) -> None:
-        """Call ``callback`` after every change, from whichever thread made it.
+    def on_change(self, callback: Callable[..., Any]) -> Callable[[], None]:
+        """Call ``callback`` after every change, from whichever thread made it; returns a
+        function that unsubscribes it.
 
         A callback that takes an argument gets a small dict (reason, version, source).
         """
         self._callbacks.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._callbacks.remove(callback)
+
+        return unsubscribe
 
     def _changed(self, info: dict[str, Any]) -> None:
         for callback in list(self._callbacks):
