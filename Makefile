@@ -47,8 +47,9 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/fold.py
 	$(BIN)/python benchmarks/turn_overhead.py
 
+# The inspector on the demo's memory (or on $DEERFLOW_NB_HOME when set), like `make demo`.
 inspect: $(VENV)/.demo-installed
-	$(BIN)/deerflow-nb inspect
+	$(BIN)/deerflow-nb inspect --home "$${DEERFLOW_NB_HOME:-.demo_home}"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
