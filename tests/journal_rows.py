@@ -1,4 +1,5 @@
-"""Reading a test home's files the way an outside tool would: plain json and sqlite3."""
+"""A test home's files: read the way an outside tool would (plain json and sqlite3), and
+DeerFlow-written memory.json documents to import."""
 
 from __future__ import annotations
 
@@ -17,3 +18,26 @@ def events(home: Path) -> list[dict[str, Any]]:
     with sqlite3.connect(home / "journal.db") as conn:
         conn.row_factory = sqlite3.Row
         return [dict(r) for r in conn.execute("SELECT * FROM memory_events ORDER BY id")]
+
+
+USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
+HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
+
+
+def deerflow_memory(
+    facts: list[dict[str, Any]], last_updated: str, **summaries: tuple[str, str]
+) -> dict[str, Any]:
+    """A memory.json exactly as DeerFlow writes it; ``summaries`` maps a section name to
+    its ``(summary, updatedAt)``, every other section is empty."""
+
+    def section(name: str) -> dict[str, str]:
+        summary, updated = summaries.get(name, ("", ""))
+        return {"summary": summary, "updatedAt": updated}
+
+    return {
+        "version": "1.0",
+        "lastUpdated": last_updated,
+        "user": {name: section(name) for name in USER_SECTIONS},
+        "history": {name: section(name) for name in HISTORY_SECTIONS},
+        "facts": facts,
+    }

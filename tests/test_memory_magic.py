@@ -12,7 +12,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from journal_rows import events, memory_json
+from journal_rows import deerflow_memory, events, memory_json
 
 from deerflow_nb import memory_views as views
 from deerflow_nb.memory_magic import parse_memory_line
@@ -299,20 +299,8 @@ def test_export_reset_import_round_trip(
 def test_import_accepts_a_deerflow_memory_json(
     shell: InteractiveShell, home: Path, tmp_path: Path
 ) -> None:
-    deerflow = {
-        "version": "1.0",
-        "lastUpdated": "2025-01-01T00:00:00Z",
-        "user": {
-            "workContext": {"summary": "ML engineer at a bank", "updatedAt": "2025-01-01"},
-            "personalContext": {"summary": "", "updatedAt": ""},
-            "topOfMind": {"summary": "", "updatedAt": ""},
-        },
-        "history": {
-            "recentMonths": {"summary": "", "updatedAt": ""},
-            "earlierContext": {"summary": "", "updatedAt": ""},
-            "longTermBackground": {"summary": "", "updatedAt": ""},
-        },
-        "facts": [
+    deerflow = deerflow_memory(
+        [
             {
                 "id": "fact_deer0001",
                 "content": "Uses LangGraph",
@@ -322,7 +310,9 @@ def test_import_accepts_a_deerflow_memory_json(
                 "source": "thread-1",
             }
         ],
-    }
+        "2025-01-01T00:00:00Z",
+        workContext=("ML engineer at a bank", "2025-01-01"),
+    )
     path = tmp_path / "deerflow_memory.json"
     path.write_text(json.dumps(deerflow))
     run(shell, f"import {path}")

@@ -6,25 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from journal_rows import deerflow_memory
 
 from deerflow_nb import Memory
 from deerflow_nb.memory import MemoryFileError
 from deerflow_nb.memory.store import MemoryStore, empty_memory
 
-DEERFLOW_MEMORY = {
-    "version": "1.0",
-    "lastUpdated": "2025-01-02T03:04:05.000000Z",
-    "user": {
-        "workContext": {"summary": "Core contributor to DeerFlow", "updatedAt": "2025-01-01Z"},
-        "personalContext": {"summary": "", "updatedAt": ""},
-        "topOfMind": {"summary": "LangGraph agents", "updatedAt": "2025-01-01Z"},
-    },
-    "history": {
-        "recentMonths": {"summary": "Built a research agent", "updatedAt": "2025-01-01Z"},
-        "earlierContext": {"summary": "", "updatedAt": ""},
-        "longTermBackground": {"summary": "", "updatedAt": ""},
-    },
-    "facts": [
+DEERFLOW_MEMORY = deerflow_memory(
+    [
         {
             "id": "fact_1a2b3c4d",
             "content": "Prefers TypeScript for frontends",
@@ -34,7 +23,11 @@ DEERFLOW_MEMORY = {
             "source": "thread-abc",
         }
     ],
-}
+    "2025-01-02T03:04:05.000000Z",
+    workContext=("Core contributor to DeerFlow", "2025-01-01Z"),
+    topOfMind=("LangGraph agents", "2025-01-01Z"),
+    recentMonths=("Built a research agent", "2025-01-01Z"),
+)
 
 
 def test_missing_file_reads_as_the_empty_deerflow_schema(home: Path) -> None:
