@@ -516,8 +516,7 @@ def preview_view(memory: Memory, context: str | None, tokens: int | None) -> vie
     from .tokens import count_tokens
 
     budget = tokens or memory.settings.memory.max_injection_tokens
-    block = memory.preview(context, max_tokens=budget)
-    chosen = memory.selected_facts(context, max_tokens=budget)
+    block, chosen = memory.injection(context, max_tokens=budget)
     return views.PreviewView(block, count_tokens(block), budget, len(chosen))
 
 

@@ -155,16 +155,6 @@ def turn_context(state: TurnState) -> list[str]:
 
 
 def injection(memory: Memory, context: list[str], max_tokens: int) -> tuple[str, int]:
-    """The block to inject and how many facts it lists, from one ranking pass.
-
-    The count is read off the block (one escaped line per fact under ``Facts:``) rather
-    than by asking ``memory.selected_facts``, which would rank everything again.
-    """
-    from ..memory.injection import FACTS_HEADER
-
-    block = memory.preview(context, max_tokens)  # a list of texts: see memory.injection
-    lines = block.splitlines()
-    if FACTS_HEADER not in lines:
-        return block, 0
-    facts = lines[lines.index(FACTS_HEADER) + 1 :]
-    return block, sum(1 for line in facts if line.startswith("- "))
+    """The block to inject and how many facts it lists, from one ranking pass."""
+    block, facts = memory.injection(context, max_tokens)
+    return block, len(facts)

@@ -144,11 +144,10 @@ def injection_preview(
     ranking gave it: relevance (lexical BM25 fused with dense similarity when embeddings
     are on), confidence, recency, and the total.
     """
-    from ..memory.injection import explain_selection, format_memory_for_injection
+    from ..memory.injection import explain_injection
     from ..tokens import count_tokens
 
-    block = format_memory_for_injection(memory, max_tokens, context, embedder=embedder)
-    why = explain_selection(memory, context, max_tokens, embedder=embedder)
+    block, why = explain_injection(memory, context, max_tokens, embedder=embedder)
     return {
         "block": block,
         "tokens": count_tokens(block) if block else 0,

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
 from ..journal import Journal, now_iso, row_to_message
@@ -30,6 +30,9 @@ from .filter import filter_messages, is_foldable
 from .similarity import overlap
 from .store import CATEGORIES, MemoryFileError, MemoryStore, check_schema, empty_memory
 from .updater import Event, UpdateResult, apply_diff, sanitize_text
+
+if TYPE_CHECKING:
+    from .ranking import Context
 
 log = logging.getLogger(__name__)
 _UNSET = object()
@@ -152,20 +155,23 @@ class Memory:
 
         return rank_facts(self._shared(), query, embedder=self.embedder)[:k]
 
-    def preview(self, context: str | None = None, max_tokens: int | None = None) -> str:
-        """Exactly the ``<memory>`` text the next turn would inject."""
-        from .injection import format_memory_for_injection
+    def injection(
+        self, context: Context = None, max_tokens: int | None = None
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The block the next turn injects and the facts it lists, ranked once."""
+        from .injection import inject
 
         budget = max_tokens or self.settings.memory.max_injection_tokens
-        return format_memory_for_injection(self._shared(), budget, context, embedder=self.embedder)
+        return inject(self._shared(), budget, context, embedder=self.embedder)
+
+    def preview(self, context: Context = None, max_tokens: int | None = None) -> str:
+        """Exactly the ``<memory>`` text the next turn would inject."""
+        return self.injection(context, max_tokens)[0]
 
     def selected_facts(
-        self, context: str | None = None, max_tokens: int | None = None
+        self, context: Context = None, max_tokens: int | None = None
     ) -> list[dict[str, Any]]:
-        from .injection import select_facts
-
-        budget = max_tokens or self.settings.memory.max_injection_tokens
-        return select_facts(self._shared(), context, budget, embedder=self.embedder)
+        return self.injection(context, max_tokens)[1]
 
     # -- manual changes ----------------------------------------------------------------
     def add_fact(

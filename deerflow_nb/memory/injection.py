@@ -339,6 +339,19 @@ def format_memory_for_injection(
     return _compose(memory_data, max_tokens, context, embedder)[0]
 
 
+def inject(
+    memory_data: dict[str, Any] | None,
+    max_tokens: int = 2000,
+    context: Context = None,
+    *,
+    embedder: Embedder | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The block and the facts it lists, in its order, from one ranking pass: what a turn
+    needs, where calling both functions below would rank and pack twice."""
+    text, facts, chosen, _, _ = _compose(memory_data, max_tokens, context, embedder)
+    return text, [facts[i] for i in chosen]
+
+
 def select_facts(
     memory_data: dict[str, Any] | None,
     context: Context = None,
@@ -347,8 +360,7 @@ def select_facts(
     embedder: Embedder | None = None,
 ) -> list[dict[str, Any]]:
     """The facts ``format_memory_for_injection`` lists for the same arguments, in its order."""
-    _, facts, chosen, _, _ = _compose(memory_data, max_tokens, context, embedder)
-    return [facts[i] for i in chosen]
+    return inject(memory_data, max_tokens, context, embedder=embedder)[1]
 
 
 def explain_selection(
@@ -364,9 +376,20 @@ def explain_selection(
     min-max normalised per query, or None without embeddings); ``score`` adds the confidence
     and recency priors. With no context, relevance is 0 and the score is the confidence.
     """
-    _, facts, chosen, index, scores = _compose(memory_data, max_tokens, context, embedder)
+    return explain_injection(memory_data, context, max_tokens, embedder=embedder)[1]
+
+
+def explain_injection(
+    memory_data: dict[str, Any] | None,
+    context: Context = None,
+    max_tokens: int = 2000,
+    *,
+    embedder: Embedder | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The block and ``explain_selection``'s rows, from one ranking pass (the inspector)."""
+    text, facts, chosen, index, scores = _compose(memory_data, max_tokens, context, embedder)
     rank_of = {int(i): r for r, i in enumerate(scores.order, start=1)}
-    return [
+    return text, [
         {
             "fact": facts[i],
             "rank": rank_of[i],
