@@ -27,8 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from deerflow_nb import Agent  # noqa: E402
 from deerflow_nb.config import load_settings  # noqa: E402
+from deerflow_nb.journal import now_iso  # noqa: E402
 from deerflow_nb.memory import Memory  # noqa: E402
-from deerflow_nb.memory.store import MemoryStore, empty_memory, utc_now  # noqa: E402
+from deerflow_nb.memory.store import MemoryStore, empty_memory  # noqa: E402
 
 GOAL_MS = 5.0
 CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal")
@@ -52,7 +53,7 @@ def seed_facts(home: Path, count: int) -> None:
     """Write ``count`` varied facts straight into memory.json (DeerFlow's schema)."""
     rng = random.Random(count)
     data = empty_memory()
-    stamp = utc_now()
+    stamp = now_iso()
     data["facts"] = [
         {
             "id": f"fact_{i:05d}",

@@ -337,6 +337,11 @@ class Journal:
             db["threads"].update(thread_id, {"updated_at": now_iso()})
         return seq
 
+    def last_seq(self, thread_id: str) -> int:
+        """The ``seq`` of the thread's newest message (0 when it has none)."""
+        sql = "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE thread_id = ?"
+        return int(self.db.execute(sql, [thread_id]).fetchone()[0])
+
     def message_rows(self, thread_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         return list(
             self.db["messages"].rows_where(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory.similarity import overlap, signature
+from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS
 
 _FACT_LINE = re.compile(r"^- \[(\w+)\] \((\w+), ([\d.]+)\) (.*)$")
 _BLOCK = re.compile(r"^(User|Assistant):[ \t]?", re.MULTILINE)
@@ -284,12 +285,9 @@ def _diff(
     touched = {_SECTION_OF[f["category"]] for f in new_facts if f["confidence"] >= 0.7}
     touched |= {_SECTION_OF.get(existing[h][1], "workContext") for h in removed}
     user = {}
-    for section in ("workContext", "personalContext", "topOfMind"):
+    for section in USER_SECTIONS:
         lines = [c for c, cat, _ in kept if _SECTION_OF.get(cat, "workContext") == section]
         summary = ". ".join(lines[-5:]) + "." if lines else ""
         user[section] = {"summary": summary, "shouldUpdate": section in touched and bool(summary)}
-    history = {
-        name: {"summary": "", "shouldUpdate": False}
-        for name in ("recentMonths", "earlierContext", "longTermBackground")
-    }
+    history = {name: {"summary": "", "shouldUpdate": False} for name in HISTORY_SECTIONS}
     return {"user": user, "history": history, "newFacts": new_facts, "factsToRemove": removed}

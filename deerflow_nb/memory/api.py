@@ -336,9 +336,8 @@ class Memory:
 
         Turns already queued stay queued; only what was journaled since is passed over.
         """
-        if queue.pending_row(self.journal, thread_id) is None:
-            last_seq = max((r["seq"] for r in self.journal.message_rows(thread_id)), default=0)
-            self._mark_folded(thread_id, last_seq)
+        if not queue.is_queued(self.journal, thread_id):
+            self._mark_folded(thread_id, self.journal.last_seq(thread_id))
 
     def _unfolded(self, thread_id: str) -> tuple[list[dict[str, Any]], int]:
         """The filtered messages journaled after the thread's last fold, and the last seq.
@@ -359,26 +358,26 @@ class Memory:
     def flush(self, timeout: float | None = None) -> FlushReport:
         """Fold every pending thread now, failed ones included; returns what happened."""
         if self._worker is None:
-            return FlushReport(pending=len(queue.rows(self.journal)))
+            return FlushReport(pending=self.journal.db["memory_queue"].count)
         return self._worker.fold(True, timeout)
 
     def _fold_pending(self, force: bool, deadline: float | None) -> FlushReport:
         """Called by the worker under its fold lock: claim and fold the due rows."""
         report = FlushReport()
-        for row in queue.rows(self.journal):
+        for thread_id in queue.queued_threads(self.journal):
             if deadline is not None and time.monotonic() > deadline:
                 break
-            claimed = queue.claim(self.journal, row["thread_id"], force=force)
+            claimed = queue.claim(self.journal, thread_id, force=force)
             if claimed is not None:
                 self._fold_row(claimed, report)
-        report.pending = len(queue.rows(self.journal))
+        report.pending = self.journal.db["memory_queue"].count
         return report
 
     def _fold_row(self, row: dict[str, Any], report: FlushReport) -> None:
         thread_id = row["thread_id"]
         try:
             conversation = json.loads(row["snapshot"])
-            messages, handles = build_messages(self.data, conversation)
+            messages, handles = build_messages(self.store.read_shared()[1], conversation)
             from ..llm import get_chat_model
 
             model = get_chat_model(self.settings, self.settings.memory_model_name)
@@ -414,10 +413,7 @@ class Memory:
 
     def _mark_folded(self, thread_id: str, last_seq: int) -> None:
         with self.journal.transaction() as db:
-            db["memory_threads"].upsert(
-                {"thread_id": thread_id, "folded_seq": last_seq, "folded_at": now_iso()},
-                pk="thread_id",
-            )
+            queue.mark_folded(db, thread_id, last_seq)
 
     def _warm(self, data: dict[str, Any]) -> None:
         """Compute fact embeddings at fold time, so the next turn's ranking is fast."""
@@ -447,30 +443,37 @@ class Memory:
             if changed:
                 self.store.write(result.data)
             version = None
-            stamp = now_iso()
-            with self.journal.transaction() as db:
-                if changed:
-                    version = (
-                        db["memory_versions"]
-                        .insert(
-                            {
-                                "created_at": stamp,
-                                "reason": reason,
-                                "source": source,
-                                "snapshot": json.dumps(result.data, ensure_ascii=False),
-                                "fact_count": len(result.data.get("facts", [])),
-                            }
-                        )
-                        .last_pk
-                    )
-                    db["memory_events"].insert_all(
-                        [event_row(e, stamp, source, version) for e in result.events]
-                    )
-                if finish:
-                    finish(db)
+            if changed or finish:
+                with self.journal.transaction() as db:
+                    if changed:
+                        version = self._record(db, reason, source, result)
+                    if finish:
+                        finish(db)
         if changed:
             self._changed({"reason": reason, "version": version, "source": source})
         return result, version
+
+    @staticmethod
+    def _record(db: Any, reason: str, source: str, result: UpdateResult) -> int:
+        """Journal one change: its version snapshot and its events; the version id."""
+        stamp = now_iso()
+        version = (
+            db["memory_versions"]
+            .insert(
+                {
+                    "created_at": stamp,
+                    "reason": reason,
+                    "source": source,
+                    "snapshot": json.dumps(result.data, ensure_ascii=False),
+                    "fact_count": len(result.data.get("facts", [])),
+                }
+            )
+            .last_pk
+        )
+        db["memory_events"].insert_all(
+            [event_row(e, stamp, source, version) for e in result.events]
+        )
+        return version
 
     def _replace(self, new: dict[str, Any], reason: str, source: str) -> int | None:
         """Make ``new`` the memory (rollback, import, reset), one event per changed fact."""
@@ -637,9 +640,9 @@ class Memory:
 
     # -- status and plumbing ------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        rows = queue.rows(self.journal)
+        rows = queue.status_rows(self.journal)
         try:
-            fact_count: int | None = len(self.data.get("facts", []))
+            fact_count: int | None = len(self.store.read_shared()[1].get("facts", []))
             memory_error = None
         except MemoryFileError as exc:
             fact_count, memory_error = None, str(exc)
@@ -654,21 +657,8 @@ class Memory:
             "journal_path": str(self.journal.path),
             "fact_count": fact_count,
             "memory_error": memory_error,
-            "pending": [
-                {
-                    k: r.get(k)
-                    for k in (
-                        "thread_id",
-                        "status",
-                        "attempts",
-                        "last_error",
-                        "due_at",
-                        "enqueued_at",
-                    )
-                }
-                for r in rows
-            ],
-            "pending_changes": len(self.pending()),
+            "pending": rows,
+            "pending_changes": self.journal.db["pending_changes"].count_where("status = 'pending'"),
             "last_fold": last_fold,
             "last_error": errors[-1] if errors else self._last_error,
         }

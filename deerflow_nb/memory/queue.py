@@ -106,20 +106,29 @@ def finish(db: Any, row: dict[str, Any]) -> None:
         "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL WHERE thread_id = ?",
         [row["thread_id"]],
     )
+    mark_folded(db, row["thread_id"], row.get("last_seq") or 0)
+
+
+def mark_folded(db: Any, thread_id: str, seq: int) -> None:
+    """Record that the thread is folded (or passed over) up to ``seq``; it never goes back."""
     db.execute(
         """
         INSERT INTO memory_threads (thread_id, folded_seq, folded_at) VALUES (?, ?, ?)
         ON CONFLICT(thread_id) DO UPDATE SET
           folded_seq = MAX(folded_seq, excluded.folded_seq), folded_at = excluded.folded_at
         """,
-        [row["thread_id"], row.get("last_seq") or 0, now_iso()],
+        [thread_id, seq, now_iso()],
     )
 
 
-def pending_row(journal: Journal, thread_id: str) -> dict[str, Any] | None:
-    """The thread's queued fold, if any."""
-    rows = list(journal.db["memory_queue"].rows_where("thread_id = ?", [thread_id]))
-    return rows[0] if rows else None
+def is_queued(journal: Journal, thread_id: str) -> bool:
+    return bool(journal.db["memory_queue"].count_where("thread_id = ?", [thread_id]))
+
+
+def queued_threads(journal: Journal) -> list[str]:
+    """Queued thread ids, soonest due first (without their snapshots)."""
+    sql = "SELECT thread_id FROM memory_queue ORDER BY due_at"
+    return [r[0] for r in journal.db.execute(sql).fetchall()]
 
 
 def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
@@ -129,8 +138,8 @@ def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
     delay = BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]
     with journal.transaction() as db:
         db.execute(
-            "UPDATE memory_queue SET attempts = ?, last_error = ?, status = ?, due_at = ?, "
-            "claimed_by = NULL, claimed_until = NULL WHERE thread_id = ? AND enqueued_at = ?",
+            "UPDATE memory_queue SET attempts = ?, last_error = ?, status = ?, due_at = ? "
+            "WHERE thread_id = ? AND enqueued_at = ?",
             [
                 attempts,
                 error[:2000],
@@ -150,9 +159,18 @@ def rows(journal: Journal) -> list[dict[str, Any]]:
     return list(journal.db["memory_queue"].rows_where(order_by="due_at"))
 
 
+def status_rows(journal: Journal) -> list[dict[str, Any]]:
+    """The queue as ``Memory.status`` shows it: everything but the snapshots."""
+    columns = "thread_id, status, attempts, last_error, due_at, enqueued_at"
+    return list(journal.db["memory_queue"].rows_where(select=columns, order_by="due_at"))
+
+
 def next_due(journal: Journal) -> float | None:
+    """When the worker should next try: a row another process has claimed is not due
+    before its lease ends, so the worker sleeps instead of spinning on it."""
     value = journal.db.execute(
-        "SELECT MIN(due_at) FROM memory_queue WHERE status = 'pending'"
+        "SELECT MIN(MAX(due_at, COALESCE(claimed_until, 0))) FROM memory_queue"
+        " WHERE status = 'pending'"
     ).fetchone()[0]
     return None if value is None else float(value)
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from ..journal import now_iso
+
 SCHEMA_VERSION = "1.0"
 USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
 HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
@@ -35,16 +37,11 @@ class MemoryFileError(RuntimeError):
     """memory.json exists but cannot be used; the message names the file and the fix."""
 
 
-def utc_now() -> str:
-    """ISO-8601 UTC with a ``Z``, as DeerFlow writes it."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def empty_memory() -> dict[str, Any]:
     """A fresh memory in DeerFlow's schema (what a missing memory.json means)."""
     return {
         "version": SCHEMA_VERSION,
-        "lastUpdated": utc_now(),
+        "lastUpdated": now_iso(),
         "user": {name: {"summary": "", "updatedAt": ""} for name in USER_SECTIONS},
         "history": {name: {"summary": "", "updatedAt": ""} for name in HISTORY_SECTIONS},
         "facts": [],

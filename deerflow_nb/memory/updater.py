@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..journal import now_iso
 from .similarity import normalize_text, signature
-from .store import CATEGORIES, HISTORY_SECTIONS, USER_SECTIONS, normalized, utc_now
+from .store import CATEGORIES, HISTORY_SECTIONS, USER_SECTIONS, normalized
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def apply_diff(
     id_factory: Callable[[set[str]], str] = new_fact_id,
 ) -> UpdateResult:
     """Apply one validated diff (see ``extraction.validate_diff``) to ``data`` (not mutated)."""
-    now = now or utc_now()
+    now = now or now_iso()
     out = normalized(data)
     events: list[Event] = []
 
