@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 HOME_ENV = "DEERFLOW_NB_HOME"
 CONFIG_FILENAME = "config.yaml"
+MEMORY_FILENAME = "memory.json"
+JOURNAL_FILENAME = "journal.db"
 
 
 class ConfigError(ValueError):
@@ -105,11 +107,11 @@ class Settings:
 
     @property
     def memory_path(self) -> Path:
-        return self.home / "memory.json"
+        return self.home / MEMORY_FILENAME
 
     @property
     def journal_path(self) -> Path:
-        return self.home / "journal.db"
+        return self.home / JOURNAL_FILENAME
 
     @property
     def is_offline(self) -> bool:

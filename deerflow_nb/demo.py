@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from .config import Settings
+
 NOTEBOOK = Path("example_notebooks/quickstart.ipynb")
 
 
@@ -34,12 +36,13 @@ def run(notebook: Path = NOTEBOOK, home: Path | None = None) -> Path:
     out = notebook.with_suffix(".executed.ipynb")
     nbformat.write(nb, out)
     elapsed = time.perf_counter() - started
-    memory = home / "memory.json"
+    settings = Settings(home=home)
+    memory = settings.memory_path
     facts = len(json.loads(memory.read_text())["facts"]) if memory.exists() else 0
     print(f"Ran {notebook} in {elapsed:.1f} s on the offline model (no key needed).")
     print(f"  executed copy: {out}")
     print(f"  memory:        {memory} ({facts} facts)")
-    print(f"  journal:       {home / 'journal.db'}")
+    print(f"  journal:       {settings.journal_path}")
     print(f"  inspector:     .venv/bin/deerflow-nb inspect --home {home}")
     return out
 

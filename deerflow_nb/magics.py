@@ -13,7 +13,7 @@ import threading
 from contextlib import closing
 from typing import Any
 
-from .config import default_home
+from .config import JOURNAL_FILENAME, default_home
 from .session import close_session, get_session
 
 
@@ -32,7 +32,7 @@ def register(shell: Any) -> None:
 
 def has_pending_folds() -> bool:
     """Whether the home's journal holds queued folds, read with the stdlib only."""
-    path = default_home() / "journal.db"
+    path = default_home() / JOURNAL_FILENAME
     if not path.exists():
         return False
     try:

@@ -6,6 +6,7 @@ same ``Memory`` (one queue worker) without passing objects around.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings, default_home, load_settings
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from .memory import Memory
 
 _ATTR = "_deerflow_nb_session"
+# %load_ext may open memory in a background thread while the first cell runs: one of each.
+_LOCK = threading.RLock()
 
 
 class Session:
@@ -28,11 +31,12 @@ class Session:
 
     @property
     def memory(self) -> Memory:
-        if self._memory is None:
-            from .memory import Memory
+        with _LOCK:
+            if self._memory is None:
+                from .memory import Memory
 
-            self._memory = Memory(self.settings.home, settings=self.settings)
-        return self._memory
+                self._memory = Memory(self.settings.home, settings=self.settings)
+            return self._memory
 
     def agent(self, model: str | None = None) -> Agent:
         """The lead agent for ``model`` (default: the configured one), created once."""
@@ -54,14 +58,15 @@ class Session:
 
 def get_session(shell: Any) -> Session:
     """The shell's session, rebuilt when ``DEERFLOW_NB_HOME`` now points elsewhere."""
-    session: Session | None = getattr(shell, _ATTR, None)
-    if session is not None and session.settings.home == default_home():
+    with _LOCK:
+        session: Session | None = getattr(shell, _ATTR, None)
+        if session is not None and session.settings.home == default_home():
+            return session
+        if session is not None:
+            session.close()
+        session = Session(shell, load_settings())
+        setattr(shell, _ATTR, session)
         return session
-    if session is not None:
-        session.close()
-    session = Session(shell, load_settings())
-    setattr(shell, _ATTR, session)
-    return session
 
 
 def close_session(shell: Any) -> None:

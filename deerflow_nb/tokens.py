@@ -70,8 +70,13 @@ def get_encoding() -> tiktoken.Encoding:
 
 def count_tokens(text: str) -> int:
     """Exact ``cl100k_base`` token count; special-token text is counted as plain text."""
-    if not text:
-        return 0
+    return _count(text) if text else 0
+
+
+@lru_cache(maxsize=4096)
+def _count(text: str) -> int:
+    """Counts are cached: every model call re-counts the thread's history for usage and
+    the summarization trigger, and those messages do not change."""
     return len(get_encoding().encode_ordinary(text))
 
 

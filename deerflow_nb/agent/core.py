@@ -11,12 +11,13 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
 from ..llm import get_chat_model
 from ..llm.base import ChatModel, ToolCall, Usage
-from .loop import OnText, TurnState, run_turn
+from .loop import OnEvent, OnText, TurnState, run_turn
 from .middleware import (
     JournalMiddleware,
     MemoryEnqueueMiddleware,
@@ -25,13 +26,12 @@ from .middleware import (
     SummarizationMiddleware,
 )
 from .subagents import SubagentExecutor, SubagentRun
-from .tools import NotebookTools, ToolError, parse_arguments, tool_specs
+from .tools import NotebookTools, tool_specs
 
 if TYPE_CHECKING:
     from ..journal import Journal
     from ..memory import Memory
 
-OnEvent = Callable[[dict[str, Any]], None]
 LEAD_PROMPT = (
     "You are deerflow_nb, an assistant inside the user's Jupyter notebook. Look at the "
     "user's variables and cells with the notebook tools instead of guessing. Answer in "
@@ -221,7 +221,7 @@ class Agent:
         chain: list[Middleware] = [
             SummarizationMiddleware(
                 settings.summarization,
-                self._summary_model(),
+                self._summary_model,
                 self.window,
                 self.journal,
                 on_event,
@@ -235,7 +235,9 @@ class Agent:
         chain.append(MemoryEnqueueMiddleware(self.memory, remember=memory_on))
         return chain
 
+    @cached_property
     def _summary_model(self) -> ChatModel:
+        """The summarization model, built once (its client and connections are reused)."""
         name = self.settings.summarization.model_name
         if not name or name == self.model.name:
             return self.model
@@ -257,10 +259,7 @@ class Agent:
             if call.id not in results:
                 if on_event is not None:
                     on_event({"type": "tool", "name": call.name, "arguments": call.arguments})
-                try:
-                    results[call.id] = tools.call(call.name, parse_arguments(call.arguments))
-                except ToolError as exc:
-                    results[call.id] = f"Error: {exc}"
+                results[call.id] = tools.run_call(call)
             record.append(
                 {"name": call.name, "arguments": call.arguments, "result": results[call.id]}
             )

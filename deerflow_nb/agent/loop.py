@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..llm.base import ChatModel, ToolCall, Usage
+from ..llm.base import ChatModel, OnText, ToolCall, Usage
 
 if TYPE_CHECKING:
     from .middleware import Middleware
 
-OnText = Callable[[str], None]
+OnEvent = Callable[[dict[str, Any]], None]  # progress: tools, sub-agents, summaries
 Dispatch = Callable[[list[ToolCall]], list[dict[str, Any]]]
 INTERRUPTED_RESULT = "Error: interrupted before this tool returned."
 

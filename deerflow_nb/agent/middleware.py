@@ -12,19 +12,17 @@ block too; the thread is journaled before memory is asked to fold it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..config import SummarizationConfig
 from ..llm.base import ChatModel
-from .loop import TurnState
+from .loop import OnEvent, TurnState
 from .summarization import cut_index, fired_trigger, summarize
 
 if TYPE_CHECKING:
     from ..journal import Journal
     from ..memory import Memory
 
-OnEvent = Callable[[dict[str, Any]], None]
 CONTEXT_MESSAGES = 4  # earlier messages, besides the new one, that steer memory selection
 
 
@@ -99,7 +97,6 @@ class JournalMiddleware(Middleware):
     def __init__(self, journal: Journal, *, title: str | None = None) -> None:
         self.journal = journal
         self.title = title
-        self._written = 0
 
     def before_agent(self, state: TurnState) -> None:
         self.journal.ensure_thread(
@@ -111,14 +108,12 @@ class JournalMiddleware(Middleware):
         )
         state.turn_id = self.journal.start_turn(state.thread_id, state.model.name)
         self.journal.add_message(state.thread_id, state.user_message, turn_id=state.turn_id)
-        self._written = 1
 
     def after_agent(self, state: TurnState) -> None:
         if state.turn_id is None:
             return
-        for message in state.new_messages[self._written :]:
+        for message in state.new_messages[1:]:  # the user message went in before_agent
             self.journal.add_message(state.thread_id, message, turn_id=state.turn_id)
-        self._written = len(state.new_messages)
         self.journal.end_turn(
             state.turn_id,
             status=state.status,

@@ -17,21 +17,19 @@ from __future__ import annotations
 import queue
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..config import SubagentsConfig, SummarizationConfig
 from ..llm.base import ChatModel, ToolCall
-from .loop import Cancelled, CancelToken, TurnState, run_turn
+from .loop import Cancelled, CancelToken, OnEvent, TurnState, run_turn
 from .middleware import JournalMiddleware, SummarizationMiddleware
 from .tools import SUBAGENT_TYPES, NotebookTools, ToolError, parse_arguments, tool_specs
 
 if TYPE_CHECKING:
     from ..journal import Journal
 
-OnEvent = Callable[[dict[str, Any]], None]
 POLL_SECONDS = 0.05
 SUBAGENT_PROMPT = (
     "You are a sub-agent of deerflow_nb, working for a lead agent in the user's Jupyter "
@@ -231,10 +229,7 @@ class SubagentExecutor:
     def _dispatch(self, calls: list[ToolCall]) -> list[dict[str, Any]]:
         messages = []
         for call in calls:
-            try:
-                text = self.tools.call(call.name, parse_arguments(call.arguments))
-            except ToolError as exc:
-                text = f"Error: {exc}"
+            text = self.tools.run_call(call)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
         return messages
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tokens import truncate_to_tokens
+
+if TYPE_CHECKING:
+    from ..llm.base import ToolCall
 
 READ_TOOLS = ("list_variables", "describe_variable", "read_cell")
 MAX_RESULT_TOKENS = 2000
@@ -109,6 +112,14 @@ class NotebookTools:
     def read_only(self) -> NotebookTools:
         """The same tools without ``run_code`` (for sub-agents, which run off the main thread)."""
         return NotebookTools(self.namespace, self.shell, allow_code=False)
+
+    def run_call(self, call: ToolCall) -> str:
+        """Run a model's tool call; bad JSON arguments become an ``Error: ...`` result too."""
+        try:
+            arguments = parse_arguments(call.arguments)
+        except ToolError as exc:
+            return f"Error: {exc}"
+        return self.call(call.name, arguments)
 
     def call(self, name: str, arguments: dict[str, Any]) -> str:
         """Run one tool; a ``ToolError`` becomes an ``Error: ...`` result the model can read."""

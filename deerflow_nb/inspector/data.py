@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
-from ..config import CONFIG_FILENAME, load_settings
+from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME, load_settings
 from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS, MemoryStore
 from ..memory.store import MemoryFileError as MemoryFileError
@@ -29,8 +29,6 @@ from ..memory.store import MemoryFileError as MemoryFileError
 if TYPE_CHECKING:
     import pandas as pd
 
-MEMORY_FILENAME = "memory.json"
-JOURNAL_FILENAME = "journal.db"
 SECTIONS = {"user": USER_SECTIONS, "history": HISTORY_SECTIONS}
 SORTS = {
     "confidence (high first)": ("confidence", True),

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tokens import count_message_tokens, count_tokens
+
 OnText = Callable[[str], None]
 
 
@@ -67,6 +69,14 @@ class ChatResult:
         if self.tool_calls:
             message["tool_calls"] = [c.to_openai() for c in self.tool_calls]
         return message
+
+
+def counted_usage(messages: list[dict[str, Any]], content: str, calls: list[ToolCall]) -> Usage:
+    """Exact usage counted locally, for models and servers that do not report it."""
+    output = count_tokens(content) + sum(
+        count_tokens(c.name) + count_tokens(c.arguments) for c in calls
+    )
+    return Usage(count_message_tokens(messages), output)
 
 
 class ChatModel(ABC):

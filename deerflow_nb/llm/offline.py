@@ -15,8 +15,8 @@ import math
 import re
 from typing import Any
 
-from ..tokens import count_message_tokens, count_tokens, truncate_to_tokens
-from .base import ChatModel, ChatResult, OnText, ToolCall, Usage
+from ..tokens import count_tokens, truncate_to_tokens
+from .base import ChatModel, ChatResult, OnText, ToolCall, counted_usage
 
 PREFIX = "(offline model) "
 MAX_INPUT_TOKENS = 16_384
@@ -152,13 +152,10 @@ class OfflineModel(ChatModel):
         if on_text is not None:
             for piece in _PIECE_RE.findall(content):
                 on_text(piece)
-        output = count_tokens(content) + sum(
-            count_tokens(c.name) + count_tokens(c.arguments) for c in calls
-        )
         return ChatResult(
             content=content,
             tool_calls=calls,
-            usage=Usage(count_message_tokens(messages), output),
+            usage=counted_usage(messages, content, calls),
             model=self.name,
             finish_reason="tool_calls" if calls else "stop",
         )

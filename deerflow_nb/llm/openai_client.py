@@ -11,8 +11,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..tokens import count_message_tokens, count_tokens
-from .base import ChatModel, ChatResult, ModelError, OnText, ToolCall, Usage
+from .base import ChatModel, ChatResult, ModelError, OnText, ToolCall, Usage, counted_usage
 
 if TYPE_CHECKING:
     import openai
@@ -95,10 +94,7 @@ class OpenAIChatModel(ChatModel):
             raise self._translate(exc) from exc
         if not result.usage.input_tokens and not result.usage.output_tokens:
             # Some local servers report no usage; count it ourselves, exactly.
-            output = count_tokens(result.content) + sum(
-                count_tokens(c.name) + count_tokens(c.arguments) for c in result.tool_calls
-            )
-            result.usage = Usage(count_message_tokens(messages), output)
+            result.usage = counted_usage(messages, result.content, result.tool_calls)
         return result
 
     def embed(self, texts: list[str]) -> list[list[float]]:
