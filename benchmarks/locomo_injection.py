@@ -54,8 +54,6 @@ MERGED_BUDGET = 500
 SPEED_FACTS = 10_000
 _DIA_RE = re.compile(r"D\d+:\d+")
 
-Ranker = Callable[[dict[str, Any], str, int], list[dict[str, Any]]]
-
 
 # -- data ------------------------------------------------------------------------------
 def session_date(text: str) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from .memory import Memory
     from .widgets import MemoryPanel
 
+# Mirrors memory.store.CATEGORIES: importing deerflow_nb.memory here would load the journal
+# (sqlite-utils, and through it pandas) at %load_ext.
 CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
 PROG = "%memory"
 
@@ -346,11 +350,14 @@ class MemoryCommands:
     def _fact_ids(self) -> set[str]:
         return {f["id"] for f in self.memory.data.get("facts", [])}
 
-    def _require_facts(self, ids: tuple[str, ...] | list[str]) -> None:
-        known = self._fact_ids()
-        for fact_id in ids:
-            if fact_id not in known:
-                raise UsageError(f"no fact {fact_id!r}; see {PROG} facts")
+    @staticmethod
+    @contextmanager
+    def _known_facts() -> Iterator[None]:
+        """Memory checks ids under its lock before writing anything; say which one is unknown."""
+        try:
+            yield
+        except KeyError as exc:
+            raise UsageError(f"no fact {exc.args[0]!r}; see {PROG} facts") from None
 
     def _require_version(self, version: int) -> None:
         if version not in {v["id"] for v in self.memory.versions()}:
@@ -426,10 +433,10 @@ class MemoryCommands:
     def handle_edit(self, args: EditArgs) -> views.Notice:
         if args.text is None and args.category is None and args.confidence is None:
             raise UsageError(f"{PROG} edit: give new TEXT, --category or --confidence")
-        self._require_facts([args.fact_id])
-        fact = self.memory.edit_fact(
-            args.fact_id, args.text, category=args.category, confidence=args.confidence
-        )
+        with self._known_facts():
+            fact = self.memory.edit_fact(
+                args.fact_id, args.text, category=args.category, confidence=args.confidence
+            )
         return views.Notice(f"Edited {_describe(fact)}")
 
     def handle_forget(self, args: ForgetArgs) -> views.Notice:
@@ -449,10 +456,10 @@ class MemoryCommands:
             ids = [f["id"] for f in matches]
         elif args.ids:
             ids = list(dict.fromkeys(args.ids))
-            self._require_facts(ids)
         else:
             raise UsageError(f"{PROG} forget: give fact ids or --match TEXT; see {PROG} facts")
-        removed = self.memory.forget_many(ids)
+        with self._known_facts():
+            removed = self.memory.forget_many(ids)
         noun = "fact" if len(removed) == 1 else "facts"
         return views.Notice(f"Forgot {len(removed)} {noun}", tuple(map(_describe, removed)))
 

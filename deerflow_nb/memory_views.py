@@ -213,17 +213,21 @@ class PreviewView(View):
     def header(self) -> str:
         return f"{self.tokens} / {self.budget} tokens, {self.fact_count} facts"
 
+    @property
+    def body(self) -> str:
+        return self.block or "(nothing would be injected)"
+
     def __str__(self) -> str:
-        body = self.block if self.block else "(nothing would be injected)"
+        body = self.body
         return f"Memory preview: {self.header}\n{body}"
 
     def _repr_markdown_(self) -> str:
-        body = self.block if self.block else "(nothing would be injected)"
+        body = self.body
         fence = "````" if "```" in body else "```"
         return f"**Memory preview** — {self.header}\n\n{fence}text\n{body}\n{fence}"
 
     def _repr_html_(self) -> str:
-        body = self.block if self.block else "(nothing would be injected)"
+        body = self.body
         return (
             f"<p><b>Memory preview</b> — {html.escape(self.header)}</p>"
             f"<pre>{html.escape(body)}</pre>"

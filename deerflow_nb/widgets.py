@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as w
 
 from . import memory_views as views
-from .memory_magic import CATEGORIES, preview_view
+from .memory.store import CATEGORIES
+from .memory_magic import preview_view
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -31,6 +32,7 @@ class MemoryPanel:
         self.memory = memory
         self.history_limit = history_limit
         self._lock = threading.RLock()  # folds refresh from the queue's worker thread
+        self._draws = 0  # redraws so far: an action that changed memory has redrawn already
         self.message = w.HTML()
         self.header = w.HTML()
         self.refresh_button = w.Button(description="Refresh", icon="refresh")
@@ -135,6 +137,7 @@ class MemoryPanel:
     def refresh(self) -> None:
         """Redraw every tab from memory as it is on disk now."""
         with self._lock:
+            self._draws += 1
             data = self.memory.data
             self._facts = list(data.get("facts", []))
             self.header.value = f"<b>Memory</b> — {len(self._facts)} facts"
@@ -184,7 +187,7 @@ class MemoryPanel:
         view = preview_view(self.memory, self.context.value or None, self.budget.value)
         self.last_preview = view
         self.preview_count.value = f"<b>{html.escape(view.header)}</b>"
-        body = view.block or "(nothing would be injected)"
+        body = view.body
         self.preview_block.value = f"<pre>{html.escape(body)}</pre>"
 
     def _draw_pending(self) -> None:
@@ -203,12 +206,14 @@ class MemoryPanel:
     # -- actions ---------------------------------------------------------------------
     def _act(self, action: Any) -> None:
         """Run one action; show its outcome (or error) in one line instead of raising."""
+        draws = self._draws
         try:
             note = action()
         except (KeyError, ValueError) as exc:
             self.message.value = f"<span style='color:#b91c1c'>{html.escape(str(exc))}</span>"
             return
-        self.refresh()
+        if self._draws == draws:  # nothing changed memory, so on_change did not redraw
+            self.refresh()
         self.message.value = html.escape(note or "")
 
     def selected_fact_ids(self) -> list[str]:

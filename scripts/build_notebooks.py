@@ -23,8 +23,6 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "example_notebooks"
 
-Cell = nbformat.NotebookNode
-
 
 def md(text: str) -> tuple[str, str, list[str]]:
     return ("markdown", textwrap.dedent(text).strip("\n"), [])

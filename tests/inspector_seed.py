@@ -31,11 +31,16 @@ def _turn(journal: Journal, thread: str, user: str, reply: str, tokens: tuple[in
     )
 
 
+def quiet_memory(home: Path) -> Memory:
+    """The home's Memory without a queue worker: nothing folds behind the test's back."""
+    settings = load_settings(home)
+    settings.memory.enabled = False
+    return Memory(home, settings=settings)
+
+
 def seed_home(home: Path) -> dict[str, Any]:
     """Fill ``home``; returns the ids the tests look for."""
-    settings = load_settings(home)
-    settings.memory.enabled = False  # no queue worker: nothing folds behind the test's back
-    mem = Memory(home, settings=settings)
+    mem = quiet_memory(home)
     try:
         polars = mem.add_fact(POLARS, category="preference", confidence=0.9)
         churn = mem.add_fact(CHURN, category="context", confidence=0.85)

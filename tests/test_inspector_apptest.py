@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from inspector_seed import CHURN, MATPLOTLIB, POLARS, RUST, seed_home
+from inspector_seed import CHURN, MATPLOTLIB, POLARS, RUST, quiet_memory, seed_home
+from journal_rows import memory_json
 from streamlit.testing.v1 import AppTest
 
-from deerflow_nb.config import load_settings
 from deerflow_nb.journal import Journal
-from deerflow_nb.memory import Memory
 
 APP = Path(__file__).resolve().parents[1] / "inspector_app.py"
 
@@ -33,13 +32,6 @@ def run_app(home: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     return at
 
 
-def quiet_memory(home: Path) -> Memory:
-    """The home's Memory without a queue worker (the seeded threads must not fold)."""
-    settings = load_settings(home)
-    settings.memory.enabled = False
-    return Memory(home, settings=settings)
-
-
 def texts(at: AppTest) -> str:
     """Everything textual on the page, to search in."""
     parts = [m.value for m in at.markdown]
@@ -47,10 +39,6 @@ def texts(at: AppTest) -> str:
     parts += [c.value for c in at.caption]
     parts += [e.label for e in at.expander]
     return "\n".join(parts)
-
-
-def memory_json(home: Path) -> dict:
-    return json.loads((home / "memory.json").read_text())
 
 
 def table(at: AppTest, *columns: str, within=None):
@@ -290,7 +278,7 @@ def test_refresh_reads_changes_made_by_another_process(home, seeded, monkeypatch
     assert "Lives in Lisbon" in set(facts_table(at)["content"])
 
 
-def test_auto_refresh_toggle_runs_the_page_in_a_timed_fragment(home, seeded, monkeypatch):
+def test_turning_auto_refresh_on_keeps_the_page_rendering(home, seeded, monkeypatch):
     at = run_app(home, monkeypatch)
     at.toggle(key="auto_refresh").set_value(True).run()
     assert not at.exception

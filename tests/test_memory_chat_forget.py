@@ -3,25 +3,18 @@ the next is gone after a flush (offline model), and ``%memory history`` shows bo
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from journal_rows import events, memory_json
 
 from deerflow_nb.session import get_session
 
 
 def facts(home: Path) -> list[dict[str, Any]]:
-    return json.loads((home / "memory.json").read_text(encoding="utf-8"))["facts"]
-
-
-def events(home: Path) -> list[dict[str, Any]]:
-    with sqlite3.connect(home / "journal.db") as conn:
-        conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute("SELECT * FROM memory_events ORDER BY id")]
+    return memory_json(home)["facts"]
 
 
 def agent_cell(shell: InteractiveShell, message: str) -> str:

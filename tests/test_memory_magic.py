@@ -428,3 +428,10 @@ def test_a_config_typo_is_one_line_naming_key_and_file(shell: InteractiveShell, 
     message = str(info.value)
     assert "\n" not in message
     assert "memory.debounce_secondz" in message and str(home / "config.yaml") in message
+
+
+def test_the_light_category_list_matches_the_store() -> None:
+    from deerflow_nb.memory.store import CATEGORIES as STORE_CATEGORIES
+    from deerflow_nb.memory_magic import CATEGORIES
+
+    assert CATEGORIES == STORE_CATEGORIES

@@ -8,7 +8,6 @@ their tags) and at the files it left in the home: memory.json and journal.db.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sqlite3
@@ -20,6 +19,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from journal_rows import memory_json
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def query(home: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
 
 
 def facts(home: Path) -> list[dict[str, Any]]:
-    return json.loads((home / "memory.json").read_text(encoding="utf-8"))["facts"]
+    return memory_json(home)["facts"]
 
 
 def test_notebooks_are_committed_clean_and_match_their_builder() -> None:

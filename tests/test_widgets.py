@@ -10,7 +10,6 @@ import comm
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from journal_rows import events, memory_json
-from traitlets.config import Config
 
 from deerflow_nb.memory import Memory
 from deerflow_nb.memory_magic import MemoryMagics
@@ -212,13 +211,8 @@ def test_panel_refreshes_after_a_fold(memory: Memory, home: Path) -> None:
     assert "t-fold" in panel.history.value
 
 
-def test_memory_magic_shows_the_panel(tmp_path_factory: pytest.TempPathFactory) -> None:
-    if not InteractiveShell.initialized():
-        config = Config()
-        config.HistoryManager.hist_file = ":memory:"
-        config.InteractiveShell.ipython_dir = str(tmp_path_factory.mktemp("ipython"))
-        InteractiveShell.instance(config=config)
-    shell = InteractiveShell.instance()
+def test_memory_magic_shows_the_panel(ipython: InteractiveShell) -> None:
+    shell = ipython
     shell.register_magics(MemoryMagics(shell))
     try:
         assert isinstance(shell.run_line_magic("memory", "panel"), MemoryPanel)

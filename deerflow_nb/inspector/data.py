@@ -261,10 +261,16 @@ def size_series(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
             "ts": v["created_at"],
             "version": v["id"],
             "facts": v.get("fact_count") or 0,
-            "kilobytes": round(len(v.get("snapshot") or "") / 1024, 2),
+            "kilobytes": round((v.get("chars") or 0) / 1024, 2),
             "reason": v.get("reason") or "",
         }
-        for v in _rows(db, "memory_versions", order_by="id")
+        for v in _rows(
+            db,
+            "memory_versions",
+            # the size without loading every snapshot (this runs on each auto-refresh)
+            select="id, created_at, reason, fact_count, length(snapshot) AS chars",
+            order_by="id",
+        )
     ]
 
 
@@ -357,15 +363,12 @@ def thread_messages(db: sqlite_utils.Database | None, thread_id: str) -> list[di
 
 def versions(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
     """Saved memory versions, newest first, without their snapshots."""
-    if db is None or not db["memory_versions"].exists():
-        return []
-    return [
-        dict(zip(("id", "created_at", "reason", "source", "fact_count"), row, strict=True))
-        for row in db.execute(
-            "SELECT id, created_at, reason, source, fact_count"
-            " FROM memory_versions ORDER BY id DESC"
-        ).fetchall()
-    ]
+    return _rows(
+        db,
+        "memory_versions",
+        select="id, created_at, reason, source, fact_count",
+        order_by="id desc",
+    )
 
 
 def version_snapshot(db: sqlite_utils.Database | None, version_id: int) -> dict[str, Any]:
