@@ -138,3 +138,38 @@ def test_importing_the_package_does_not_import_torch() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_query_is_embedded_without_the_names_the_memory_knows(minilm: Embedder) -> None:
+    """Who a message is about is the entity gate's job; the embedding judges what it asks."""
+    embedded: list[str] = []
+
+    def compute(texts: list[str]) -> np.ndarray:
+        embedded.extend(texts)
+        return minilm._compute(texts)
+
+    spy = Embedder(minilm.model_id, compute)
+    data = memory(FACTS)
+    spy.warm(FACTS)
+    embedded.clear()
+    why = explain_selection(data, "Where has Caroline's friend Bob camped?", 2000, embedder=spy)
+    # "Caroline" is known (facts name her) and left out; "Bob" is not, so it stays.
+    assert embedded == ["Where has friend Bob camped?"]
+    # The camping fact names Melanie, not Caroline: it keeps 70% of its dense score.
+    camping = next(w for w in why if "camping" in w["fact"]["content"])
+    ungated = explain_selection(data, "Where has friend Bob camped?", 2000, embedder=spy)
+    plain = next(w for w in ungated if "camping" in w["fact"]["content"])
+    assert camping["dense"] == pytest.approx(0.7 * plain["dense"])
+    assert plain["dense"] == 1.0
+
+
+def test_names_do_not_swamp_the_topic(minilm: Embedder) -> None:
+    facts = [
+        "Melanie loves her kids and family time.",
+        "Melanie has been married for five years.",
+        "Caroline learned to play the violin last year.",
+    ]
+    # The whole question's vector sits nearest the facts that name Melanie; without her
+    # name it is about music, and the only fact about music comes first.
+    best = explain_selection(memory(facts), "What music does Melanie play?", 2000, embedder=minilm)
+    assert best[0]["fact"]["content"].startswith("Caroline learned to play the violin")

@@ -4,8 +4,11 @@ with confidence and recency as small priors.
 Without context the order is DeerFlow's: confidence, highest first, ties in store order.
 With context, relevance dominates: confidence and recency only separate facts that are
 about equally relevant (together they weigh less than a tenth of a perfect match).
-Facts that name none of the message's named entities lose half their lexical score, and
-a fact shares some of the relevance of its day's and its store neighbours' best match.
+Facts that name none of the message's named entities lose part of their score, and a
+fact shares some of the relevance of its day's and its store neighbours' best match.
+Dense similarity compares the message without those names to the facts: who the message
+is about is the entity gate's job, what it asks about is the embedding's. Facts learned
+on or near a date the message names gain a date match (see ``dates``).
 
 Everything that depends only on the facts (the BM25 index, each fact's line and token
 cost, the dense matrix) is built once per memory revision and cached, keyed by the facts'
@@ -23,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .dates import date_match, fact_ordinals, mentioned_dates
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -48,8 +53,13 @@ DAY_CLUSTER_WEIGHT = 0.1
 NEIGHBOUR_WEIGHT = DAY_CLUSTER_WEIGHT
 # Named entities (capitalised words that do not open a sentence) say whom or what the
 # message is about: a fact naming none of those the memory knows keeps this share of its
-# lexical score. Dense similarity is left alone: it already weighs names in context.
+# lexical score, and this share of its dense similarity (gated more gently: the embedding
+# only sees the message without those names, so it says nothing about who).
 ENTITY_GATE = 0.5
+DENSE_ENTITY_GATE = 0.7
+# A message naming a date ("on 3 June, 2023", "in March 2024") asks about what was learned
+# then: a fact learned that day (or in that month) gains this much, less for nearby days.
+DATE_WEIGHT = 0.4
 # Pseudo-relevance feedback: terms from the top facts widen a short lexical query.
 PRF_DOCS = 4
 PRF_TERMS = 8
@@ -58,6 +68,8 @@ PRF_WEIGHT = 0.3
 _CACHE_SIZE = 8
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _ENTITY_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
+_POSSESSIVE_ENTITY_RE = re.compile(_ENTITY_RE.pattern + r"(?:'s)?")
+_SPACES_RE = re.compile(r"\s+")
 
 # English function words plus the question and chat words that carry no topic.
 STOPWORDS = frozenset(
@@ -145,6 +157,7 @@ class FactIndex:
     confidence: np.ndarray
     recency: np.ndarray
     day: np.ndarray
+    ordinal: np.ndarray  # each fact's date as a day number (NaN when unknown)
     confidence_order: np.ndarray
     bm25: Any
     line_cache: dict[int, tuple[str | None, str, int]] = field(default_factory=dict)
@@ -185,7 +198,8 @@ def _build(raw: list[Any], signature: tuple) -> FactIndex:
         # A fact with no indexable word still needs a row; "\x00" never matches a query.
         bm25.index([analyze(f["content"]) or ["\x00"] for f in facts], show_progress=False)
     contents = [f["content"] for f in facts]
-    return FactIndex(positions, contents, confidence, recency, day, confidence_order, bm25)
+    ordinal = fact_ordinals(dates)
+    return FactIndex(positions, contents, confidence, recency, day, ordinal, confidence_order, bm25)
 
 
 # hash(signature) → (signature, index): tuples do not cache their hash, so it is taken once
@@ -276,8 +290,11 @@ def _bm25(index: FactIndex, terms: list[str]) -> np.ndarray:
     return np.asarray(index.bm25.get_scores(terms), dtype=float)
 
 
-def _lexical(index: FactIndex, parts: list[tuple[str, float]]) -> np.ndarray:
-    """BM25 of the weighted query parts, widened by feedback terms, normalised to [0, 1]."""
+def _lexical(
+    index: FactIndex, parts: list[tuple[str, float]], named: np.ndarray | None
+) -> np.ndarray:
+    """BM25 of the weighted query parts, widened by feedback terms, normalised to [0, 1],
+    then gated by ``named`` (see ``_known_entities``)."""
     scores = np.zeros(len(index.contents))
     query_terms: set[str] = set()
     for text, weight in parts:
@@ -298,9 +315,12 @@ def _lexical(index: FactIndex, parts: list[tuple[str, float]]) -> np.ndarray:
         extra = _bm25(index, terms)
         if extra.max(initial=0.0) > 0:
             scores = scores + PRF_WEIGHT * top * extra / extra.max()
-    scores = scores / scores.max()
-    named = _naming(index, parts[0][0])
-    return scores if named is None else scores * (ENTITY_GATE + (1 - ENTITY_GATE) * named)
+    return _gate(scores / scores.max(), named, ENTITY_GATE)
+
+
+def _gate(scores: np.ndarray, named: np.ndarray | None, keep: float) -> np.ndarray:
+    """``scores``, of which facts not ``named`` keep only the share ``keep``."""
+    return scores if named is None else scores * (keep + (1 - keep) * named)
 
 
 def entities(text: str) -> list[str]:
@@ -308,22 +328,47 @@ def entities(text: str) -> list[str]:
     return analyze(" ".join(_ENTITY_RE.findall(text)))
 
 
-def _naming(index: FactIndex, text: str) -> np.ndarray | None:
-    """1 for the facts naming an entity of ``text`` that the memory knows, else 0; None
-    when the text names no such entity."""
+def _known_entities(index: FactIndex, text: str) -> tuple[set[str], np.ndarray | None]:
+    """The entity terms of ``text`` that some fact contains, and per fact 1 if it names
+    one of them, else 0 (None when the text names no such entity)."""
+    known: set[str] = set()
     named = np.zeros(len(index.contents))
     for term in set(entities(text)):
-        named = np.maximum(named, _bm25(index, [term]) > 0)
-    return named if named.any() else None
+        mask = _bm25(index, [term]) > 0
+        if mask.any():
+            known.add(term)
+            named = np.maximum(named, mask)
+    return known, (named if known else None)
 
 
-def _dense(index: FactIndex, parts: list[tuple[str, float]], embedder: Embedder) -> np.ndarray:
+def without_entities(text: str, known: set[str]) -> str:
+    """``text`` without its named entities (and their ``'s``) whose terms are in ``known``."""
+
+    def drop(match: re.Match[str]) -> str:
+        terms = analyze(match.group(0))
+        return "" if terms and terms[0] in known else match.group(0)
+
+    return _SPACES_RE.sub(" ", _POSSESSIVE_ENTITY_RE.sub(drop, text)).strip()
+
+
+def _dense(
+    index: FactIndex,
+    parts: list[tuple[str, float]],
+    embedder: Embedder,
+    known: set[str],
+    named: np.ndarray | None,
+) -> np.ndarray:
+    """Cosine of the facts with the weighted query parts, the known names left out,
+    min-max normalised, then gated by ``named``."""
     matrix = index.dense_matrix(embedder)
-    query = sum(weight * embedder.embed_query(text) for text, weight in parts)
+    query = sum(
+        weight * embedder.embed_query(without_entities(text, known) or text)
+        for text, weight in parts
+    )
     norm = float(np.linalg.norm(query))
     if norm == 0 or matrix.size == 0:
         return np.zeros(len(index.contents))
-    return _min_max(matrix @ (query / norm))
+    return _gate(_min_max(matrix @ (query / norm)), named, DENSE_ENTITY_GATE)
 
 
 def _min_max(values: np.ndarray) -> np.ndarray:
@@ -343,8 +388,9 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
     if not parts or n == 0:
         zeros = np.zeros(n)
         return Scores(zeros, None, zeros, index.confidence.copy(), index.confidence_order)
-    lexical = _lexical(index, parts)
-    dense = _dense(index, parts, embedder) if embedder is not None else None
+    known, named = _known_entities(index, parts[0][0])
+    lexical = _lexical(index, parts, named)
+    dense = None if embedder is None else _dense(index, parts, embedder, known, named)
     relevance = lexical if dense is None else (1 - DENSE_SHARE) * lexical + DENSE_SHARE * dense
     dated = index.day >= 0
     if dated.any():
@@ -359,6 +405,9 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
         neighbour[:-1] = np.maximum(neighbour[:-1], np.where(same, base[1:], 0.0))
         relevance = relevance + NEIGHBOUR_WEIGHT * neighbour
         relevance = relevance / max(float(relevance.max()), 1e-12)
+    spans = mentioned_dates(parts[0][0])
+    if spans:
+        relevance = relevance + DATE_WEIGHT * date_match(index.ordinal, spans)
     total = relevance + CONFIDENCE_WEIGHT * index.confidence + RECENCY_WEIGHT * index.recency
     order = np.argsort(-total, kind="stable")
     return Scores(lexical, dense, relevance, total, order)
