@@ -56,10 +56,12 @@ def facts_section(block: str) -> list[str]:
 def parse_facts(block: str) -> list[tuple[str, str, str]]:
     """``(tag, date, text)`` of each listed fact, in block order, as a reader resolves them."""
     body = block.split("Facts:\n", 1)[1].rsplit("\n</memory>", 1)[0]
-    default, date, out = None, None, []
+    default, year, date, out = None, None, None, []
     for line in body.split("\n"):
         if line.startswith("Untagged facts are ["):
             default = line[len("Untagged facts are [") : -len("].")]
+        elif line.startswith("Dates without a year are in "):
+            year = line[len("Dates without a year are in ") : -len(".")]
         elif line.startswith("- ["):
             tag, text = line[3:].split("] ", 1)
             out.append((tag, date, text))
@@ -69,6 +71,9 @@ def parse_facts(block: str) -> list[tuple[str, str, str]]:
         else:
             assert line.endswith(":"), line
             date = line[:-1]
+            if len(date) == len("03-01"):
+                assert year is not None, "a date without a year needs the legend"
+                date = f"{year}-{date}"
     return out
 
 
@@ -190,10 +195,36 @@ def test_shared_metadata_is_said_once_dates_as_headers_commonest_tag_as_legend()
     assert all(line.startswith("- [") for line in facts_section(lone))
 
 
+DATES = [None, *(f"2026-03-0{d}T10:00:00Z" for d in range(1, 6)), "2025-12-31T10:00:00Z"]
+
+
+def test_the_commonest_year_is_said_once_when_that_saves_tokens() -> None:
+    days = ["2026-01-05", "2026-01-04", "2026-01-03", "2026-01-02", "2026-01-01", "2025-12-31"]
+    facts = [
+        fact(f"Did thing {n}", 0.99 - n / 100, createdAt=f"{d}T09:00:00Z")
+        for n, d in enumerate(days)
+    ]
+    block = format_memory_for_injection(memory(facts))
+    assert block == (
+        "<memory>\nFacts:\nDates without a year are in 2026.\n"
+        + "".join(
+            f"{d[5:]}:\n- [context | {0.99 - n / 100:.2f}] Did thing {n}\n"
+            for n, d in enumerate(days[:5])
+        )
+        + "2025-12-31:\n- [context | 0.94] Did thing 5\n</memory>"
+    )
+    assert [date for _, date, _ in parse_facts(block)] == days
+    full = block.replace("Dates without a year are in 2026.\n", "").replace("\n01-", "\n2026-01-")
+    assert count_tokens(block) < count_tokens(full)
+    # Two dates in the year save less than the legend costs: every header stays full.
+    two = format_memory_for_injection(memory(facts[:2]))
+    assert "without a year" not in two and "\n2026-01-05:\n" in two
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     picks=st.lists(
-        st.tuples(st.integers(0, 5), st.integers(0, 3), st.sampled_from(["context", "goal"])),
+        st.tuples(st.integers(0, 5), st.integers(0, 6), st.sampled_from(["context", "goal"])),
         min_size=1,
         max_size=30,
     ),
@@ -210,7 +241,7 @@ def test_grouped_block_is_exact_and_select_facts_follows_its_order(
             f"Fact {n}: likes {words[w]} on day {d}",
             [0.9, 0.8, 0.7, 0.95][(n + d) % 4] if c == "goal" else 0.9,
             c,
-            createdAt=f"2026-03-0{d + 1}T10:00:00Z" if d else None,
+            createdAt=DATES[d],
         )
         for n, (w, d, c) in enumerate(picks)
     ]

@@ -15,26 +15,32 @@ Layout (DeerFlow's order and labels; empty sections are left out)::
 
     Facts:
     Untagged facts are [context | 0.90].
-    2026-03-01:
+    Dates without a year are in 2026.
+    03-01:
     - [preference | 0.92] Prefers polars over pandas
     - Works on churn prediction for a telecom
+    2025-11-20:
+    - Moved to Lisbon
     Undated:
     - [goal | 0.80] Wants to learn Rust
     </memory>
 
 Every fact shows its category, confidence and date, as in ``- [preference | 0.92 |
 2026-03-01] …``, but the shared parts are said once: facts are grouped under the date they
-were learned, and the commonest ``[category | confidence]`` of the memory is stated once
-(the legend line) and left off the lines that have it, when that saves more tokens than
-the legend costs. Per-line metadata would otherwise cost ~16 tokens a fact, most of a
-short fact's own cost (~19 tokens on LOCOMO). A fact whose text starts with
-``[`` always carries its tag, so no text can pass for a tag.
+were learned, and the commonest ``[category | confidence]`` and the commonest year of the
+memory are each stated once (the legend lines) and left off the lines and date headers
+that have them, when that saves more tokens than the legend costs. Per-line metadata would
+otherwise cost ~16 tokens a fact, most of a short fact's own cost (~19 tokens on LOCOMO),
+and a full date header costs 7 tokens where ``03-01:`` costs 4. A fact whose text starts
+with ``[`` always carries its tag, so no text can pass for a tag.
 
 The whole string, tags included, never exceeds ``max_tokens`` counted with ``cl100k_base``.
 Summaries come first, as in DeerFlow; if they alone would not fit they are shortened, never
 the budget broken. Facts then fill what is left in rank order (see ``ranking``), each
-costing its line plus, for the first fact of a date or the first untagged fact, the date
-header or the legend; a fact that does not fit is skipped and the next one tried. The
+costing its line plus, for the first fact of a date, the first untagged fact or the first
+date in the legend's year, the date header or that legend; a fact that does not fit is
+skipped and the next one tried. The year legend is the commonest year among the dates of
+the best candidates, so a block about last year's facts shortens those. The
 listing groups the chosen facts by date, dates in the order of their best-ranked fact,
 facts within a date in rank order (without context: confidence order, so the most
 confident fact comes first); ``select_facts`` returns them in that listing order. Every
@@ -48,6 +54,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from ..tokens import count_tokens, truncate_to_tokens
@@ -71,10 +78,13 @@ HISTORY_FIELDS = (
 )
 # A fact line never costs less than this ("- y\n"): below it, stop looking.
 _MIN_LINE_TOKENS = 3
+# The block's year legend is chosen from the dates of this many best candidates.
+_YEAR_CANDIDATES = 40
 # After this many facts in a row that do not fit, the rest will not either (in practice).
 _MAX_MISSES = 64
 UNDATED_HEADER = "Undated:"
 LEGEND = "Untagged facts are [{tag}]."
+YEAR_LEGEND = "Dates without a year are in {year}."
 _SPACE_RE = re.compile(r"\s+")
 _CATEGORY_RE = re.compile(r"[^\w-]+")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}")
@@ -100,8 +110,11 @@ def fact_date(fact: dict[str, Any]) -> str | None:
     return created.group(0) if created else None
 
 
-def date_header(date: str | None) -> str:
-    return f"{date}:" if date else UNDATED_HEADER
+def date_header(date: str | None, year: str | None = None) -> str:
+    """``2026-03-01:``, or ``03-01:`` when the date is in ``year`` (the legend's)."""
+    if not date:
+        return UNDATED_HEADER
+    return f"{date[5:]}:" if year and date[:4] == year else f"{date}:"
 
 
 def fact_line(fact: dict[str, Any], default_tag: str | None = None) -> str:
@@ -208,6 +221,18 @@ def _default_tag(index: FactIndex, facts: list[dict[str, Any]]) -> str | None:
     return index.meta["default_tag"]
 
 
+def _block_year(index: FactIndex, facts: list[dict[str, Any]], head: list[int]) -> str | None:
+    """The year the legend states for a block whose best candidates are ``head``: the
+    commonest among their distinct dates (the latest wins a tie), if leaving it off those
+    dates' headers saves more than the legend costs."""
+    years = Counter(date[:4] for date in {_line(index, facts, i)[0] for i in head} if date)
+    if not years:
+        return None
+    year, count = max(years.items(), key=lambda item: (item[1], item[0]))
+    saved = _cost(date_header(f"{year}-01-01")) - _cost(date_header(f"{year}-01-01", year))
+    return year if count * saved > _cost(YEAR_LEGEND.format(year=year)) else None
+
+
 def _line(index: FactIndex, facts: list[dict[str, Any]], i: int) -> tuple[str | None, str, int]:
     """Fact ``i``'s date, line and line cost (cached for the revision)."""
     cached = index.line_cache.get(i)
@@ -218,7 +243,7 @@ def _line(index: FactIndex, facts: list[dict[str, Any]], i: int) -> tuple[str | 
 
 
 def _layout(
-    index: FactIndex, facts: list[dict[str, Any]], accepted: list[int]
+    index: FactIndex, facts: list[dict[str, Any]], accepted: list[int], year: str | None
 ) -> tuple[list[str], list[int]]:
     """The Facts lines (legend, date headers, fact lines) and the listed facts, in order.
 
@@ -229,17 +254,20 @@ def _layout(
         groups.setdefault(_line(index, facts, i)[0], []).append(i)
     lines: list[str] = []
     listed: list[int] = []
-    untagged = False
+    untagged = yearless = False
     for date, members in groups.items():
-        lines.append(date_header(date))
+        header = date_header(date, year)
+        yearless = yearless or header != date_header(date)
+        lines.append(header)
         for i in members:
             line = _line(index, facts, i)[1]
             untagged = untagged or not line.startswith("- [")
             lines.append(line)
             listed.append(i)
-    if untagged:
-        lines.insert(0, LEGEND.format(tag=_default_tag(index, facts)))
-    return lines, listed
+    legends = [LEGEND.format(tag=_default_tag(index, facts))] if untagged else []
+    if yearless:
+        legends.append(YEAR_LEGEND.format(year=year))
+    return legends + lines, listed
 
 
 def _pack(
@@ -251,24 +279,32 @@ def _pack(
 ) -> tuple[str, list[int]]:
     """The block holding the facts that fit, tried in ``order``, and the listed positions.
 
-    A fact costs its line, plus the date header if it is the first of its date, plus the
-    legend if it is the first untagged fact: the exact marginal cost of adding it.
+    A fact costs its line, plus the date header if it is the first of its date, plus a
+    legend if it is the first untagged fact or the first fact of a date in the legend's
+    year: the exact marginal cost of adding it.
     """
     # The block with an empty Facts section; each line then adds its own cost.
     used = count_tokens(_render(sections, ["\0"]).replace("\0\n", ""))  # "Facts:\n</memory>"
     default = _default_tag(index, facts)
     legend_cost = _cost(LEGEND.format(tag=default)) if default else 0
+    order = iter(order)
+    head = [int(i) for i in islice(order, _YEAR_CANDIDATES)]
+    year = _block_year(index, facts, head)
+    year_legend_cost = _cost(YEAR_LEGEND.format(year=year)) if year else 0
     accepted: list[int] = []
     dates: set[str | None] = set()
-    legend = False
+    legend = year_legend = False
     misses = 0
-    for i in order:
+    for i in chain(head, order):
         if max_tokens - used < _MIN_LINE_TOKENS or misses > _MAX_MISSES:
             break
         i = int(i)
         date, line, cost = _line(index, facts, i)
+        yearless = False
         if date not in dates:
-            cost += _cost(date_header(date))
+            header = date_header(date, year)
+            yearless = header != date_header(date)
+            cost += _cost(header) + (year_legend_cost if yearless and not year_legend else 0)
         tagged = line.startswith("- [")
         if not (tagged or legend):
             cost += legend_cost
@@ -276,17 +312,18 @@ def _pack(
             accepted.append(i)
             dates.add(date)
             legend = legend or not tagged
+            year_legend = year_legend or yearless
             used += cost
             misses = 0
         else:
             misses += 1
     # The final string is counted whole all the same (a safety net: it is never trimmed
     # unless the pre-tokenizer splits differently than assumed).
-    lines, listed = _layout(index, facts, accepted)
+    lines, listed = _layout(index, facts, accepted, year)
     text = _render(sections, lines)
     while accepted and count_tokens(text) > max_tokens:
         accepted.pop()
-        lines, listed = _layout(index, facts, accepted)
+        lines, listed = _layout(index, facts, accepted, year)
         text = _render(sections, lines)
     if count_tokens(text) > max_tokens:
         return "", []
