@@ -18,9 +18,9 @@ merged into one store at 500 tokens, for DeerFlow's confidence-only injection, D
 planned TF-IDF 0.6 / confidence 0.4, plain BM25 (bm25s, its default tokenizer), and ours
 with and without MiniLM embeddings, plus p50 latency per query. Every ranking is packed
 by the injection's own packer (``select_in_order``): the same block layout (facts grouped
-by date, the commonest tag stated once), the same exact token counting. A speed section follows:
-a 10,000-fact store, ranked injection against DeerFlow's classic injection, and the first
-call on a new memory revision.
+by date, the commonest tag and year stated once), the same exact token counting. A speed
+section follows: a 10,000-fact store, ranked injection against DeerFlow's classic
+injection, and the first call on a new memory revision.
 """
 
 from __future__ import annotations
