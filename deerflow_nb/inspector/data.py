@@ -140,7 +140,8 @@ def injection_preview(
 
     ``facts`` lists each injected fact, in the block's order, with the score parts the
     ranking gave it: relevance (lexical BM25 fused with dense similarity when embeddings
-    are on), confidence, recency, and the total.
+    are on, plus the date match when the context names a date), confidence, recency, and
+    the total.
     """
     from ..memory.injection import explain_injection
     from ..tokens import count_tokens

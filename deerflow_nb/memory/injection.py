@@ -410,8 +410,10 @@ def explain_selection(
     """Why each injected fact is there: its rank and score parts, in injection order.
 
     ``relevance`` fuses ``lexical`` (BM25, normalised per query) and ``dense`` (cosine,
-    min-max normalised per query, or None without embeddings); ``score`` adds the confidence
-    and recency priors. With no context, relevance is 0 and the score is the confidence.
+    min-max normalised per query, or None without embeddings), with the lifts from the
+    fact's day and neighbours and, when the context names a date, its date match;
+    ``score`` adds the confidence and recency priors. With no context, relevance is 0 and
+    the score is the confidence.
     """
     return explain_injection(memory_data, context, max_tokens, embedder=embedder)[1]
 
