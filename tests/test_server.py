@@ -252,6 +252,24 @@ def test_model_failure_is_a_500_not_a_dropped_socket(
     assert error["type"] == "server_error" and "RuntimeError: boom" in error["message"]
 
 
+def test_a_client_hanging_up_prints_no_traceback(
+    loopback_server: ServerHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """socketserver prints a traceback for any error in a handler thread; a client that
+    closed its socket (its timeout, Ctrl-C) is routine, a real error still shows."""
+    for error in (ConnectionResetError(104, "reset"), BrokenPipeError(32, "pipe")):
+        try:
+            raise error
+        except ConnectionError:
+            loopback_server._httpd.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr().err == ""
+    try:
+        raise ValueError("a real bug")
+    except ValueError:
+        loopback_server._httpd.handle_error(None, ("127.0.0.1", 1))
+    assert "ValueError: a real bug" in capsys.readouterr().err
+
+
 def test_stop_frees_the_port() -> None:
     handle = start_server()
     port = handle.port
