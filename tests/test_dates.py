@@ -80,3 +80,19 @@ def test_facts_learned_on_the_named_day_come_first() -> None:
     assert select_facts(data, "What news did Maria share in May 2023?", 2000)[0] is facts[0]
     # Without a date, the three match alike and the most recent wins the tie.
     assert select_facts(data, "What news did Maria share?", 2000)[0] is facts[2]
+
+
+def test_a_search_naming_a_date_lists_the_facts_learned_then() -> None:
+    from deerflow_nb.memory.injection import rank_facts
+
+    facts = [
+        fact("Adopted a greyhound", "2023-06-14T10:00:00Z"),
+        fact("Started a pottery class", "2023-06-16T10:00:00Z"),
+        fact("Moved to Lisbon", "2023-09-01T10:00:00Z"),
+    ]
+    found = [f["content"] for f, _ in rank_facts({"facts": facts}, "16 June, 2023")]
+    # The named day first, two days off next; a fact months away is not listed.
+    assert found == ["Started a pottery class", "Adopted a greyhound"]
+    # Words and a date: the words' match first, then what was learned that day.
+    found = [f["content"] for f, _ in rank_facts({"facts": facts}, "greyhound or 2023-09-01")]
+    assert found == ["Adopted a greyhound", "Moved to Lisbon"]

@@ -80,6 +80,8 @@ HISTORY_FIELDS = (
 _MIN_LINE_TOKENS = 3
 # The block's year legend is chosen from the dates of this many best candidates.
 _YEAR_CANDIDATES = 40
+# A search naming a date also lists facts learned within about five days of it.
+_SEARCH_DATE_MATCH = 0.5
 # After this many facts in a row that do not fit, the rest will not either (in practice).
 _MAX_MISSES = 64
 UNDATED_HEADER = "Undated:"
@@ -446,7 +448,8 @@ def explain_injection(
 def rank_facts(
     memory_data: dict[str, Any] | None, query: str, *, embedder: Embedder | None = None
 ) -> list[tuple[dict[str, Any], float]]:
-    """Facts matching ``query`` (lexically, or any fact when embeddings are on), best first.
+    """Facts matching ``query`` (lexically, or any fact when embeddings are on, or learned
+    within a few days of a date it names), best first.
 
     An empty query lists every fact in confidence order, scored by its confidence.
     """
@@ -457,4 +460,6 @@ def rank_facts(
     matched = scores.lexical > 0
     if scores.dense is not None:
         matched |= scores.dense > 0
+    if scores.date_match is not None:
+        matched |= scores.date_match >= _SEARCH_DATE_MATCH
     return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if matched[i]]

@@ -282,6 +282,7 @@ class Scores:
     relevance: np.ndarray
     total: np.ndarray
     order: np.ndarray
+    date_match: np.ndarray | None = None  # when the message names a date (see ``dates``)
 
 
 def _bm25(index: FactIndex, terms: list[str]) -> np.ndarray:
@@ -406,8 +407,9 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
         relevance = relevance + NEIGHBOUR_WEIGHT * neighbour
         relevance = relevance / max(float(relevance.max()), 1e-12)
     spans = mentioned_dates(parts[0][0])
-    if spans:
-        relevance = relevance + DATE_WEIGHT * date_match(index.ordinal, spans)
+    on_date = date_match(index.ordinal, spans) if spans else None
+    if on_date is not None:
+        relevance = relevance + DATE_WEIGHT * on_date
     total = relevance + CONFIDENCE_WEIGHT * index.confidence + RECENCY_WEIGHT * index.recency
     order = np.argsort(-total, kind="stable")
-    return Scores(lexical, dense, relevance, total, order)
+    return Scores(lexical, dense, relevance, total, order, on_date)
