@@ -397,6 +397,24 @@ def test_facts_naming_the_asked_about_entity_come_first() -> None:
     assert rank_facts(data, "What has Bob painted at the lake?")[0][0] is about_mel
 
 
+def test_a_specific_fact_beats_an_equally_relevant_general_one() -> None:
+    day = "2026-03-03T10:00:00Z"
+    specific = fact("Took the family to Yosemite", createdAt=day)
+    general = fact("Values time with family", createdAt=day)
+    background = [
+        fact(f"Values time {x}", createdAt=f"2026-02-0{n + 1}T10:00:00Z")
+        for n, x in enumerate(("outdoors", "alone", "at work", "reading"))
+    ]
+    data = memory([*background, specific, general])
+    # The question matches both only by their date; the general one is later in the store,
+    # so without the specificity prior its recency would put it first.
+    why = explain_selection(data, "What happened on 3 March, 2026?", 2000)
+    assert [w["fact"] for w in why[:2]] == [specific, general]
+    assert why[0]["relevance"] == why[1]["relevance"]
+    assert why[0]["recency"] < why[1]["recency"]
+    assert why[0]["specificity"] > why[1]["specificity"]
+
+
 def test_store_neighbours_of_a_strong_hit_share_its_relevance() -> None:
     day1, day2 = "2026-03-01T10:00:00Z", "2026-03-02T10:00:00Z"
     facts = [

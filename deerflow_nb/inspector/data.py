@@ -140,8 +140,8 @@ def injection_preview(
 
     ``facts`` lists each injected fact, in the block's order, with the score parts the
     ranking gave it: relevance (lexical BM25 fused with dense similarity when embeddings
-    are on, plus the date match when the context names a date), confidence, recency, and
-    the total.
+    are on, plus the date match when the context names a date), confidence, recency,
+    specificity, and the total.
     """
     from ..memory.injection import explain_injection
     from ..tokens import count_tokens
@@ -160,6 +160,7 @@ def injection_preview(
                 "dense": None if w["dense"] is None else round(w["dense"], 3),
                 "confidence": round(w["confidence"], 3),
                 "recency": round(w["recency"], 3),
+                "specificity": round(w["specificity"], 3),
                 "total": round(w["score"], 3),
             }
             for w in why

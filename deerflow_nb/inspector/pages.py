@@ -379,7 +379,7 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
     if preview["facts"]:
         st.markdown(
             "**Why these facts**, in the order of the block: `total` combines relevance, "
-            "confidence and recency; `rank` is the fact's place in the whole ranking."
+            "confidence, recency and specificity; `rank` is the fact's place in the whole ranking."
         )
         st.dataframe(data.frame(preview["facts"]), hide_index=True)
 

@@ -414,8 +414,8 @@ def explain_selection(
     ``relevance`` fuses ``lexical`` (BM25, normalised per query) and ``dense`` (cosine,
     min-max normalised per query, or None without embeddings), with the lifts from the
     fact's day and neighbours and, when the context names a date, its date match;
-    ``score`` adds the confidence and recency priors. With no context, relevance is 0 and
-    the score is the confidence.
+    ``score`` adds the confidence, recency and specificity priors. With no context,
+    relevance is 0 and the score is the confidence.
     """
     return explain_injection(memory_data, context, max_tokens, embedder=embedder)[1]
 
@@ -439,6 +439,7 @@ def explain_injection(
             "dense": None if scores.dense is None else float(scores.dense[i]),
             "confidence": float(index.confidence[i]),
             "recency": float(index.recency[i]),
+            "specificity": float(index.specificity[i]),
             "score": float(scores.total[i]),
         }
         for i in chosen

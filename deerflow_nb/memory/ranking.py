@@ -2,8 +2,8 @@
 with confidence and recency as small priors.
 
 Without context the order is DeerFlow's: confidence, highest first, ties in store order.
-With context, relevance dominates: confidence and recency only separate facts that are
-about equally relevant (together they weigh less than a tenth of a perfect match).
+With context, relevance dominates: confidence, recency and specificity only separate facts
+that are about equally relevant (together they weigh less than a fifth of a perfect match).
 Facts that name none of the message's named entities lose part of their score, and a
 fact shares some of the relevance of its day's and its store neighbours' best match.
 Dense similarity compares the message without those names to the facts: who the message
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,10 @@ DENSE_SHARE = 0.5
 # Priors, added to a relevance in [0, 1].
 CONFIDENCE_WEIGHT = 0.05
 RECENCY_WEIGHT = 0.02
+# A fact in rarer words says something specific ("Signed up for a pottery class"), one in
+# common words something general ("Values family time"); a question is more often answered
+# by the former. Specificity is the fact's mean IDF over the memory, min-max scaled.
+SPECIFICITY_WEIGHT = 0.1
 # Facts learned on the same day tend to be about the same episode (cluster hypothesis):
 # a fact gains this share of the best relevance among its same-day siblings.
 DAY_CLUSTER_WEIGHT = 0.1
@@ -156,6 +160,7 @@ class FactIndex:
     contents: list[str]
     confidence: np.ndarray
     recency: np.ndarray
+    specificity: np.ndarray
     day: np.ndarray
     ordinal: np.ndarray  # each fact's date as a day number (NaN when unknown)
     confidence_order: np.ndarray
@@ -193,13 +198,34 @@ def _build(raw: list[Any], signature: tuple) -> FactIndex:
     # Stable sort on -confidence: DeerFlow's sorted(..., reverse=True) keeps store order on ties.
     confidence_order = np.argsort(-confidence, kind="stable")
     bm25 = None
+    terms = [analyze(f["content"]) for f in facts]
     if facts:
         bm25 = bm25s.BM25()
         # A fact with no indexable word still needs a row; "\x00" never matches a query.
-        bm25.index([analyze(f["content"]) or ["\x00"] for f in facts], show_progress=False)
+        bm25.index([t or ["\x00"] for t in terms], show_progress=False)
     contents = [f["content"] for f in facts]
     ordinal = fact_ordinals(dates)
-    return FactIndex(positions, contents, confidence, recency, day, ordinal, confidence_order, bm25)
+    return FactIndex(
+        positions,
+        contents,
+        confidence,
+        recency,
+        _specificity(terms),
+        day,
+        ordinal,
+        confidence_order,
+        bm25,
+    )
+
+
+def _specificity(terms: list[list[str]]) -> np.ndarray:
+    """Each fact's mean IDF (``log(N / df)``) over the memory, scaled onto [0, 1]."""
+    frequency = Counter(term for fact in terms for term in set(fact))
+    n = len(terms)
+    mean_idf = [
+        sum(math.log(n / frequency[t]) for t in fact) / len(fact) if fact else 0.0 for fact in terms
+    ]
+    return _min_max(np.array(mean_idf, dtype=float))
 
 
 # hash(signature) → (signature, index): tuples do not cache their hash, so it is taken once
@@ -410,6 +436,11 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
     on_date = date_match(index.ordinal, spans) if spans else None
     if on_date is not None:
         relevance = relevance + DATE_WEIGHT * on_date
-    total = relevance + CONFIDENCE_WEIGHT * index.confidence + RECENCY_WEIGHT * index.recency
+    total = (
+        relevance
+        + CONFIDENCE_WEIGHT * index.confidence
+        + RECENCY_WEIGHT * index.recency
+        + SPECIFICITY_WEIGHT * index.specificity
+    )
     order = np.argsort(-total, kind="stable")
     return Scores(lexical, dense, relevance, total, order, on_date)
