@@ -116,7 +116,12 @@ def date_header(date: str | None, year: str | None = None) -> str:
     """``2026-03-01:``, or ``03-01:`` when the date is in ``year`` (the legend's)."""
     if not date:
         return UNDATED_HEADER
-    return f"{date[5:]}:" if year and date[:4] == year else f"{date}:"
+    return f"{date[5:]}:" if _in_year(date, year) else f"{date}:"
+
+
+def _in_year(date: str | None, year: str | None) -> bool:
+    """Whether ``date``'s header leaves its year to the legend's ``year``."""
+    return bool(date and year and date[:4] == year)
 
 
 def fact_line(fact: dict[str, Any], default_tag: str | None = None) -> str:
@@ -258,9 +263,8 @@ def _layout(
     listed: list[int] = []
     untagged = yearless = False
     for date, members in groups.items():
-        header = date_header(date, year)
-        yearless = yearless or header != date_header(date)
-        lines.append(header)
+        yearless = yearless or _in_year(date, year)
+        lines.append(date_header(date, year))
         for i in members:
             line = _line(index, facts, i)[1]
             untagged = untagged or not line.startswith("- [")
@@ -304,9 +308,9 @@ def _pack(
         date, line, cost = _line(index, facts, i)
         yearless = False
         if date not in dates:
-            header = date_header(date, year)
-            yearless = header != date_header(date)
-            cost += _cost(header) + (year_legend_cost if yearless and not year_legend else 0)
+            yearless = _in_year(date, year)
+            cost += _cost(date_header(date, year))
+            cost += year_legend_cost if yearless and not year_legend else 0
         tagged = line.startswith("- [")
         if not (tagged or legend):
             cost += legend_cost
