@@ -27,12 +27,12 @@ Layout (DeerFlow's order and labels; empty sections are left out)::
 
 Every fact shows its category, confidence and date, as in ``- [preference | 0.92 |
 2026-03-01] …``, but the shared parts are said once: facts are grouped under the date they
-were learned, and the commonest ``[category | confidence]`` and the commonest year of the
-memory are each stated once (the legend lines) and left off the lines and date headers
-that have them, when that saves more tokens than the legend costs. Per-line metadata would
-otherwise cost ~16 tokens a fact, most of a short fact's own cost (~19 tokens on LOCOMO),
-and a full date header costs 7 tokens where ``03-01:`` costs 4. A fact whose text starts
-with ``[`` always carries its tag, so no text can pass for a tag.
+were learned, and the memory's commonest ``[category | confidence]`` and the commonest
+year of the block's best candidates are each stated once (the legend lines) and left off
+the lines and date headers that have them, when that saves more tokens than it costs.
+Per-line metadata would otherwise cost ~16 tokens a fact, most of a short fact's own cost
+(~19 tokens on LOCOMO), and a full date header costs 7 tokens where ``03-01:`` costs 4. A
+fact whose text starts with ``[`` always carries its tag, so no text can pass for a tag.
 
 The whole string, tags included, never exceeds ``max_tokens`` counted with ``cl100k_base``.
 Summaries come first, as in DeerFlow; if they alone would not fit they are shortened, never
