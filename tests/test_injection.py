@@ -499,3 +499,14 @@ def test_benchmark_cli_names_a_missing_data_dir(bench: Any, tmp_path: Path, caps
     assert bench.main([str(tmp_path / "nowhere"), "--no-embeddings"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: no LOCOMO conversations") and "\n" not in err
+
+
+def test_benchmark_bootstrap_interval_brackets_the_mean(bench: Any) -> None:
+    recalls = [1.0] * 60 + [0.0] * 40
+    low, high = bench.bootstrap_interval(recalls)
+    assert 0.45 < low < 0.6 < high < 0.75
+    assert bench.bootstrap_interval(recalls) == (low, high)  # seeded: a run repeats
+    more_low, more_high = bench.bootstrap_interval(recalls * 10)
+    assert high - low > 2 * (more_high - more_low)  # ten times the questions: ~1/3 as wide
+    assert bench.bootstrap_interval([0.5] * 7) == (0.5, 0.5)
+    assert bench._cell([1.0, 0.0]).startswith("0.500 (")
