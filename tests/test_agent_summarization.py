@@ -146,6 +146,12 @@ def test_summary_request_follows_the_protocol_and_is_trimmed() -> None:
     assert count_tokens(inner) <= 60
     assert "message number 19" in inner  # the newest is kept, the oldest dropped
     assert "message number 0 " not in inner
+    assert inner.startswith("Summary so far: earlier things\n")  # the past is never dropped
+    long_past = "the distant past " * 100
+    wrapped = summary_request(cfg, messages, previous=long_past)[1]["content"]
+    inner = wrapped.split("\n", 1)[1].rsplit("\n", 1)[0]
+    assert count_tokens(inner) <= 60  # a long summary takes at most half the budget
+    assert inner.startswith("Summary so far: the distant past") and "message number 19" in inner
     cfg.summary_prompt = "Be terse."
     assert summary_request(cfg, messages[:1], None)[0]["content"] == "Be terse."
 

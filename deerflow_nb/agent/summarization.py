@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config import ContextSize, SummarizationConfig
 from ..llm.base import ChatModel
-from ..tokens import count_message_tokens, count_tokens, get_encoding
+from ..tokens import count_message_tokens, count_tokens, get_encoding, truncate_to_tokens
 
 DEFAULT_SUMMARY_PROMPT = (
     "You compress the earlier part of a conversation between a user and an assistant "
@@ -90,22 +90,27 @@ def summary_request(
 ) -> list[dict[str, Any]]:
     """The summary call's messages, trimmed to ``trim_tokens_to_summarize``.
 
-    When the text is too long, the oldest messages are dropped first (the previous
-    summary already covers the distant past), then the remainder is cut to fit.
+    The previous summary always comes first and stays: it is the only trace of the
+    distant past, so dropping it would lose that for good. It may take at most half the
+    budget (cut at its end beyond that). When the messages are too long for the rest,
+    the oldest are dropped first, then the remainder is cut to its newest tokens.
     """
-    blocks = render_conversation(messages)
-    if previous:
-        blocks.insert(0, f"Summary so far: {previous}")
     budget = config.trim_tokens_to_summarize
+    head = ""
+    if previous:
+        head = truncate_to_tokens(f"Summary so far: {previous}", max(budget // 2, 1)) + "\n"
+    room = max(budget - count_tokens(head), 1)
+    blocks = render_conversation(messages)
     sizes = [count_tokens(b) + 1 for b in blocks]
     start, total = 0, sum(sizes)
-    while total > budget and start < len(blocks) - 1:
+    while total > room and start < len(blocks) - 1:
         total -= sizes[start]
         start += 1
-    body = "\n".join(blocks[start:])
-    if count_tokens(body) > budget:
+    tail = "\n".join(blocks[start:])
+    if count_tokens(tail) > room:
         enc = get_encoding()
-        body = enc.decode(enc.encode_ordinary(body)[-budget:])
+        tail = enc.decode(enc.encode_ordinary(tail)[-room:])
+    body = head + tail
     return [
         {"role": "system", "content": config.summary_prompt or DEFAULT_SUMMARY_PROMPT},
         {
