@@ -339,9 +339,8 @@ def in_notebook_kernel(shell: Any) -> bool:
 class MemoryCommands:
     """One handler per subcommand; each validates, calls the Memory API, returns a view."""
 
-    def __init__(self, memory: Memory, shell: Any = None) -> None:
+    def __init__(self, memory: Memory) -> None:
         self.memory = memory
-        self.shell = shell
 
     def run(self, args: Args) -> Any:
         return getattr(self, f"handle_{args.command}")(args)
@@ -531,6 +530,17 @@ def preview_view(memory: Memory, context: str | None, tokens: int | None) -> vie
 class MemoryMagics(Magics):
     """``%memory``: the notebook's window onto long-term memory."""
 
+    _panel: MemoryPanel | None = None
+
+    def _new_panel(self, commands: MemoryCommands, args: PanelArgs) -> MemoryPanel:
+        """A new panel; the one shown before is closed, as a re-run cell would otherwise
+        leave it redrawing, unseen, on every change."""
+        panel = commands.run(args)
+        if self._panel is not None:
+            self._panel.close()
+        self._panel = panel
+        return panel
+
     @no_var_expand
     @line_magic
     def memory(self, line: str = "") -> Any:
@@ -539,15 +549,15 @@ class MemoryMagics(Magics):
         if args is None:
             return None
         try:
-            commands = MemoryCommands(get_session(self.shell).memory, self.shell)
+            commands = MemoryCommands(get_session(self.shell).memory)
         except ConfigError as exc:  # a config.yaml typo: name the key and the file, once
             raise UsageError(str(exc)) from None
         from .memory import MemoryFileError  # loaded with the session's Memory
 
         try:
-            if isinstance(args, PanelArgs) and not line.strip():
-                if in_notebook_kernel(self.shell):
-                    return commands.run(args)
+            if isinstance(args, PanelArgs):
+                if line.strip() or in_notebook_kernel(self.shell):
+                    return self._new_panel(commands, args)
                 return commands.summary()
             return commands.run(args)
         except MemoryFileError as exc:  # a damaged memory.json: say how to recover, once

@@ -4,6 +4,10 @@ Every button calls the same public ``Memory`` API as ``%memory`` and the agent, 
 click is journaled and atomic like any other change. The panel subscribes to
 ``memory.on_change`` and redraws itself after folds, so what it shows follows memory
 without re-running the cell. ipywidgets is imported here only, when a panel is built.
+
+Widgets live in ipywidgets' registry (and the front-end) until closed, so the panel closes
+the rows it replaces on every redraw, and ``close()`` closes the whole panel and
+unsubscribes it; otherwise every redraw and every re-run cell would leave widgets behind.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class MemoryPanel:
         self.history_limit = history_limit
         self._lock = threading.RLock()  # folds refresh from the queue's worker thread
         self._draws = 0  # redraws so far: an action that changed memory has redrawn already
+        self.closed = False
         self.message = w.HTML()
         self.header = w.HTML()
         self.refresh_button = w.Button(description="Refresh", icon="refresh")
@@ -123,7 +128,7 @@ class MemoryPanel:
         return str(views.SummaryView(self.memory.data))
 
     def _subscribe(self) -> None:
-        """Refresh on every memory change, without keeping a closed panel alive."""
+        """Refresh on every memory change, without keeping a collected panel alive."""
         ref = weakref.ref(self)
 
         def on_change(*_: Any, **__: Any) -> None:
@@ -131,12 +136,24 @@ class MemoryPanel:
             if panel is not None:
                 panel.refresh()
 
-        weakref.finalize(self, self.memory.on_change(on_change))
+        self._unsubscribe = self.memory.on_change(on_change)
+        weakref.finalize(self, self._unsubscribe)
+
+    def close(self) -> None:
+        """Stop following memory and close every widget of the panel (its view goes blank)."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._unsubscribe()
+            _close_tree(self.widget)
 
     # -- drawing ---------------------------------------------------------------------
     def refresh(self) -> None:
-        """Redraw every tab from memory as it is on disk now."""
+        """Redraw every tab from memory as it is on disk now (nothing, once closed)."""
         with self._lock:
+            if self.closed:
+                return
             self._draws += 1
             data = self.memory.data
             self._facts = list(data.get("facts", []))
@@ -181,7 +198,7 @@ class MemoryPanel:
                     w.HTML(html.escape(str(fact.get("content", "")))),
                 ])
             )  # fmt: skip
-        self.fact_rows.children = rows or [w.HTML("<i>No facts.</i>")]
+        _replace_children(self.fact_rows, rows or [w.HTML("<i>No facts.</i>")])
 
     def _draw_preview(self) -> None:
         view = preview_view(self.memory, self.context.value or None, self.budget.value)
@@ -201,7 +218,7 @@ class MemoryPanel:
             self.pending_checks[change["id"]] = box
             summary = views.summarize_diff(change.get("diff"))
             rows.append(w.HBox([box, w.HTML(f"<b>#{change['id']}</b> {html.escape(summary)}")]))
-        self.pending_rows.children = rows or [w.HTML("<i>No pending changes.</i>")]
+        _replace_children(self.pending_rows, rows or [w.HTML("<i>No pending changes.</i>")])
 
     # -- actions ---------------------------------------------------------------------
     def _act(self, action: Any) -> None:
@@ -265,3 +282,22 @@ class MemoryPanel:
     def _on_review(self, change: dict[str, Any]) -> None:
         self.memory.review = bool(change["new"])
         self.message.value = f"Review mode {'on' if change['new'] else 'off'}"
+
+
+def _replace_children(box: w.Box, children: list[w.Widget]) -> None:
+    """Show ``children`` in ``box`` and close the widgets they replace."""
+    old = box.children
+    box.children = children
+    for child in old:
+        _close_tree(child)
+
+
+def _close_tree(widget: w.Widget) -> None:
+    """Close ``widget`` and everything it holds: its children and its own layout and style
+    widgets (``close`` alone closes none of them)."""
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+        if isinstance(part, w.Widget):
+            part.close()
+    widget.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import comm
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from ipywidgets.widgets import widget as ipywidgets_widget
 from journal_rows import events, memory_json
 
 from deerflow_nb.memory import Memory
@@ -17,15 +19,17 @@ from deerflow_nb.session import close_session, get_session
 from deerflow_nb.tokens import count_tokens
 from deerflow_nb.widgets import TAB_TITLES, MemoryPanel
 
+widget_registry = ipywidgets_widget._instances  # every widget not yet closed
+
 
 class DummyComm:
     """Stands in for the kernel's comm (as ipywidgets' own tests do) and keeps what the
     widgets would have sent to the front-end."""
 
-    comm_id = "dummy"
     kernel = "truthy"  # a non-None kernel makes widgets send their state updates
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.comm_id = uuid.uuid4().hex  # the widget registry's key
         self.messages: list[dict[str, Any]] = []
 
     def open(self, *args: Any, **kwargs: Any) -> None:
@@ -211,6 +215,35 @@ def test_panel_refreshes_after_a_fold(memory: Memory, home: Path) -> None:
     assert "t-fold" in panel.history.value
 
 
+def test_redraws_close_the_rows_they_replace(memory: Memory) -> None:
+    for n in range(3):
+        memory.add_fact(f"Fact number {n}", category="context", confidence=0.8)
+    panel = MemoryPanel(memory)
+    live = len(widget_registry)
+    for _ in range(5):
+        panel.refresh()
+    assert len(widget_registry) == live  # each redraw closed the rows it replaced
+    memory.add_fact("One more fact", category="context", confidence=0.8)
+    assert len(panel.fact_checks) == 4
+    assert len(widget_registry) > live
+
+
+def test_a_closed_panel_unsubscribes_and_closes_its_widgets(memory: Memory) -> None:
+    before = len(memory._callbacks)
+    panel = MemoryPanel(memory)
+    assert len(memory._callbacks) == before + 1
+    row_box, tabs_id = panel.fact_rows.children[0], panel.tabs.model_id
+    panel.close()
+    assert panel.closed and len(memory._callbacks) == before
+    assert panel.widget.comm is None and row_box.comm is None
+    assert tabs_id not in widget_registry
+    draws = panel._draws
+    memory.add_fact("Added after closing", category="context", confidence=0.8)
+    panel.refresh()
+    assert panel._draws == draws
+    panel.close()  # closing twice is harmless
+
+
 def test_memory_magic_shows_the_panel(ipython: InteractiveShell) -> None:
     shell = ipython
     shell.register_magics(MemoryMagics(shell))
@@ -221,6 +254,11 @@ def test_memory_magic_shows_the_panel(ipython: InteractiveShell) -> None:
         panel = shell.run_line_magic("memory", "")
         assert isinstance(panel, MemoryPanel)
         assert panel.memory is get_session(shell).memory
+        # A re-run cell: the new panel replaces the old one, which stops following memory.
+        subscribers = len(panel.memory._callbacks)
+        again = shell.run_line_magic("memory", "panel")
+        assert panel.closed and not again.closed
+        assert len(again.memory._callbacks) == subscribers
     finally:
         if "kernel" in vars(shell):
             del shell.kernel
