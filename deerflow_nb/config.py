@@ -212,6 +212,17 @@ def _build(cls: type, raw: dict[str, Any], prefix: str, source: Path) -> Any:
     return cls(**kwargs)
 
 
+def parse_embeddings_spec(spec: str) -> tuple[str, str]:
+    """``memory.embeddings`` as ``(kind, name)``: ``openai:<model>`` or ``local:<name or
+    path>``; anything else is a ConfigError that shows both forms."""
+    kind, _, name = spec.strip().partition(":")
+    if kind not in ("local", "openai") or not name.strip():
+        raise ConfigError(
+            f"memory.embeddings {spec!r} must be 'openai:<model>' or 'local:<name or path>'"
+        )
+    return kind, name.strip()
+
+
 def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
     """Read ``config.yaml`` under the home folder (if any) and apply environment overrides."""
     home_path = resolve_home(home)
@@ -237,6 +248,11 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
             if not isinstance(values, dict):
                 raise ConfigError(f"{path}: '{section}' must be a mapping, got {values!r}")
             setattr(settings, section, _build(_TOP_SECTIONS[section], values, section, path))
+        if settings.memory.embeddings:  # said when the file is read, not at the first search
+            try:
+                parse_embeddings_spec(settings.memory.embeddings)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
     _apply_env(settings)
     return settings
 

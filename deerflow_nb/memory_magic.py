@@ -521,7 +521,7 @@ def preview_view(memory: Memory, context: str | None, tokens: int | None) -> vie
     """The injected block and its exact token count; shared by ``%memory preview`` and the panel."""
     from .tokens import count_tokens
 
-    budget = tokens or memory.settings.memory.max_injection_tokens
+    budget = memory.settings.memory.max_injection_tokens if tokens is None else tokens
     block, chosen = memory.injection(context, max_tokens=budget)
     return views.PreviewView(block, count_tokens(block), budget, len(chosen))
 
@@ -560,5 +560,5 @@ class MemoryMagics(Magics):
                     return self._new_panel(commands, args)
                 return commands.summary()
             return commands.run(args)
-        except MemoryFileError as exc:  # a damaged memory.json: say how to recover, once
-            raise UsageError(str(exc)) from None
+        except (MemoryFileError, ConfigError) as exc:  # a damaged memory.json, or a setting
+            raise UsageError(str(exc)) from None  # first used now: say how to fix it, once

@@ -66,7 +66,11 @@ def test_the_injected_count_matches_the_selected_facts(home: Path) -> None:
         for budget in (40, 60, 2000):
             block, count = injection(memory, context, budget)
             assert block == memory.preview(context, budget)
-            assert count == len(memory.selected_facts(context, budget))
+            assert count == sum(line.startswith("- ") for line in block.splitlines())
+            selected = memory.selected_facts(context, budget)
+            assert len(selected) == count and all(f["content"] in block for f in selected)
+    assert memory.preview(["polars"], 0) == ""  # a zero budget is zero, not the default
+    assert memory.preview(["polars"]).count("- ") == 4  # None is the configured budget
     memory.close()
 
 

@@ -134,6 +134,13 @@ def test_wrong_type_names_key_and_file(home: Path, text: str, key: str) -> None:
     assert f"'{key}'" in one_line_error(home, text)
 
 
+def test_a_malformed_embeddings_spec_is_named_when_the_file_is_read(home: Path) -> None:
+    message = one_line_error(home, "memory:\n  embeddings: minilm\n")
+    assert "'minilm'" in message and "'local:<name or path>'" in message
+    write_config(home, "memory:\n  embeddings: 'local:all-MiniLM-L6-v2'\n")
+    assert load_settings().memory.embeddings == "local:all-MiniLM-L6-v2"
+
+
 def test_invalid_yaml_is_one_line(home: Path) -> None:
     message = one_line_error(home, "memory:\n  max_facts: [1, 2\n  enabled: true\n")
     assert "not valid YAML" in message

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 
+from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
 from deerflow_nb.journal import Journal
 from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
@@ -61,6 +64,36 @@ def test_unset_means_no_embedder_and_bad_specs_say_so(home: Path) -> None:
     for spec in ("minilm", "local:", "cohere:embed-v3"):
         with pytest.raises(ConfigError, match="openai:<model>' or 'local:"):
             get_embedder(settings_for(home, spec), None)
+
+
+def test_an_unloadable_local_model_fails_the_turn_in_one_journaled_line(
+    home: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("sentence_transformers")
+    (home / "config.yaml").write_text(f"memory:\n  embeddings: 'local:{tmp_path / 'gone'}'\n")
+    agent = Agent(model="offline")
+    agent.memory.add_fact("Likes green tea", category="preference", confidence=0.9)
+    with pytest.raises(ConfigError, match="cannot be loaded") as info:
+        agent.run("What do I drink?")
+    assert "\n" not in str(info.value) and "sentence-transformers model folder" in str(info.value)
+    assert agent.last_turn.status == "error"  # the hooks' failure still ends the turn
+    (row,) = agent.journal.turns("default")
+    assert row["status"] == "error" and "cannot be loaded" in row["error"]
+    agent.close()
+
+
+def test_the_magics_say_an_unloadable_local_model_as_a_usage_error(
+    shell: InteractiveShell, home: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("sentence_transformers")
+    (home / "config.yaml").write_text(f"memory:\n  embeddings: 'local:{tmp_path / 'gone'}'\n")
+    shell.run_line_magic("memory", "add Likes green tea")
+    for run in (
+        lambda: shell.run_line_magic("memory", "search tea"),
+        lambda: shell.run_cell_magic("agent", "", "What do I drink?"),
+    ):
+        with pytest.raises(UsageError, match="cannot be loaded"):
+            run()
 
 
 def test_minilm_vectors_are_real_and_unit_length(minilm: Embedder) -> None:

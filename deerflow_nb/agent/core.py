@@ -227,11 +227,12 @@ class Agent:
                 on_event,
             )
         ]
+        # The journal opens the turn first, so a turn whose injection fails is still kept.
+        chain.append(JournalMiddleware(self.journal, title=_title(state.user_message["content"])))
         if memory_on and settings.memory.injection_enabled:
             chain.append(
                 MemoryInjectionMiddleware(self.memory, settings.memory.max_injection_tokens)
             )
-        chain.append(JournalMiddleware(self.journal, title=_title(state.user_message["content"])))
         chain.append(MemoryEnqueueMiddleware(self.memory, remember=memory_on))
         return chain
 

@@ -121,8 +121,8 @@ def run_turn(
     so the model has to answer with what it has. Middleware hooks run in chain order;
     ``after_agent`` always runs, with ``state.status`` set to ok, error or interrupted.
     """
-    _hook(state, middlewares, "before_agent")
     try:
+        _hook(state, middlewares, "before_agent")
         state.reply = _loop(
             state, middlewares, tools, dispatch, max_turns, on_text, on_step, cancel
         )

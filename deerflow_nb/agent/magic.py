@@ -140,7 +140,7 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
         )
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")
-    except (ModelError, MemoryFileError) as exc:
+    except (ModelError, MemoryFileError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         _keep(shell, args, agent.last_turn, view)

