@@ -73,7 +73,18 @@ def test_write_leaves_no_temp_files_and_replaces_atomically(home: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "payload", [b'{"facts": [', b"[1, 2]", b'{"facts": {"a": 1}}', b"\xff\xfe", b'{"facts": [3]}']
+    "payload",
+    [
+        b'{"facts": [',
+        b"[1, 2]",
+        b'{"facts": {"a": 1}}',
+        b"\xff\xfe",
+        b'{"facts": [3]}',
+        b'{"facts": [{"content": "x", "confidence": null}]}',
+        b'{"facts": [{"content": "x", "confidence": "high"}]}',
+        b'{"facts": [{"content": "x", "confidence": NaN}]}',
+        b'{"facts": [{"content": "x", "confirmations": "2"}]}',
+    ],
 )
 def test_corrupt_file_is_never_overwritten_and_kept_aside(home: Path, payload: bytes) -> None:
     mem = Memory(home)
@@ -95,6 +106,14 @@ def test_corrupt_file_is_never_overwritten_and_kept_aside(home: Path, payload: b
     assert mem.recover() == mem.versions()[-2]["id"]
     assert [f["content"] for f in mem.data["facts"]] == ["Uses DuckDB for local analytics"]
     assert copies[0].read_bytes() == payload
+
+
+def test_a_fact_with_a_non_numeric_confidence_is_named_not_folded_over(home: Path) -> None:
+    (home / "memory.json").write_text('{"facts": [{"content": "Likes tea", "confidence": "high"}]}')
+    with pytest.raises(MemoryFileError, match=r"facts\[0\] has confidence 'high', not a number"):
+        _ = Memory(home).data
+    with pytest.raises(ValueError, match="cannot import, facts"):
+        Memory(home / "other").import_(home / "memory.json")
 
 
 def test_recover_without_any_version_says_so(home: Path) -> None:

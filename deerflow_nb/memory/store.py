@@ -61,6 +61,11 @@ def check_schema(data: Any) -> str | None:
     for i, fact in enumerate(facts):
         if not isinstance(fact, dict) or not isinstance(fact.get("content"), str):
             return f"facts[{i}] is not a fact object with a text 'content'"
+        for key, kind in (("confidence", "a number"), ("confirmations", "a whole number")):
+            value = fact.get(key, 0)
+            number = int if key == "confirmations" else int | float
+            if isinstance(value, bool) or not isinstance(value, number) or value != value:
+                return f"facts[{i}] has {key} {value!r}, not {kind}"
     return None
 
 
