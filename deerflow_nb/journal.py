@@ -189,6 +189,13 @@ def m007_memory_queue_claims_and_settings(db: sqlite_utils.Database) -> None:
     db["memory_settings"].create({"key": str, "value": str}, pk="key")
 
 
+@migration
+def m008_private_turns(db: sqlite_utils.Database) -> None:
+    """Turns run without memory (``--no-memory``): a fold never reads their messages, even
+    when they land between two remembered turns of one thread."""
+    db["turns"].add_column("private", int)
+
+
 BUSY_SECONDS = 30.0
 
 
@@ -349,12 +356,18 @@ class Journal:
             )
         )
 
+    def private_turn_ids(self, thread_id: str) -> set[str]:
+        """The thread's turns run without memory."""
+        sql = "SELECT id FROM turns WHERE thread_id = ? AND private = 1"
+        return {row[0] for row in self.db.execute(sql, [thread_id])}
+
     def messages(self, thread_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         """The thread's messages in OpenAI's shape, oldest first."""
         return [row_to_message(r) for r in self.message_rows(thread_id, after_seq)]
 
     # -- turns -------------------------------------------------------------------
-    def start_turn(self, thread_id: str, model: str) -> str:
+    def start_turn(self, thread_id: str, model: str, *, private: bool = False) -> str:
+        """A new running turn; a ``private`` one is never read by memory."""
         turn_id = new_id("turn-")
         with self.transaction() as db:
             db["turns"].insert(
@@ -367,6 +380,7 @@ class Journal:
                     "input_tokens": 0,
                     "output_tokens": 0,
                     "facts_injected": 0,
+                    "private": int(private),
                 }
             )
         return turn_id

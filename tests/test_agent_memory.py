@@ -82,3 +82,18 @@ def test_agent_alone_builds_its_own_memory(home: Path) -> None:
     assert "From memory: Prefers polars over pandas" in reply
     assert agent.last_turn.facts_injected == 1
     agent.close()
+
+
+def test_a_no_memory_turn_between_remembered_ones_is_never_learned(home: Path) -> None:
+    agent = Agent()
+    agent.run("I prefer vim over emacs.", thread="t")  # queued, not yet folded
+    agent.run("I prefer R over Python.", thread="t", use_memory=False)
+    agent.memory.flush()
+    agent.run("Thanks, that is all.", thread="t")  # the next fold reads after the last
+    agent.memory.flush()
+    facts = " ".join(f["content"] for f in agent.memory.data["facts"]).lower()
+    assert "vim" in facts and "python" not in facts
+    rows = agent.journal.turns("t")
+    assert [r["private"] for r in rows] == [0, 1, 0]
+    assert len(agent.journal.messages("t")) == 6  # the private turn is still journaled
+    agent.close()

@@ -228,7 +228,8 @@ class Agent:
             )
         ]
         # The journal opens the turn first, so a turn whose injection fails is still kept.
-        chain.append(JournalMiddleware(self.journal, title=_title(state.user_message["content"])))
+        title = _title(state.user_message["content"])
+        chain.append(JournalMiddleware(self.journal, title=title, private=not memory_on))
         if memory_on and settings.memory.injection_enabled:
             chain.append(
                 MemoryInjectionMiddleware(self.memory, settings.memory.max_injection_tokens)

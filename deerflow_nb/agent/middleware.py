@@ -94,9 +94,12 @@ class MemoryInjectionMiddleware(Middleware):
 class JournalMiddleware(Middleware):
     """Writes the turn to the journal: the user message first, the rest at the end."""
 
-    def __init__(self, journal: Journal, *, title: str | None = None) -> None:
+    def __init__(
+        self, journal: Journal, *, title: str | None = None, private: bool = False
+    ) -> None:
         self.journal = journal
         self.title = title
+        self.private = private  # a --no-memory turn: journaled, never read by memory
 
     def before_agent(self, state: TurnState) -> None:
         self.journal.ensure_thread(
@@ -106,7 +109,9 @@ class JournalMiddleware(Middleware):
             title=self.title,
             model=state.model.name,
         )
-        state.turn_id = self.journal.start_turn(state.thread_id, state.model.name)
+        state.turn_id = self.journal.start_turn(
+            state.thread_id, state.model.name, private=self.private
+        )
         self.journal.add_message(state.thread_id, state.user_message, turn_id=state.turn_id)
 
     def after_agent(self, state: TurnState) -> None:

@@ -332,22 +332,26 @@ class Memory:
         return True
 
     def skip(self, thread_id: str) -> None:
-        """Keep the thread's turns so far out of memory (``%%agent --no-memory``).
+        """Keep the thread's turns so far out of memory (memory disabled).
 
         Turns already queued stay queued; only what was journaled since is passed over.
+        (A ``--no-memory`` turn is journaled as private instead, which no fold reads.)
         """
         if not queue.is_queued(self.journal, thread_id):
             self._mark_folded(thread_id, self.journal.last_seq(thread_id))
 
     def _unfolded(self, thread_id: str) -> tuple[list[dict[str, Any]], int]:
-        """The filtered messages journaled after the thread's last fold, and the last seq.
+        """The filtered messages journaled after the thread's last fold, private turns
+        left out, and the last seq (private turns included, so a fold passes them).
 
         A fold reads only what it has not folded before, so a fact the user forgot with
         ``%memory forget`` is not learned again from the turn that first stated it.
         """
         rows = self.journal.message_rows(thread_id, after_seq=self._folded_seq(thread_id))
         last_seq = max((r["seq"] for r in rows), default=0)
-        return filter_messages([row_to_message(r) for r in rows]), last_seq
+        private = self.journal.private_turn_ids(thread_id)
+        kept = [row_to_message(r) for r in rows if r["turn_id"] not in private]
+        return filter_messages(kept), last_seq
 
     def _folded_seq(self, thread_id: str) -> int:
         row = self.journal.db.execute(
