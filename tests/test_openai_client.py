@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import socket
 import subprocess
@@ -239,3 +240,25 @@ def test_importing_the_package_does_not_import_openai() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+def test_a_fold_against_a_dead_server_is_one_logged_line(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from deerflow_nb.memory import Memory
+
+    base_url = f"http://127.0.0.1:{free_port()}/v1"
+    (home / "config.yaml").write_text(
+        f"model:\n  base_url: {base_url}\n  api_key: sk-test\n  max_retries: 0\n"
+    )
+    memory = Memory(home)
+    memory.journal.ensure_thread("t")
+    memory.journal.add_message("t", {"role": "user", "content": "I prefer vim over emacs."})
+    memory.journal.add_message("t", {"role": "assistant", "content": "Noted."})
+    memory.enqueue("t")
+    with caplog.at_level(logging.WARNING, logger="deerflow_nb.memory.api"):
+        report = memory.flush(timeout=60)
+    assert "cannot reach" in report.failed["t"]
+    (record,) = [r for r in caplog.records if "memory fold of t failed" in r.getMessage()]
+    assert record.exc_info is None and base_url in record.getMessage()
+    memory.close()

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import Settings, load_settings
+from ..config import ConfigError, Settings, load_settings
 from ..journal import Journal, now_iso, row_to_message
+from ..llm.base import ModelError
 from . import queue
 from .events import decode_event, event_row, replacement_events
 from .extraction import ExtractionError, build_messages, parse_reply, validate_diff
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from .ranking import Context
 
 log = logging.getLogger(__name__)
+# Failures whose message already says what went wrong and how to fix it: logged as that
+# one line, where a traceback would bury it (an unreachable server's runs ~100 lines).
+_SAID_IN_ONE_LINE = (ModelError, ConfigError)
 _UNSET = object()
 _REVIEW_KEY = "review"
 
@@ -389,7 +393,9 @@ class Memory:
             diff = parse_reply(reply.content, handles)
             outcome = self._apply(diff, thread_id, lambda db: queue.finish(db, row))
         except Exception as exc:  # any failure keeps the row for a bounded retry
-            if not isinstance(exc, ExtractionError | MemoryFileError):
+            if isinstance(exc, _SAID_IN_ONE_LINE):
+                log.warning("memory fold of %s failed: %s", thread_id, exc)
+            elif not isinstance(exc, ExtractionError | MemoryFileError):  # shown by status
                 log.warning("memory fold of %s failed", thread_id, exc_info=True)
             error = f"{type(exc).__name__}: {exc}"
             self._last_error = error
@@ -425,6 +431,8 @@ class Memory:
             embedder = self.embedder
             if embedder is not None:
                 embedder.warm([f["content"] for f in data.get("facts", [])])
+        except _SAID_IN_ONE_LINE as exc:
+            log.warning("could not compute fact embeddings: %s", exc)
         except Exception:
             log.warning("could not compute fact embeddings", exc_info=True)
 
