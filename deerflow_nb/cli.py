@@ -48,7 +48,7 @@ def _status(mem: Memory, args: argparse.Namespace) -> None:
 
 
 def _export(mem: Memory, args: argparse.Namespace) -> None:
-    print(f"exported to {mem.export(args.path)}")
+    print(f"exported to {mem.export(args.path, overwrite=args.force)}")
 
 
 def _import(mem: Memory, args: argparse.Namespace) -> None:
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export = with_home(sub.add_parser("export", help="write memory.json to PATH"))
     export.add_argument("path")
+    export.add_argument("--force", action="store_true", help="overwrite an existing file")
     export.set_defaults(func=_with_memory(_export))
     imp = with_home(sub.add_parser("import", help="import a (DeerFlow) memory.json"))
     imp.add_argument("path")
@@ -98,10 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve_main(argv[1:])
     args = build_parser().parse_args(argv)
     from .config import ConfigError
+    from .memory.store import MemoryFileError
 
     try:
         return args.func(args)
-    except (ConfigError, OSError, ValueError, KeyError) as exc:
+    except (ConfigError, MemoryFileError, OSError, ValueError, LookupError) as exc:
         print(f"deerflow-nb: {exc}", file=sys.stderr)
         return 2
 

@@ -152,6 +152,7 @@ class RejectArgs:
 class ExportArgs:
     command: ClassVar[str] = "export"
     path: str
+    force: bool = False
 
 
 @dataclass(frozen=True)
@@ -267,8 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = add(name, cls, f"{verb} pending changes by id, or --all")
         p.add_argument("ids", nargs="*", type=_positive_int, metavar="ID")
         p.add_argument("--all", action="store_true")
-    p = add("export", ExportArgs, "write memory.json to PATH")
+    p = add("export", ExportArgs, "write memory.json to PATH (--force overwrites a file)")
     p.add_argument("path", metavar="PATH")
+    p.add_argument("--force", action="store_true")
     p = add("import", ImportArgs, "replace memory with PATH (a DeerFlow memory.json works)")
     p.add_argument("path", metavar="PATH")
     p = add("reset", ResetArgs, "empty memory (needs --yes; versions stay for rollback)")
@@ -487,7 +489,10 @@ class MemoryCommands:
         return views.Notice(f"Rejected {count} pending change{'s' * (count != 1)}")
 
     def handle_export(self, args: ExportArgs) -> views.Notice:
-        path = self.memory.export(Path(args.path).expanduser())
+        try:
+            path = self.memory.export(Path(args.path).expanduser(), overwrite=args.force)
+        except ValueError as exc:
+            raise UsageError(f"{PROG} export: {exc}") from None
         count = len(self.memory.data.get("facts", []))
         return views.Notice(f"Exported {count} facts to {path}")
 

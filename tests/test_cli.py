@@ -38,6 +38,9 @@ def test_export_import_and_status_round_trip(home: Path, tmp_path: Path) -> None
     mem.close()
     out = tmp_path / "exported.json"
     assert cli("export", str(out), "--home", str(home)).returncode == 0
+    again = cli("export", str(out), "--home", str(home))
+    assert again.returncode == 2 and "exists" in again.stderr and "Traceback" not in again.stderr
+    assert cli("export", str(out), "--force", "--home", str(home)).returncode == 0
     other = tmp_path / "other-home"
     result = cli("import", str(out), "--home", str(other))
     assert result.returncode == 0, result.stderr

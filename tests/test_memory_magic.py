@@ -296,6 +296,24 @@ def test_export_reset_import_round_trip(
     assert {"add", "reset", "import"} <= kinds
 
 
+def test_export_never_overwrites_by_accident(
+    shell: InteractiveShell, home: Path, tmp_path: Path
+) -> None:
+    add(shell, "Prefers polars", "preference")
+    journal = (home / "journal.db").read_bytes()
+    for target in (home / "journal.db", home / "memory.json"):
+        assert "this memory's own file" in usage_error(shell, f"export {target} --force")
+    assert (home / "journal.db").read_bytes() == journal
+    assert "is a folder" in usage_error(shell, f"export {tmp_path}")
+    assert "cannot write" in usage_error(shell, f"export {tmp_path / 'no' / 'such' / 'x.json'}")
+    out = tmp_path / "mine.json"
+    out.write_text("my notes")
+    assert "exists; choose another path" in usage_error(shell, f"export {out}")
+    assert out.read_text() == "my notes"
+    assert "Exported 1 facts" in str(run(shell, f"export {out} --force"))
+    assert json.loads(out.read_text())["facts"][0]["content"] == "Prefers polars"
+
+
 def test_import_accepts_a_deerflow_memory_json(
     shell: InteractiveShell, home: Path, tmp_path: Path
 ) -> None:

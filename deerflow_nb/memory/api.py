@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import ConfigError, Settings, load_settings
+from ..config import CONFIG_FILENAME, ConfigError, Settings, load_settings
 from ..journal import Journal, now_iso, row_to_message
 from ..llm.base import ModelError
 from . import queue
@@ -628,9 +628,27 @@ class Memory:
         return [p for p in pending if p["id"] in wanted]
 
     # -- whole-memory operations ---------------------------------------------------------------
-    def export(self, path: str | os.PathLike[str]) -> Path:
+    def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write memory as an indented memory.json at ``path``; returns the path.
+
+        Never overwrites the home's own files, nor (unless ``overwrite``) any existing file:
+        a mistyped path must not destroy the journal or another export.
+        """
         target = Path(path)
-        target.write_text(json.dumps(self.data, indent=2, ensure_ascii=False), encoding="utf-8")
+        own = {self.path, self.settings.journal_path, self.settings.home / CONFIG_FILENAME}
+        if target.resolve() in {p.resolve() for p in own}:
+            raise ValueError(f"{target} is this memory's own file; export to another path")
+        if target.is_dir():
+            raise ValueError(
+                f"{target} is a folder; give a file path, say {target / 'memory.json'}"
+            )
+        if target.exists() and not overwrite:
+            raise ValueError(f"{target} exists; choose another path, or overwrite it with --force")
+        text = json.dumps(self.data, indent=2, ensure_ascii=False)
+        try:
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
         return target
 
     def import_(self, path: str | os.PathLike[str]) -> int:
