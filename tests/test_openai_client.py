@@ -218,8 +218,11 @@ def test_ambient_openai_key_is_not_sent_to_a_custom_base_url(
     with start_server(api_key="sk-ambient-secret", models=("gpt-4o-mini",)) as handle:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-ambient-secret")
         monkeypatch.setenv("OPENAI_BASE_URL", handle.base_url)
-        with pytest.raises(ModelError, match="401"):
+        with pytest.raises(ModelError, match="401") as error:
             get_chat_model(load_settings()).chat([user("hi")])
+        # The fix named is where a key for this server goes, not "a valid OPENAI_API_KEY".
+        assert "needs an API key" in str(error.value) and "DEERFLOW_NB_API_KEY" in str(error.value)
+        assert "send_openai_key_to_base_url" in str(error.value)
         assert "sk-ambient-secret" not in handle.seen_keys
         assert handle.seen_keys == [PLACEHOLDER_KEY]
 

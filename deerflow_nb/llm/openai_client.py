@@ -182,6 +182,12 @@ class OpenAIChatModel(ChatModel):
                 "(model.base_url in config.yaml)"
             )
         if isinstance(exc, openai.AuthenticationError):
+            if self._api_key == PLACEHOLDER_KEY:  # no key was sent to this custom server
+                return ModelError(
+                    f"{url} needs an API key (401): set DEERFLOW_NB_API_KEY or model.api_key "
+                    "(OPENAI_API_KEY goes only to api.openai.com unless "
+                    "model.send_openai_key_to_base_url is true)"
+                )
             return ModelError(
                 f"{url} rejected the API key (401): set a valid OPENAI_API_KEY or model.api_key "
                 "in config.yaml"
