@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,18 @@ def test_an_unloadable_local_model_fails_the_turn_in_one_journaled_line(
     (row,) = agent.journal.turns("default")
     assert row["status"] == "error" and "cannot be loaded" in row["error"]
     agent.close()
+
+
+def test_an_unknown_model_name_is_never_fetched(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("sentence_transformers")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    embedder = get_embedder(settings_for(home, "local:all-minilm-typo"), None)
+    with pytest.raises(ConfigError, match="nothing is downloaded at run time") as info:
+        embedder.embed_query("tea")
+    assert "\n" not in str(info.value)
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
 
 
 def test_the_magics_say_an_unloadable_local_model_as_a_usage_error(

