@@ -199,6 +199,26 @@ def _check_value(value: Any, tp: Any, key: str, source: Path) -> Any:
     raise ConfigError(f"{source}: '{key}' has unsupported type {_type_name(tp)}")
 
 
+# Keys whose type alone admits values that silently break memory (a threshold of 7 learns
+# nothing, max_facts 0 keeps nothing): (low, high), either end open when None.
+_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "memory.debounce_seconds": (0, None),
+    "memory.max_facts": (1, None),
+    "memory.fact_confidence_threshold": (0, 1),
+    "memory.max_injection_tokens": (1, None),
+    "model.timeout_seconds": (0.001, None),
+    "model.max_retries": (0, None),
+    "summarization.trim_tokens_to_summarize": (1, None),
+}
+
+
+def _check_range(value: Any, key: str, source: Path) -> None:
+    low, high = _RANGES.get(key, (None, None))
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}"
+        raise ConfigError(f"{source}: '{key}' must be {bounds}, got {value!r}")
+
+
 def _build(cls: type, raw: dict[str, Any], prefix: str, source: Path) -> Any:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls) if f.init}
@@ -209,6 +229,8 @@ def _build(cls: type, raw: dict[str, Any], prefix: str, source: Path) -> Any:
             known = ", ".join(sorted(names))
             raise ConfigError(f"{source}: unknown key '{full}' (known: {known})")
         kwargs[key] = _check_value(value, hints[key], full, source)
+        if kwargs[key] is not None:
+            _check_range(kwargs[key], full, source)
     return cls(**kwargs)
 
 

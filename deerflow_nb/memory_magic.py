@@ -428,8 +428,17 @@ class MemoryCommands:
 
     # writes
     def handle_add(self, args: AddArgs) -> views.Notice:
+        from .memory.updater import MAX_FACT_CHARS
+
+        before = self._fact_ids()
         fact = self.memory.add_fact(args.text, category=args.category, confidence=args.confidence)
-        return views.Notice(f"Added {_describe(fact)}")
+        if fact.get("id") in before:  # a near-duplicate: the stored fact was reinforced
+            note = f"Reinforced the near-duplicate {_describe(fact)}; change it with {PROG} edit"
+        else:
+            note = f"Added {_describe(fact)}"
+        if len(" ".join(args.text.split())) > MAX_FACT_CHARS:
+            note += f" (shortened to {MAX_FACT_CHARS} characters: a fact is one short line)"
+        return views.Notice(note)
 
     def handle_edit(self, args: EditArgs) -> views.Notice:
         if args.text is None and args.category is None and args.confidence is None:

@@ -134,6 +134,26 @@ def test_wrong_type_names_key_and_file(home: Path, text: str, key: str) -> None:
     assert f"'{key}'" in one_line_error(home, text)
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "memory:\n  fact_confidence_threshold: 7\n",
+            "'memory.fact_confidence_threshold' must be from 0 to 1, got 7.0",
+        ),
+        ("memory:\n  max_facts: 0\n", "'memory.max_facts' must be at least 1, got 0"),
+        ("memory:\n  debounce_seconds: -5\n", "'memory.debounce_seconds' must be at least 0"),
+        (
+            "memory:\n  max_injection_tokens: 0\n",
+            "'memory.max_injection_tokens' must be at least 1",
+        ),
+        ("model:\n  max_retries: -1\n", "'model.max_retries' must be at least 0"),
+    ],
+)
+def test_a_value_out_of_range_names_the_range(home: Path, text: str, expected: str) -> None:
+    assert expected in one_line_error(home, text)
+
+
 def test_a_malformed_embeddings_spec_is_named_when_the_file_is_read(home: Path) -> None:
     message = one_line_error(home, "memory:\n  embeddings: minilm\n")
     assert "'minilm'" in message and "'local:<name or path>'" in message

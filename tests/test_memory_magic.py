@@ -84,6 +84,16 @@ def test_add_writes_the_fact_and_journals_it(shell: InteractiveShell, home: Path
     assert [(e["kind"], e["fact_id"]) for e in events(home)] == [("add", fact["id"])]
 
 
+def test_add_says_when_it_reinforced_or_shortened(shell: InteractiveShell, home: Path) -> None:
+    run(shell, "add I prefer polars over pandas --category preference --confidence 0.8")
+    note = str(run(shell, "add I prefer polars over pandas"))
+    assert note.startswith("Reinforced the near-duplicate") and "%memory edit" in note
+    assert len(memory_json(home)["facts"]) == 1
+    note = str(run(shell, "add Likes " + "tea " * 300))
+    assert note.startswith("Added") and "shortened to 500 characters" in note
+    assert "shortened" not in str(run(shell, "add Works on churn models"))
+
+
 def test_facts_table_filters_and_sorts(shell: InteractiveShell, home: Path) -> None:
     a = add(shell, "Prefers polars over pandas", "preference", 0.95)
     b = add(shell, "Works on churn models", "context", 0.75)
