@@ -14,23 +14,30 @@ if TYPE_CHECKING:
 Command = Callable[[argparse.Namespace], int]
 
 
-def _with_memory(action: Callable[[Memory, argparse.Namespace], None]) -> Command:
-    """A subcommand that opens the home's Memory, acts, and always closes it."""
+def _with_memory(
+    action: Callable[[Memory, argparse.Namespace], int | None], *, creates_home: bool = False
+) -> Command:
+    """A subcommand that opens the home's Memory, acts, and always closes it; its exit code
+    is the action's (0 when it returns None). Only a command that writes memory may create
+    a missing ``--home``: for the others a missing folder is a typo, not a new home."""
 
     def command(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
         from .memory import Memory
 
+        if args.home and not creates_home and not Path(args.home).expanduser().is_dir():
+            raise ValueError(f"no home folder {args.home}; check the path (or omit --home)")
         mem = Memory(args.home)
         try:
-            action(mem, args)
+            return action(mem, args) or 0
         finally:
             mem.close()
-        return 0
 
     return command
 
 
-def _fold(mem: Memory, args: argparse.Namespace) -> None:
+def _fold(mem: Memory, args: argparse.Namespace) -> int:
     if args.rebuild:
         mem.recover()
         print(f"rebuilt {mem.path} from the journal's last version")
@@ -41,6 +48,7 @@ def _fold(mem: Memory, args: argparse.Namespace) -> None:
     )
     for thread, error in report.failed.items():
         print(f"  {thread}: {error}")
+    return 1 if report.failed else 0
 
 
 def _status(mem: Memory, args: argparse.Namespace) -> None:
@@ -82,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(func=_with_memory(_export))
     imp = with_home(sub.add_parser("import", help="import a (DeerFlow) memory.json"))
     imp.add_argument("path")
-    imp.set_defaults(func=_with_memory(_import))
+    imp.set_defaults(func=_with_memory(_import, creates_home=True))
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,30 @@ def test_a_bad_import_path_is_one_line_and_exit_2(home: Path) -> None:
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert "missing.json" in result.stderr
+
+
+def test_a_mistyped_home_is_not_created(tmp_path: Path) -> None:
+    typo = tmp_path / "typo-home"
+    for command in (("status",), ("fold",), ("export", str(tmp_path / "x.json"))):
+        result = cli(*command, "--home", str(typo))
+        assert result.returncode == 2 and "no home folder" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert not typo.exists()
+
+
+def test_fold_exits_1_when_a_thread_failed(home: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (home / "config.yaml").write_text(
+        f"model:\n  base_url: http://127.0.0.1:{port}/v1\n  api_key: sk-test\n  max_retries: 0\n"
+    )
+    mem = Memory(home)
+    mem.journal.ensure_thread("t")
+    mem.journal.add_message("t", {"role": "user", "content": "I prefer vim over emacs."})
+    mem.journal.add_message("t", {"role": "assistant", "content": "Noted."})
+    mem.enqueue("t")
+    mem.close()
+    result = cli("fold", "--home", str(home), "--timeout", "60")
+    assert result.returncode == 1 and "failed 1" in result.stdout
+    assert "cannot reach" in result.stdout and "Traceback" not in result.stderr
