@@ -159,6 +159,7 @@ class ExportArgs:
 class ImportArgs:
     command: ClassVar[str] = "import"
     path: str
+    yes: bool = False
 
 
 @dataclass(frozen=True)
@@ -271,8 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("export", ExportArgs, "write memory.json to PATH (--force overwrites a file)")
     p.add_argument("path", metavar="PATH")
     p.add_argument("--force", action="store_true")
-    p = add("import", ImportArgs, "replace memory with PATH (a DeerFlow memory.json works)")
+    p = add(
+        "import",
+        ImportArgs,
+        "replace memory with PATH (a DeerFlow memory.json works; --yes when memory has facts)",
+    )
     p.add_argument("path", metavar="PATH")
+    p.add_argument("--yes", action="store_true")
     p = add("reset", ResetArgs, "empty memory (needs --yes; versions stay for rollback)")
     p.add_argument("--yes", action="store_true")
     return parser
@@ -510,6 +516,13 @@ class MemoryCommands:
         if not path.is_file():
             raise UsageError(f"no file {str(path)!r}; give the path of a memory.json")
         try:
+            self.memory.read_import(path)  # a broken file is said before any confirmation
+            held = len(self.memory.data.get("facts", []))
+            if held and not args.yes:
+                raise UsageError(
+                    f"import replaces the {held} facts in memory; run {PROG} import "
+                    f"{args.path} --yes to confirm (versions keep the current state for rollback)"
+                )
             count = self.memory.import_(path)
         except ValueError as exc:  # json.JSONDecodeError included
             first = (str(exc).splitlines() or [type(exc).__name__])[0]

@@ -300,8 +300,15 @@ def test_export_reset_import_round_trip(
     run(shell, "reset --yes")
     assert fact_ids(home) == []
 
-    assert "Imported 1 facts" in str(run(shell, f"import {out}"))
+    assert "Imported 1 facts" in str(run(shell, f"import {out}"))  # memory was empty
     assert fact_ids(home) == [a]
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"facts": []}')
+    assert "replaces the 1 facts in memory" in usage_error(shell, f"import {empty}")
+    assert fact_ids(home) == [a]
+    assert "Imported 0 facts" in str(run(shell, f"import {empty} --yes"))
+    assert fact_ids(home) == []
+    run(shell, f"import {out}")
     kinds = {e["kind"] for e in events(home)}
     assert {"add", "reset", "import"} <= kinds
 

@@ -651,8 +651,9 @@ class Memory:
             raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
         return target
 
-    def import_(self, path: str | os.PathLike[str]) -> int:
-        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count."""
+    @staticmethod
+    def read_import(path: str | os.PathLike[str]) -> dict[str, Any]:
+        """The memory document at ``path``, checked; ValueError says why it cannot be imported."""
         source = Path(path)
         try:
             data = json.loads(source.read_text(encoding="utf-8"))
@@ -661,7 +662,12 @@ class Memory:
         problem = check_schema(data)
         if problem:
             raise ValueError(f"{source}: cannot import, {problem}")
-        self._replace(data, "import", str(source))
+        return data
+
+    def import_(self, path: str | os.PathLike[str]) -> int:
+        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count."""
+        data = self.read_import(path)
+        self._replace(data, "import", str(path))
         return len(data.get("facts", []))
 
     def reset(self) -> None:
