@@ -312,3 +312,16 @@ def test_serves_several_model_names(models: tuple[str, ...]) -> None:
         for name in models:
             status, body = post(handle, "/chat/completions", {**chat_body("hi"), "model": name})
             assert status == 200 and body["model"] == name
+
+
+def test_serve_offline_names_a_bad_port_in_one_usage_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from deerflow_nb.llm.server import serve_main
+
+    for bad in ("99999", "-1", "http"):
+        with pytest.raises(SystemExit) as exit_info:
+            serve_main(["--port", bad])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert f"'{bad}' is not a port from 0 to 65535" in err and "Traceback" not in err

@@ -384,6 +384,17 @@ def start_server(
     return ServerHandle(httpd, thread)
 
 
+def _port(text: str) -> int:
+    """A TCP port number (0 picks a free one), for argparse: its error is one usage line."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port from 0 to 65535")
+    return port
+
+
 def serve_main(argv: list[str] | None = None) -> int:
     """``deerflow-nb serve-offline``: serve until interrupted, printing the base URL."""
     parser = argparse.ArgumentParser(
@@ -391,7 +402,7 @@ def serve_main(argv: list[str] | None = None) -> int:
         description="Serve the offline model on an OpenAI-compatible loopback endpoint.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback)")
-    parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
+    parser.add_argument("--port", type=_port, default=0, help="port (default: any free port)")
     parser.add_argument("--api-key", default=None, help="require this bearer key")
     args = parser.parse_args(argv)
     handle = start_server(host=args.host, port=args.port, api_key=args.api_key)

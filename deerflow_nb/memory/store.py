@@ -126,9 +126,6 @@ class MemoryStore:
         with self._thread_lock, self._file_lock:
             yield
 
-    def exists(self) -> bool:
-        return self.path.exists()
-
     def read_shared(self) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
         """The file's revision and its document, parsed once per revision and shared.
 
