@@ -62,6 +62,16 @@ def test_interpolation_happens_once_and_braces_escape() -> None:
         interpolate("{missing}", ns)
 
 
+def test_help_prints_the_flags_and_runs_nothing(shell: InteractiveShell) -> None:
+    for flag in ("-h", "--help", "-t eda --help"):
+        result, cap = agent_cell(shell, flag, "This message must not be sent")
+        assert result.success and result.result is None
+        assert "usage: %%agent" in cap.stdout and "--no-memory" in cap.stdout
+        assert "neither inject nor remember" in cap.stdout
+        assert markdown_updates(cap) == []  # no turn ran
+    assert "_agent" not in shell.user_ns
+
+
 # -- cells ---------------------------------------------------------------------------
 def test_a_streamed_reply_lands_in_the_cell_with_a_footer(shell: InteractiveShell) -> None:
     result, cap = agent_cell(shell, "-o answer", "Tell me about rivers, lakes and oceans")

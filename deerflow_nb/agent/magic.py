@@ -61,32 +61,45 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> _Parser:
-    parser = _Parser(prog=PROG, add_help=False, exit_on_error=False)
-    parser.add_argument("-t", "--thread", metavar="NAME")
-    parser.add_argument("--new", action="store_true")
-    parser.add_argument("-m", "--model", metavar="ID")
-    parser.add_argument("--no-memory", action="store_true")
-    parser.add_argument("--no-subagents", action="store_true")
-    parser.add_argument("-o", "--output", metavar="VAR")
-    parser.add_argument("-i", "--interpolate", action="store_true")
-    parser.add_argument("--allow-code", action="store_true")
+    parser = _Parser(
+        prog=PROG,
+        add_help=False,
+        exit_on_error=False,
+        description="Ask the lead agent; the cell's body is the message.",
+    )
+    add = parser.add_argument
+    add("-h", "--help", action="store_true", help="show this help and run nothing")
+    add("-t", "--thread", metavar="NAME", help="the thread to continue (default: the last)")
+    add("--new", action="store_true", help="start a new thread, NAME-2, NAME-3, …")
+    add("-m", "--model", metavar="ID", help="the model for this cell ('offline' needs no key)")
+    add("--no-memory", action="store_true", help="neither inject nor remember this turn")
+    add("--no-subagents", action="store_true", help="do not offer the task tool")
+    add("-o", "--output", metavar="VAR", help="also keep the reply in VAR")
+    add("-i", "--interpolate", action="store_true", help="replace {name} with variables")
+    add("--allow-code", action="store_true", help="let the agent run code in this kernel")
     return parser
 
 
-def parse_agent_line(line: str) -> AgentArgs:
-    """The magic's line as typed arguments; a ``UsageError`` naming the fix otherwise."""
+def parse_agent_line(line: str) -> AgentArgs | None:
+    """The magic's line as typed arguments, or None when help was printed; a
+    ``UsageError`` naming the fix otherwise."""
     try:
         tokens = shlex.split(line)
     except ValueError:
         raise UsageError(f"{PROG}: unbalanced quote in the line; close the quote") from None
+    parser = _parser()
     try:
-        ns = _parser().parse_args(tokens)
+        ns = parser.parse_args(tokens)
     except argparse.ArgumentError as exc:
         raise UsageError(f"{PROG}: {exc}") from None
+    if ns.help:
+        print(parser.format_help())
+        return None
     if ns.output is not None and not ns.output.isidentifier():
         raise UsageError(f"{PROG}: -o needs a Python variable name, got '{ns.output}'")
     if ns.thread is not None and (not ns.thread.strip() or any(c.isspace() for c in ns.thread)):
         raise UsageError(f"{PROG}: -t needs a thread name without spaces, got '{ns.thread}'")
+    del ns.help
     return AgentArgs(**vars(ns))
 
 
@@ -170,6 +183,8 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str) -> None:
         """Ask the lead agent; see the module docstring for the flags."""
         args = parse_agent_line(line)
+        if args is None:
+            return
         result = handle_agent(self.shell, args, cell, self.thread)
         if result is not None:
             self.thread = result.thread
