@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,8 +23,6 @@ def _with_memory(
     a missing ``--home``: for the others a missing folder is a typo, not a new home."""
 
     def command(args: argparse.Namespace) -> int:
-        from pathlib import Path
-
         from .memory import Memory
 
         if args.home and not creates_home and not Path(args.home).expanduser().is_dir():

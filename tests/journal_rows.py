@@ -1,12 +1,24 @@
-"""A test home's files: read the way an outside tool would (plain json and sqlite3), and
-DeerFlow-written memory.json documents to import."""
+"""A test home's files: read the way an outside tool would (plain json and sqlite3),
+DeerFlow-written memory.json documents to import, and journaled turns to fold."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deerflow_nb import Memory
+
+
+def journal_turn(
+    mem: Memory, thread: str, user: str, reply: str = "Noted.", kind: str = "lead"
+) -> None:
+    """A user message and its reply in ``thread``'s journal, as a finished turn leaves them."""
+    mem.journal.ensure_thread(thread, kind=kind)
+    mem.journal.add_message(thread, {"role": "user", "content": user})
+    mem.journal.add_message(thread, {"role": "assistant", "content": reply})
 
 
 def memory_json(home: Path) -> dict[str, Any]:

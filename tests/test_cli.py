@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from journal_rows import journal_turn
+
 from deerflow_nb import Agent, Memory
 
 
@@ -73,9 +75,7 @@ def test_fold_exits_1_when_a_thread_failed(home: Path) -> None:
         f"model:\n  base_url: http://127.0.0.1:{port}/v1\n  api_key: sk-test\n  max_retries: 0\n"
     )
     mem = Memory(home)
-    mem.journal.ensure_thread("t")
-    mem.journal.add_message("t", {"role": "user", "content": "I prefer vim over emacs."})
-    mem.journal.add_message("t", {"role": "assistant", "content": "Noted."})
+    journal_turn(mem, "t", "I prefer vim over emacs.")
     mem.enqueue("t")
     mem.close()
     result = cli("fold", "--home", str(home), "--timeout", "60")

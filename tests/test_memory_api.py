@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from journal_rows import journal_turn
 
 from deerflow_nb import Memory
 from deerflow_nb.memory import ExtractionError, queue
@@ -15,14 +16,6 @@ from deerflow_nb.memory import ExtractionError, queue
 def configure(home: Path, **memory: object) -> None:
     lines = ["memory:"] + [f"  {k}: {json.dumps(v)}" for k, v in memory.items()]
     (home / "config.yaml").write_text("\n".join(lines) + "\n")
-
-
-def journal_turn(
-    mem: Memory, thread: str, user: str, reply: str = "Noted.", kind: str = "lead"
-) -> None:
-    mem.journal.ensure_thread(thread, kind=kind)
-    mem.journal.add_message(thread, {"role": "user", "content": user})
-    mem.journal.add_message(thread, {"role": "assistant", "content": reply})
 
 
 def contents(mem: Memory) -> list[str]:

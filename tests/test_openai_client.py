@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from journal_rows import journal_turn
 
 from deerflow_nb.config import ModelConfig, load_settings
 from deerflow_nb.llm import ModelError, get_chat_model
@@ -255,9 +256,7 @@ def test_a_fold_against_a_dead_server_is_one_logged_line(
         f"model:\n  base_url: {base_url}\n  api_key: sk-test\n  max_retries: 0\n"
     )
     memory = Memory(home)
-    memory.journal.ensure_thread("t")
-    memory.journal.add_message("t", {"role": "user", "content": "I prefer vim over emacs."})
-    memory.journal.add_message("t", {"role": "assistant", "content": "Noted."})
+    journal_turn(memory, "t", "I prefer vim over emacs.")
     memory.enqueue("t")
     with caplog.at_level(logging.WARNING, logger="deerflow_nb.memory.api"):
         report = memory.flush(timeout=60)

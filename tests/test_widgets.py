@@ -11,7 +11,7 @@ import comm
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from ipywidgets.widgets import widget as ipywidgets_widget
-from journal_rows import events, memory_json
+from journal_rows import events, journal_turn, memory_json
 
 from deerflow_nb.memory import Memory
 from deerflow_nb.memory_magic import MemoryMagics
@@ -203,9 +203,7 @@ def test_approving_a_pending_change_applies_it(memory: Memory, home: Path) -> No
 def test_panel_refreshes_after_a_fold(memory: Memory, home: Path) -> None:
     panel = MemoryPanel(memory)
     assert panel.fact_checks == {}
-    memory.journal.ensure_thread("t-fold")
-    memory.journal.add_message("t-fold", {"role": "user", "content": "I prefer vim over emacs."})
-    memory.journal.add_message("t-fold", {"role": "assistant", "content": "Noted."})
+    journal_turn(memory, "t-fold", "I prefer vim over emacs.")
     memory.enqueue("t-fold")
     report = memory.flush(timeout=60)  # folds on the queue's worker thread
     assert report.folded == ["t-fold"]

@@ -48,6 +48,14 @@ def empty_memory() -> dict[str, Any]:
     }
 
 
+# Fact keys that folds compute with, when present: (key, accepted types, how to say it).
+# NaN is rejected too (it is the one number unequal to itself).
+_NUMERIC_FIELDS = (
+    ("confidence", int | float, "a number"),
+    ("confirmations", int, "a whole number"),
+)
+
+
 def check_schema(data: Any) -> str | None:
     """Why ``data`` is not a usable memory document, or None when it is."""
     if not isinstance(data, dict):
@@ -61,9 +69,8 @@ def check_schema(data: Any) -> str | None:
     for i, fact in enumerate(facts):
         if not isinstance(fact, dict) or not isinstance(fact.get("content"), str):
             return f"facts[{i}] is not a fact object with a text 'content'"
-        for key, kind in (("confidence", "a number"), ("confirmations", "a whole number")):
+        for key, number, kind in _NUMERIC_FIELDS:
             value = fact.get(key, 0)
-            number = int if key == "confirmations" else int | float
             if isinstance(value, bool) or not isinstance(value, number) or value != value:
                 return f"facts[{i}] has {key} {value!r}, not {kind}"
     return None
