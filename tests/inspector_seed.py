@@ -89,7 +89,8 @@ def seed_home(home: Path) -> dict[str, Any]:
         journal.ensure_thread("thread-notes", title="Reading notes", model="offline")
         _turn(journal, "thread-notes", "I want to learn Rust.", "Good plan.", (300, 50))
         snapshot = journal.messages("thread-notes")
-        memory_queue.upsert(journal, "thread-notes", snapshot, len(snapshot), 3600.0)
+        with journal.transaction() as db:
+            memory_queue.upsert(db, "thread-notes", snapshot, len(snapshot), 3600.0)
         row = next(r for r in memory_queue.rows(journal) if r["thread_id"] == "thread-notes")
         memory_queue.fail(journal, row, "ModelError: the model server did not answer")
     finally:

@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -27,6 +28,7 @@ from .base import ChatResult
 from .offline import OfflineModel
 
 _ARG_PIECE = re.compile(r".{1,8}", re.DOTALL)
+HOLD_SECONDS = 30.0  # a held request goes on by itself, so a failed test cannot hang
 
 
 def _error(message: str, type_: str, code: str | None, param: str | None = None) -> dict:
@@ -37,7 +39,8 @@ class ServerHandle:
     """A running server: ``base_url`` for clients, ``stop()`` (or ``with``) to shut it down.
 
     ``fail_next(n, status)`` makes the next ``n`` API requests answer ``status``, so
-    retry behaviour can be tested; ``seen_keys`` records the bearer key of every request
+    retry behaviour can be tested; ``hold_next()`` keeps the next one waiting, so a test
+    can act while a client is mid-request; ``seen_keys`` records the bearer key of every request
     (``None`` when absent), so tests can check which key a client sent.
     """
 
@@ -70,6 +73,13 @@ class ServerHandle:
         with self._httpd.lock:
             self._httpd.failures = [status] * count
 
+    def hold_next(self) -> Hold:
+        """Keep the next API request waiting until the returned hold is released."""
+        hold = Hold()
+        with self._httpd.lock:
+            self._httpd.holds.append(hold)
+        return hold
+
     def wait(self) -> None:
         """Block until the server stops (``serve-offline`` runs in the foreground this way)."""
         while self._thread.is_alive():
@@ -89,6 +99,15 @@ class ServerHandle:
         self.stop()
 
 
+@dataclass
+class Hold:
+    """A request held by ``ServerHandle.hold_next``: ``arrived`` is set once it waits,
+    and it goes on when ``release`` is set (or after ``HOLD_SECONDS``)."""
+
+    arrived: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -99,6 +118,7 @@ class _Server(ThreadingHTTPServer):
         self.model = OfflineModel()
         self.lock = threading.Lock()
         self.failures: list[int] = []
+        self.holds: list[Hold] = []
         self.seen_keys: list[str | None] = []
         self.request_count = 0
 
@@ -130,6 +150,10 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.request_count += 1
             status = self.server.failures.pop(0) if self.server.failures else None
+            hold = self.server.holds.pop(0) if self.server.holds else None
+        if hold is not None:
+            hold.arrived.set()
+            hold.release.wait(HOLD_SECONDS)
         if status is not None:
             self._send_json(status, _error(f"injected failure {status}", "server_error", None))
             return

@@ -325,12 +325,8 @@ class Memory:
         if not self.settings.memory.enabled:
             self.skip(thread_id)
             return False
-        snapshot, last_seq = self._unfolded(thread_id)
-        if not is_foldable(snapshot):
+        if not self._queue_unfolded(thread_id, self.settings.memory.debounce_seconds):
             return False
-        queue.upsert(
-            self.journal, thread_id, snapshot, last_seq, self.settings.memory.debounce_seconds
-        )
         if self._worker is not None:
             self._worker.notify()
         return True
@@ -343,6 +339,25 @@ class Memory:
         """
         if not queue.is_queued(self.journal, thread_id):
             self._mark_folded(thread_id, self.journal.last_seq(thread_id))
+
+    def _queue_unfolded(self, thread_id: str, debounce: float) -> bool:
+        """Queue what the thread has not folded yet, read and written in one transaction
+        (so a fold finishing meanwhile cannot leave a stale snapshot); False if unfoldable."""
+        with self.journal.transaction() as db:
+            snapshot, last_seq = self._unfolded(thread_id)
+            if not is_foldable(snapshot):
+                return False
+            queue.upsert(db, thread_id, snapshot, last_seq, debounce)
+        return True
+
+    def _finish_fold(self, db: Any, row: dict[str, Any]) -> None:
+        """Inside the fold's transaction: mark the row folded; a snapshot queued during the
+        fold is cut to the turns after it, so none is folded twice."""
+        if queue.finish(db, row):
+            snapshot, last_seq = self._unfolded(row["thread_id"])
+            queue.replace_snapshot(
+                db, row["thread_id"], snapshot if is_foldable(snapshot) else None, last_seq
+            )
 
     def _unfolded(self, thread_id: str) -> tuple[list[dict[str, Any]], int]:
         """The filtered messages journaled after the thread's last fold, private turns
@@ -391,7 +406,7 @@ class Memory:
             model = get_chat_model(self.settings, self.settings.memory_model_name)
             reply = model.chat(messages, json_mode=True)
             diff = parse_reply(reply.content, handles)
-            outcome = self._apply(diff, thread_id, lambda db: queue.finish(db, row))
+            outcome = self._apply(diff, thread_id, lambda db: self._finish_fold(db, row))
         except Exception as exc:  # any failure keeps the row for a bounded retry
             if isinstance(exc, _SAID_IN_ONE_LINE):
                 log.warning("memory fold of %s failed: %s", thread_id, exc)
@@ -417,9 +432,7 @@ class Memory:
             """
         ).fetchall()
         for (thread_id,) in rows:
-            snapshot, last_seq = self._unfolded(thread_id)
-            if is_foldable(snapshot):
-                queue.upsert(self.journal, thread_id, snapshot, last_seq, 0.0)
+            self._queue_unfolded(thread_id, 0.0)
 
     def _mark_folded(self, thread_id: str, last_seq: int) -> None:
         with self.journal.transaction() as db:

@@ -53,28 +53,29 @@ def _claim_is_live(claimed_by: str | None, claimed_until: float | None, now: flo
 
 
 def upsert(
-    journal: Journal, thread_id: str, snapshot: list[dict[str, Any]], last_seq: int, debounce: float
+    db: Any, thread_id: str, snapshot: list[dict[str, Any]], last_seq: int, debounce: float
 ) -> None:
-    """Replace the thread's pending snapshot and restart the debounce for every pending row."""
+    """Inside the caller's journal transaction (the one that read the snapshot, so a fold
+    finishing meanwhile cannot leave it stale): replace the thread's pending snapshot and
+    restart the debounce for every pending row."""
     now = time.time()
     due = now + debounce
-    with journal.transaction() as db:
-        db.execute(
-            "UPDATE memory_queue SET due_at = ? WHERE status = 'pending' AND due_at < ?", [due, due]
-        )
-        db["memory_queue"].upsert(
-            {
-                "thread_id": thread_id,
-                "snapshot": json.dumps(snapshot, ensure_ascii=False),
-                "enqueued_at": now_iso(),
-                "due_at": due,
-                "attempts": 0,
-                "last_error": None,
-                "status": "pending",
-                "last_seq": last_seq,
-            },
-            pk="thread_id",
-        )
+    db.execute(
+        "UPDATE memory_queue SET due_at = ? WHERE status = 'pending' AND due_at < ?", [due, due]
+    )
+    db["memory_queue"].upsert(
+        {
+            "thread_id": thread_id,
+            "snapshot": json.dumps(snapshot, ensure_ascii=False),
+            "enqueued_at": now_iso(),
+            "due_at": due,
+            "attempts": 0,
+            "last_error": None,
+            "status": "pending",
+            "last_seq": last_seq,
+        },
+        pk="thread_id",
+    )
 
 
 def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | None:
@@ -95,18 +96,35 @@ def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | 
     return row
 
 
-def finish(db: Any, row: dict[str, Any]) -> None:
-    """Inside the fold's journal transaction: drop the row unless a newer snapshot replaced it,
-    and record how far the thread is folded."""
+def finish(db: Any, row: dict[str, Any]) -> bool:
+    """Inside the fold's journal transaction: record how far the thread is folded and drop
+    the row unless a newer snapshot replaced it; True when one did (a turn was journaled
+    during the fold), so the caller re-reads it past what this fold covered."""
+    last_seq = row.get("last_seq") or 0
     db.execute(
-        "DELETE FROM memory_queue WHERE thread_id = ? AND enqueued_at = ?",
-        [row["thread_id"], row["enqueued_at"]],
+        "DELETE FROM memory_queue WHERE thread_id = ? AND COALESCE(last_seq, 0) <= ?",
+        [row["thread_id"], last_seq],
     )
     db.execute(
         "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL WHERE thread_id = ?",
         [row["thread_id"]],
     )
-    mark_folded(db, row["thread_id"], row.get("last_seq") or 0)
+    mark_folded(db, row["thread_id"], last_seq)
+    return bool(db["memory_queue"].count_where("thread_id = ?", [row["thread_id"]]))
+
+
+def replace_snapshot(
+    db: Any, thread_id: str, snapshot: list[dict[str, Any]] | None, last_seq: int
+) -> None:
+    """Inside a journal transaction: the queued row now holds ``snapshot`` (its due time
+    and attempts kept), or is dropped when nothing foldable is left (None)."""
+    if snapshot is None:
+        db.execute("DELETE FROM memory_queue WHERE thread_id = ?", [thread_id])
+        return
+    db.execute(
+        "UPDATE memory_queue SET snapshot = ?, last_seq = ? WHERE thread_id = ?",
+        [json.dumps(snapshot, ensure_ascii=False), last_seq, thread_id],
+    )
 
 
 def mark_folded(db: Any, thread_id: str, seq: int) -> None:
