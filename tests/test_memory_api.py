@@ -10,6 +10,7 @@ import pytest
 from journal_rows import journal_turn
 
 from deerflow_nb import Memory
+from deerflow_nb.llm.server import HOLD_SECONDS, start_server
 from deerflow_nb.memory import ExtractionError, queue
 
 
@@ -331,3 +332,27 @@ def test_on_change_returns_an_unsubscribe(home: Path) -> None:
     mem.add_fact("Uses Spark", category="behavior")
     assert seen == ["add"]
     mem.close()
+
+
+def test_a_flush_timeout_bounds_a_model_call_that_hangs(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exit flush's deadline holds even when the server never answers: the call gets
+    what is left of it, with no retries, and the thread stays queued."""
+    with start_server(models=("loopback-model",)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("DEERFLOW_NB_MODEL", "loopback-model")
+        (home / "config.yaml").write_text("model:\n  timeout_seconds: 60\n  max_retries: 3\n")
+        memory = Memory(home)
+        journal_turn(memory, "t1", "I prefer polars over pandas.")
+        memory.enqueue("t1")
+        hold = server.hold_next()
+        started = time.monotonic()
+        report = memory.flush(timeout=1.0)
+        elapsed = time.monotonic() - started
+        hold.release.set()
+        assert hold.arrived.is_set() and server.request_count == 1  # one try, no retries
+        assert elapsed < HOLD_SECONDS / 2, elapsed  # the model's 60 s timeout did not apply
+        assert "did not answer" in report.failed["t1"] and report.pending == 1
+        assert memory.data["facts"] == []
+        memory.close()

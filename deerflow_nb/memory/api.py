@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -379,7 +379,11 @@ class Memory:
         return int(row[0]) if row and row[0] else 0
 
     def flush(self, timeout: float | None = None) -> FlushReport:
-        """Fold every pending thread now, failed ones included; returns what happened."""
+        """Fold every pending thread now, failed ones included; returns what happened.
+
+        ``timeout`` (seconds) bounds the whole flush, model calls included; a thread it cuts
+        short stays queued for the next fold.
+        """
         if self._worker is None:
             return FlushReport(pending=self.journal.db["memory_queue"].count)
         return self._worker.fold(True, timeout)
@@ -392,18 +396,18 @@ class Memory:
                 break
             claimed = queue.claim(self.journal, thread_id, force=force)
             if claimed is not None:
-                self._fold_row(claimed, report)
+                self._fold_row(claimed, report, deadline)
         report.pending = self.journal.db["memory_queue"].count
         return report
 
-    def _fold_row(self, row: dict[str, Any], report: FlushReport) -> None:
+    def _fold_row(self, row: dict[str, Any], report: FlushReport, deadline: float | None) -> None:
         thread_id = row["thread_id"]
         try:
             conversation = json.loads(row["snapshot"])
             messages, handles = build_messages(self.store.read_shared()[1], conversation)
             from ..llm import get_chat_model
 
-            model = get_chat_model(self.settings, self.settings.memory_model_name)
+            model = get_chat_model(self._settings_until(deadline), self.settings.memory_model_name)
             reply = model.chat(messages, json_mode=True)
             diff = parse_reply(reply.content, handles)
             outcome = self._apply(diff, thread_id, lambda db: self._finish_fold(db, row))
@@ -418,6 +422,16 @@ class Memory:
             queue.fail(self.journal, row, error)
             return
         (report.proposed if outcome.pending_id is not None else report.folded).append(thread_id)
+
+    def _settings_until(self, deadline: float | None) -> Settings:
+        """The settings, with a flush deadline bounding the model call: one try, timing out
+        when the deadline passes (retries and the full timeout could outlast it many times)."""
+        if deadline is None:
+            return self.settings
+        left = max(deadline - time.monotonic(), 0.001)
+        model = self.settings.model
+        bounded = replace(model, timeout_seconds=min(model.timeout_seconds, left), max_retries=0)
+        return replace(self.settings, model=bounded)
 
     def _schedule_orphans(self) -> None:
         """Queue lead threads journaled past their last fold but never enqueued (a crash
