@@ -25,6 +25,10 @@ class ConfigError(ValueError):
     """A config.yaml problem, phrased as one line that names the key and the file."""
 
 
+class HomeError(ConfigError):
+    """The home folder, or its journal, cannot be used as it is; one line naming the fix."""
+
+
 @dataclass
 class ContextSize:
     """DeerFlow's ``{type, value}`` size: a token count, a message count or a window fraction."""
@@ -248,6 +252,11 @@ def parse_embeddings_spec(spec: str) -> tuple[str, str]:
 def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
     """Read ``config.yaml`` under the home folder (if any) and apply environment overrides."""
     home_path = resolve_home(home)
+    if home_path.exists() and not home_path.is_dir():
+        raise HomeError(
+            f"the deerflow_nb home {home_path} is a file, not a folder; point "
+            f"{HOME_ENV} (or --home) at a folder"
+        )
     settings = Settings(home=home_path)
     path = home_path / CONFIG_FILENAME
     if path.exists():

@@ -23,6 +23,8 @@ from typing import Any
 
 import sqlite_utils
 
+from .config import HomeError
+
 Migration = Callable[[sqlite_utils.Database], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
 
@@ -226,6 +228,14 @@ def new_id(prefix: str = "") -> str:
     return f"{prefix}{uuid.uuid4().hex[:12]}"
 
 
+def damaged(path: Path, exc: Exception) -> HomeError:
+    """The one-line error for a journal.db that SQLite cannot read."""
+    return HomeError(
+        f"{path} is not a readable journal ({exc}); move it aside (e.g. to "
+        f"{path.name}.broken) and a new one starts; memory.json is not affected"
+    )
+
+
 class Journal:
     """All reads and writes of ``journal.db``."""
 
@@ -233,7 +243,13 @@ class Journal:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._migrate()
+        try:
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            if isinstance(exc, sqlite3.OperationalError):  # locked, read-only, …: not damage
+                raise
+            raise damaged(self.path, exc) from None
 
     # -- connections -------------------------------------------------------------
     @property

@@ -81,3 +81,11 @@ def test_fold_exits_1_when_a_thread_failed(home: Path) -> None:
     result = cli("fold", "--home", str(home), "--timeout", "60")
     assert result.returncode == 1 and "failed 1" in result.stdout
     assert "cannot reach" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_a_damaged_journal_is_one_line_and_exit_2(home: Path) -> None:
+    (home / "journal.db").write_bytes(b"this was never a SQLite database " * 8)
+    result = cli("status", "--home", str(home))
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert "journal.db is not a readable journal" in line and "move it aside" in line

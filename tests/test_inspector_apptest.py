@@ -343,6 +343,15 @@ def test_empty_home_shows_a_friendly_empty_state(home, monkeypatch):
     assert list(home.iterdir()) == []
 
 
+def test_a_damaged_journal_is_named_and_the_facts_still_show(home, seeded, monkeypatch):
+    (home / "journal.db").unlink()
+    (home / "journal.db").write_bytes(b"this was never a SQLite database " * 8)
+    at = run_app(home, monkeypatch)
+    error = at.error[0].value
+    assert "journal.db cannot be read" in error and "move it aside" in error
+    assert list(facts_table(at)["content"]) == [CHURN, POLARS, RUST]  # from memory.json
+
+
 def test_corrupted_memory_json_shows_error_and_recovery_not_a_traceback(home, seeded, monkeypatch):
     bad = b'{"version": "1.0", "facts": [ {"id": "f1", "content": "trunc'
     (home / "memory.json").write_bytes(bad)

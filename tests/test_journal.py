@@ -9,6 +9,7 @@ import pytest
 import sqlite_utils
 
 from deerflow_nb import journal
+from deerflow_nb.config import HomeError
 from deerflow_nb.journal import MIGRATIONS, Journal
 
 
@@ -67,3 +68,15 @@ def test_messages_turns_and_summaries_round_trip(tmp_path: Path) -> None:
     (row,) = j.turns("lead")
     assert (row["status"], row["input_tokens"], row["facts_injected"]) == ("ok", 12, 1)
     assert j.latest_summary("lead")["covers_until_seq"] == 2
+
+
+def test_a_damaged_journal_is_one_line_naming_the_fix_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    garbage = b"this was never a SQLite database " * 8
+    path.write_bytes(garbage)
+    with pytest.raises(HomeError) as info:
+        Journal(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(path) in message and "move it aside" in message
+    assert path.read_bytes() == garbage

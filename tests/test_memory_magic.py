@@ -470,3 +470,23 @@ def test_the_light_category_list_matches_the_store() -> None:
     from deerflow_nb.memory_magic import CATEGORIES
 
     assert CATEGORIES == STORE_CATEGORIES
+
+
+def test_a_damaged_journal_or_a_home_that_is_a_file_is_one_line(
+    shell: InteractiveShell, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    garbage = b"this was never a SQLite database " * 8
+    (home / "journal.db").write_bytes(garbage)
+    line = usage_error(shell, "facts")
+    assert str(home / "journal.db") in line and "move it aside" in line
+    with capture_output():
+        result = shell.run_cell("%%agent\nhello")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "move it aside" in str(result.error_in_exec)
+    assert (home / "journal.db").read_bytes() == garbage
+
+    not_a_folder = tmp_path / "home.txt"
+    not_a_folder.write_text("notes")
+    monkeypatch.setenv("DEERFLOW_NB_HOME", str(not_a_folder))
+    line = usage_error(shell, "status")
+    assert "is a file, not a folder" in line and "DEERFLOW_NB_HOME" in line

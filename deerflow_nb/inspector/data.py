@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 
 from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME, load_settings
+from ..config import HomeError as HomeError
+from ..journal import damaged
 from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS, MemoryStore
 from ..memory.store import MemoryFileError as MemoryFileError
@@ -187,13 +189,20 @@ def embedder_for(home: Path) -> Any:
 # -- journal.db --------------------------------------------------------------------------
 @contextmanager
 def open_journal(home: Path) -> Iterator[sqlite_utils.Database | None]:
-    """The journal opened read-only, or None when it does not exist yet."""
+    """The journal opened read-only, or None when it does not exist yet; ``HomeError``
+    when SQLite cannot read it."""
     path = home / JOURNAL_FILENAME
     if not path.exists():
         yield None
         return
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
     try:
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # locked, …: not damage
+                raise
+            raise damaged(path, exc) from None
         yield sqlite_utils.Database(conn)
     finally:
         conn.close()

@@ -7,6 +7,7 @@ widget callbacks, so the page that follows already reads the files as they now a
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,12 @@ def render(home: Path) -> None:
         memory = data.load_memory(home)
     except data.MemoryFileError as exc:
         corrupted_state(home, exc)
-    with data.open_journal(home) as db:
+    with ExitStack() as stack:
+        try:
+            db = stack.enter_context(data.open_journal(home))
+        except data.HomeError as exc:  # a damaged journal: memory.json's pages still work
+            st.error(f"**journal.db cannot be read.** {exc}", icon=":material/healing:")
+            db = None
         tabs = st.tabs(list(TABS))
         with tabs[0]:
             facts_page(home, memory)
