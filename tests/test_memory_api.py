@@ -356,3 +356,16 @@ def test_a_flush_timeout_bounds_a_model_call_that_hangs(
         assert "did not answer" in report.failed["t1"] and report.pending == 1
         assert memory.data["facts"] == []
         memory.close()
+
+
+def test_search_finds_a_word_inside_text_written_without_spaces(mem: Memory) -> None:
+    mem.add_fact("我在北京工作", "context")
+    mem.add_fact("我喜欢用 polars 处理数据", "preference")
+    mem.add_fact("東京タワーに行きました", "context")
+
+    def found(query: str) -> list[str]:
+        return [fact["content"] for fact, _ in mem.search(query)]
+
+    assert found("北京") == ["我在北京工作"]
+    assert found("数据") == found("polars") == ["我喜欢用 polars 处理数据"]
+    assert found("タワー") == ["東京タワーに行きました"]

@@ -74,6 +74,10 @@ _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _ENTITY_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
 _POSSESSIVE_ENTITY_RE = re.compile(_ENTITY_RE.pattern + r"(?:'s)?")
 _SPACES_RE = re.compile(r"\s+")
+# Han, kana and Hangul are written without spaces between words: a run of them becomes its
+# overlapping character bigrams (a lone character stays itself), the usual CJK indexing
+# (Lucene's CJKAnalyzer), so "北京" matches inside "我在北京工作".
+_CJK_RUN_RE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uffdc]+")
 
 # English function words plus the question and chat words that carry no topic.
 STOPWORDS = frozenset(
@@ -107,9 +111,19 @@ def _stemmer() -> Any:
 _STEMMERS = threading.local()
 
 
+def _cjk_bigrams(match: re.Match[str]) -> str:
+    run = match.group(0)
+    pieces = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+    return f" {' '.join(pieces)} "
+
+
 def analyze(text: str) -> list[str]:
-    """Lowercased word stems without stopwords: the terms BM25 indexes and queries."""
-    words = [w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+    """Lowercased word stems without stopwords (CJK as character bigrams): the terms BM25
+    indexes and queries."""
+    text = text.lower()
+    if not text.isascii():
+        text = _CJK_RUN_RE.sub(_cjk_bigrams, text)
+    words = [w for w in _WORD_RE.findall(text) if w not in STOPWORDS]
     return _stemmer().stemWords(words) if words else []
 
 
