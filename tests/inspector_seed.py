@@ -91,7 +91,7 @@ def seed_home(home: Path) -> dict[str, Any]:
         snapshot = journal.messages("thread-notes")
         with journal.transaction() as db:
             memory_queue.upsert(db, "thread-notes", snapshot, len(snapshot), 3600.0)
-        row = next(r for r in memory_queue.rows(journal) if r["thread_id"] == "thread-notes")
+        row = journal.db["memory_queue"].get("thread-notes")
         memory_queue.fail(journal, row, "ModelError: the model server did not answer")
     finally:
         journal.close()

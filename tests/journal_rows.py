@@ -21,6 +21,11 @@ def journal_turn(
     mem.journal.add_message(thread, {"role": "assistant", "content": reply})
 
 
+def queue_rows(mem: Memory) -> list[dict[str, Any]]:
+    """The pending folds, snapshots included, soonest due first."""
+    return list(mem.journal.db["memory_queue"].rows_where(order_by="due_at"))
+
+
 def memory_json(home: Path) -> dict[str, Any]:
     return json.loads((home / "memory.json").read_text(encoding="utf-8"))
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from journal_rows import journal_turn
+from journal_rows import journal_turn, queue_rows
 
 from deerflow_nb import Memory
 from deerflow_nb.llm.server import HOLD_SECONDS, start_server
@@ -90,7 +90,7 @@ def test_only_lead_threads_with_user_and_reply_are_queued(mem: Memory) -> None:
     mem.journal.add_message("lonely", {"role": "tool", "tool_call_id": "c1", "content": "I like x"})
     assert mem.enqueue("lonely") is False
     assert mem.enqueue("missing") is False
-    assert queue.rows(mem.journal) == []
+    assert queue_rows(mem) == []
 
 
 def test_a_newer_snapshot_replaces_the_pending_one(mem: Memory) -> None:
@@ -98,7 +98,7 @@ def test_a_newer_snapshot_replaces_the_pending_one(mem: Memory) -> None:
     mem.enqueue("t1")
     journal_turn(mem, "t1", "I prefer green tea.")
     mem.enqueue("t1")
-    (row,) = queue.rows(mem.journal)
+    (row,) = queue_rows(mem)
     assert len(json.loads(row["snapshot"])) == 4
 
 
@@ -107,7 +107,7 @@ def test_disabled_memory_queues_nothing(home: Path) -> None:
     mem = Memory(home)
     journal_turn(mem, "t1", "I prefer tea.")
     assert mem.enqueue("t1") is False
-    assert queue.rows(mem.journal) == [] and mem.flush().folded == []
+    assert queue_rows(mem) == [] and mem.flush().folded == []
 
 
 def test_debounce_restarts_on_every_enqueue_and_the_worker_folds(home: Path) -> None:
@@ -305,7 +305,7 @@ def test_a_turn_journaled_but_never_enqueued_is_folded_on_next_load(home: Path) 
     assert contents(again) == ["Works on project Hermes"]
     again.close()
     third = Memory(home)
-    assert queue.rows(third.journal) == [] and third.flush().folded == []  # not folded twice
+    assert queue_rows(third) == [] and third.flush().folded == []  # not folded twice
     assert len(third.versions()) == 1
 
 

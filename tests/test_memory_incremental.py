@@ -7,11 +7,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from journal_rows import events, journal_turn
+from journal_rows import events, journal_turn, queue_rows
 
 from deerflow_nb import Agent, Memory
 from deerflow_nb.llm.server import start_server
-from deerflow_nb.memory import queue
 
 
 def contents(mem: Memory) -> list[str]:
@@ -62,7 +61,7 @@ def test_a_turn_journaled_while_its_thread_folds_is_folded_once(
         hold.release.set()
         folding.join(30)
 
-        (row,) = queue.rows(mem.journal)
+        (row,) = queue_rows(mem)
         queued = json.loads(row["snapshot"])
         assert "DuckDB" in json.dumps(queued) and "polars" not in json.dumps(queued)
         mem.flush()

@@ -8,9 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deerflow_nb.memory.extraction import validate_diff
-from deerflow_nb.memory.similarity import is_near_duplicate
+from deerflow_nb.memory.similarity import signature
 from deerflow_nb.memory.store import empty_memory
 from deerflow_nb.memory.updater import apply_diff, sanitize_text
+
+
+def is_near_duplicate(a: str, b: str) -> bool:
+    """Whether ``apply_diff`` takes ``b`` for a restatement of ``a``: equal, non-empty
+    signatures."""
+    return bool(signature(a)) and signature(a) == signature(b)
 
 
 def fact(fid: str, content: str, confidence: float = 0.9, created: str = "2025-01-01Z") -> dict:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from deerflow_nb.agent.tools import parse_arguments
 from deerflow_nb.config import load_settings
 from deerflow_nb.llm import ModelError, get_chat_model
 from deerflow_nb.llm.offline import OfflineModel, hashed_embedding
@@ -38,7 +39,7 @@ def calls_for(model: OfflineModel, text: str, *names: str) -> list[tuple[str, di
         assert result.content == "" and result.finish_reason == "tool_calls"
     else:
         assert result.content.startswith("(offline model) ") and result.finish_reason == "stop"
-    return [(c.name, c.parsed_arguments()) for c in result.tool_calls]
+    return [(c.name, parse_arguments(c.arguments)) for c in result.tool_calls]
 
 
 def test_identity_and_budget(model: OfflineModel) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from journal_rows import journal_turn
 
+from deerflow_nb.agent.tools import parse_arguments
 from deerflow_nb.config import ModelConfig, load_settings
 from deerflow_nb.llm import ModelError, get_chat_model
 from deerflow_nb.llm.offline import OfflineModel
@@ -68,7 +69,7 @@ def test_tool_call_round_trip(loopback_server: ServerHandle) -> None:
     first = model.chat(messages, tools=[LIST_VARIABLES], on_text=lambda _t: None)
     assert first.finish_reason == "tool_calls"
     (call,) = first.tool_calls
-    assert call.name == "list_variables" and call.parsed_arguments() == {}
+    assert call.name == "list_variables" and parse_arguments(call.arguments) == {}
     messages += [
         first.to_message(),
         {"role": "tool", "tool_call_id": call.id, "content": "df: DataFrame (1000, 12)"},
@@ -85,7 +86,7 @@ def test_streamed_tool_calls_assemble_by_index(loopback_server: ServerHandle) ->
     streamed = model.chat([user(prompt)], tools=[task], on_text=lambda _t: None)
     plain = model.chat([user(prompt)], tools=[task])
     assert streamed.tool_calls == plain.tool_calls
-    prompts = [c.parsed_arguments()["prompt"] for c in streamed.tool_calls]
+    prompts = [parse_arguments(c.arguments)["prompt"] for c in streamed.tool_calls]
     assert prompts == ["count rows in df", "plot revenue by region"]
 
 

@@ -8,7 +8,6 @@ reply with its tool calls and token usage. JSON mode asks for a single JSON obje
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,13 +27,6 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # JSON text, exactly as the model produced it
-
-    def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises ValueError on JSON that is not an object."""
-        value = json.loads(self.arguments or "{}")
-        if not isinstance(value, dict):
-            raise ValueError("tool arguments must be a JSON object")
-        return value
 
     def to_openai(self) -> dict[str, Any]:
         return {

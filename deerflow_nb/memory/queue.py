@@ -173,10 +173,6 @@ def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
         )
 
 
-def rows(journal: Journal) -> list[dict[str, Any]]:
-    return list(journal.db["memory_queue"].rows_where(order_by="due_at"))
-
-
 def status_rows(journal: Journal) -> list[dict[str, Any]]:
     """The queue as ``Memory.status`` shows it: everything but the snapshots."""
     columns = "thread_id, status, attempts, last_error, due_at, enqueued_at"

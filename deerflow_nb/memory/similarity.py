@@ -91,12 +91,6 @@ def signature(text: str) -> frozenset[str]:
     return frozenset([*_words(head), *(f"~{w}" for w in _words(rejected)), *_words(rest)])
 
 
-def is_near_duplicate(a: str, b: str) -> bool:
-    """True when ``a`` and ``b`` state the same fact in other words."""
-    sig_a = signature(a)
-    return bool(sig_a) and sig_a == signature(b)
-
-
 def overlap(query: str, text: str) -> float:
     """Share of the query's content words found in ``text`` (0 when the query has none).
 
