@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -202,3 +207,40 @@ def test_cells_through_the_loopback_server(
     final = markdown_updates(cap)[-1]
     assert "sales: pandas DataFrame, 2 rows x 1 columns" in final
     assert final.splitlines()[-1].startswith("*loopback-model · thread default")
+
+
+def test_terminal_ipython_prints_the_turn_once_as_a_stream(home: Path, tmp_path: Path) -> None:
+    """A terminal cannot redraw: the reply, each sub-agent status and the footer appear
+    once, with no placeholder and no repeated drafts of the reply."""
+    script = tmp_path / "cells.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            ip = get_ipython()
+            ip.run_line_magic("load_ext", "deerflow_nb")
+            ip.user_ns["xs"] = [1, 2, 3]
+            ip.run_cell("%%agent --no-memory\\nPlease explain what a dataframe is.")
+            ip.run_cell(
+                "%%agent --no-memory\\nUse sub-agents in parallel:\\n"
+                "- describe xs\\n- list variables"
+            )
+            """
+        )
+    )
+    ipython = Path(sys.executable).with_name("ipython")
+    done = subprocess.run(
+        [str(ipython), "--no-banner", "--colors=NoColor", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DEERFLOW_NB_HOME": str(home)},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "…" not in lines
+    replies = [ln for ln in lines if ln.startswith("(offline model) I read your message")]
+    assert len(replies) == 1 and "explain, dataframe" in replies[0]
+    assert sum(ln.startswith("offline · thread default · ") for ln in lines) == 2
+    assert lines.count("✓ sub-agent describe xs — done") == 1
+    assert lines.count("◦ sub-agent describe xs — started") == 1
+    assert sum(ln.startswith("◦ sub-agent describe xs — turn") for ln in lines) == 1

@@ -3,11 +3,13 @@
 One display handle per turn, updated as tokens arrive (at most every ``THROTTLE``
 seconds, so a fast stream does not flood the frontend) and once more with the final
 reply and the footer. Objects carry ``_repr_markdown_`` for notebooks and a plain
-``__repr__`` for terminals.
+``__repr__`` for terminals. Terminal IPython prints every update anew, so there the turn
+is written as a stream instead (``TerminalTurnView``).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +68,10 @@ def subagent_line(event: dict[str, Any]) -> str:
     return f"{_SUBAGENT_MARKS.get(status, '◦')} {what} — {state}"
 
 
+def summary_line(event: dict[str, Any]) -> str:
+    return f"↺ summarized {event['messages']} earlier messages ({event['trigger']} trigger)"
+
+
 class TurnView:
     """The cell's live output for one turn."""
 
@@ -109,9 +115,7 @@ class TurnView:
             self.lines.append(f"→ `{event['name']}({event['arguments']})`")
             self.reply = ""
         elif kind == "summary":
-            self.lines.append(
-                f"↺ summarized {event['messages']} earlier messages ({event['trigger']} trigger)"
-            )
+            self.lines.append(summary_line(event))
         self.refresh()
 
     def finish(self, result: TurnResult | None) -> None:
@@ -125,6 +129,61 @@ class TurnView:
             return
         self._handle.update(MarkdownText(self.markdown()))
         self._last_update = time.monotonic()
+
+
+class TerminalTurnView:
+    """The turn for terminal IPython, which cannot redraw what it printed: progress lines
+    and the reply are written as they come, the footer once at the end."""
+
+    def __init__(self) -> None:
+        self.reply = ""  # streamed since the last tool call
+        self._statuses: dict[str, str] = {}  # sub-agent run id -> last status printed
+        self._at_line_start = True
+
+    def show(self) -> None:
+        """Nothing to show before the first token."""
+
+    def on_text(self, delta: str) -> None:
+        self.reply += delta
+        self._write(delta)
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "subagent":
+            if self._statuses.get(event["id"]) == event["status"]:
+                return  # a terminal shows a run's status changes, not every turn
+            self._statuses[event["id"]] = event["status"]
+            self._line(subagent_line(event).replace("**", ""))
+        elif kind == "tool":
+            self._line(f"→ {event['name']}({event['arguments']})")
+            self.reply = ""
+        elif kind == "summary":
+            self._line(summary_line(event))
+
+    def finish(self, result: TurnResult | None) -> None:
+        if result is not None:
+            if result.reply.startswith(self.reply):
+                self._write(result.reply[len(self.reply) :])
+            else:  # not what was streamed (a reply that came whole): write it out
+                self._line(result.reply)
+            self._line(f"---\n{footer(result)}")
+        elif not self._at_line_start:
+            self._write("\n")
+
+    def _line(self, text: str) -> None:
+        self._write(("" if self._at_line_start else "\n") + text + "\n")
+
+    def _write(self, text: str) -> None:
+        if text:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            self._at_line_start = text.endswith("\n")
+
+
+def turn_view(shell: Any) -> TurnView | TerminalTurnView:
+    """The live view that suits ``shell``'s frontend."""
+    terminal = any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__)
+    return TerminalTurnView() if terminal else TurnView()
 
 
 def show_markdown(text: str) -> None:

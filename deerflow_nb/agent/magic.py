@@ -27,7 +27,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from ..config import ConfigError
 from ..llm.base import ModelError
 from ..session import get_session
-from .display import TurnView, show_markdown
+from .display import TerminalTurnView, TurnView, show_markdown, turn_view
 
 if TYPE_CHECKING:
     from .core import TurnResult
@@ -137,7 +137,7 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
         raise UsageError(str(exc)) from None
     from ..memory import MemoryFileError
 
-    view = TurnView()
+    view = turn_view(shell)
     view.show()
     try:
         agent.run(
@@ -160,7 +160,9 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
     return agent.last_turn
 
 
-def _keep(shell: Any, args: AgentArgs, result: TurnResult | None, view: TurnView) -> None:
+def _keep(
+    shell: Any, args: AgentArgs, result: TurnResult | None, view: TurnView | TerminalTurnView
+) -> None:
     """Final display update, and the reply in ``_agent`` (and ``-o VAR``)."""
     view.finish(result)
     if result is None:
