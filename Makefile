@@ -10,7 +10,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 .PHONY: demo test lint format bench inspect clean system-packages
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "deerflow_nb needs Python >= 3.11: run make with PYTHON=python3.11 (or newer)"; exit 1; }
+	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	  echo "$(PYTHON) cannot create a virtualenv: install python3-venv (apt-get install python3-venv)"; exit 1; }
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
