@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -236,6 +236,35 @@ def damaged(path: Path, exc: Exception) -> HomeError:
     )
 
 
+def _insert_message(
+    db: sqlite_utils.Database, thread_id: str, message: dict[str, Any], turn_id: str | None
+) -> int:
+    """Inside a transaction: append one message as the thread's next ``seq``."""
+    from .tokens import count_tokens
+
+    content = message.get("content")
+    tool_calls = message.get("tool_calls")
+    seq = db.execute(
+        "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?", [thread_id]
+    ).fetchone()[0]
+    db["messages"].insert(
+        {
+            "thread_id": thread_id,
+            "turn_id": turn_id,
+            "seq": seq,
+            "role": message["role"],
+            "content": content if isinstance(content, str) else None,
+            "tool_calls": json.dumps(tool_calls) if tool_calls else None,
+            "tool_call_id": message.get("tool_call_id"),
+            "name": message.get("name"),
+            "tokens": count_tokens(content) if isinstance(content, str) else 0,
+            "created_at": now_iso(),
+        }
+    )
+    db["threads"].update(thread_id, {"updated_at": now_iso()})
+    return seq
+
+
 class Journal:
     """All reads and writes of ``journal.db``."""
 
@@ -335,30 +364,8 @@ class Journal:
         self, thread_id: str, message: dict[str, Any], *, turn_id: str | None = None
     ) -> int:
         """Append one OpenAI-shaped message to a thread; returns its ``seq``."""
-        from .tokens import count_tokens
-
-        content = message.get("content")
-        tool_calls = message.get("tool_calls")
         with self.transaction() as db:
-            seq = db.execute(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?", [thread_id]
-            ).fetchone()[0]
-            db["messages"].insert(
-                {
-                    "thread_id": thread_id,
-                    "turn_id": turn_id,
-                    "seq": seq,
-                    "role": message["role"],
-                    "content": content if isinstance(content, str) else None,
-                    "tool_calls": json.dumps(tool_calls) if tool_calls else None,
-                    "tool_call_id": message.get("tool_call_id"),
-                    "name": message.get("name"),
-                    "tokens": count_tokens(content) if isinstance(content, str) else 0,
-                    "created_at": now_iso(),
-                }
-            )
-            db["threads"].update(thread_id, {"updated_at": now_iso()})
-        return seq
+            return _insert_message(db, thread_id, message, turn_id)
 
     def last_seq(self, thread_id: str) -> int:
         """The ``seq`` of the thread's newest message (0 when it has none)."""
@@ -410,8 +417,18 @@ class Journal:
         output_tokens: int = 0,
         facts_injected: int = 0,
         error: str | None = None,
+        messages: Sequence[dict[str, Any]] = (),
     ) -> None:
+        """Close the turn, appending ``messages`` (the turn's rest) in the same transaction:
+        a turn interrupted here leaves none of them, never a tool call without its result,
+        which the API would refuse in every later turn of the thread."""
         with self.transaction() as db:
+            if messages:
+                (thread_id,) = db.execute(
+                    "SELECT thread_id FROM turns WHERE id = ?", [turn_id]
+                ).fetchone()
+                for message in messages:
+                    _insert_message(db, thread_id, message, turn_id)
             db["turns"].update(
                 turn_id,
                 {

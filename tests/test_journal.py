@@ -80,3 +80,39 @@ def test_a_damaged_journal_is_one_line_naming_the_fix_and_left_as_it_is(tmp_path
     assert "\n" not in message
     assert str(path) in message and "move it aside" in message
     assert path.read_bytes() == garbage
+
+
+def test_a_turn_interrupted_while_it_is_closed_leaves_no_tool_call_unanswered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rest of a turn goes in with its end, all or nothing: a Ctrl-C in between used to
+    leave a tool call without its result, which the API refuses in every later turn."""
+    j = Journal(tmp_path / "journal.db")
+    j.ensure_thread("t")
+    turn = j.start_turn("t", "offline")
+    j.add_message("t", {"role": "user", "content": "describe df"}, turn_id=turn)
+    call = {"id": "c1", "type": "function", "function": {"name": "describe", "arguments": "{}"}}
+    rest = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "df: 3 rows"},
+        {"role": "assistant", "content": "It has 3 rows."},
+    ]
+    real = journal._insert_message
+    written: list[dict] = []
+
+    def interrupted_after_one(db: object, thread_id: str, message: dict, turn_id: str) -> int:
+        if written:
+            raise KeyboardInterrupt
+        written.append(message)
+        return real(db, thread_id, message, turn_id)
+
+    monkeypatch.setattr(journal, "_insert_message", interrupted_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        j.end_turn(turn, status="ok", messages=rest)
+    assert [m["role"] for m in j.messages("t")] == ["user"]
+    assert [t["status"] for t in j.turns("t")] == ["running"]
+
+    monkeypatch.undo()
+    j.end_turn(turn, status="ok", messages=rest)
+    assert [m["role"] for m in j.messages("t")] == ["user", "assistant", "tool", "assistant"]
+    assert [t["status"] for t in j.turns("t")] == ["ok"]

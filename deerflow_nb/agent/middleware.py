@@ -117,10 +117,9 @@ class JournalMiddleware(Middleware):
     def after_agent(self, state: TurnState) -> None:
         if state.turn_id is None:
             return
-        for message in state.new_messages[1:]:  # the user message went in before_agent
-            self.journal.add_message(state.thread_id, message, turn_id=state.turn_id)
         self.journal.end_turn(
             state.turn_id,
+            messages=state.new_messages[1:],  # the user message went in before_agent
             status=state.status,
             input_tokens=state.usage.input_tokens,
             output_tokens=state.usage.output_tokens,
