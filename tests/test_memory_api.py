@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -369,3 +372,30 @@ def test_search_finds_a_word_inside_text_written_without_spaces(mem: Memory) -> 
     assert found("北京") == ["我在北京工作"]
     assert found("数据") == found("polars") == ["我喜欢用 polars 处理数据"]
     assert found("タワー") == ["東京タワーに行きました"]
+
+
+def test_a_flush_interrupted_by_ctrl_c_hands_its_thread_back(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interrupted fold's claim is released at once; the worker used to wait out the
+    10-minute lease before folding the thread."""
+    with start_server(models=("loopback-model",)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("DEERFLOW_NB_MODEL", "loopback-model")
+        memory = Memory(home)
+        journal_turn(memory, "t1", "I prefer polars over pandas.")
+        memory.enqueue("t1")
+        hold = server.hold_next()
+
+        def press_ctrl_c() -> None:
+            hold.arrived.wait(10)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=press_ctrl_c, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            memory.flush()
+        hold.release.set()
+        (row,) = queue_rows(memory)
+        assert row["claimed_by"] is None
+        assert queue.next_due(memory.journal) < time.time() + 60
+        memory.close()

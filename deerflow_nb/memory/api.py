@@ -421,6 +421,9 @@ class Memory:
             report.failed[thread_id] = error
             queue.fail(self.journal, row, error)
             return
+        except BaseException:  # Ctrl-C mid-fold: hand the row back now, not when the lease ends
+            queue.release(self.journal, row)
+            raise
         (report.proposed if outcome.pending_id is not None else report.folded).append(thread_id)
 
     def _settings_until(self, deadline: float | None) -> Settings:

@@ -96,6 +96,17 @@ def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | 
     return row
 
 
+def release(journal: Journal, row: dict[str, Any]) -> None:
+    """Give up this process's claim on the row (its fold was interrupted), so the worker
+    does not wait out the lease before trying again."""
+    with journal.transaction() as db:
+        db.execute(
+            "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL "
+            "WHERE thread_id = ? AND claimed_by = ?",
+            [row["thread_id"], _me()],
+        )
+
+
 def finish(db: Any, row: dict[str, Any]) -> bool:
     """Inside the fold's journal transaction: record how far the thread is folded and drop
     the row unless a newer snapshot replaced it; True when one did (a turn was journaled
