@@ -399,3 +399,25 @@ def test_a_flush_interrupted_by_ctrl_c_hands_its_thread_back(
         assert row["claimed_by"] is None
         assert queue.next_due(memory.journal) < time.time() + 60
         memory.close()
+
+
+def test_a_flush_timeout_bounds_waiting_for_a_background_fold(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exit flush must not wait for the worker's own fold of a hung server either."""
+    with start_server(models=("loopback-model",)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("DEERFLOW_NB_MODEL", "loopback-model")
+        configure(home, debounce_seconds=0.1)
+        memory = Memory(home)
+        hold = server.hold_next()
+        journal_turn(memory, "t1", "I prefer polars over pandas.")
+        memory.enqueue("t1")
+        assert hold.arrived.wait(10), "the worker never folded"
+        started = time.monotonic()
+        report = memory.flush(timeout=1.0)
+        elapsed = time.monotonic() - started
+        hold.release.set()
+        assert elapsed < HOLD_SECONDS / 2, elapsed
+        assert report.folded == [] and report.pending == 1
+        memory.close()

@@ -381,12 +381,11 @@ class Memory:
     def flush(self, timeout: float | None = None) -> FlushReport:
         """Fold every pending thread now, failed ones included; returns what happened.
 
-        ``timeout`` (seconds) bounds the whole flush, model calls included; a thread it cuts
-        short stays queued for the next fold.
+        ``timeout`` (seconds) bounds the whole flush, model calls and waiting for a background
+        fold already running included; a thread it cuts short stays queued for the next fold.
         """
-        if self._worker is None:
-            return FlushReport(pending=self.journal.db["memory_queue"].count)
-        return self._worker.fold(True, timeout)
+        report = None if self._worker is None else self._worker.fold(True, timeout)
+        return report or FlushReport(pending=self.journal.db["memory_queue"].count)
 
     def _fold_pending(self, force: bool, deadline: float | None) -> FlushReport:
         """Called by the worker under its fold lock: claim and fold the due rows."""

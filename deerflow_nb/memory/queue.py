@@ -223,12 +223,17 @@ class QueueWorker:
             self._wake.notify_all()
 
     def fold(self, force: bool, timeout: float | None = None) -> Any:
-        """Run the first holder's fold under this process's fold lock."""
-        with self.fold_lock:
+        """Run the first holder's fold under this process's fold lock; None when there is
+        no holder, or when a fold already running here outlasts ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.fold_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            return None
+        try:
             if not self.holders:
                 return None
-            deadline = None if timeout is None else time.monotonic() + timeout
             return self.holders[0]._fold_pending(force, deadline)
+        finally:
+            self.fold_lock.release()
 
     def stop(self) -> None:
         with self._wake:
