@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
 from deerflow_nb.journal import Journal
+from deerflow_nb.llm.server import start_server
 from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
 from deerflow_nb.memory.injection import explain_selection, select_facts
 
@@ -86,13 +89,17 @@ def test_an_unloadable_local_model_fails_the_turn_in_one_journaled_line(
 def test_an_unknown_model_name_is_never_fetched(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Imported first, as a notebook that used transformers would have: huggingface_hub has
+    # read HF_HUB_OFFLINE (unset) already, so setting it later changes nothing by itself.
     pytest.importorskip("sentence_transformers")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     embedder = get_embedder(settings_for(home, "local:all-minilm-typo"), None)
+    started = time.monotonic()
     with pytest.raises(ConfigError, match="nothing is downloaded at run time") as info:
         embedder.embed_query("tea")
     assert "\n" not in str(info.value)
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert time.monotonic() - started < 30  # hub retries took over a minute
 
 
 def test_the_magics_say_an_unloadable_local_model_as_a_usage_error(
@@ -219,3 +226,22 @@ def test_names_do_not_swamp_the_topic(minilm: Embedder) -> None:
     # name it is about music, and the only fact about music comes first.
     best = explain_selection(memory(facts), "What music does Melanie play?", 2000, embedder=minilm)
     assert best[0]["fact"]["content"].startswith("Caroline learned to play the violin")
+
+
+def test_an_embeddings_server_gone_down_leaves_ranking_by_words(
+    home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A turn (or %memory search) still ranks, lexically, and says why once; it used to
+    fail with the embeddings server's error."""
+    with start_server() as server:
+        settings = settings_for(home, "openai:offline", server.base_url)
+        settings.model.max_retries = 0  # the SDK's backoff would only slow the test down
+        embedder = get_embedder(settings, Journal(tmp_path / "journal.db"))
+        embedder.warm(FACTS)
+    data = memory(FACTS)
+    with caplog.at_level(logging.WARNING, logger="deerflow_nb.memory.ranking"):
+        for _ in range(2):
+            chosen = select_facts(data, "adoption agencies for Caroline", 2000, embedder=embedder)
+            assert chosen[0]["content"] == "Caroline is researching adoption agencies."
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"ranking by words only, {embedder.model_id} is unavailable: ")

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import re
+import socket
 import struct
 import sys
 import threading
@@ -86,11 +88,14 @@ class ServerHandle:
             self._thread.join(timeout=0.5)
 
     def stop(self) -> None:
-        """Stop serving and close the socket; safe to call twice."""
+        """Stop serving and close the socket and every open connection, as a server that
+        goes down does (a kept-alive connection would otherwise go on being answered);
+        safe to call twice."""
         if self._thread.is_alive():
             self._httpd.shutdown()
             self._thread.join(timeout=5)
         self._httpd.server_close()
+        self._httpd.close_connections()
 
     def __enter__(self) -> ServerHandle:
         return self
@@ -121,6 +126,24 @@ class _Server(ThreadingHTTPServer):
         self.holds: list[Hold] = []
         self.seen_keys: list[str | None] = []
         self.request_count = 0
+        self.connections: set[socket.socket] = set()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self.lock:
+            open_now, self.connections = self.connections, set()
+        for connection in open_now:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up mid-reply (its timeout, Ctrl-C) is routine: no traceback."""

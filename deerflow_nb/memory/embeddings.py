@@ -187,8 +187,13 @@ def _local_compute(name: str) -> ComputeFn:
                         "memory.embeddings 'local:…' needs sentence-transformers: "
                         "pip install 'deerflow-nb[embeddings]'"
                     ) from exc
+                # The variable alone does not do it once huggingface_hub is imported (it
+                # reads it then): the load itself is told to stay local.
+                offline = os.environ["HF_HUB_OFFLINE"].upper() in {"1", "ON", "YES", "TRUE"}
                 try:
-                    holder.append(SentenceTransformer(target, device="cpu"))
+                    holder.append(
+                        SentenceTransformer(target, device="cpu", local_files_only=offline)
+                    )
                 except (OSError, ValueError) as exc:  # no such folder, or not a model in it
                     reason = (
                         (str(exc).splitlines() or [type(exc).__name__])[0]

@@ -17,6 +17,7 @@ contents, categories, confidences and dates; a turn only analyses (and embeds) i
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -27,12 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..llm.base import ModelError
 from .dates import date_match, fact_ordinals, mentioned_dates
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
 
 Context = str | Sequence[str] | None
+log = logging.getLogger(__name__)
+_said: set[tuple[str, str]] = set()  # (model, error) already logged: once, not every turn
 
 # Query parts: the current message counts fully, earlier turns at half weight.
 RECENT_WEIGHT = 0.5
@@ -431,7 +435,14 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
         return Scores(zeros, None, zeros, index.confidence.copy(), index.confidence_order)
     known, named = _known_entities(index, parts[0][0])
     lexical = _lexical(index, parts, named)
-    dense = None if embedder is None else _dense(index, parts, embedder, known, named)
+    dense = None
+    if embedder is not None:
+        try:
+            dense = _dense(index, parts, embedder, known, named)
+        except ModelError as exc:  # an embeddings server down, or without /embeddings
+            if (embedder.model_id, str(exc)) not in _said:
+                _said.add((embedder.model_id, str(exc)))
+                log.warning("ranking by words only, %s is unavailable: %s", embedder.model_id, exc)
     relevance = lexical if dense is None else (1 - DENSE_SHARE) * lexical + DENSE_SHARE * dense
     dated = index.day >= 0
     if dated.any():
