@@ -8,6 +8,7 @@ names the key and the file, because a silently ignored typo is worse than an err
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -206,7 +207,7 @@ def _check_value(value: Any, tp: Any, key: str, source: Path) -> Any:
 # Keys whose type alone admits values that silently break memory (a threshold of 7 learns
 # nothing, max_facts 0 keeps nothing): (low, high), either end open when None.
 _RANGES: dict[str, tuple[float | None, float | None]] = {
-    "memory.debounce_seconds": (0, None),
+    "memory.debounce_seconds": (0, 86_400),  # a day; far more overflows the worker's wait
     "memory.max_facts": (1, None),
     "memory.fact_confidence_threshold": (0, 1),
     "memory.max_injection_tokens": (1, None),
@@ -217,6 +218,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
 
 
 def _check_range(value: Any, key: str, source: Path) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{source}: '{key}' must be a finite number, got {value!r}")
     low, high = _RANGES.get(key, (None, None))
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}"

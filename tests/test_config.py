@@ -142,7 +142,17 @@ def test_wrong_type_names_key_and_file(home: Path, text: str, key: str) -> None:
             "'memory.fact_confidence_threshold' must be from 0 to 1, got 7.0",
         ),
         ("memory:\n  max_facts: 0\n", "'memory.max_facts' must be at least 1, got 0"),
-        ("memory:\n  debounce_seconds: -5\n", "'memory.debounce_seconds' must be at least 0"),
+        (
+            "memory:\n  debounce_seconds: -5\n",
+            "'memory.debounce_seconds' must be from 0 to 86400, got -5.0",
+        ),
+        (
+            "memory:\n  debounce_seconds: 100000\n",
+            "'memory.debounce_seconds' must be from 0 to 86400, got 100000.0",
+        ),
+        ("memory:\n  debounce_seconds: .inf\n", "must be a finite number, got inf"),
+        ("memory:\n  fact_confidence_threshold: .nan\n", "must be a finite number, got nan"),
+        ("model:\n  timeout_seconds: .nan\n", "'model.timeout_seconds' must be a finite number"),
         (
             "memory:\n  max_injection_tokens: 0\n",
             "'memory.max_injection_tokens' must be at least 1",

@@ -196,6 +196,8 @@ def test_manual_edits_history_versions_diff_and_rollback(mem: Memory) -> None:
         mem.forget(a["id"])
     with pytest.raises(KeyError):
         mem.edit_fact("fact_nope", "x")
+    with pytest.raises(ValueError, match="a fact needs some text"):
+        mem.edit_fact(b["id"], " \n ")  # not a silent no-op recorded as an edit
     assert [e["kind"] for e in mem.history(b["id"])] == ["add", "update"]
     assert mem.history(b["id"])[1]["old_content"] == "Prefers tabs"
 

@@ -214,14 +214,17 @@ class Memory:
             raise ValueError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
         if confidence is not None and not 0 <= confidence <= 1:
             raise ValueError(f"confidence must be from 0 to 1, got {confidence!r}")
+        text = None if content is None else sanitize_text(content)
+        if text == "":
+            raise ValueError("a fact needs some text; to remove it, forget it")
 
         def mutate(data: dict[str, Any]) -> UpdateResult:
             fact = self._find(data, fact_id)
             if fact is None:
                 raise KeyError(fact_id)
             old_content, old_conf = fact["content"], fact.get("confidence")
-            if content is not None:
-                fact["content"] = sanitize_text(content) or old_content
+            if text is not None:
+                fact["content"] = text
             if category is not None:
                 fact["category"] = category
             if confidence is not None:
