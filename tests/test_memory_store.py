@@ -109,10 +109,31 @@ def test_corrupt_file_is_never_overwritten_and_kept_aside(home: Path, payload: b
 
 
 def test_a_fact_with_a_non_numeric_confidence_is_named_not_folded_over(home: Path) -> None:
-    (home / "memory.json").write_text('{"facts": [{"content": "Likes tea", "confidence": "high"}]}')
+    fact = '{"id": "f1", "content": "Likes tea", "confidence": "high"}'
+    (home / "memory.json").write_text(f'{{"facts": [{fact}]}}')
     with pytest.raises(MemoryFileError, match=r"facts\[0\] has confidence 'high', not a number"):
         _ = Memory(home).data
     with pytest.raises(ValueError, match="cannot import, facts"):
+        Memory(home / "other").import_(home / "memory.json")
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        ('[{"content": "Likes tea"}]', r"facts\[0\] has no 'id'"),
+        ('[{"id": "", "content": "Likes tea"}]', r"facts\[0\] has no 'id'"),
+        (
+            '[{"id": "f1", "content": "Likes tea"}, {"id": "f1", "content": "Uses vim"}]',
+            r"facts\[1\] repeats the id 'f1'",
+        ),
+    ],
+)
+def test_a_fact_without_a_unique_id_is_named(home: Path, facts: str, expected: str) -> None:
+    """Facts are edited and forgotten by id: one without (or sharing one) could be neither."""
+    (home / "memory.json").write_text(f'{{"facts": {facts}}}')
+    with pytest.raises(MemoryFileError, match=expected):
+        _ = Memory(home).data
+    with pytest.raises(ValueError, match="cannot import, " + expected):
         Memory(home / "other").import_(home / "memory.json")
 
 

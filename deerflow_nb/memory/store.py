@@ -66,9 +66,16 @@ def check_schema(data: Any) -> str | None:
     facts = data.get("facts", [])
     if not isinstance(facts, list):
         return "'facts' is not a list"
+    ids: set[str] = set()
     for i, fact in enumerate(facts):
         if not isinstance(fact, dict) or not isinstance(fact.get("content"), str):
             return f"facts[{i}] is not a fact object with a text 'content'"
+        fact_id = fact.get("id")
+        if not isinstance(fact_id, str) or not fact_id.strip():
+            return f"facts[{i}] has no 'id' (every fact needs a unique text id)"
+        if fact_id in ids:
+            return f"facts[{i}] repeats the id {fact_id!r} (every fact needs a unique text id)"
+        ids.add(fact_id)
         for key, number, kind in _NUMERIC_FIELDS:
             value = fact.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, number) or value != value:
