@@ -423,3 +423,21 @@ def test_a_flush_timeout_bounds_waiting_for_a_background_fold(
         assert elapsed < HOLD_SECONDS / 2, elapsed
         assert report.folded == [] and report.pending == 1
         memory.close()
+
+
+def test_a_proposal_decided_by_another_kernel_is_not_applied_again(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = Memory(home), Memory(home)
+    first.review = True
+    journal_turn(first, "t1", "I prefer vim.")
+    first.enqueue("t1")
+    first.flush()
+    seen_before = first.pending()  # what the first kernel listed ...
+    assert second.approve("all") == 1  # ... before the second one approved it
+    monkeypatch.setattr(first, "pending", lambda: seen_before)
+    assert first.approve("all") == 0 and first.reject("all") == 0
+    (fact,) = first.data["facts"]
+    assert fact["content"] == "Prefers vim" and fact.get("confirmations", 1) == 1
+    assert [v["reason"] for v in first.versions()].count("approve") == 1
+    assert [p["status"] for p in first.journal.db["pending_changes"].rows] == ["approved"]

@@ -624,33 +624,52 @@ class Memory:
         return [{**r, "diff": json.loads(r["diff"])} for r in rows]
 
     def approve(self, ids: list[int] | str) -> int:
-        """Apply proposals (oldest first) as folds; returns how many were applied."""
-        count = 0
-        for change in self._select_pending(ids):
+        """Apply proposals (oldest first) as folds; returns how many were applied.
 
-            def mark(db: Any, change_id: int = change["id"]) -> None:
+        Each is checked again under the memory lock: one another kernel decided meanwhile
+        is skipped, not applied twice.
+        """
+        return sum(self._approve_one(change) for change in self._select_pending(ids))
+
+    def _approve_one(self, change: dict[str, Any]) -> bool:
+        change_id, diff, source = change["id"], change["diff"], change["source"]
+        still: list[bool] = []
+
+        def apply(data: dict[str, Any]) -> UpdateResult:
+            still.append(self._is_pending(change_id))  # under the lock, decided nowhere else
+            return self._apply_rules(data, diff, source) if still[0] else UpdateResult(data, [])
+
+        def mark(db: Any) -> None:
+            if still[0]:
                 db["pending_changes"].update(
                     change_id, {"status": "approved", "decided_at": now_iso()}
                 )
 
-            diff, source = change["diff"], change["source"]
-            result, _ = self._commit(
-                "approve", source, lambda d, x=diff, s=source: self._apply_rules(d, x, s), mark
-            )
+        result, _ = self._commit("approve", source, apply, mark)
+        if still[0]:
             self._warm(result.data)
-            count += 1
-        return count
+        return still[0]
 
     def reject(self, ids: list[int] | str) -> int:
+        """Drop proposals; returns how many (one another kernel decided meanwhile is not)."""
         chosen = self._select_pending(ids)
-        with self.journal.transaction() as db:
-            for change in chosen:
-                db["pending_changes"].update(
-                    change["id"], {"status": "rejected", "decided_at": now_iso()}
-                )
-        if chosen:
+        with self.store.locked(), self.journal.transaction() as db:
+            count = sum(
+                db.execute(
+                    "UPDATE pending_changes SET status = 'rejected', decided_at = ? "
+                    "WHERE id = ? AND status = 'pending'",
+                    [now_iso(), change["id"]],
+                ).rowcount
+                for change in chosen
+            )
+        if count:
             self._changed({"reason": "reject"})
-        return len(chosen)
+        return count
+
+    def _is_pending(self, change_id: int) -> bool:
+        sql = "SELECT status FROM pending_changes WHERE id = ?"
+        row = self.journal.db.execute(sql, [change_id]).fetchone()
+        return row is not None and row[0] == "pending"
 
     def _select_pending(self, ids: list[int] | str) -> list[dict[str, Any]]:
         pending = self.pending()
