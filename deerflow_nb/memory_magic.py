@@ -333,6 +333,8 @@ def parse_memory_line(line: str) -> Args | None:
         key = "text" if cls is AddArgs else "query"
         if not values[key].strip():
             raise UsageError(f"{PROG} {cls.command}: {key} is empty; give some words")
+    if cls is EditArgs and values["text"] is not None and not values["text"].strip():
+        raise UsageError(f"{PROG} edit: the new text is empty; give some words, or forget the fact")
     return cls(**values)
 
 
@@ -437,7 +439,12 @@ class MemoryCommands:
         from .memory.updater import MAX_FACT_CHARS
 
         before = self._fact_ids()
-        fact = self.memory.add_fact(args.text, category=args.category, confidence=args.confidence)
+        try:
+            fact = self.memory.add_fact(
+                args.text, category=args.category, confidence=args.confidence
+            )
+        except ValueError as exc:  # memory is full of more confident facts
+            raise UsageError(f"{PROG} add: {exc}") from None
         if fact.get("id") in before:  # a near-duplicate: the stored fact was reinforced
             note = f"Reinforced the near-duplicate {_describe(fact)}; change it with {PROG} edit"
         else:

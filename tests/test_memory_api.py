@@ -244,6 +244,10 @@ def test_max_facts_evicts_lowest_confidence_first(home: Path) -> None:
     mem.add_fact("Knows Go", confidence=0.9)
     assert contents(mem) == ["Knows Rust", "Knows Go"]
     assert any(e["kind"] == "evict" and e["old_content"] == "Knows SQL" for e in mem.events())
+    versions = len(mem.versions())
+    with pytest.raises(ValueError, match="memory is full .* raise the confidence"):
+        mem.add_fact("Knows Perl", confidence=0.5)  # it would be evicted at once
+    assert contents(mem) == ["Knows Rust", "Knows Go"] and len(mem.versions()) == versions
 
 
 def test_review_mode_holds_folds_for_approval(home: Path) -> None:

@@ -381,6 +381,7 @@ def test_import_of_a_broken_file_changes_nothing(
         ("facts --category nope", "invalid choice: 'nope'"),
         ("facts --bogus", "%memory facts: unrecognized arguments: --bogus"),
         ("edit fact_nope new text", "no fact 'fact_nope'; see %memory facts"),
+        ('edit fact_nope "  "', "the new text is empty; give some words, or forget the fact"),
         ("forget fact_nope", "no fact 'fact_nope'; see %memory facts"),
         ("history fact_nope", "no fact 'fact_nope'; see %memory facts"),
         ("forget", "give fact ids or --match TEXT"),
@@ -490,3 +491,13 @@ def test_a_damaged_journal_or_a_home_that_is_a_file_is_one_line(
     monkeypatch.setenv("DEERFLOW_NB_HOME", str(not_a_folder))
     line = usage_error(shell, "status")
     assert "is a file, not a folder" in line and "DEERFLOW_NB_HOME" in line
+
+
+def test_an_add_that_would_be_evicted_at_once_is_refused(
+    shell: InteractiveShell, home: Path
+) -> None:
+    (home / "config.yaml").write_text("memory:\n  max_facts: 1\n", encoding="utf-8")
+    run(shell, "add Keeps notes in Obsidian --confidence 0.9")
+    line = usage_error(shell, "add Uses vim --confidence 0.5")
+    assert "memory is full (memory.max_facts is 1)" in line, line
+    assert [f["content"] for f in memory_json(home)["facts"]] == ["Keeps notes in Obsidian"]

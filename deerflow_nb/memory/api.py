@@ -195,7 +195,14 @@ class Memory:
         diff = {"newFacts": [{"content": content, "category": category, "confidence": confidence}]}
 
         def mutate(data: dict[str, Any]) -> UpdateResult:
-            return self._apply_rules(data, diff, source, threshold=0.0)
+            result = self._apply_rules(data, diff, source, threshold=0.0)
+            if set(result.ids("add")) & set(result.ids("evict")):  # refused before writing
+                raise ValueError(
+                    f"memory is full (memory.max_facts is {self.settings.memory.max_facts}) "
+                    f"and every fact is more confident than {confidence:g}; raise the "
+                    "confidence, forget a fact, or raise memory.max_facts"
+                )
+            return result
 
         result, _ = self._commit("add", source, mutate)
         fact_id = next(e.fact_id for e in result.events if e.kind in ("add", "reinforce"))
