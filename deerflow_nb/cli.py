@@ -59,6 +59,13 @@ def _export(mem: Memory, args: argparse.Namespace) -> None:
 
 
 def _import(mem: Memory, args: argparse.Namespace) -> None:
+    mem.read_import(args.path)  # a broken file is said before any confirmation
+    held = len(mem.data.get("facts", []))
+    if held and not args.yes:
+        raise ValueError(
+            f"import replaces the {held} facts in {mem.path}; add --yes to confirm "
+            "(versions keep the current state for rollback)"
+        )
     print(f"imported {mem.import_(args.path)} facts from {args.path}")
 
 
@@ -89,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(func=_with_memory(_export))
     imp = with_home(sub.add_parser("import", help="import a (DeerFlow) memory.json"))
     imp.add_argument("path")
+    imp.add_argument("--yes", action="store_true", help="replace facts already in memory")
     imp.set_defaults(func=_with_memory(_import, creates_home=True))
     return parser
 

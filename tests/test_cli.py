@@ -50,6 +50,15 @@ def test_export_import_and_status_round_trip(home: Path, tmp_path: Path) -> None
     status = json.loads(cli("status", "--home", str(other)).stdout)
     assert status["fact_count"] == 1
 
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"facts": []}')
+    refused = cli("import", str(empty), "--home", str(other))
+    assert refused.returncode == 2 and "replaces the 1 facts" in refused.stderr
+    assert "--yes" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    assert json.loads(cli("status", "--home", str(other)).stdout)["fact_count"] == 1
+    assert cli("import", str(empty), "--yes", "--home", str(other)).returncode == 0
+    assert json.loads(cli("status", "--home", str(other)).stdout)["fact_count"] == 0
+
 
 def test_a_bad_import_path_is_one_line_and_exit_2(home: Path) -> None:
     result = cli("import", str(home / "missing.json"), "--home", str(home))
