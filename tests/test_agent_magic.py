@@ -193,6 +193,15 @@ def test_ctrl_c_stops_the_turn_cleanly(shell: InteractiveShell) -> None:
     assert "interrupted" in markdown_updates(cap)[-1].splitlines()[-1]
 
 
+def test_ctrl_c_in_code_the_agent_runs_stops_the_turn(shell: InteractiveShell) -> None:
+    body = "Run this:\n```python\nimport signal\nsignal.raise_signal(signal.SIGINT)\n```"
+    result, cap = agent_cell(shell, "-t stopped --no-memory --allow-code", body)
+    assert result.success
+    assert cap.stdout.strip().splitlines()[-1].startswith("%%agent: interrupted")
+    journal = get_session(shell).memory.journal
+    assert [t["status"] for t in journal.turns("stopped")] == ["interrupted"]
+
+
 def test_cells_through_the_loopback_server(
     shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:

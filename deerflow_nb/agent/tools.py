@@ -169,6 +169,8 @@ class NotebookTools:
         with capture_output() as captured:
             result = self.shell.run_cell(code, store_history=False)
         captured.show()
+        if isinstance(result.error_in_exec, KeyboardInterrupt):
+            raise KeyboardInterrupt  # run_cell caught the user's Ctrl-C: it stops the turn
         parts = []
         if captured.stdout:
             parts.append(f"stdout:\n{captured.stdout}")
