@@ -473,7 +473,7 @@ def test_the_light_category_list_matches_the_store() -> None:
     assert CATEGORIES == STORE_CATEGORIES
 
 
-def test_a_damaged_journal_or_a_home_that_is_a_file_is_one_line(
+def test_a_damaged_journal_or_a_home_that_is_not_a_folder_is_one_line(
     shell: InteractiveShell, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     garbage = b"this was never a SQLite database " * 8
@@ -485,6 +485,10 @@ def test_a_damaged_journal_or_a_home_that_is_a_file_is_one_line(
     assert isinstance(result.error_in_exec, UsageError)
     assert "move it aside" in str(result.error_in_exec)
     assert (home / "journal.db").read_bytes() == garbage
+
+    monkeypatch.setenv("DEERFLOW_NB_HOME", "/proc/no-such-home")  # cannot be created
+    line = usage_error(shell, "status")
+    assert "cannot create the deerflow_nb home /proc/no-such-home" in line
 
     not_a_folder = tmp_path / "home.txt"
     not_a_folder.write_text("notes")

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import CONFIG_FILENAME, ConfigError, Settings, load_settings
+from ..config import (
+    CONFIG_FILENAME,
+    HOME_ENV,
+    ConfigError,
+    HomeError,
+    Settings,
+    load_settings,
+)
 from ..journal import Journal, now_iso, row_to_message
 from ..llm.base import ModelError
 from . import queue
@@ -86,7 +93,13 @@ class Memory:
         self, home: str | os.PathLike[str] | None = None, *, settings: Settings | None = None
     ) -> None:
         self.settings = settings or load_settings(home)
-        self.settings.home.mkdir(parents=True, exist_ok=True)
+        try:
+            self.settings.home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HomeError(
+                f"cannot create the deerflow_nb home {self.settings.home} ({exc.strerror}); "
+                f"point {HOME_ENV} (or --home) at a folder you can write to"
+            ) from None
         self.journal = Journal(self.settings.journal_path)
         self.path = self.settings.memory_path
         self.store = MemoryStore(self.path)
