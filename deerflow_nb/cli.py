@@ -59,14 +59,16 @@ def _export(mem: Memory, args: argparse.Namespace) -> None:
 
 
 def _import(mem: Memory, args: argparse.Namespace) -> None:
+    from .memory_views import count_of
+
     mem.read_import(args.path)  # a broken file is said before any confirmation
     held = len(mem.data.get("facts", []))
     if held and not args.yes:
         raise ValueError(
-            f"import replaces the {held} facts in {mem.path}; add --yes to confirm "
+            f"import replaces the {count_of(held, 'fact')} in {mem.path}; add --yes to confirm "
             "(versions keep the current state for rollback)"
         )
-    print(f"imported {mem.import_(args.path)} facts from {args.path}")
+    print(f"imported {count_of(mem.import_(args.path), 'fact')} from {args.path}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -493,7 +493,9 @@ class MemoryCommands:
         self._require_version(args.version)
         self.memory.rollback(args.version)
         count = len(self.memory.data.get("facts", []))
-        return views.Notice(f"Rolled back to version {args.version} ({count} facts)")
+        return views.Notice(
+            f"Rolled back to version {args.version} ({views.count_of(count, 'fact')})"
+        )
 
     def handle_review(self, args: ReviewArgs) -> views.Notice:
         if args.mode is not None:
@@ -516,7 +518,7 @@ class MemoryCommands:
         except ValueError as exc:
             raise UsageError(f"{PROG} export: {exc}") from None
         count = len(self.memory.data.get("facts", []))
-        return views.Notice(f"Exported {count} facts to {path}")
+        return views.Notice(f"Exported {views.count_of(count, 'fact')} to {path}")
 
     def handle_import(self, args: ImportArgs) -> views.Notice:
         path = Path(args.path).expanduser()
@@ -526,8 +528,9 @@ class MemoryCommands:
             self.memory.read_import(path)  # a broken file is said before any confirmation
             held = len(self.memory.data.get("facts", []))
             if held and not args.yes:
+                replaced = views.count_of(held, "fact")
                 raise UsageError(
-                    f"import replaces the {held} facts in memory; run {PROG} import "
+                    f"import replaces the {replaced} in memory; run {PROG} import "
                     f"{args.path} --yes to confirm (versions keep the current state for rollback)"
                 )
             count = self.memory.import_(path)
@@ -536,7 +539,7 @@ class MemoryCommands:
             raise UsageError(
                 first if "cannot import" in first else f"cannot import: {first}"
             ) from None
-        return views.Notice(f"Imported {count} facts from {path}")
+        return views.Notice(f"Imported {views.count_of(count, 'fact')} from {path}")
 
     def handle_reset(self, args: ResetArgs) -> views.Notice:
         if not args.yes:

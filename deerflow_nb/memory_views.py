@@ -24,6 +24,11 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def count_of(n: int, noun: str) -> str:
+    """``1 fact``, ``2 facts``: a count with its noun agreeing."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def confidence_bar(value: float | None, width: int = 10) -> str:
     """A text bar such as ``█████████░ 0.90`` that reads in any font."""
     if value is None:
@@ -211,7 +216,7 @@ class PreviewView(View):
 
     @property
     def header(self) -> str:
-        return f"{self.tokens} / {self.budget} tokens, {self.fact_count} facts"
+        return f"{self.tokens} / {self.budget} tokens, {count_of(self.fact_count, 'fact')}"
 
     @property
     def body(self) -> str:
@@ -259,7 +264,7 @@ def flush_summary(report: Any) -> str:
     folded = list(getattr(report, "folded", []) or [])
     proposed = list(getattr(report, "proposed", []) or [])
     failed = dict(getattr(report, "failed", {}) or {})
-    parts = [f"folded {len(folded)} thread{'s' * (len(folded) != 1)}"]
+    parts = [f"folded {count_of(len(folded), 'thread')}"]
     if folded:
         parts[0] += f" ({', '.join(folded)})"
     if proposed:
@@ -442,7 +447,7 @@ class SummaryView(View):
         for fact in facts:
             by_cat[fact.get("category", "?")] = by_cat.get(fact.get("category", "?"), 0) + 1
         detail = ", ".join(f"{c} {n}" for c, n in sorted(by_cat.items()))
-        return f"{len(facts)} facts" + (f" ({detail})" if detail else "")
+        return count_of(len(facts), "fact") + (f" ({detail})" if detail else "")
 
     def __str__(self) -> str:
         lines = [f"Memory — {self._counts()}, updated {self.data.get('lastUpdated') or 'never'}"]

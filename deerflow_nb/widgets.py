@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as w
 
 from . import memory_views as views
-from .memory.store import CATEGORIES
+from .memory.store import CATEGORIES, MemoryFileError
 from .memory_magic import preview_view
 
 if TYPE_CHECKING:
@@ -38,11 +38,12 @@ class MemoryPanel:
         self._lock = threading.RLock()  # folds refresh from the queue's worker thread
         self._draws = 0  # redraws so far: an action that changed memory has redrawn already
         self.closed = False
+        self.unreadable = False  # memory.json could not be read at the last refresh
         self.message = w.HTML()
         self.header = w.HTML()
         self.refresh_button = w.Button(description="Refresh", icon="refresh")
         self.flush_button = w.Button(description="Flush now", tooltip="fold pending threads")
-        self.refresh_button.on_click(lambda _: self.refresh())
+        self.refresh_button.on_click(lambda _: self._act(self._reread))
         self.flush_button.on_click(lambda _: self._act(self._flush))
 
         self.profile = w.HTML()
@@ -155,9 +156,16 @@ class MemoryPanel:
             if self.closed:
                 return
             self._draws += 1
-            data = self.memory.data
+            try:
+                data = self.memory.data
+            except MemoryFileError as exc:  # a damaged memory.json: say so, keep the rest
+                self.unreadable = True
+                self.header.value = "<b>Memory</b> — memory.json cannot be read"
+                self._say_error(exc)
+                return
+            self.unreadable = False
             self._facts = list(data.get("facts", []))
-            self.header.value = f"<b>Memory</b> — {len(self._facts)} facts"
+            self.header.value = f"<b>Memory</b> — {views.count_of(len(self._facts), 'fact')}"
             self.profile.value = views.SummaryView(data)._repr_html_()
             self._draw_facts()
             self._draw_preview()
@@ -201,7 +209,11 @@ class MemoryPanel:
         _replace_children(self.fact_rows, rows or [w.HTML("<i>No facts.</i>")])
 
     def _draw_preview(self) -> None:
-        view = preview_view(self.memory, self.context.value or None, self.budget.value)
+        try:
+            view = preview_view(self.memory, self.context.value or None, self.budget.value)
+        except MemoryFileError as exc:  # typed into the context box: no cell to raise into
+            self._say_error(exc)
+            return
         self.last_preview = view
         self.preview_count.value = f"<b>{html.escape(view.header)}</b>"
         body = view.body
@@ -226,12 +238,21 @@ class MemoryPanel:
         draws = self._draws
         try:
             note = action()
-        except (KeyError, ValueError) as exc:
-            self.message.value = f"<span style='color:#b91c1c'>{html.escape(str(exc))}</span>"
+        except (KeyError, ValueError, MemoryFileError) as exc:
+            self._say_error(exc)
             return
         if self._draws == draws:  # nothing changed memory, so on_change did not redraw
             self.refresh()
+        if self.unreadable:
+            return  # the redraw said why, which is the news
         self.message.value = html.escape(note or "")
+
+    def _say_error(self, exc: BaseException) -> None:
+        self.message.value = f"<span style='color:#b91c1c'>{html.escape(str(exc))}</span>"
+
+    def _reread(self) -> str:
+        self.refresh()
+        return "Read memory again"
 
     def selected_fact_ids(self) -> list[str]:
         return [fid for fid, box in self.fact_checks.items() if box.value]

@@ -53,7 +53,7 @@ def test_export_import_and_status_round_trip(home: Path, tmp_path: Path) -> None
     empty = tmp_path / "empty.json"
     empty.write_text('{"facts": []}')
     refused = cli("import", str(empty), "--home", str(other))
-    assert refused.returncode == 2 and "replaces the 1 facts" in refused.stderr
+    assert refused.returncode == 2 and "replaces the 1 fact in" in refused.stderr
     assert "--yes" in refused.stderr and len(refused.stderr.splitlines()) == 1
     assert json.loads(cli("status", "--home", str(other)).stdout)["fact_count"] == 1
     assert cli("import", str(empty), "--yes", "--home", str(other)).returncode == 0

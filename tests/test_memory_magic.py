@@ -66,7 +66,7 @@ def test_bare_memory_in_a_terminal_is_a_text_summary(shell: InteractiveShell, ho
     view = run(shell, "")
     assert isinstance(view, views.SummaryView)
     text = str(view)
-    assert "1 facts (context 1)" in text
+    assert "1 fact (context 1)" in text
     for label in ("Work context", "Personal context", "Top of mind", "Long-term background"):
         assert label in text
     with capture_output() as cap:
@@ -300,11 +300,11 @@ def test_export_reset_import_round_trip(
     run(shell, "reset --yes")
     assert fact_ids(home) == []
 
-    assert "Imported 1 facts" in str(run(shell, f"import {out}"))  # memory was empty
+    assert "Imported 1 fact from" in str(run(shell, f"import {out}"))  # memory was empty
     assert fact_ids(home) == [a]
     empty = tmp_path / "empty.json"
     empty.write_text('{"facts": []}')
-    assert "replaces the 1 facts in memory" in usage_error(shell, f"import {empty}")
+    assert "replaces the 1 fact in memory" in usage_error(shell, f"import {empty}")
     assert fact_ids(home) == [a]
     assert "Imported 0 facts" in str(run(shell, f"import {empty} --yes"))
     assert fact_ids(home) == []
@@ -327,7 +327,7 @@ def test_export_never_overwrites_by_accident(
     out.write_text("my notes")
     assert "exists; choose another path" in usage_error(shell, f"export {out}")
     assert out.read_text() == "my notes"
-    assert "Exported 1 facts" in str(run(shell, f"export {out} --force"))
+    assert "Exported 1 fact to" in str(run(shell, f"export {out} --force"))
     assert json.loads(out.read_text())["facts"][0]["content"] == "Prefers polars"
 
 

@@ -209,7 +209,7 @@ def test_panel_refreshes_after_a_fold(memory: Memory, home: Path) -> None:
     assert report.folded == ["t-fold"]
     assert len(panel.fact_checks) == 1
     assert "vim" in panel.fact_rows.children[0].children[-1].value.lower()
-    assert "1 facts" in panel.header.value
+    assert "1 fact" in panel.header.value and "1 facts" not in panel.header.value
     assert "t-fold" in panel.history.value
 
 
@@ -261,3 +261,20 @@ def test_memory_magic_shows_the_panel(ipython: InteractiveShell) -> None:
         if "kernel" in vars(shell):
             del shell.kernel
         close_session(shell)
+
+
+def test_a_damaged_memory_json_is_said_in_the_panel_not_raised(memory: Memory, home: Path) -> None:
+    memory.add_fact("Lives in Lisbon")
+    panel = MemoryPanel(memory)
+    panel.message.value = "Forgot 1 fact: fact_old"  # what the last click said
+    (home / "memory.json").write_text("{broken", encoding="utf-8")
+    panel.refresh_button.click()
+    assert "cannot be read" in panel.header.value
+    assert "memory.json" in panel.message.value and "rollback" in panel.message.value
+    panel.message.value = ""
+    panel.context.value = "where do I live?"  # an observer: nothing would show a raise
+    assert "rollback" in panel.message.value
+    panel.add_text.value = "Uses vim"
+    panel.add_button.click()
+    assert "rollback" in panel.message.value
+    assert (home / "memory.json").read_text(encoding="utf-8") == "{broken"
