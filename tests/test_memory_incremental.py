@@ -70,3 +70,24 @@ def test_a_turn_journaled_while_its_thread_folds_is_folded_once(
 
     learned = [e for e in events(home) if e["fact_id"] and "polars" in e["new_content"].lower()]
     assert [e["kind"] for e in learned] == ["add"]  # not reinforced by a second reading
+
+
+def test_a_fact_forgotten_in_chat_leaves_the_profile_too() -> None:
+    agent = Agent()
+    agent.run("I prefer polars over pandas. I use R for statistics.", thread="t")
+    agent.memory.flush()
+    assert "Prefers polars over pandas" in agent.memory.preview().split("Facts:")[0]
+    agent.run("Please forget that I prefer polars over pandas.", thread="t")
+    agent.memory.flush()
+    block = agent.memory.preview()
+    assert "polars" not in block.lower()
+    assert "Uses R for statistics" in block  # what was not forgotten stays
+
+
+def test_a_fact_forgotten_by_hand_leaves_the_profile_too() -> None:
+    agent = Agent()
+    agent.run("I prefer polars over pandas. I use R for statistics.", thread="t")
+    agent.memory.flush()
+    (fact,) = [f for f in agent.memory.data["facts"] if "polars" in f["content"]]
+    agent.memory.forget(fact["id"])
+    assert "polars" not in agent.memory.preview().lower()

@@ -194,3 +194,30 @@ def test_diff_application_invariants(
     # Every event names a fact that existed before or exists now.
     for event in result.events:
         assert event.fact_id in old_ids | set(ids) | evicted
+
+
+def test_a_removed_fact_leaves_the_summaries_that_restate_it() -> None:
+    """Forgetting works through the profile too: the summaries are injected every turn."""
+    data = memory(
+        fact("fact_00000001", "Prefers polars over pandas"),
+        fact("fact_00000002", "Works on project Apollo"),
+    )
+    data["user"]["personalContext"]["summary"] = (
+        "Prefers polars over pandas. Works on project Apollo. Once preferred pandas over polars."
+    )
+    data["history"]["recentMonths"]["summary"] = "Likes polars more than pandas for dataframes."
+    result = run(data, {"factsToRemove": ["fact_00000001"]})
+    user = result.data["user"]["personalContext"]["summary"]
+    assert user == "Works on project Apollo. Once preferred pandas over polars."
+    assert result.data["history"]["recentMonths"]["summary"] == ""
+    sections = [e.section for e in result.events if e.kind == "section"]
+    assert sections == ["user.personalContext", "history.recentMonths"]
+
+
+def test_a_summary_the_same_diff_rewrites_is_kept_as_given() -> None:
+    data = memory(fact("fact_00000001", "Prefers polars over pandas"))
+    data["user"]["personalContext"]["summary"] = "Prefers polars over pandas."
+    update = {"summary": "Prefers polars over pandas, still.", "shouldUpdate": True}
+    diff = {"user": {"personalContext": update}, "factsToRemove": ["fact_00000001"]}
+    result = run(data, diff)
+    assert result.data["user"]["personalContext"]["summary"] == update["summary"]

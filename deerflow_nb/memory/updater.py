@@ -27,6 +27,7 @@ MAX_SUMMARY_CHARS = 4000
 REINFORCE_BUMP = 0.02
 REINFORCE_CAP = 0.99
 _TAG = re.compile(r"<(/?\s*memory\s*)>", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass
@@ -82,6 +83,7 @@ def apply_diff(
     now = now or now_iso()
     out = normalized(data)
     events: list[Event] = []
+    rewritten: set[tuple[str, str]] = set()  # sections this diff sets itself
 
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
         for name in names:
@@ -89,6 +91,7 @@ def apply_diff(
             summary = sanitize_text(update.get("summary") or "", MAX_SUMMARY_CHARS)
             old = out[group][name].get("summary", "")
             if update.get("shouldUpdate") and summary and summary != old:
+                rewritten.add((group, name))
                 out[group][name] = {"summary": summary, "updatedAt": now}
                 events.append(
                     Event(
@@ -103,13 +106,15 @@ def apply_diff(
         ignored = sorted(to_remove - present)
         for fact_id in ignored:
             log.warning("factsToRemove names unknown fact %r; ignored", fact_id)
-        kept = []
+        kept, gone = [], []
         for fact in out["facts"]:
             if fact.get("id") in to_remove:
                 events.append(_fact_event("remove", fact))
+                gone.append(fact["content"])
             else:
                 kept.append(fact)
         out["facts"] = kept
+        events += _scrub_summaries(out, gone, skip=rewritten, now=now)
 
     by_text = {normalize_text(f["content"]): f for f in out["facts"]}
     by_sig = {}
@@ -176,6 +181,39 @@ def apply_diff(
     if events:
         out["lastUpdated"] = now
     return UpdateResult(out, events, ignored)
+
+
+def restates(fact: str, sentence: str) -> bool:
+    """Whether ``sentence`` says what ``fact`` says: nearly all the fact's content words (on
+    the same side of any comparison) are in it; all of them for a fact of two or fewer."""
+    words = signature(fact)
+    if not words:
+        return False
+    hits = len(words & signature(sentence))
+    return hits == len(words) if len(words) <= 2 else hits >= 0.8 * len(words)
+
+
+def _scrub_summaries(
+    out: dict[str, Any], removed: list[str], *, skip: set[tuple[str, str]], now: str
+) -> list[Event]:
+    """Drop the summary sentences that restate a removed fact, so a forgotten fact is not
+    still injected through the profile; sections the same diff rewrote are left as given."""
+    events = []
+    for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
+        for name in names:
+            old = out[group][name].get("summary") or ""
+            if (group, name) in skip or not old:
+                continue
+            sentences = _SENTENCE_END.split(old)
+            kept = [s for s in sentences if not any(restates(f, s) for f in removed)]
+            if len(kept) == len(sentences):
+                continue
+            new = " ".join(kept)
+            out[group][name] = {"summary": new, "updatedAt": now}
+            events.append(
+                Event("section", section=f"{group}.{name}", old_content=old, new_content=new)
+            )
+    return events
 
 
 def _fact_event(kind: str, fact: dict[str, Any], *, new: bool = False) -> Event:
