@@ -130,7 +130,10 @@ def test_huge_summaries_are_shortened_not_the_budget_broken() -> None:
     for budget in (40, 200, 1000):
         block = format_memory_for_injection(data, budget)
         assert 0 < count_tokens(block) <= budget
-        assert "User Context:" in block and "- Work: Builds churn models" in block
+        # Summaries fill at most half of the budget when there are facts: never all of it.
+        assert "Prefers polars over pandas" in block
+        if budget > 40:
+            assert "User Context:" in block and "- Work: Builds churn models" in block
     assert "- Current Focus: Short focus." in format_memory_for_injection(data, 200)
     assert "…" in format_memory_for_injection(data, 200)
     assert format_memory_for_injection(data, 3) == ""

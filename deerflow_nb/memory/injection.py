@@ -179,6 +179,13 @@ def _render(sections: list[Section], fact_lines: list[str]) -> str:
     return f"{OPEN_TAG}\n" + "\n\n".join(blocks) + f"\n{CLOSE_TAG}"
 
 
+def _summary_budget(max_tokens: int, facts: list[dict[str, Any]]) -> int:
+    """What the summaries may fill: all of the budget, or half when there are facts, so
+    long summaries (verbose model output, an imported memory) cannot crowd out every fact
+    the turn is about."""
+    return max_tokens // 2 if facts else max_tokens
+
+
 def _fit_summaries(sections: list[Section], max_tokens: int) -> list[Section]:
     """Shorten summaries (the longest first) until the block without facts fits."""
     if count_tokens(_render(sections, [])) <= max_tokens:
@@ -346,7 +353,7 @@ def _compose(
     data = memory_data if isinstance(memory_data, dict) else {}
     facts, index = get_index(data)
     scores = score(index, context, embedder)
-    sections = _fit_summaries(_summaries(data), max_tokens)
+    sections = _fit_summaries(_summaries(data), _summary_budget(max_tokens, facts))
     if not facts:
         return _render(sections, []), facts, [], index, scores
     text, listed = _pack(index, facts, sections, scores.order, max_tokens)
@@ -362,7 +369,7 @@ def select_in_order(
     facts, index = get_index(data)
     if not facts:
         return []
-    sections = _fit_summaries(_summaries(data), max_tokens)
+    sections = _fit_summaries(_summaries(data), _summary_budget(max_tokens, facts))
     return [facts[i] for i in _pack(index, facts, sections, order, max_tokens)[1]]
 
 
