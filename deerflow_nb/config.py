@@ -213,6 +213,12 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "memory.max_injection_tokens": (1, None),
     "model.timeout_seconds": (0.001, None),
     "model.max_retries": (0, None),
+    "model.max_input_tokens": (1, None),
+    "subagents.max_concurrent": (1, None),
+    "subagents.max_per_turn": (1, None),
+    "subagents.max_turns": (1, None),
+    "subagents.timeout_seconds": (0.001, None),
+    "agent.max_turns": (1, None),
     "summarization.trim_tokens_to_summarize": (1, None),
 }
 
@@ -238,7 +244,24 @@ def _build(cls: type, raw: dict[str, Any], prefix: str, source: Path) -> Any:
         kwargs[key] = _check_value(value, hints[key], full, source)
         if kwargs[key] is not None:
             _check_range(kwargs[key], full, source)
-    return cls(**kwargs)
+    built = cls(**kwargs)
+    if isinstance(built, ContextSize):
+        _check_size(built, prefix, source)
+    return built
+
+
+def _check_size(size: ContextSize, key: str, source: Path) -> None:
+    """A window fraction is in (0, 1]; a token or message count is not negative."""
+    if size.type == "fraction" and not 0 < size.value <= 1:
+        raise ConfigError(
+            f"{source}: '{key}' is a fraction of the window, so its value must be above 0 "
+            f"and at most 1, got {size.value!r}"
+        )
+    if size.type != "fraction" and size.value < 0:
+        raise ConfigError(
+            f"{source}: '{key}' counts {size.type}, so its value must be at least 0, "
+            f"got {size.value!r}"
+        )
 
 
 def parse_embeddings_spec(spec: str) -> tuple[str, str]:

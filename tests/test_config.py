@@ -158,6 +158,16 @@ def test_wrong_type_names_key_and_file(home: Path, text: str, key: str) -> None:
             "'memory.max_injection_tokens' must be at least 1",
         ),
         ("model:\n  max_retries: -1\n", "'model.max_retries' must be at least 0"),
+        ("subagents:\n  max_concurrent: 0\n", "'subagents.max_concurrent' must be at least 1"),
+        ("agent:\n  max_turns: 0\n", "'agent.max_turns' must be at least 1"),
+        (
+            "summarization:\n  keep: {type: fraction, value: 5}\n",
+            "'summarization.keep' is a fraction of the window, so its value must be above 0",
+        ),
+        (
+            "summarization:\n  trigger: [{type: messages, value: -3}]\n",
+            "'summarization.trigger[0]' counts messages, so its value must be at least 0",
+        ),
     ],
 )
 def test_a_value_out_of_range_names_the_range(home: Path, text: str, expected: str) -> None:
