@@ -253,3 +253,13 @@ def test_terminal_ipython_prints_the_turn_once_as_a_stream(home: Path, tmp_path:
     assert lines.count("✓ sub-agent describe xs — done") == 1
     assert lines.count("◦ sub-agent describe xs — started") == 1
     assert sum(ln.startswith("◦ sub-agent describe xs — turn") for ln in lines) == 1
+
+
+def test_a_sub_agents_thread_cannot_be_continued(shell: InteractiveShell) -> None:
+    shell.user_ns["xs"] = [1, 2, 3]
+    agent_cell(shell, "-t lead --no-memory", "Use sub-agents in parallel:\n- describe xs")
+    journal = get_session(shell).memory.journal
+    (sub,) = [t["id"] for t in journal.threads() if t.get("kind") == "subagent"]
+    line = usage_line(shell, f"-t {sub}", "I prefer rust over go.")
+    assert f"thread '{sub}' is a sub-agent's; continue its lead thread 'lead'" in line
+    assert [m["role"] for m in journal.messages(sub)].count("user") == 1  # nothing added

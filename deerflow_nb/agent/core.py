@@ -44,6 +44,10 @@ SUBAGENT_HINT = (
 )
 
 
+class ThreadError(ValueError):
+    """A thread that a lead turn cannot continue; the message names what to do instead."""
+
+
 @dataclass
 class TurnResult:
     """What one turn did: the reply and everything the cell footer and tests look at."""
@@ -139,10 +143,20 @@ class Agent:
         show: Callable[[str], None] | None = None,
     ) -> str:
         """One lead-agent turn; returns the reply. ``self.last_turn`` holds the details,
-        also after Ctrl-C (status ``interrupted``, the partial reply kept) or an error."""
+        also after Ctrl-C (status ``interrupted``, the partial reply kept) or an error.
+
+        ``ThreadError`` for a sub-agent's thread: it is not a conversation to continue (and
+        memory never reads it).
+        """
         started = time.perf_counter()
         self.last_turn = None
         thread = self.fresh_thread(thread) if new else thread
+        known = self.journal.thread(thread)
+        if known is not None and known.get("kind") == "subagent":
+            raise ThreadError(
+                f"thread {thread!r} is a sub-agent's; continue its lead thread "
+                f"{known.get('parent_id')!r} or name a new one"
+            )
         memory_on = use_memory and self.settings.memory.enabled
         code_on = self.settings.agent.allow_code_execution if allow_code is None else allow_code
         tools = NotebookTools(self.namespace, self.shell, allow_code=code_on, show=show)

@@ -136,6 +136,7 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
     except (ModelError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
     from ..memory import MemoryFileError
+    from .core import ThreadError
 
     view = turn_view(shell)
     view.show()
@@ -153,7 +154,7 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
         )
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")
-    except (ModelError, MemoryFileError, ConfigError) as exc:
+    except (ModelError, MemoryFileError, ConfigError, ThreadError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         _keep(shell, args, agent.last_turn, view)
