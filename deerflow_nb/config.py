@@ -120,8 +120,11 @@ class Settings:
 
     @property
     def is_offline(self) -> bool:
-        """True when no key and no base URL are configured: the embedded model runs."""
-        return self.model.name == "offline" or (not self.model.api_key and not self.model.base_url)
+        """True when the model is "offline", or nothing names one (no name, key or base URL):
+        the embedded model runs. A model named without a key is an error when used, not a
+        silent switch to the offline model."""
+        model = self.model
+        return model.name == "offline" or not (model.name or model.api_key or model.base_url)
 
     @property
     def chat_model_name(self) -> str:

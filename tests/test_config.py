@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from deerflow_nb.config import ConfigError, ContextSize, load_settings
+from deerflow_nb.llm import ModelError, get_chat_model
 
 
 def write_config(home: Path, text: str) -> Path:
@@ -189,3 +190,15 @@ def test_invalid_yaml_is_one_line(home: Path) -> None:
 def test_empty_file_means_defaults(home: Path) -> None:
     write_config(home, "")
     assert load_settings().memory.max_facts == 100
+
+
+def test_a_model_named_without_a_key_is_said_not_replaced_by_offline(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEERFLOW_NB_MODEL", "gpt-4o")
+    settings = load_settings()
+    assert not settings.is_offline and settings.chat_model_name == "gpt-4o"
+    with pytest.raises(ModelError, match="model 'gpt-4o' needs an API key: set OPENAI_API_KEY"):
+        get_chat_model(settings)
+    monkeypatch.setenv("DEERFLOW_NB_MODEL", "offline")
+    assert load_settings().is_offline
