@@ -54,7 +54,7 @@ def test_parse_flags_into_typed_args() -> None:
         interpolate=True,
     )
     assert parse_agent_line("--thread x --output y --allow-code").allow_code
-    for bad in ("--bogus", "-t", "-o 1x", "-t 'a b'", '-t "x'):
+    for bad in ("--bogus", "-t", "-o 1x", "-o for", "-t 'a b'", '-t "x'):
         with pytest.raises(UsageError):
             parse_agent_line(bad)
 

@@ -445,3 +445,11 @@ def test_a_proposal_decided_by_another_kernel_is_not_applied_again(
     assert fact["content"] == "Prefers vim" and fact.get("confirmations", 1) == 1
     assert [v["reason"] for v in first.versions()].count("approve") == 1
     assert [p["status"] for p in first.journal.db["pending_changes"].rows] == ["approved"]
+
+
+def test_a_fold_that_changed_nothing_still_counts_as_the_last_fold(mem: Memory) -> None:
+    journal_turn(mem, "t1", "Hello there.", "Hi.")  # nothing to remember
+    mem.enqueue("t1")
+    assert mem.status()["last_fold"] is None
+    assert mem.flush().folded == ["t1"] and mem.versions() == []
+    assert mem.status()["last_fold"] is not None

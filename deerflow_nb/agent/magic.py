@@ -16,6 +16,7 @@ handling (:func:`handle_agent`).
 from __future__ import annotations
 
 import argparse
+import keyword
 import re
 import shlex
 from dataclasses import dataclass
@@ -95,7 +96,7 @@ def parse_agent_line(line: str) -> AgentArgs | None:
     if ns.help:
         print(parser.format_help())
         return None
-    if ns.output is not None and not ns.output.isidentifier():
+    if ns.output is not None and (not ns.output.isidentifier() or keyword.iskeyword(ns.output)):
         raise UsageError(f"{PROG}: -o needs a Python variable name, got '{ns.output}'")
     if ns.thread is not None and (not ns.thread.strip() or any(c.isspace() for c in ns.thread)):
         raise UsageError(f"{PROG}: -t needs a thread name without spaces, got '{ns.thread}'")

@@ -619,8 +619,8 @@ class Memory:
         )
         if not rows:
             raise LookupError(
-                f"journal {self.journal.path} holds no memory version to restore; "
-                "use Memory.reset() to start empty"
+                f"journal {self.journal.path} holds no memory version to restore; to start "
+                f"empty, delete {self.path} (or run %memory reset --yes)"
             )
         self.rollback(rows[0]["id"])
         return rows[0]["id"]
@@ -753,8 +753,9 @@ class Memory:
             memory_error = None
         except MemoryFileError as exc:
             fact_count, memory_error = None, str(exc)
-        last_fold = self.journal.db.execute(
-            "SELECT MAX(created_at) FROM memory_versions WHERE reason IN ('fold', 'approve')"
+        last_fold = self.journal.db.execute(  # a fold that changed nothing counts too
+            "SELECT MAX(t) FROM (SELECT MAX(folded_at) AS t FROM memory_threads UNION ALL "
+            "SELECT MAX(created_at) FROM memory_versions WHERE reason IN ('fold', 'approve'))"
         ).fetchone()[0]
         errors = [r["last_error"] for r in rows if r.get("last_error")]
         return {
