@@ -39,7 +39,8 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
-    """Stop background work started by the magics (the memory queue flushes first)."""
+    """Stop background work started by the magics; pending folds stay queued in the
+    journal and are folded the next time memory opens on this home."""
     from .magics import shutdown
 
     shutdown(ipython)

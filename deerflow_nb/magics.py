@@ -43,5 +43,6 @@ def has_pending_folds() -> bool:
 
 
 def shutdown(shell: Any) -> None:
-    """Flush pending memory folds and release the session."""
+    """Release the session: its memory worker stops, and its pending folds stay durable
+    in the journal (folded on the next load) rather than holding up the unload."""
     close_session(shell)

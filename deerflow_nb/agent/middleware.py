@@ -3,7 +3,8 @@
 Three hooks, each a no-op by default, run in chain order:
 ``before_agent`` once as the turn starts, ``before_model`` before every model call,
 ``after_agent`` once as the turn ends (always, even on Ctrl-C or an error). The lead
-agent's chain is summarization → memory injection → journal → memory enqueue. Memory
+agent's chain is summarization → journal → memory injection → memory enqueue (the
+journal opens the turn first, so a failing injection is still journaled). Memory
 picks its block once per turn (the question does not change between tool calls);
 summarization checks before every model call, so token triggers count the memory
 block too; the thread is journaled before memory is asked to fold it.
