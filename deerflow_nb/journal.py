@@ -198,6 +198,18 @@ def m008_private_turns(db: sqlite_utils.Database) -> None:
     db["turns"].add_column("private", int)
 
 
+@migration
+def m009_unwritten_versions(db: sqlite_utils.Database) -> None:
+    """A version is journaled before memory.json is renamed into place and marked written
+    after (``written = 0`` until then): a crash in between leaves a version to roll
+    forward, never a memory.json change without its history."""
+    db["memory_versions"].add_column("written", int)
+    # Found through a partial index: scanning the rows would read every snapshot.
+    db.execute(
+        "CREATE INDEX memory_versions_unwritten ON memory_versions(written) WHERE written = 0"
+    )
+
+
 BUSY_SECONDS = 30.0
 
 

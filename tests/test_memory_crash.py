@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,24 @@ ADDING_CHILD = textwrap.dedent(
         time.sleep(0.01)
     for i in range(300):
         mem.add_fact(f"Knows topic {name}{i:03d}", category="knowledge", confidence=0.9)
+    """
+)
+
+DYING_BEFORE_THE_WRITE_CHILD = textwrap.dedent(
+    """
+    import os
+    from deerflow_nb import Memory
+    from deerflow_nb.memory.store import MemoryStore
+
+    mem = Memory()
+    mem.journal.ensure_thread("t1")
+    mem.journal.add_message("t1", {"role": "user", "content": "I work on project Heron."})
+    mem.journal.add_message("t1", {"role": "assistant", "content": "Noted."})
+    mem.enqueue("t1")
+    # The process dies between the journal's commit and memory.json's rename, as a kill
+    # -9 can land there; the hook marks the exact point.
+    MemoryStore.write = lambda self, data: os._exit(9)
+    mem.flush()
     """
 )
 
@@ -95,9 +114,27 @@ def test_kill_9_at_random_points_loses_no_journaled_turn(home: Path) -> None:
             expected.add(messages[0]["content"].replace("I work", "Works").rstrip("."))
     assert len(expected) > 20  # the children really journaled turns before dying
     assert expected <= stored
-    assert len(stored) == len(mem.data["facts"])  # no duplicate facts from re-folds
+    # Folded once each: a fold the kill cut short is rolled forward or redone, never both.
+    assert all(f.get("confirmations", 1) == 1 for f in mem.data["facts"])
+    added = Counter(e["fact_id"] for e in mem.events(limit=100_000) if e["kind"] == "add")
+    assert all(added[f["id"]] == 1 for f in mem.data["facts"])
     ids = [f["id"] for f in mem.data["facts"]]
     assert len(ids) == len(set(ids))
+    mem.close()
+
+
+def test_a_crash_between_journal_and_file_rolls_forward_and_folds_once(home: Path) -> None:
+    child = spawn(home, DYING_BEFORE_THE_WRITE_CHILD)
+    assert child.wait(timeout=120) == 9
+    assert not (home / "memory.json").exists()  # the fold never reached the file
+
+    mem = Memory(home)  # the journaled version is written now
+    assert [f["content"] for f in mem.data["facts"]] == ["Works on project Heron"]
+    assert mem.flush().folded == []  # the fold finished in the journal: not folded again
+    (fact,) = mem.data["facts"]
+    assert fact.get("confirmations", 1) == 1
+    assert [v["reason"] for v in mem.versions()] == ["fold"]
+    assert [e["kind"] for e in mem.history(fact["id"])] == ["add"]
     mem.close()
 
 

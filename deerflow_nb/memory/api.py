@@ -107,6 +107,11 @@ class Memory:
         self._embedder: Any = _UNSET
         self._last_error: str | None = None
         self._worker: queue.QueueWorker | None = None
+        if self.journal.db.execute(
+            "SELECT 1 FROM memory_versions WHERE written = 0 LIMIT 1"
+        ).fetchone():
+            with self.store.locked():
+                self._roll_forward()  # a crash left a change journaled but not written
         if self.settings.memory.enabled:
             self._schedule_orphans()
             self._worker = queue.acquire(self.settings.home, self)
@@ -499,13 +504,17 @@ class Memory:
         always: bool = False,
         read: Callable[[], dict[str, Any]] | None = None,
     ) -> tuple[UpdateResult, int | None]:
-        """Lock, re-read, compute, write memory.json, then journal the version and events."""
+        """Lock, re-read, compute, journal the version and events, then write memory.json.
+
+        The journal goes first, with the version marked unwritten until the file is in
+        place: a crash in between leaves a version that the next change (or load) writes,
+        not a memory.json change with no history that a re-fold would then apply again.
+        """
         with self.store.locked():
+            self._roll_forward()
             current = (read or self.store.read)()
             result = mutate(current)
             changed = bool(result.events) or always
-            if changed:
-                self.store.write(result.data)
             version = None
             if changed or finish:
                 with self.journal.transaction() as db:
@@ -513,6 +522,9 @@ class Memory:
                         version = self._record(db, reason, source, result)
                     if finish:
                         finish(db)
+            if changed:
+                self.store.write(result.data)
+                self._mark_written()
         if changed:
             self._changed({"reason": reason, "version": version, "source": source})
         return result, version
@@ -530,6 +542,7 @@ class Memory:
                     "source": source,
                     "snapshot": json.dumps(result.data, ensure_ascii=False),
                     "fact_count": len(result.data.get("facts", [])),
+                    "written": 0,
                 }
             )
             .last_pk
@@ -538,6 +551,21 @@ class Memory:
             [event_row(e, stamp, source, version) for e in result.events]
         )
         return version
+
+    def _roll_forward(self) -> bool:
+        """Under the store lock: write the version a crash left journaled but not written."""
+        row = self.journal.db.execute(
+            "SELECT snapshot FROM memory_versions WHERE written = 0 ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return False
+        self.store.write(json.loads(row[0]))
+        self._mark_written()
+        return True
+
+    def _mark_written(self) -> None:
+        with self.journal.transaction() as db:
+            db.execute("UPDATE memory_versions SET written = 1 WHERE written = 0")
 
     def _replace(self, new: dict[str, Any], reason: str, source: str) -> int | None:
         """Make ``new`` the memory (rollback, import, reset), one event per changed fact."""
