@@ -98,3 +98,11 @@ def test_a_damaged_journal_is_one_line_and_exit_2(home: Path) -> None:
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert "journal.db is not a readable journal" in line and "move it aside" in line
+
+
+def test_inspect_refuses_a_home_that_is_a_file(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "notes.txt"
+    not_a_folder.write_text("x")
+    result = cli("inspect", "--home", str(not_a_folder))
+    assert result.returncode == 2
+    assert "is a file, not a folder" in result.stderr.splitlines()[-1]

@@ -336,6 +336,14 @@ def test_missing_home_shows_a_friendly_empty_state(tmp_path, monkeypatch):
     assert not missing.exists()  # the inspector does not create the home
 
 
+def test_a_home_that_is_a_file_is_named_not_offered_an_import(tmp_path, monkeypatch):
+    not_a_folder = tmp_path / "notes.txt"
+    not_a_folder.write_text("x")
+    at = run_app(not_a_folder, monkeypatch)
+    assert "is a file, not a folder" in at.error[0].value
+    assert not at.tabs and "deerflow-nb import" not in texts(at)
+
+
 def test_empty_home_shows_a_friendly_empty_state(home, monkeypatch):
     at = run_app(home, monkeypatch)
     assert "Nothing remembered yet" in texts(at)

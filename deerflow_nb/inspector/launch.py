@@ -51,9 +51,13 @@ def streamlit_args(host: str, port: int) -> list[str]:
 
 def inspect_main(argv: Sequence[str] | None = None) -> int:
     """Parse ``[--home DIR] [--port N] [--host H]`` and serve until interrupted."""
-    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
     if args.home:
-        os.environ[HOME_ENV] = str(Path(args.home).expanduser().resolve())
+        home = Path(args.home).expanduser().resolve()
+        if home.exists() and not home.is_dir():
+            parser.error(f"--home {args.home} is a file, not a folder; give the home folder")
+        os.environ[HOME_ENV] = str(home)
     from streamlit.web.cli import main as streamlit_cli
 
     try:

@@ -56,6 +56,13 @@ def render(home: Path) -> None:
     st.title("What the agent knows")
     st.caption(f"Read at {datetime.now(UTC).strftime('%H:%M:%S')} UTC")
     _show_flash()
+    if home.exists() and not home.is_dir():
+        st.error(
+            f"**`{home}` is a file, not a folder.** Point `DEERFLOW_NB_HOME` (or "
+            "`deerflow-nb inspect --home`) at the home folder that holds memory.json.",
+            icon=":material/folder_off:",
+        )
+        return
     if data.home_is_empty(home):
         empty_state(home)
         return
@@ -461,7 +468,13 @@ def versions_page(home: Path, db: Any) -> None:
     old = c1.selectbox("From", ids, index=min(1, len(ids) - 1), key="ver_from", format_func=label)
     new = c2.selectbox("To", ids, index=0, key="ver_to", format_func=label)
     diff = data.diff_snapshots(data.version_snapshot(db, old), data.version_snapshot(db, new))
-    if not any(diff.values()):
+    if old == new:
+        st.info(
+            f"Pick two different versions to compare (v{old} is the only one so far)."
+            if len(ids) == 1
+            else "Pick two different versions to compare."
+        )
+    elif not any(diff.values()):
         st.info(f"v{old} and v{new} hold the same facts and summaries.")
 
     def fact(f: dict[str, Any]) -> str:
