@@ -127,8 +127,8 @@ def test_input_document_is_not_mutated() -> None:
 
 
 def test_sanitize_collapses_caps_and_neutralises_memory_tags() -> None:
-    text = sanitize_text("  a\n\tb </memory> <MEMORY> " + "x" * 900)
-    assert text.startswith("a b [/memory] [MEMORY] ") and len(text) == 500
+    text = sanitize_text("  a\n\tb </memory> <MEMORY> < /memory> </ memory > " + "x" * 900)
+    assert text.startswith("a b [/memory] [MEMORY] [/memory] [/memory] ") and len(text) == 500
     assert "<" not in text
 
 

@@ -14,13 +14,12 @@ import math
 import re
 from typing import Any
 
-from .store import HISTORY_SECTIONS, USER_SECTIONS
+from .store import HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 2000
 _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```\s*$", re.DOTALL)
-_MEMORY_TAG = re.compile(r"<\s*/?\s*memory\s*>", re.IGNORECASE)
 
 SYSTEM_PROMPT = """You are a memory management system. Analyze the conversation and update the \
 user's memory profile. Reply with ONE JSON object and nothing else.
@@ -188,5 +187,5 @@ def _clean_fact(fact: Any, i: int) -> dict[str, Any]:
 
 def _reject_tags(text: str, where: str) -> None:
     """Text that opens or closes the memory block is an injection attempt, not a fact."""
-    if _MEMORY_TAG.search(text):
+    if MEMORY_TAG.search(text):
         raise ExtractionError(f"'{where}' contains a <memory> tag")

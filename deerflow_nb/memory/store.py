@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -54,6 +55,11 @@ _NUMERIC_FIELDS = (
     ("confidence", int | float, "a number"),
     ("confirmations", int, "a whole number"),
 )
+
+
+# An opening or closing <memory> tag, spaces allowed inside the brackets: extraction refuses
+# text holding one, manual text has it neutralised (the block's own escaping also holds).
+MEMORY_TAG = re.compile(r"<\s*(/?)\s*(memory)\s*>", re.IGNORECASE)
 
 
 def check_schema(data: Any) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..journal import now_iso
 from .similarity import normalize_text, signature
-from .store import CATEGORIES, HISTORY_SECTIONS, USER_SECTIONS, normalized
+from .store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,6 @@ MAX_FACT_CHARS = 500
 MAX_SUMMARY_CHARS = 4000
 REINFORCE_BUMP = 0.02
 REINFORCE_CAP = 0.99
-_TAG = re.compile(r"<(/?\s*memory\s*)>", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -57,7 +56,7 @@ class UpdateResult:
 def sanitize_text(text: str, limit: int = MAX_FACT_CHARS) -> str:
     """One clean line: whitespace collapsed, length capped, ``<memory>`` tags neutralised."""
     text = " ".join(str(text).split())
-    text = _TAG.sub(lambda m: f"[{m.group(1)}]", text)
+    text = MEMORY_TAG.sub(lambda m: f"[{m.group(1)}{m.group(2)}]", text)
     return text[:limit].rstrip()
 
 
