@@ -406,7 +406,7 @@ class MemoryCommands:
         return views.SearchResults(args.query, tuple(self.memory.search(args.query, k=args.k)))
 
     def handle_preview(self, args: PreviewArgs) -> views.PreviewView:
-        return preview_view(self.memory, args.context, args.tokens)
+        return views.preview_view(self.memory, args.context, args.tokens)
 
     def handle_status(self, args: StatusArgs) -> views.StatusView:
         return views.StatusView(self.memory.status())
@@ -552,15 +552,6 @@ def _describe(fact: dict[str, Any]) -> str:
     conf = fact.get("confidence")
     conf_text = f", {conf:.2f}" if isinstance(conf, int | float) else ""
     return f"{fact.get('id')} ({fact.get('category')}{conf_text}): {fact.get('content')}"
-
-
-def preview_view(memory: Memory, context: str | None, tokens: int | None) -> views.PreviewView:
-    """The injected block and its exact token count; shared by ``%memory preview`` and the panel."""
-    from .tokens import count_tokens
-
-    budget = memory.settings.memory.max_injection_tokens if tokens is None else tokens
-    block, chosen = memory.injection(context, max_tokens=budget)
-    return views.PreviewView(block, count_tokens(block), budget, len(chosen))
 
 
 @magics_class

@@ -12,7 +12,10 @@ import html
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .memory import Memory
 
 SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("user", "workContext", "Work context"),
@@ -486,3 +489,12 @@ def _status_line(status: Mapping[str, Any]) -> str:
 def facts_view(facts: Iterable[Mapping[str, Any]], title: str = "Facts") -> FactsTable:
     """Build a :class:`FactsTable` from any iterable of fact dicts."""
     return FactsTable(tuple(facts), title)
+
+
+def preview_view(memory: Memory, context: str | None, tokens: int | None) -> PreviewView:
+    """The injected block and its exact token count; shared by ``%memory preview`` and the panel."""
+    from .tokens import count_tokens
+
+    budget = memory.settings.memory.max_injection_tokens if tokens is None else tokens
+    block, chosen = memory.injection(context, max_tokens=budget)
+    return PreviewView(block, count_tokens(block), budget, len(chosen))

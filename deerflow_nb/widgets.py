@@ -21,7 +21,6 @@ import ipywidgets as w
 
 from . import memory_views as views
 from .memory.store import CATEGORIES, MemoryFileError
-from .memory_magic import preview_view
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -210,7 +209,7 @@ class MemoryPanel:
 
     def _draw_preview(self) -> None:
         try:
-            view = preview_view(self.memory, self.context.value or None, self.budget.value)
+            view = views.preview_view(self.memory, self.context.value or None, self.budget.value)
         except MemoryFileError as exc:  # typed into the context box: no cell to raise into
             self._say_error(exc)
             return
