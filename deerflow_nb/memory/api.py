@@ -365,8 +365,9 @@ class Memory:
         Turns already queued stay queued; only what was journaled since is passed over.
         (A ``--no-memory`` turn is journaled as private instead, which no fold reads.)
         """
-        if not queue.is_queued(self.journal, thread_id):
-            self._mark_folded(thread_id, self.journal.last_seq(thread_id))
+        with self.journal.transaction() as db:  # checked and marked with no enqueue between
+            if not queue.is_queued(self.journal, thread_id):
+                queue.mark_folded(db, thread_id, self.journal.last_seq(thread_id))
 
     def _queue_unfolded(self, thread_id: str, debounce: float) -> bool:
         """Queue what the thread has not folded yet, read and written in one transaction
@@ -477,10 +478,6 @@ class Memory:
         ).fetchall()
         for (thread_id,) in rows:
             self._queue_unfolded(thread_id, 0.0)
-
-    def _mark_folded(self, thread_id: str, last_seq: int) -> None:
-        with self.journal.transaction() as db:
-            queue.mark_folded(db, thread_id, last_seq)
 
     def _warm(self, data: dict[str, Any]) -> None:
         """Compute fact embeddings at fold time, so the next turn's ranking is fast."""
