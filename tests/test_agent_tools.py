@@ -60,6 +60,24 @@ def test_unknown_names_and_tools_return_errors_the_model_can_read() -> None:
     assert tools.call("describe_variable", {"nam": "df"}).startswith("Error: bad arguments")
 
 
+class Lazy:
+    """A lazy query object: asking its size or for its repr runs (and fails) the query."""
+
+    def __len__(self) -> int:
+        raise RuntimeError("query not executed yet")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("query not executed yet")
+
+
+def test_an_object_that_fails_when_inspected_does_not_break_the_tools() -> None:
+    tools = NotebookTools({"q": Lazy(), "xs": [1, 2]})
+    listed = tools.call("list_variables", {})
+    assert "q: test_agent_tools.Lazy\n" in listed and "xs: list, len 2" in listed
+    described = tools.call("describe_variable", {"name": "q"})
+    assert not described.startswith("Traceback") and "query not executed yet" in described
+
+
 def test_read_cell_source_and_output(shell: InteractiveShell) -> None:
     shell.run_cell("x = 40", store_history=True)
     shell.run_cell("x + 2", store_history=True)

@@ -132,6 +132,8 @@ class NotebookTools:
             return f"Error: {exc}"
         except TypeError as exc:
             return f"Error: bad arguments for {name}: {exc}"
+        except Exception as exc:  # the user's objects can fail in any way when inspected
+            return f"Error: {name} failed: {type(exc).__name__}: {exc}"
         return truncate_to_tokens(result, MAX_RESULT_TOKENS)
 
     # -- tools -------------------------------------------------------------------
@@ -202,17 +204,22 @@ def _type_name(obj: Any) -> str:
 
 
 def _size(obj: Any) -> str:
-    shape = getattr(obj, "shape", None)
-    if isinstance(shape, tuple):
-        return f", shape {shape}"
+    """``, shape (…)`` or ``, len N`` when the object says; "" when it cannot (a lazy
+    query's ``len`` may raise anything, and one such variable must not hide the rest)."""
     try:
+        shape = getattr(obj, "shape", None)
+        if isinstance(shape, tuple):
+            return f", shape {shape}"
         return f", len {len(obj)}"
-    except TypeError:
+    except Exception:
         return ""
 
 
 def _short_repr(obj: Any, limit: int) -> str:
-    text = repr(obj)
+    try:
+        text = repr(obj)
+    except Exception as exc:
+        text = f"<{type(obj).__name__} whose repr failed: {type(exc).__name__}: {exc}>"
     return text if len(text) <= limit else text[:limit] + "…"
 
 
