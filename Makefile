@@ -21,7 +21,7 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q '$(TORCH_SPEC)'
+	$(BIN)/pip install -q $(TORCH_SPEC)
 	$(BIN)/pip install -q -e '.[dev,embeddings]'
 	touch $(VENV)/.demo-installed $@
 
@@ -50,9 +50,9 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/fold.py
 	$(BIN)/python benchmarks/turn_overhead.py
 
-# The inspector on the demo's memory (or on $DEERFLOW_NB_HOME when set), like `make demo`.
+# The inspector on the demo's memory (or on $DEERFLOW_NB_DEMO_HOME when set), like `make demo`.
 inspect: $(VENV)/.demo-installed
-	$(BIN)/deerflow-nb inspect --home "$${DEERFLOW_NB_HOME:-.demo_home}"
+	$(BIN)/deerflow-nb inspect --home "$${DEERFLOW_NB_DEMO_HOME:-.demo_home}"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,13 +1,16 @@
 """``make demo``: run the quickstart notebook in a real kernel on the offline model.
 
-Uses ``$DEERFLOW_NB_HOME`` when set, else ``.demo_home`` in the current folder, so a
-demo never writes into a user's personal memory by accident.
+Memory goes to ``.demo_home`` in the current folder, emptied at the start of each run so
+every demo begins with an agent that knows nothing yet, or to ``$DEERFLOW_NB_DEMO_HOME``
+when set (kept as it is). Never ``$DEERFLOW_NB_HOME``: a demo does not touch a user's own
+memory.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -15,6 +18,7 @@ from pathlib import Path
 from .config import Settings
 
 NOTEBOOK = Path("example_notebooks/quickstart.ipynb")
+DEFAULT_HOME = Path(".demo_home")
 
 
 def run(notebook: Path = NOTEBOOK, home: Path | None = None) -> Path:
@@ -22,7 +26,13 @@ def run(notebook: Path = NOTEBOOK, home: Path | None = None) -> Path:
     import nbformat
     from nbclient import NotebookClient
 
-    home = home or Path(os.environ.get("DEERFLOW_NB_HOME") or ".demo_home").resolve()
+    if not notebook.is_file():
+        raise SystemExit(f"deerflow_nb demo: no {notebook} here; run make demo from the repository")
+    if home is None:
+        chosen = os.environ.get("DEERFLOW_NB_DEMO_HOME")
+        home = Path(chosen or DEFAULT_HOME).resolve()
+        if not chosen and home.exists():
+            shutil.rmtree(home)  # the demo's own folder: each run starts from no memory
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DEERFLOW_NB_HOME"] = str(home)
     nb = nbformat.read(notebook, as_version=4)
@@ -32,6 +42,8 @@ def run(notebook: Path = NOTEBOOK, home: Path | None = None) -> Path:
         timeout=120,
         kernel_name="python3",
         resources={"metadata": {"path": str(notebook.parent)}},
+        # ipykernel warns that a local kernel's TCP is unencrypted: noise in a demo.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     ).execute()
     out = notebook.with_suffix(".executed.ipynb")
     nbformat.write(nb, out)

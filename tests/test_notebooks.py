@@ -226,10 +226,13 @@ def test_real_models_over_http(home: Path, tmp_path: Path) -> None:
 
 
 def test_make_demo_runs_the_quickstart(home: Path, tmp_path: Path) -> None:
-    """``python -m deerflow_nb.demo`` as ``make demo`` runs it, in a scratch folder."""
+    """``python -m deerflow_nb.demo`` as ``make demo`` runs it, in a scratch folder: in a
+    fresh ``.demo_home`` each run, never in ``$DEERFLOW_NB_HOME``, with no kernel noise."""
     work = tmp_path / "work"
     (work / "example_notebooks").mkdir(parents=True)
     shutil.copy(NOTEBOOK_DIR / "quickstart.ipynb", work / "example_notebooks")
+    (work / ".demo_home").mkdir()
+    (work / ".demo_home" / "memory.json").write_text('{"facts": [{"id": "f1", "content": "Old"}]}')
     run = subprocess.run(
         [sys.executable, "-m", "deerflow_nb.demo"],
         cwd=work,
@@ -238,15 +241,19 @@ def test_make_demo_runs_the_quickstart(home: Path, tmp_path: Path) -> None:
         timeout=300,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    assert "WARNING" not in run.stderr, run.stderr[-3000:]
+    assert list(home.iterdir()) == []  # the user's own home is untouched
+    demo_home = work / ".demo_home"
+    assert "Old" not in (demo_home / "memory.json").read_text()  # the last demo is gone
     out = run.stdout
     assert "offline model" in out
     executed = work / "example_notebooks" / "quickstart.executed.ipynb"
     assert executed.exists() and str(executed.name) in out
     match = re.search(r"memory:\s+(\S+) \((\d+) facts\)", out)
     assert match, out
-    assert Path(match[1]) == home / "memory.json"
+    assert Path(match[1]) == demo_home / "memory.json"
     assert int(match[2]) > 0
-    assert str(home / "journal.db") in out
+    assert str(demo_home / "journal.db") in out
     nb = nbformat.read(executed, as_version=4)
     assert "polars" in tagged(nb, "fresh-answer").lower()
 
