@@ -541,10 +541,10 @@ MEMORY_TOUR = [
         `pending_changes` until you approve or reject it. Useful in a shared notebook,
         or while you are learning what the extractor picks up.
 
-        One subtlety worth knowing: as in DeerFlow, a fold re-reads the *whole* thread,
-        not just its newest turn. The sentence "I use DuckDB" is still in thread `tour`,
-        so if we just kept chatting there, the next fold could learn it again. Saying so
-        in the conversation settles it: the extractor honours "Please forget that …".
+        One thing worth knowing about the forget above: unlike DeerFlow, a fold reads
+        only the messages it has not folded before. The sentence "I use DuckDB" is still
+        in thread `tour`, but the next fold will not learn it again. In the conversation
+        itself, "Please forget that …" does the same as `%memory forget`.
         """
     ),
     code(
@@ -1125,12 +1125,14 @@ REAL_MODELS = [
         """
         ## Clean up
 
-        Stop the loopback server (a real server you configured is left alone) and
-        unload the extension, which flushes anything still queued.
+        Fold what is still queued, stop the loopback server (a real server you
+        configured is left alone) and unload the extension. (Unloading alone would leave
+        queued folds in the journal, for the next time memory opens on this home.)
         """
     ),
     code(
         """
+        %memory flush
         %unload_ext deerflow_nb
         if server is not None:
             server.stop()
