@@ -15,11 +15,13 @@ import pytest
 from deerflow_nb import Agent
 from deerflow_nb.agent.loop import INTERRUPTED_RESULT
 from deerflow_nb.agent.subagents import SubagentExecutor
-from deerflow_nb.agent.tools import NotebookTools
+from deerflow_nb.agent.tools import MAX_RESULT_TOKENS, NotebookTools
 from deerflow_nb.config import load_settings
 from deerflow_nb.llm import ModelError, ToolCall
+from deerflow_nb.llm.base import ChatResult
 from deerflow_nb.llm.offline import OfflineModel
 from deerflow_nb.llm.server import ServerHandle, start_server
+from deerflow_nb.tokens import count_tokens
 
 
 class Slow:
@@ -240,3 +242,30 @@ def test_a_named_model_without_a_key_is_one_line() -> None:
     with pytest.raises(ModelError) as info:
         Agent(model="gpt-4o")
     assert "needs an API key" in str(info.value) and "\n" not in str(info.value)
+
+
+class Verbose(OfflineModel):
+    """A model that answers every sub-agent task at great length (as real models can)."""
+
+    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
+        return ChatResult(content="row, " * 5000)
+
+
+def test_a_subagents_result_is_capped_in_the_leads_context() -> None:
+    agent = Agent(model="offline", namespace={})
+    settings = load_settings()
+    executor = SubagentExecutor(
+        Verbose(),
+        agent.journal,
+        NotebookTools({}),
+        settings.subagents,
+        settings.summarization,
+        16_384,
+        parent_thread="default",
+    )
+    result = executor.run([ToolCall("c1", "task", '{"prompt": "summarise everything"}')])["c1"]
+    (run,) = executor.runs
+    assert count_tokens(result) <= MAX_RESULT_TOKENS  # what the lead keeps in its context
+    own_reply = agent.journal.messages(run.thread_id)[-1]["content"]
+    assert count_tokens(own_reply) > MAX_RESULT_TOKENS  # the sub-agent's thread keeps it all
+    agent.close()

@@ -23,9 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import SubagentsConfig, SummarizationConfig
 from ..llm.base import ChatModel, ToolCall
+from ..tokens import truncate_to_tokens
 from .loop import Cancelled, CancelToken, OnEvent, TurnState, run_turn
 from .middleware import JournalMiddleware, SummarizationMiddleware
-from .tools import SUBAGENT_TYPES, NotebookTools, ToolError, parse_arguments, tool_specs
+from .tools import (
+    MAX_RESULT_TOKENS,
+    SUBAGENT_TYPES,
+    NotebookTools,
+    ToolError,
+    parse_arguments,
+    tool_specs,
+)
 
 if TYPE_CHECKING:
     from ..journal import Journal
@@ -182,7 +190,9 @@ class SubagentExecutor:
             return f"Error: sub-agent '{run.description}' failed: {run.error}"
         run.status = "done"
         self._emit(run.event())
-        return run.result
+        # Capped like any tool result: the lead keeps it in its context for good (the
+        # sub-agent's thread keeps the whole reply).
+        return truncate_to_tokens(run.result, MAX_RESULT_TOKENS)
 
     def _run_one(
         self,
