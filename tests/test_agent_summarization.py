@@ -222,3 +222,22 @@ def test_a_resumed_thread_starts_from_its_latest_summary() -> None:
     # system prompt + every message after the summary, except this turn's reply
     assert len(view) == 1 + sum(1 for s in seqs if s > summary["covers_until_seq"]) - 1
     fresh.close()
+
+
+def test_a_thread_whose_kept_messages_overflow_the_window_is_brought_back_under_it() -> None:
+    """``keep`` yields to the window: 20 kept messages of big tool results used to stay over
+    it for good, with a summary call on every model call and the view still too large."""
+    settings = load_settings()
+    settings.model.max_input_tokens = 4000  # a small model: trigger at 0.8, keep 20 messages
+    many = {f"column_{i:04d}": i for i in range(400)}  # each listing ~1,000 tokens
+    agent = Agent(settings=settings, model="offline", namespace=many)
+    events: list[dict[str, Any]] = []
+    for i in range(8):
+        agent.run(f"Turn {i}: please list variables", on_event=events.append, use_memory=False)
+        view = agent.last_turn.model_view
+        assert tool_pairs_whole(view)
+        if i >= 3:
+            assert count_message_tokens(view) <= 4000, (i, count_message_tokens(view))
+    summaries = [e for e in events if e["type"] == "summary"]
+    assert 0 < len(summaries) < 8  # not one per model call
+    agent.close()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..config import SummarizationConfig
 from ..llm.base import ChatModel
 from .loop import OnEvent, TurnState
-from .summarization import cut_index, fired_trigger, summarize
+from .summarization import FIT_SHARE, cut_index, fired_trigger, fit_cut, summarize
 
 if TYPE_CHECKING:
     from ..journal import Journal
@@ -64,6 +64,7 @@ class SummarizationMiddleware(Middleware):
         # Only journaled history can be summarized; the latest user message opens
         # new_messages, so this also keeps it verbatim.
         cut = min(cut_index(state.conversation, self.config.keep, self.window), len(state.history))
+        cut = fit_cut(state.view(), state.history, cut, int(self.window * FIT_SHARE))
         if cut <= 0:
             return
         started = time.perf_counter()

@@ -68,6 +68,25 @@ def cut_index(conversation: list[dict[str, Any]], keep: ContextSize, window: int
     return cut
 
 
+# After a cut the view should fit in this share of the window, leaving room for the summary
+# and the reply, even when the messages ``keep`` retains are larger than that.
+FIT_SHARE = 0.7
+
+
+def fit_cut(
+    view: list[dict[str, Any]], history: list[dict[str, Any]], cut: int, target: int
+) -> int:
+    """``cut`` moved later, through ``history`` only, until the view without the cut
+    messages fits ``target`` tokens: ``keep`` yields to the window, or the trigger would
+    fire again on every call with the view still too large. Tool results go with their
+    call, so the cut never lands on one."""
+    tokens = count_message_tokens(view) - sum(count_message_tokens([m]) - 3 for m in history[:cut])
+    while cut < len(history) and (tokens > target or history[cut]["role"] == "tool"):
+        tokens -= count_message_tokens([history[cut]]) - 3
+        cut += 1
+    return cut
+
+
 def render_conversation(messages: list[dict[str, Any]]) -> list[str]:
     """One text block per message, as the summary prompt shows them."""
     blocks = []
