@@ -265,3 +265,20 @@ def test_a_fold_against_a_dead_server_is_one_logged_line(
     (record,) = [r for r in caplog.records if "memory fold of t failed" in r.getMessage()]
     assert record.exc_info is None and base_url in record.getMessage()
     memory.close()
+
+
+def test_a_prompt_over_the_models_window_names_the_setting() -> None:
+    """A 400 is not retried (and not said to be); a context overflow names the setting."""
+    with start_server(context_window=50) as server:
+        model = make_model(server.base_url, max_retries=3)
+        with pytest.raises(ModelError) as error:
+            model.chat([user("word " * 200)])
+        message = assert_one_line(error)
+        assert "longer than model" in message and "model.max_input_tokens" in message
+        assert server.request_count == 1
+
+        server.fail_next(1, status=400)
+        with pytest.raises(ModelError) as error:
+            model.chat([user("hi")])
+        message = assert_one_line(error)
+        assert "answered 400" in message and "retries" not in message

@@ -25,6 +25,12 @@ PLACEHOLDER_KEY = "not-needed"
 _MODEL_LIST_TIMEOUT = 3.0
 
 
+def _is_context_overflow(exc: Any) -> bool:
+    """A 400 saying the prompt exceeds the model's context (OpenAI's code, or its words)."""
+    text = str(getattr(exc, "message", "") or exc).lower()
+    return getattr(exc, "code", None) == "context_length_exceeded" or "context length" in text
+
+
 def _one_line(text: object, limit: int = 200) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -211,9 +217,18 @@ class OpenAIChatModel(ChatModel):
                 f"{url} is rate limiting (429) after {retries} retries; wait a minute or "
                 "raise model.max_retries"
             )
-        if isinstance(exc, openai.APIStatusError):
+        if isinstance(exc, openai.BadRequestError) and _is_context_overflow(exc):
             return ModelError(
-                f"{url} answered {exc.status_code} for model '{model}' after {retries} retries: "
+                f"the conversation is longer than model '{model}' takes: set "
+                "model.max_input_tokens in config.yaml to its window (summarization keeps "
+                "threads under it), or start a new thread with --new"
+            )
+        if isinstance(exc, openai.APIStatusError):
+            # The SDK retries only 408, 409, 429 and 5xx; a 400 or 422 was sent once.
+            retried = exc.status_code in (408, 409) or exc.status_code >= 500
+            after = f" after {retries} retries" if retried and retries else ""
+            return ModelError(
+                f"{url} answered {exc.status_code} for model '{model}'{after}: "
                 f"{_one_line(exc.message)}"
             )
         return ModelError(f"model '{model}' at {url} failed: {_one_line(exc)}")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..tokens import count_tokens
+from ..tokens import count_message_tokens, count_tokens
 from .base import ChatResult
 from .offline import OfflineModel
 
@@ -124,6 +124,7 @@ class _Server(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.failures: list[int] = []
         self.holds: list[Hold] = []
+        self.context_window: int | None = None
         self.seen_keys: list[str | None] = []
         self.request_count = 0
         self.connections: set[socket.socket] = set()
@@ -288,6 +289,15 @@ class _Handler(BaseHTTPRequestHandler):
             message = "'messages' must be a list."
             self._send_json(400, _error(message, "invalid_request_error", None, "messages"))
             return
+        window = self.server.context_window
+        if window is not None and (used := count_message_tokens(messages)) > window:
+            message = (
+                f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {used} tokens. Please reduce the length of the messages."
+            )
+            error = _error(message, "invalid_request_error", "context_length_exceeded", "messages")
+            self._send_json(400, error)
+            return
         tools = request.get("tools") if isinstance(request.get("tools"), list) else None
         response_format = request.get("response_format")
         json_mode = (
@@ -418,9 +428,15 @@ def start_server(
     port: int = 0,
     api_key: str | None = None,
     models: Iterable[str] = ("offline",),
+    context_window: int | None = None,
 ) -> ServerHandle:
-    """Serve the offline model in a background thread; ``port=0`` picks a free port."""
+    """Serve the offline model in a background thread; ``port=0`` picks a free port.
+
+    ``context_window`` makes chat requests whose messages exceed it fail as OpenAI's do
+    (400, ``context_length_exceeded``), to try a client against a small model.
+    """
     httpd = _Server((host, port), api_key, models)
+    httpd.context_window = context_window
     thread = threading.Thread(
         target=httpd.serve_forever,
         kwargs={"poll_interval": 0.05},  # so stop() returns promptly
