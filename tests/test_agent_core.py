@@ -251,6 +251,37 @@ class Verbose(OfflineModel):
         return ChatResult(content="row, " * 5000)
 
 
+class Sluggish(OfflineModel):
+    """A model that takes a second to answer."""
+
+    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
+        time.sleep(1.0)
+        return ChatResult(content="a late answer")
+
+
+def test_a_subagent_timed_out_inside_a_model_call_is_journaled_as_interrupted() -> None:
+    agent = Agent(model="offline", namespace={})
+    settings = load_settings()
+    settings.subagents.timeout_seconds = 0.3
+    executor = SubagentExecutor(
+        Sluggish(),
+        agent.journal,
+        NotebookTools({}),
+        settings.subagents,
+        settings.summarization,
+        16_384,
+        parent_thread="default",
+    )
+    result = executor.run([ToolCall("c1", "task", '{"prompt": "think hard"}')])["c1"]
+    assert "timed out after 0.3s" in result
+    (run,) = executor.runs
+    time.sleep(1.5)  # the model call returns, late
+    (turn,) = agent.journal.turns(run.thread_id)
+    assert turn["status"] == "interrupted" and "timed out" in turn["error"]  # was "ok"
+    assert agent.journal.messages(run.thread_id)[-1]["content"] == "a late answer"
+    agent.close()
+
+
 def test_a_subagents_result_is_capped_in_the_leads_context() -> None:
     agent = Agent(model="offline", namespace={})
     settings = load_settings()

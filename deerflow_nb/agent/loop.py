@@ -172,6 +172,9 @@ def _loop(
         result = state.model.chat(state.last_view, tools=offered or None, on_text=tee)
         state.model_seconds += time.perf_counter() - started
         state.usage = state.usage + result.usage
+        if cancel is not None:  # stopped while the model answered: the answer came too late
+            state.partial = result.content  # kept in this turn's journal, not returned
+            cancel.check()
         state.partial = ""
         if not result.tool_calls or not offered:
             state.new_messages.append({"role": "assistant", "content": result.content})
