@@ -75,6 +75,13 @@ def test_help_prints_the_flags_and_runs_nothing(shell: InteractiveShell) -> None
         assert "neither inject nor remember" in cap.stdout
         assert markdown_updates(cap) == []  # no turn ran
     assert "_agent" not in shell.user_ns
+    with capture_output() as cap:  # the line form, since IPython refuses an empty cell
+        assert shell.run_cell("%agent -h").success
+    assert "usage: %%agent" in cap.stdout
+    with capture_output() as cap:
+        result = shell.run_cell("%agent hello")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "is a cell magic" in str(result.error_in_exec)
 
 
 # -- cells ---------------------------------------------------------------------------

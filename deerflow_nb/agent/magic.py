@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from ..config import ConfigError
 from ..llm.base import ModelError
@@ -183,11 +183,20 @@ class AgentMagics(Magics):
         self.thread = DEFAULT_THREAD
 
     @no_var_expand
-    @cell_magic
-    def agent(self, line: str, cell: str) -> None:
-        """Ask the lead agent; see the module docstring for the flags."""
+    @line_cell_magic
+    def agent(self, line: str, cell: str | None = None) -> None:
+        """Ask the lead agent; see the module docstring for the flags.
+
+        The line form only answers ``%agent -h`` (IPython refuses ``%%agent -h`` with an
+        empty body before the magic runs); the message always goes in a cell.
+        """
+        if cell is None and not {"-h", "--help"} & set(line.split()):
+            raise UsageError(
+                f"{PROG} is a cell magic: put {PROG} on the first line of a cell and your "
+                f"message below it (%agent -h lists the flags)"
+            )
         args = parse_agent_line(line)
-        if args is None:
+        if args is None or cell is None:
             return
         result = handle_agent(self.shell, args, cell, self.thread)
         if result is not None:
