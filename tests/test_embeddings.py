@@ -19,7 +19,7 @@ from deerflow_nb.config import ConfigError, Settings
 from deerflow_nb.journal import Journal
 from deerflow_nb.llm.server import start_server
 from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
-from deerflow_nb.memory.injection import explain_selection, select_facts
+from deerflow_nb.memory.injection import explain_selection, rank_facts, select_facts
 
 FACTS = [
     "Melanie had a setback due to an injury and took a break from pottery.",
@@ -245,3 +245,14 @@ def test_an_embeddings_server_gone_down_leaves_ranking_by_words(
             assert chosen[0]["content"] == "Caroline is researching adoption agencies."
     (said,) = [r.getMessage() for r in caplog.records]
     assert said.startswith(f"ranking by words only, {embedder.model_id} is unavailable: ")
+
+
+def test_with_embeddings_a_search_lists_every_fact_even_a_lone_one(minilm: Embedder) -> None:
+    """Every fact has a similarity: a lone fact, or the least similar one, used to drop out
+    (min-max scaling puts it at 0)."""
+    lone = memory(["Prefers polars over pandas for dataframes."])
+    (found,) = rank_facts(lone, "which tabular library do I like", embedder=minilm)
+    assert found[0]["content"].startswith("Prefers polars")
+    ranked = rank_facts(memory(FACTS), "adoption agencies", embedder=minilm)
+    assert len(ranked) == len(FACTS)
+    assert ranked[0][0]["content"] == "Caroline is researching adoption agencies."
