@@ -384,15 +384,18 @@ MEMORY_TOUR = [
         After the turn, the thread is *enqueued* for memory extraction: one durable row
         per thread in `memory_queue`, holding a snapshot of the messages worth reading
         (user messages and final answers; tool chatter is filtered out). A second turn in
-        the same thread replaces the row rather than adding one, and `due_at` is pushed
+        the same thread replaces the row rather than adding one, and its due time is pushed
         back by the debounce. If the kernel is killed now, the row is still here and is
         folded the next time the extension loads.
         """
     ),
     code(
         """
-        queue = sql("SELECT * FROM memory_queue")
-        queue.drop(columns=["snapshot"])
+        queue = sql(
+            "SELECT *, strftime('%Y-%m-%dT%H:%M:%SZ', due_at, 'unixepoch') AS due "
+            "FROM memory_queue"
+        )
+        queue.drop(columns=["snapshot", "due_at"])
         """,
         "queue",
     ),
@@ -529,7 +532,11 @@ MEMORY_TOUR = [
     ),
     code(
         """
-        sql("SELECT id, kind, fact_id, old_content, new_content, source FROM memory_events")
+        sql(
+            "SELECT id, kind, COALESCE(fact_id, section) AS fact_or_section, "
+            "COALESCE(old_content, '') AS old_content, "
+            "COALESCE(new_content, '') AS new_content, source FROM memory_events"
+        )
         """,
         "events",
     ),
