@@ -44,6 +44,18 @@ def loopback_server() -> Iterator[ServerHandle]:
         yield handle
 
 
+@pytest.fixture
+def model_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerHandle]:
+    """The offline model behind the loopback server, configured as the model: every model
+    call is real HTTP, and the test can hold or fail requests (``hold_next``, ``fail_next``)."""
+    from deerflow_nb.llm.server import start_server
+
+    with start_server(models=("loopback-model",)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("DEERFLOW_NB_MODEL", "loopback-model")
+        yield server
+
+
 def new_shell(ipython_dir: Path) -> InteractiveShell:
     """The process's InteractiveShell, with history in memory and its own IPython dir."""
     config = Config()

@@ -16,7 +16,7 @@ from deerflow_nb import Agent
 from deerflow_nb.agent.loop import INTERRUPTED_RESULT
 from deerflow_nb.agent.subagents import SubagentExecutor
 from deerflow_nb.agent.tools import MAX_RESULT_TOKENS, NotebookTools
-from deerflow_nb.config import load_settings
+from deerflow_nb.config import Settings, load_settings
 from deerflow_nb.llm import ModelError, ToolCall
 from deerflow_nb.llm.base import ChatResult
 from deerflow_nb.llm.offline import OfflineModel
@@ -118,16 +118,7 @@ def test_subagent_limits_give_tool_errors_not_silence() -> None:
     results = [c["result"] for c in turn.tool_calls]
     assert sum(r.startswith("Error: at most 3 sub-agents run per response") for r in results) == 2
 
-    settings = load_settings()
-    executor = SubagentExecutor(
-        OfflineModel(),
-        agent.journal,
-        NotebookTools({}),
-        settings.subagents,
-        settings.summarization,
-        16_384,
-        parent_thread="default",
-    )
+    executor = executor_for(agent, OfflineModel(), load_settings())
     calls = [ToolCall(f"c{i}", "task", f'{{"prompt": "job {i}"}}') for i in range(7)]
     first = executor.run(calls[:3])
     second = executor.run(calls[3:6])
@@ -251,6 +242,19 @@ class Verbose(OfflineModel):
         return ChatResult(content="row, " * 5000)
 
 
+def executor_for(agent: Agent, model: OfflineModel, settings: Settings) -> SubagentExecutor:
+    """Sub-agents on ``model`` for the lead thread ``default``, journaled with ``agent``."""
+    return SubagentExecutor(
+        model,
+        agent.journal,
+        NotebookTools({}),
+        settings.subagents,
+        settings.summarization,
+        16_384,
+        parent_thread="default",
+    )
+
+
 class Sluggish(OfflineModel):
     """A model that takes a second to answer."""
 
@@ -263,15 +267,7 @@ def test_a_subagent_timed_out_inside_a_model_call_is_journaled_as_interrupted() 
     agent = Agent(model="offline", namespace={})
     settings = load_settings()
     settings.subagents.timeout_seconds = 0.3
-    executor = SubagentExecutor(
-        Sluggish(),
-        agent.journal,
-        NotebookTools({}),
-        settings.subagents,
-        settings.summarization,
-        16_384,
-        parent_thread="default",
-    )
+    executor = executor_for(agent, Sluggish(), settings)
     result = executor.run([ToolCall("c1", "task", '{"prompt": "think hard"}')])["c1"]
     assert "timed out after 0.3s" in result
     (run,) = executor.runs
@@ -284,16 +280,7 @@ def test_a_subagent_timed_out_inside_a_model_call_is_journaled_as_interrupted() 
 
 def test_a_subagents_result_is_capped_in_the_leads_context() -> None:
     agent = Agent(model="offline", namespace={})
-    settings = load_settings()
-    executor = SubagentExecutor(
-        Verbose(),
-        agent.journal,
-        NotebookTools({}),
-        settings.subagents,
-        settings.summarization,
-        16_384,
-        parent_thread="default",
-    )
+    executor = executor_for(agent, Verbose(), load_settings())
     result = executor.run([ToolCall("c1", "task", '{"prompt": "summarise everything"}')])["c1"]
     (run,) = executor.runs
     assert count_tokens(result) <= MAX_RESULT_TOKENS  # what the lead keeps in its context

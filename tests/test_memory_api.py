@@ -13,7 +13,7 @@ import pytest
 from journal_rows import journal_turn, queue_rows
 
 from deerflow_nb import Memory
-from deerflow_nb.llm.server import HOLD_SECONDS, start_server
+from deerflow_nb.llm.server import HOLD_SECONDS, ServerHandle
 from deerflow_nb.memory import ExtractionError, queue
 
 
@@ -344,27 +344,24 @@ def test_on_change_returns_an_unsubscribe(home: Path) -> None:
 
 
 def test_a_flush_timeout_bounds_a_model_call_that_hangs(
-    home: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, model_server: ServerHandle
 ) -> None:
     """The exit flush's deadline holds even when the server never answers: the call gets
     what is left of it, with no retries, and the thread stays queued."""
-    with start_server(models=("loopback-model",)) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("DEERFLOW_NB_MODEL", "loopback-model")
-        (home / "config.yaml").write_text("model:\n  timeout_seconds: 60\n  max_retries: 3\n")
-        memory = Memory(home)
-        journal_turn(memory, "t1", "I prefer polars over pandas.")
-        memory.enqueue("t1")
-        hold = server.hold_next()
-        started = time.monotonic()
-        report = memory.flush(timeout=1.0)
-        elapsed = time.monotonic() - started
-        hold.release.set()
-        assert hold.arrived.is_set() and server.request_count == 1  # one try, no retries
-        assert elapsed < HOLD_SECONDS / 2, elapsed  # the model's 60 s timeout did not apply
-        assert "did not answer" in report.failed["t1"] and report.pending == 1
-        assert memory.data["facts"] == []
-        memory.close()
+    (home / "config.yaml").write_text("model:\n  timeout_seconds: 60\n  max_retries: 3\n")
+    memory = Memory(home)
+    journal_turn(memory, "t1", "I prefer polars over pandas.")
+    memory.enqueue("t1")
+    hold = model_server.hold_next()
+    started = time.monotonic()
+    report = memory.flush(timeout=1.0)
+    elapsed = time.monotonic() - started
+    hold.release.set()
+    assert hold.arrived.is_set() and model_server.request_count == 1  # one try, no retries
+    assert elapsed < HOLD_SECONDS / 2, elapsed  # the model's 60 s timeout did not apply
+    assert "did not answer" in report.failed["t1"] and report.pending == 1
+    assert memory.data["facts"] == []
+    memory.close()
 
 
 def test_search_finds_a_word_inside_text_written_without_spaces(mem: Memory) -> None:
@@ -381,52 +378,46 @@ def test_search_finds_a_word_inside_text_written_without_spaces(mem: Memory) -> 
 
 
 def test_a_flush_interrupted_by_ctrl_c_hands_its_thread_back(
-    home: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, model_server: ServerHandle
 ) -> None:
     """The interrupted fold's claim is released at once; the worker used to wait out the
     10-minute lease before folding the thread."""
-    with start_server(models=("loopback-model",)) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("DEERFLOW_NB_MODEL", "loopback-model")
-        memory = Memory(home)
-        journal_turn(memory, "t1", "I prefer polars over pandas.")
-        memory.enqueue("t1")
-        hold = server.hold_next()
+    memory = Memory(home)
+    journal_turn(memory, "t1", "I prefer polars over pandas.")
+    memory.enqueue("t1")
+    hold = model_server.hold_next()
 
-        def press_ctrl_c() -> None:
-            hold.arrived.wait(10)
-            os.kill(os.getpid(), signal.SIGINT)
+    def press_ctrl_c() -> None:
+        hold.arrived.wait(10)
+        os.kill(os.getpid(), signal.SIGINT)
 
-        threading.Thread(target=press_ctrl_c, daemon=True).start()
-        with pytest.raises(KeyboardInterrupt):
-            memory.flush()
-        hold.release.set()
-        (row,) = queue_rows(memory)
-        assert row["claimed_by"] is None
-        assert queue.next_due(memory.journal) < time.time() + 60
-        memory.close()
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        memory.flush()
+    hold.release.set()
+    (row,) = queue_rows(memory)
+    assert row["claimed_by"] is None
+    assert queue.next_due(memory.journal) < time.time() + 60
+    memory.close()
 
 
 def test_a_flush_timeout_bounds_waiting_for_a_background_fold(
-    home: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, model_server: ServerHandle
 ) -> None:
     """The exit flush must not wait for the worker's own fold of a hung server either."""
-    with start_server(models=("loopback-model",)) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("DEERFLOW_NB_MODEL", "loopback-model")
-        configure(home, debounce_seconds=0.1)
-        memory = Memory(home)
-        hold = server.hold_next()
-        journal_turn(memory, "t1", "I prefer polars over pandas.")
-        memory.enqueue("t1")
-        assert hold.arrived.wait(10), "the worker never folded"
-        started = time.monotonic()
-        report = memory.flush(timeout=1.0)
-        elapsed = time.monotonic() - started
-        hold.release.set()
-        assert elapsed < HOLD_SECONDS / 2, elapsed
-        assert report.folded == [] and report.pending == 1
-        memory.close()
+    configure(home, debounce_seconds=0.1)
+    memory = Memory(home)
+    hold = model_server.hold_next()
+    journal_turn(memory, "t1", "I prefer polars over pandas.")
+    memory.enqueue("t1")
+    assert hold.arrived.wait(10), "the worker never folded"
+    started = time.monotonic()
+    report = memory.flush(timeout=1.0)
+    elapsed = time.monotonic() - started
+    hold.release.set()
+    assert elapsed < HOLD_SECONDS / 2, elapsed
+    assert report.folded == [] and report.pending == 1
+    memory.close()
 
 
 def test_a_proposal_decided_by_another_kernel_is_not_applied_again(

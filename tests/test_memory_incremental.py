@@ -6,11 +6,10 @@ import json
 import threading
 from pathlib import Path
 
-import pytest
 from journal_rows import events, journal_turn, queue_rows
 
 from deerflow_nb import Agent, Memory
-from deerflow_nb.llm.server import start_server
+from deerflow_nb.llm.server import ServerHandle
 
 
 def contents(mem: Memory) -> list[str]:
@@ -44,29 +43,26 @@ def test_a_no_memory_turn_is_never_folded_later() -> None:
 
 
 def test_a_turn_journaled_while_its_thread_folds_is_folded_once(
-    monkeypatch: pytest.MonkeyPatch, home: Path
+    model_server: ServerHandle, home: Path
 ) -> None:
-    with start_server(models=("loopback-model",)) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("DEERFLOW_NB_MODEL", "loopback-model")
-        mem = Memory()
-        journal_turn(mem, "work", "I prefer polars over pandas for dataframes.")
-        mem.enqueue("work")
-        hold = server.hold_next()
-        folding = threading.Thread(target=mem.flush)
-        folding.start()
-        assert hold.arrived.wait(10), "the fold never asked the model"
-        journal_turn(mem, "work", "I use DuckDB for local SQL queries.")
-        mem.enqueue("work")
-        hold.release.set()
-        folding.join(30)
+    mem = Memory()
+    journal_turn(mem, "work", "I prefer polars over pandas for dataframes.")
+    mem.enqueue("work")
+    hold = model_server.hold_next()
+    folding = threading.Thread(target=mem.flush)
+    folding.start()
+    assert hold.arrived.wait(10), "the fold never asked the model"
+    journal_turn(mem, "work", "I use DuckDB for local SQL queries.")
+    mem.enqueue("work")
+    hold.release.set()
+    folding.join(30)
 
-        (row,) = queue_rows(mem)
-        queued = json.loads(row["snapshot"])
-        assert "DuckDB" in json.dumps(queued) and "polars" not in json.dumps(queued)
-        mem.flush()
-        assert "duckdb" in " ".join(contents(mem)).lower()
-        mem.close()
+    (row,) = queue_rows(mem)
+    queued = json.loads(row["snapshot"])
+    assert "DuckDB" in json.dumps(queued) and "polars" not in json.dumps(queued)
+    mem.flush()
+    assert "duckdb" in " ".join(contents(mem)).lower()
+    mem.close()
 
     learned = [e for e in events(home) if e["fact_id"] and "polars" in e["new_content"].lower()]
     assert [e["kind"] for e in learned] == ["add"]  # not reinforced by a second reading
