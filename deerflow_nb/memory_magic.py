@@ -23,6 +23,7 @@ from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
 
 from . import memory_views as views
 from .config import ConfigError
+from .llm.base import ModelError
 from .session import get_session
 
 if TYPE_CHECKING:
@@ -588,5 +589,5 @@ class MemoryMagics(Magics):
                     return self._new_panel(commands, args)
                 return commands.summary()
             return commands.run(args)
-        except (MemoryFileError, ConfigError) as exc:  # a damaged memory.json, or a setting
+        except (MemoryFileError, ConfigError, ModelError) as exc:  # memory.json, a setting
             raise UsageError(str(exc)) from None  # first used now: say how to fix it, once

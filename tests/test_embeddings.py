@@ -256,3 +256,13 @@ def test_with_embeddings_a_search_lists_every_fact_even_a_lone_one(minilm: Embed
     ranked = rank_facts(memory(FACTS), "adoption agencies", embedder=minilm)
     assert len(ranked) == len(FACTS)
     assert ranked[0][0]["content"] == "Caroline is researching adoption agencies."
+
+
+def test_openai_embeddings_for_a_model_without_a_key_is_one_line_in_memory_magic(
+    shell: InteractiveShell, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (home / "config.yaml").write_text("memory:\n  embeddings: openai:text-embedding-3-small\n")
+    monkeypatch.setenv("DEERFLOW_NB_MODEL", "gpt-4o")  # named, but no key anywhere
+    shell.run_line_magic("memory", "add Likes green tea")
+    with pytest.raises(UsageError, match="model 'gpt-4o' needs an API key"):
+        shell.run_line_magic("memory", "search tea")
