@@ -287,3 +287,35 @@ def test_a_subagents_result_is_capped_in_the_leads_context() -> None:
     own_reply = agent.journal.messages(run.thread_id)[-1]["content"]
     assert count_tokens(own_reply) > MAX_RESULT_TOKENS  # the sub-agent's thread keeps it all
     agent.close()
+
+
+def test_ctrl_c_keeps_the_results_of_sub_agents_that_had_finished() -> None:
+    agent = Agent(model="offline", namespace={"quick": [1, 2], "slow": Slow(3.0)})
+    events: list[dict[str, Any]] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        events.append(event)
+        if event.get("description") == "describe quick" and event.get("status") == "done":
+            threading.Timer(0.2, signal.raise_signal, [signal.SIGINT]).start()  # Ctrl-C, soon
+
+    with pytest.raises(KeyboardInterrupt):
+        agent.run(
+            "Use sub-agents in parallel:\n- describe quick\n- describe slow",
+            on_event=on_event,
+            use_memory=False,
+        )
+    calls = {
+        c["id"]: c["function"]["arguments"]
+        for m in agent.journal.messages("default")
+        for c in m.get("tool_calls") or []
+    }
+    results = {
+        calls[m["tool_call_id"]]: m["content"]
+        for m in agent.journal.messages("default")
+        if m["role"] == "tool"
+    }
+    (quick,) = [r for a, r in results.items() if "quick" in a]
+    (slow,) = [r for a, r in results.items() if "slow" in a]
+    assert "quick: list" in quick  # kept, not replaced by the interrupted marker
+    assert slow == INTERRUPTED_RESULT
+    agent.close()

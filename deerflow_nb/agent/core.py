@@ -179,7 +179,7 @@ class Agent:
         names = [*tools.names, "task"] if executor else list(tools.names)
 
         def dispatch(tool_calls: list[ToolCall]) -> list[dict[str, Any]]:
-            return self._dispatch(tool_calls, tools, executor, calls, on_event)
+            return self._dispatch(tool_calls, tools, executor, calls, on_event, state.early_results)
 
         try:
             run_turn(
@@ -266,10 +266,17 @@ class Agent:
         executor: SubagentExecutor | None,
         record: list[dict[str, Any]],
         on_event: OnEvent | None,
+        results: dict[str, str],
     ) -> list[dict[str, Any]]:
-        """Run one response's tool calls: task calls together in parallel, the rest in order."""
+        """Run one response's tool calls: task calls together in parallel, the rest in order.
+
+        Each result lands in ``results`` (this response's only: some servers reuse call
+        ids) as it comes, so a Ctrl-C keeps those already in.
+        """
+        results.clear()
         tasks = [c for c in tool_calls if c.name == "task"] if executor else []
-        results = executor.run(tasks) if executor and tasks else {}
+        if executor and tasks:
+            executor.run(tasks, results)
         messages = []
         for call in tool_calls:
             if call.id not in results:

@@ -69,6 +69,9 @@ class TurnState:
     error: str | None = None
     reply: str = ""
     partial: str = ""
+    # Results of tool calls that came back before the response's others: kept if the
+    # turn stops before they are all in (a sub-agent that finished before a Ctrl-C).
+    early_results: dict[str, str] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     model_seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)  # seconds per middleware
@@ -198,8 +201,9 @@ def _close_open_calls(state: TurnState) -> None:
     for message in list(state.new_messages):
         for call in message.get("tool_calls") or []:
             if call["id"] not in answered:
+                content = state.early_results.get(call["id"], INTERRUPTED_RESULT)
                 state.new_messages.append(
-                    {"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_RESULT}
+                    {"role": "tool", "tool_call_id": call["id"], "content": content}
                 )
     if state.partial:
         state.new_messages.append({"role": "assistant", "content": state.partial})

@@ -98,9 +98,13 @@ class SubagentExecutor:
         self.on_event = on_event
         self.runs: list[SubagentRun] = []
 
-    def run(self, calls: list[ToolCall]) -> dict[str, str]:
-        """Results by tool call id: each accepted run's answer, or an ``Error: ...`` text."""
-        results: dict[str, str] = {}
+    def run(self, calls: list[ToolCall], results: dict[str, str] | None = None) -> dict[str, str]:
+        """Results by tool call id: each accepted run's answer, or an ``Error: ...`` text.
+
+        ``results``, when given, is filled as runs finish, so what finished before a
+        Ctrl-C is still there for the caller.
+        """
+        results = {} if results is None else results
         accepted: list[tuple[ToolCall, SubagentRun, str]] = []
         for call in calls:
             try:
@@ -110,7 +114,7 @@ class SubagentExecutor:
                 continue
             accepted.append((call, run, prompt))
         if accepted:
-            results.update(self._run_parallel(accepted))
+            self._run_parallel(accepted, results)
         return results
 
     def _accept(self, call: ToolCall, batch_size: int) -> tuple[SubagentRun, str]:
@@ -143,14 +147,15 @@ class SubagentExecutor:
         self.runs.append(run)
         return run, prompt
 
-    def _run_parallel(self, accepted: list[tuple[ToolCall, SubagentRun, str]]) -> dict[str, str]:
+    def _run_parallel(
+        self, accepted: list[tuple[ToolCall, SubagentRun, str]], results: dict[str, str]
+    ) -> None:
         events: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         pool = ThreadPoolExecutor(
             max_workers=self.config.max_concurrent, thread_name_prefix="deerflow-subagent"
         )
         started = time.monotonic()
         pending: dict[Future[str], tuple[ToolCall, SubagentRun, CancelToken]] = {}
-        results: dict[str, str] = {}
         try:
             for call, run, prompt in accepted:
                 token = CancelToken()
@@ -179,7 +184,6 @@ class SubagentExecutor:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             self._drain(events)
-        return results
 
     def _finish(self, run: SubagentRun, future: Future[str]) -> str:
         try:
