@@ -328,6 +328,6 @@ def _plain_answer(question: str, system: str) -> str:
     about = f" about {', '.join(terms)}" if terms else ""
     return (
         f"{PREFIX}I read your message{about}. I am the built-in offline model: I can call "
-        "notebook tools and quote remembered facts, but for real answers set OPENAI_API_KEY "
-        "or OPENAI_BASE_URL."
+        "notebook tools and quote remembered facts. For real answers, configure a real "
+        "model (OPENAI_API_KEY, or OPENAI_BASE_URL for another server)."
     )
