@@ -59,6 +59,14 @@ def test_tokens_trigger_measures_the_whole_view() -> None:
     assert fired_trigger(config([ContextSize("tokens", tokens + 1)]), view, 1, 10**6) is None
 
 
+def test_tokens_triggers_count_the_tool_schemas_the_request_sends() -> None:
+    view = [{"role": "system", "content": "word " * 50}, user("hi")]
+    tokens = count_message_tokens(view)
+    trigger = config([ContextSize("tokens", tokens + 100)])
+    assert fired_trigger(trigger, view, 1, 10**6) is None
+    assert fired_trigger(trigger, view, 1, 10**6, tool_tokens=100) is not None
+
+
 def test_fraction_trigger_is_relative_to_the_window() -> None:
     view = [user("word " * 100)]
     tokens = count_message_tokens(view)

@@ -8,6 +8,7 @@ middlewares' ``after_agent`` hooks run.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..llm.base import ChatModel, OnText, ToolCall, Usage
+from ..tokens import count_tokens
 
 if TYPE_CHECKING:
     from .middleware import Middleware
@@ -72,6 +74,7 @@ class TurnState:
     # Results of tool calls that came back before the response's others: kept if the
     # turn stops before they are all in (a sub-agent that finished before a Ctrl-C).
     early_results: dict[str, str] = field(default_factory=dict)
+    tool_tokens: int = 0  # what the offered tool schemas add to the next request
     usage: Usage = field(default_factory=Usage)
     model_seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)  # seconds per middleware
@@ -167,8 +170,9 @@ def _loop(
             cancel.check()
         if on_step is not None:
             on_step(step)
-        _hook(state, middlewares, "before_model")
         offered = tools if step < max_turns else []
+        state.tool_tokens = count_tokens(json.dumps(offered)) if offered else 0
+        _hook(state, middlewares, "before_model")
         state.last_view = state.view()
         state.partial = ""
         started = time.perf_counter()

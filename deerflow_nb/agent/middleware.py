@@ -58,13 +58,16 @@ class SummarizationMiddleware(Middleware):
         self.on_event = on_event
 
     def before_model(self, state: TurnState) -> None:
-        trigger = fired_trigger(self.config, state.view(), len(state.conversation), self.window)
+        trigger = fired_trigger(
+            self.config, state.view(), len(state.conversation), self.window, state.tool_tokens
+        )
         if trigger is None:
             return
         # Only journaled history can be summarized; the latest user message opens
         # new_messages, so this also keeps it verbatim.
         cut = min(cut_index(state.conversation, self.config.keep, self.window), len(state.history))
-        cut = fit_cut(state.view(), state.history, cut, int(self.window * FIT_SHARE))
+        target = int(self.window * FIT_SHARE) - state.tool_tokens
+        cut = fit_cut(state.view(), state.history, cut, target)
         if cut <= 0:
             return
         started = time.perf_counter()

@@ -24,16 +24,21 @@ DEFAULT_SUMMARY_PROMPT = (
 
 
 def fired_trigger(
-    config: SummarizationConfig, view: list[dict[str, Any]], conversation_len: int, window: int
+    config: SummarizationConfig,
+    view: list[dict[str, Any]],
+    conversation_len: int,
+    window: int,
+    tool_tokens: int = 0,
 ) -> ContextSize | None:
     """The first trigger that fires for this view, or None.
 
-    ``view`` is everything sent to the model (system prompt included) and is what token
-    triggers measure; ``messages`` triggers count conversation messages only.
+    ``view`` (system prompt included) and ``tool_tokens`` (the offered tool schemas) are
+    what a request sends and what token triggers measure; ``messages`` triggers count
+    conversation messages only.
     """
     if not config.enabled or not config.trigger:
         return None
-    tokens = count_message_tokens(view)
+    tokens = count_message_tokens(view) + tool_tokens
     for trigger in config.trigger:
         if trigger.type == "messages" and conversation_len >= trigger.value:
             return trigger
