@@ -266,3 +266,15 @@ def test_openai_embeddings_for_a_model_without_a_key_is_one_line_in_memory_magic
     shell.run_line_magic("memory", "add Likes green tea")
     with pytest.raises(UsageError, match="model 'gpt-4o' needs an API key"):
         shell.run_line_magic("memory", "search tea")
+
+
+def test_loading_the_local_model_prints_no_progress_bar(
+    home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("sentence_transformers")
+    from transformers.utils import logging as hf_logging
+
+    embedder = get_embedder(settings_for(home, "local:all-MiniLM-L6-v2"), None)
+    embedder.embed_query("tea")
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # the user's setting is back

@@ -19,7 +19,8 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -167,6 +168,21 @@ def resolve_local_model(name: str) -> str:
     return name
 
 
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """transformers' "Loading weights" bar off while our model loads (it lands in the cell's
+    stderr on the first ranked turn); the user's own setting comes back after."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def _local_compute(name: str) -> ComputeFn:
     """A lazily loaded sentence-transformers model; loading happens on the first call."""
     target = resolve_local_model(name)
@@ -191,9 +207,10 @@ def _local_compute(name: str) -> ComputeFn:
                 # reads it then): the load itself is told to stay local.
                 offline = os.environ["HF_HUB_OFFLINE"].upper() in {"1", "ON", "YES", "TRUE"}
                 try:
-                    holder.append(
-                        SentenceTransformer(target, device="cpu", local_files_only=offline)
-                    )
+                    with _no_progress_bars():
+                        holder.append(
+                            SentenceTransformer(target, device="cpu", local_files_only=offline)
+                        )
                 except (OSError, ValueError) as exc:  # no such folder, or not a model in it
                     reason = (
                         (str(exc).splitlines() or [type(exc).__name__])[0]
