@@ -240,12 +240,18 @@ def new_id(prefix: str = "") -> str:
     return f"{prefix}{uuid.uuid4().hex[:12]}"
 
 
-def damaged(path: Path, exc: Exception) -> HomeError:
-    """The one-line error for a journal.db that SQLite cannot read."""
-    return HomeError(
-        f"{path} is not a readable journal ({exc}); move it aside (e.g. to "
-        f"{path.name}.broken) and a new one starts; memory.json is not affected"
-    )
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """SQLite's "not a database" (damage, not a lock) as the one-line ``HomeError``."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError):  # locked, read-only, …: not damage
+            raise
+        raise HomeError(
+            f"{path} is not a readable journal ({exc}); move it aside (e.g. to "
+            f"{path.name}.broken) and a new one starts; memory.json is not affected"
+        ) from None
 
 
 def _insert_message(
@@ -285,12 +291,11 @@ class Journal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         try:
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
+            with reading(self.path):
+                self._migrate()
+        except Exception:
             self.close()
-            if isinstance(exc, sqlite3.OperationalError):  # locked, read-only, …: not damage
-                raise
-            raise damaged(self.path, exc) from None
+            raise
 
     # -- connections -------------------------------------------------------------
     @property

@@ -163,6 +163,7 @@ def _loop(
         if on_text is not None:
             on_text(delta)
 
+    schema_tokens = count_tokens(json.dumps(tools)) if tools else 0  # the same every call
     step = 0
     while True:
         step += 1
@@ -171,7 +172,7 @@ def _loop(
         if on_step is not None:
             on_step(step)
         offered = tools if step < max_turns else []
-        state.tool_tokens = count_tokens(json.dumps(offered)) if offered else 0
+        state.tool_tokens = schema_tokens if offered else 0
         _hook(state, middlewares, "before_model")
         state.last_view = state.view()
         state.partial = ""

@@ -23,7 +23,7 @@ import sqlite_utils
 
 from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME, load_settings
 from ..config import HomeError as HomeError
-from ..journal import damaged
+from ..journal import reading
 from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS, MemoryStore
 from ..memory.store import MemoryFileError as MemoryFileError
@@ -197,12 +197,8 @@ def open_journal(home: Path) -> Iterator[sqlite_utils.Database | None]:
         return
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
     try:
-        try:
+        with reading(path):
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError):  # locked, …: not damage
-                raise
-            raise damaged(path, exc) from None
         yield sqlite_utils.Database(conn)
     finally:
         conn.close()

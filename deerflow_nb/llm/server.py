@@ -116,7 +116,13 @@ class Hold:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], api_key: str | None, models: Iterable[str]):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        api_key: str | None,
+        models: Iterable[str],
+        context_window: int | None = None,
+    ):
         super().__init__(address, _Handler)
         self.api_key = api_key
         self.models = tuple(models)
@@ -124,7 +130,7 @@ class _Server(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.failures: list[int] = []
         self.holds: list[Hold] = []
-        self.context_window: int | None = None
+        self.context_window = context_window
         self.seen_keys: list[str | None] = []
         self.request_count = 0
         self.connections: set[socket.socket] = set()
@@ -435,8 +441,7 @@ def start_server(
     ``context_window`` makes chat requests whose messages exceed it fail as OpenAI's do
     (400, ``context_length_exceeded``), to try a client against a small model.
     """
-    httpd = _Server((host, port), api_key, models)
-    httpd.context_window = context_window
+    httpd = _Server((host, port), api_key, models, context_window)
     thread = threading.Thread(
         target=httpd.serve_forever,
         kwargs={"poll_interval": 0.05},  # so stop() returns promptly

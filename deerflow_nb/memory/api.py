@@ -107,9 +107,7 @@ class Memory:
         self._embedder: Any = _UNSET
         self._last_error: str | None = None
         self._worker: queue.QueueWorker | None = None
-        if self.journal.db.execute(
-            "SELECT 1 FROM memory_versions WHERE written = 0 LIMIT 1"
-        ).fetchone():
+        if self._unwritten() is not None:
             with self.store.locked():
                 self._roll_forward()  # a crash left a change journaled but not written
         if self.settings.memory.enabled:
@@ -549,16 +547,19 @@ class Memory:
         )
         return version
 
-    def _roll_forward(self) -> bool:
-        """Under the store lock: write the version a crash left journaled but not written."""
+    def _unwritten(self) -> str | None:
+        """The snapshot of a version a crash left journaled but not written, if any."""
         row = self.journal.db.execute(
             "SELECT snapshot FROM memory_versions WHERE written = 0 ORDER BY id DESC LIMIT 1"
         ).fetchone()
-        if row is None:
-            return False
-        self.store.write(json.loads(row[0]))
-        self._mark_written()
-        return True
+        return None if row is None else row[0]
+
+    def _roll_forward(self) -> None:
+        """Under the store lock: write that version, so memory.json matches the journal."""
+        snapshot = self._unwritten()
+        if snapshot is not None:
+            self.store.write(json.loads(snapshot))
+            self._mark_written()
 
     def _mark_written(self) -> None:
         with self.journal.transaction() as db:
