@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from deerflow_nb.memory.injection import select_facts, select_in_order  # noqa: E402
+from deerflow_nb.memory.ranking import texts_to_embed  # noqa: E402
 from deerflow_nb.tokens import count_tokens  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev"
@@ -193,7 +194,7 @@ class Ours:
         self.memory = memory_of(facts)
         self.embedder = embedder
         if embedder is not None:
-            embedder.warm([f["content"] for f in facts])  # fold time, not query time
+            embedder.warm(texts_to_embed([f["content"] for f in facts]))  # at fold time
 
     def __call__(self, question: str, max_tokens: int) -> list[dict]:
         return select_facts(self.memory, question, max_tokens, embedder=self.embedder)

@@ -18,8 +18,10 @@ from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
 from deerflow_nb.journal import Journal
 from deerflow_nb.llm.server import start_server
+from deerflow_nb.memory import ranking
 from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
 from deerflow_nb.memory.injection import explain_selection, rank_facts, select_facts
+from deerflow_nb.memory.ranking import texts_to_embed
 
 FACTS = [
     "Melanie had a setback due to an injury and took a break from pottery.",
@@ -128,22 +130,26 @@ def test_fact_vectors_are_cached_in_the_journal_and_a_turn_embeds_only_its_query
 ) -> None:
     journal = Journal(tmp_path / "journal.db")
     folder = fresh(minilm, journal)
-    assert folder.warm(FACTS) == len(FACTS)  # fold time
-    assert folder.warm(FACTS) == 0
+    at_fold = texts_to_embed(FACTS)
+    assert set(FACTS) < set(at_fold) and "injury" in at_fold  # the facts and their words
+    assert folder.warm(at_fold) == len(at_fold)  # fold time
+    assert folder.warm(at_fold) == 0
     rows = list(journal.db["embeddings"].rows)
-    assert {r["content_hash"] for r in rows} == {content_hash(t) for t in FACTS}
+    assert {r["content_hash"] for r in rows} == {content_hash(t) for t in at_fold}
     assert {(r["model"], r["dim"]) for r in rows} == {("local:all-MiniLM-L6-v2", 384)}
 
-    # A new process (fresh memo) reads fact vectors back from the journal.
+    # A new process (fresh memo) reads fact and word vectors back from the journal.
     turn = fresh(minilm, journal)
     data = memory(FACTS)
     chosen = select_facts(data, "When did Melanie get hurt?", 2000, embedder=turn)
-    assert turn.computed == 1  # the query, nothing else
+    # The query, and its one word to expand ("Melanie" is a name: not expanded).
+    assert turn.computed == 2
     assert chosen[0]["content"].startswith("Melanie had a setback due to an injury")
     select_facts(data, "When did Melanie get hurt?", 2000, embedder=turn)
-    assert turn.computed == 1  # same turn asked twice (block and count): memoised
+    assert turn.computed == 2  # same turn asked twice (block and count): memoised
     select_facts(data, "Does Caroline play music?", 2000, embedder=turn)
-    assert turn.computed == 2
+    assert turn.computed == 5  # the query, "play" and "music"
+    assert len(list(journal.db["embeddings"].rows)) == len(rows)  # queries stay in memory
 
 
 def test_dense_finds_what_words_miss(minilm: Embedder) -> None:
@@ -153,7 +159,34 @@ def test_dense_finds_what_words_miss(minilm: Embedder) -> None:
     dense = explain_selection(data, question, 2000, embedder=minilm)
     assert not lexical[0]["fact"]["content"].startswith("Melanie had a setback")
     assert dense[0]["fact"]["content"].startswith("Melanie had a setback")
-    assert dense[0]["dense"] > 0.3 and dense[0]["lexical"] < 1.0
+    assert dense[0]["dense"] == max(row["dense"] for row in dense)
+
+
+def test_query_words_expand_to_their_nearest_memory_words(
+    minilm: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Words alone miss "injury" for "hurt"; the embedder's word neighbours bridge it,
+    with the dense similarity left out of the fusion."""
+    data = memory(FACTS)
+    question = "When did Melanie get hurt?"
+    monkeypatch.setattr(ranking, "DENSE_SHARE", 0.0)
+    expanded = explain_selection(data, question, 2000, embedder=minilm)
+    assert expanded[0]["fact"]["content"].startswith("Melanie had a setback due to an injury")
+    assert expanded[0]["lexical"] == 1.0
+    monkeypatch.setattr(ranking, "EXPANSION_WEIGHT", 0.0)
+    plain = explain_selection(data, question, 2000, embedder=minilm)
+    assert not plain[0]["fact"]["content"].startswith("Melanie had a setback")
+
+
+def test_names_are_not_expanded(minilm: Embedder) -> None:
+    """Who a message is about is the entity gate's job: "Melanie" brings no other names."""
+    index = ranking.get_index(memory(FACTS))[1]
+    index.word_vectors(minilm)  # as a fold leaves them
+    before = minilm.computed
+    ranking.score(index, "What about Melanie?", minilm)
+    assert minilm.computed - before == 1  # the query itself, and no word of it
+    ranking.score(index, "What about Melanie's race?", minilm)
+    assert minilm.computed - before == 3  # that query, and "race"
 
 
 def test_openai_embeddings_through_the_loopback_server(
@@ -164,13 +197,14 @@ def test_openai_embeddings_through_the_loopback_server(
     settings = settings_for(home, "openai:offline", loopback_server.base_url)
     embedder = get_embedder(settings, journal)
     assert embedder.model_id == f"openai:offline@{loopback_server.base_url}"
-    assert embedder.warm(FACTS) == len(FACTS)
-    assert journal.db["embeddings"].count == len(FACTS)
+    at_fold = texts_to_embed(FACTS)
+    assert embedder.warm(at_fold) == len(at_fold)
+    assert journal.db["embeddings"].count == len(at_fold)
 
     again = get_embedder(settings, journal)
     data = memory(FACTS)
     chosen = select_facts(data, "adoption agencies for Caroline", 2000, embedder=again)
-    assert again.computed == 1
+    assert again.computed == 3  # the query, "adoption" and "agencies"
     assert chosen[0]["content"] == "Caroline is researching adoption agencies."
 
 
@@ -203,11 +237,12 @@ def test_the_query_is_embedded_without_the_names_the_memory_knows(minilm: Embedd
 
     spy = Embedder(minilm.model_id, compute)
     data = memory(FACTS)
-    spy.warm(FACTS)
+    spy.warm(texts_to_embed(FACTS))
     embedded.clear()
     why = explain_selection(data, "Where has Caroline's friend Bob camped?", 2000, embedder=spy)
-    # "Caroline" is known (facts name her) and left out; "Bob" is not, so it stays.
-    assert embedded == ["Where has friend Bob camped?"]
+    # "Caroline" is known (facts name her) and left out; "Bob" is not, so it stays. Then
+    # the words to expand, names aside.
+    assert embedded == ["Where has friend Bob camped?", "camped", "friend"]
     # The camping fact names Melanie, not Caroline: it keeps 70% of its dense score.
     camping = next(w for w in why if "camping" in w["fact"]["content"])
     ungated = explain_selection(data, "Where has friend Bob camped?", 2000, embedder=spy)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from deerflow_nb import Memory
 from deerflow_nb.memory import format_memory_for_injection, select_facts
+from deerflow_nb.memory.ranking import texts_to_embed
 
 
 def fold_turn(mem: Memory, thread: str, text: str) -> None:
@@ -37,7 +38,11 @@ def test_fact_embeddings_are_computed_at_fold_time(home: Path) -> None:
     mem = Memory(home)
     fold_turn(mem, "t1", "I prefer polars over pandas. I work on project Apollo.")
     embedder = mem.embedder
-    assert embedder is not None and embedder.computed == 2  # both facts, at fold time
-    mem.preview("dataframes")
-    assert embedder.computed == 3  # the turn embeds only its query
+    contents = [f["content"] for f in mem.data["facts"]]
+    assert len(contents) == 2
+    # Both facts and their words, at fold time.
+    assert embedder is not None and embedder.computed == len(texts_to_embed(contents))
+    mem.preview("fast dataframes")
+    # The turn embeds only its query and the query's words.
+    assert embedder.computed == len(texts_to_embed(contents)) + 3
     mem.close()

@@ -478,11 +478,14 @@ class Memory:
             self._queue_unfolded(thread_id, 0.0)
 
     def _warm(self, data: dict[str, Any]) -> None:
-        """Compute fact embeddings at fold time, so the next turn's ranking is fast."""
+        """Compute fact (and word, for query expansion) embeddings at fold time, so the
+        next turn's ranking is fast."""
         try:
             embedder = self.embedder
             if embedder is not None:
-                embedder.warm([f["content"] for f in data.get("facts", [])])
+                from .ranking import texts_to_embed
+
+                embedder.warm(texts_to_embed([f["content"] for f in data.get("facts", [])]))
         except _SAID_IN_ONE_LINE as exc:
             log.warning("could not compute fact embeddings: %s", exc)
         except Exception:

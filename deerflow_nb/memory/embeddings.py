@@ -73,17 +73,27 @@ class Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """One query vector; recent queries are memoised (a turn asks twice: block and count)."""
+        return self.embed_queries([text])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Query vectors in order, the ones not memoised computed in one model call. Kept in
+        memory only: the journal caches facts, not what was asked."""
+        found: dict[str, np.ndarray] = {}
         with self._lock:
-            hit = self._queries.get(text)
-            if hit is not None:
-                self._queries.move_to_end(text)
-                return hit
-        vector = self._embed_new([text])[0]
-        with self._lock:
-            self._queries[text] = vector
-            while len(self._queries) > _QUERY_CACHE_SIZE:
-                self._queries.popitem(last=False)
-        return vector
+            for text in texts:
+                hit = self._queries.get(text)
+                if hit is not None:
+                    self._queries.move_to_end(text)
+                    found[text] = hit
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            found.update(zip(missing, self._embed_new(missing), strict=True))
+            with self._lock:
+                for text in missing:
+                    self._queries[text] = found[text]
+                while len(self._queries) > _QUERY_CACHE_SIZE:
+                    self._queries.popitem(last=False)
+        return [found[t] for t in texts]
 
     def embed_many(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for ``texts`` in order: memo, then journal, then the model for the rest."""

@@ -72,6 +72,14 @@ DATE_WEIGHT = 0.4
 PRF_DOCS = 4
 PRF_TERMS = 8
 PRF_WEIGHT = 0.3
+# Embedding-based query expansion (Kuzi, Shtok & Kurland, 2016): with an embedder, each
+# word of the message also matches the memory's words whose vectors lie near its own
+# ("kids": kid, child; "camped": camping, campfire), a lexical bridge over paraphrase
+# that BM25 lacks and a whole-sentence embedding blurs. A neighbour needs this cosine,
+# a word brings at most this many, and their BM25 adds at this weight.
+EXPANSION_SIMILARITY = 0.6
+EXPANSION_PER_WORD = 3
+EXPANSION_WEIGHT = 0.5
 
 _CACHE_SIZE = 8
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
@@ -129,6 +137,28 @@ def analyze(text: str) -> list[str]:
         text = _CJK_RUN_RE.sub(_cjk_bigrams, text)
     words = [w for w in _WORD_RE.findall(text) if w not in STOPWORDS]
     return _stemmer().stemWords(words) if words else []
+
+
+def vocabulary(texts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The distinct words of ``texts`` that are one index term each (no stopwords, at
+    least three letters), sorted, and that term for each: what query expansion can reach,
+    and what a fold embeds next to the facts."""
+    words = sorted(
+        {
+            w
+            for text in texts
+            for w in _WORD_RE.findall(text.lower())
+            if len(w) > 2 and w.isalpha() and w not in STOPWORDS
+        }
+    )
+    pairs = [(w, t[0]) for w in words if len(t := analyze(w)) == 1]
+    return [w for w, _ in pairs], [t for _, t in pairs]
+
+
+def texts_to_embed(contents: Sequence[str]) -> list[str]:
+    """What a fold embeds ahead of the turns: the facts, and their words for query
+    expansion, so a turn embeds only what it asks."""
+    return [*contents, *vocabulary(contents)[0]]
 
 
 def coerce_confidence(value: Any) -> float:
@@ -196,6 +226,17 @@ class FactIndex:
                 matrix = embedder.embed_many(self.contents)
                 self.dense[embedder.model_id] = matrix
             return matrix
+
+    def word_vectors(self, embedder: Embedder) -> tuple[list[str], np.ndarray]:
+        """The memory's words as index terms, and their vectors for ``embedder`` (built on
+        first use: a memory ranked by words alone never pays for them)."""
+        with self.lock:
+            key = f"words:{embedder.model_id}"
+            hit = self.meta.get(key)
+            if hit is None:
+                words, terms = vocabulary(self.contents)
+                hit = self.meta[key] = (terms, embedder.embed_many(words))
+            return hit
 
 
 def _build(raw: list[Any], signature: tuple) -> FactIndex:
@@ -363,6 +404,42 @@ def _lexical(
     return _gate(scores / scores.max(), named, ENTITY_GATE)
 
 
+def _expanded(
+    index: FactIndex,
+    text: str,
+    lexical: np.ndarray,
+    embedder: Embedder,
+    named: np.ndarray | None,
+) -> np.ndarray:
+    """``lexical`` plus the gated BM25 of ``text``'s words' nearest memory words (see
+    ``EXPANSION_SIMILARITY``), weighted by their cosine; named entities are not expanded."""
+    query_terms = set(analyze(text))
+    skip = query_terms & set(entities(text))
+    words, terms = vocabulary([text])
+    asked = [w for w, t in zip(words, terms, strict=True) if t not in skip]
+    vocab_terms, matrix = index.word_vectors(embedder)
+    if not asked or matrix.size == 0:
+        return lexical
+    weights: dict[str, float] = {}
+    for vector in embedder.embed_queries(asked):
+        similarity = matrix @ vector
+        found: set[str] = set()
+        for j in np.argsort(-similarity):
+            if similarity[j] < EXPANSION_SIMILARITY or len(found) == EXPANSION_PER_WORD:
+                break
+            term = vocab_terms[j]
+            if term not in query_terms and term not in found:
+                found.add(term)
+                weights[term] = max(weights.get(term, 0.0), float(similarity[j]))
+    extra = np.zeros(len(index.contents))
+    for term, weight in weights.items():
+        extra += weight * _bm25(index, [term])
+    if extra.max(initial=0.0) <= 0:
+        return lexical
+    combined = lexical + EXPANSION_WEIGHT * _gate(extra / extra.max(), named, ENTITY_GATE)
+    return combined / combined.max()
+
+
 def _gate(scores: np.ndarray, named: np.ndarray | None, keep: float) -> np.ndarray:
     """``scores``, of which facts not ``named`` keep only the share ``keep``."""
     return scores if named is None else scores * (keep + (1 - keep) * named)
@@ -439,6 +516,7 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
     if embedder is not None:
         try:
             dense = _dense(index, parts, embedder, known, named)
+            lexical = _expanded(index, parts[0][0], lexical, embedder, named)
         except ModelError as exc:  # an embeddings server down, or without /embeddings
             if (embedder.model_id, str(exc)) not in _said:
                 _said.add((embedder.model_id, str(exc)))
