@@ -3,6 +3,7 @@ on the offline model where the summary replaces old messages only in the model's
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,13 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deerflow_nb import Agent
+from deerflow_nb.agent.display import summary_line
 from deerflow_nb.agent.summarization import (
     DEFAULT_SUMMARY_PROMPT,
     cut_index,
     fired_trigger,
     summary_request,
 )
+from deerflow_nb.agent.tools import NotebookTools
 from deerflow_nb.config import ContextSize, SummarizationConfig, load_settings
+from deerflow_nb.llm.base import ChatResult, ToolCall
+from deerflow_nb.llm.offline import OfflineModel
 from deerflow_nb.tokens import count_message_tokens, count_tokens
 
 
@@ -248,4 +253,49 @@ def test_a_thread_whose_kept_messages_overflow_the_window_is_brought_back_under_
             assert count_message_tokens(view) <= 4000, (i, count_message_tokens(view))
     summaries = [e for e in events if e["type"] == "summary"]
     assert 0 < len(summaries) < 8  # not one per model call
+    agent.close()
+
+
+class Digger(OfflineModel):
+    """A model that lists the variables eight times over before it answers, as a real
+    model digging through a notebook can: one turn of many large tool results."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[list[dict[str, Any]], int]] = []
+
+    def chat(
+        self, messages: list[dict[str, Any]], *, tools: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        self.requests.append((messages, count_tokens(json.dumps(tools)) if tools else 0))
+        calls = sum(1 for m in messages if m.get("tool_calls"))
+        if tools and calls < 8:
+            return ChatResult("", [ToolCall(f"c{calls}", "list_variables", "{}")])
+        return ChatResult(content="done digging")
+
+
+def test_one_turn_of_many_large_tool_results_is_shortened_to_fit_the_window() -> None:
+    """Only earlier turns can be summarized: eight ~1,000-token results in one turn used to
+    outgrow a 4,000-token window, whatever the history held."""
+    settings = load_settings()
+    settings.model.max_input_tokens = 4000
+    settings.agent.max_turns = 10
+    many = {f"column_{i:04d}": i for i in range(400)}
+    model = Digger()
+    agent = Agent(settings=settings, model=model, namespace=many)
+    events: list[dict[str, Any]] = []
+    agent.run("dig through my variables", on_event=events.append, use_memory=False)
+    assert agent.last_turn.reply == "done digging"
+    listing = NotebookTools(many).call("list_variables", {})
+    for view, schema_tokens in model.requests:
+        assert count_message_tokens(view) + schema_tokens <= 4000
+        assert tool_pairs_whole(view)
+        results = [m for m in view if m["role"] == "tool"]
+        if results:  # the results the model has not read yet come whole
+            assert results[-1]["content"] == listing
+            assert all(m["content"].startswith(listing[:100]) for m in results)
+    shortened = [e for e in events if e["type"] == "shortened"]
+    assert shortened and summary_line(shortened[0]).startswith("↺ shortened")
+    # The journal keeps every result whole.
+    journaled = [m for m in agent.journal.messages("default") if m["role"] == "tool"]
+    assert len(journaled) == 8 and all(m["content"] == listing for m in journaled)
     agent.close()

@@ -69,6 +69,11 @@ def subagent_line(event: dict[str, Any]) -> str:
 
 
 def summary_line(event: dict[str, Any]) -> str:
+    """A ``summary`` or ``shortened`` event: what the model's view lost to fit its window."""
+    if event["type"] == "shortened":
+        n = event["results"]
+        results = "result" if n == 1 else "results"
+        return f"↺ shortened {n} earlier tool {results} of this turn to fit the context window"
     return f"↺ summarized {event['messages']} earlier messages ({event['trigger']} trigger)"
 
 
@@ -114,7 +119,7 @@ class TurnView:
         elif kind == "tool":
             self.lines.append(f"→ `{event['name']}({event['arguments']})`")
             self.reply = ""
-        elif kind == "summary":
+        elif kind in ("summary", "shortened"):
             self.lines.append(summary_line(event))
         self.refresh()
 
@@ -157,7 +162,7 @@ class TerminalTurnView:
         elif kind == "tool":
             self._line(f"→ {event['name']}({event['arguments']})")
             self.reply = ""
-        elif kind == "summary":
+        elif kind in ("summary", "shortened"):
             self._line(summary_line(event))
 
     def finish(self, result: TurnResult | None) -> None:

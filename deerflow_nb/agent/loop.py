@@ -81,6 +81,9 @@ class TurnState:
     summaries: int = 0
     last_view: list[dict[str, Any]] = field(default_factory=list)
     new_messages: list[dict[str, Any]] = field(default_factory=list)
+    # This turn's tool results cut short in the model's view (position in new_messages →
+    # what the model sees); new_messages, and so the journal, keep them whole.
+    shortened: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.new_messages:
@@ -100,7 +103,11 @@ class TurnState:
                 "\n\n<conversation_summary>\nEarlier messages of this thread, summarized:\n"
                 f"{self.summary}\n</conversation_summary>"
             )
-        return [{"role": "system", "content": system}, *self.conversation]
+        current = [
+            {**m, "content": self.shortened[i]} if i in self.shortened else m
+            for i, m in enumerate(self.new_messages)
+        ]
+        return [{"role": "system", "content": system}, *self.history, *current]
 
     def apply_summary(self, cut: int, summary: str) -> None:
         """Replace the first ``cut`` history messages with ``summary`` in the view."""

@@ -13,12 +13,20 @@ block too; the thread is journaled before memory is asked to fold it.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..config import SummarizationConfig
+from ..config import ContextSize, SummarizationConfig
 from ..llm.base import ChatModel
+from ..tokens import count_message_tokens, count_tokens
 from .loop import OnEvent, TurnState
-from .summarization import FIT_SHARE, cut_index, fired_trigger, fit_cut, summarize
+from .summarization import (
+    FIT_SHARE,
+    cut_index,
+    fired_trigger,
+    fit_cut,
+    shorten_result,
+    summarize,
+)
 
 if TYPE_CHECKING:
     from ..journal import Journal
@@ -63,10 +71,14 @@ class SummarizationMiddleware(Middleware):
         )
         if trigger is None:
             return
+        target = int(self.window * FIT_SHARE) - state.tool_tokens
+        self._summarize_history(state, trigger, target)
+        self._shorten_results(state, target)
+
+    def _summarize_history(self, state: TurnState, trigger: ContextSize, target: int) -> None:
         # Only journaled history can be summarized; the latest user message opens
         # new_messages, so this also keeps it verbatim.
         cut = min(cut_index(state.conversation, self.config.keep, self.window), len(state.history))
-        target = int(self.window * FIT_SHARE) - state.tool_tokens
         cut = fit_cut(state.view(), state.history, cut, target)
         if cut <= 0:
             return
@@ -78,8 +90,33 @@ class SummarizationMiddleware(Middleware):
             state.thread_id, state.history_seqs[cut - 1], text, model=self.model.name
         )
         state.apply_summary(cut, text)
+        self._tell({"type": "summary", "messages": cut, "trigger": trigger.type})
+
+    def _shorten_results(self, state: TurnState, target: int) -> None:
+        """Cut this turn's tool results, oldest first, while the view is over ``target``:
+        one turn of many large results outgrows a window that history alone would not.
+        Results the model has not read yet (after its latest call) stay whole."""
+        tokens = count_message_tokens(state.view())
+        read = max(
+            (i for i, m in enumerate(state.new_messages) if m["role"] == "assistant"), default=0
+        )
+        shortened = 0
+        for i, message in enumerate(state.new_messages[:read]):
+            if tokens <= target:
+                break
+            if message["role"] != "tool" or i in state.shortened:
+                continue
+            short = shorten_result(message.get("content") or "")
+            if short is not None:
+                tokens -= count_tokens(message["content"]) - count_tokens(short)
+                state.shortened[i] = short
+                shortened += 1
+        if shortened:
+            self._tell({"type": "shortened", "results": shortened})
+
+    def _tell(self, event: dict[str, Any]) -> None:
         if self.on_event is not None:
-            self.on_event({"type": "summary", "messages": cut, "trigger": trigger.type})
+            self.on_event(event)
 
 
 class MemoryInjectionMiddleware(Middleware):

@@ -4,7 +4,9 @@ A trigger (``tokens``, ``messages`` or ``fraction`` of the model's window) decid
 ``keep`` decides how much recent conversation stays verbatim; everything older is
 replaced, in the model's view only, by one summary. Two invariants hold for every cut:
 a tool call is never separated from its results, and the latest user message always
-stays verbatim. The journal keeps every original message; only the view shrinks.
+stays verbatim. When the current turn's own tool results still overflow, the ones the
+model has already read are cut to their head (``shorten_result``). The journal keeps
+every original message; only the view shrinks.
 """
 
 from __future__ import annotations
@@ -90,6 +92,25 @@ def fit_cut(
         tokens -= count_message_tokens([history[cut]]) - 3
         cut += 1
     return cut
+
+
+# What is left of a tool result the model has already read, when this turn's results
+# alone overflow the window: its head, and a note of what was cut.
+SHORT_RESULT_TOKENS = 120
+
+
+def shorten_result(content: str) -> str | None:
+    """``content`` cut to its first ``SHORT_RESULT_TOKENS`` tokens with a note saying so,
+    or None when it is that short already."""
+    enc = get_encoding()
+    tokens = enc.encode_ordinary(content)
+    if len(tokens) <= SHORT_RESULT_TOKENS * 2:
+        return None
+    cut = len(tokens) - SHORT_RESULT_TOKENS
+    return (
+        f"{enc.decode(tokens[:SHORT_RESULT_TOKENS])}\n… [{cut} more tokens of this result "
+        "were cut from view to fit the context window; call the tool again if you need them]"
+    )
 
 
 def render_conversation(messages: list[dict[str, Any]]) -> list[str]:
