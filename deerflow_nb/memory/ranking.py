@@ -7,8 +7,9 @@ that are about equally relevant (together they weigh less than a fifth of a perf
 Facts that name none of the message's named entities lose part of their score, and a
 fact shares some of the relevance of its day's and its store neighbours' best match.
 Dense similarity compares the message without those names to the facts: who the message
-is about is the entity gate's job, what it asks about is the embedding's. Facts learned
-on or near a date the message names gain a date match (see ``dates``).
+is about is the entity gate's job, what it asks about is the embedding's. The embedder
+also widens the words: BM25 matches the memory's words nearest each word of the message
+too. Facts learned on or near a date the message names gain a date match (see ``dates``).
 
 Everything that depends only on the facts (the BM25 index, each fact's line and token
 cost, the dense matrix) is built once per memory revision and cached, keyed by the facts'
