@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from journal_rows import journal_turn
 
@@ -110,6 +111,21 @@ def test_embeddings(loopback_server: ServerHandle) -> None:
     for got, want in zip(vectors, expected, strict=True):
         assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, want, strict=True))
     assert model.embed([]) == []
+
+
+def test_embeddings_of_thousands_of_texts_go_in_batches(loopback_server: ServerHandle) -> None:
+    """A fold embeds every fact and word at once; the API takes at most 2048 inputs per
+    request (the loopback server refuses more, as OpenAI does)."""
+    model = make_model(loopback_server.base_url)
+    texts = [f"word{i}" for i in range(2500)]
+    before = loopback_server.request_count
+    vectors = model.embed(texts)
+    assert loopback_server.request_count - before == 3  # 1000 + 1000 + 500
+    assert len(vectors) == 2500
+    assert vectors[2499] == pytest.approx(OfflineModel().embed(["word2499"])[0], abs=1e-6)
+    client = openai.OpenAI(base_url=loopback_server.base_url, api_key="x", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="at most 2048 items"):
+        client.embeddings.create(model="offline", input=texts)
 
 
 def test_wrong_key_is_one_line_about_the_key() -> None:

@@ -23,6 +23,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # SDK insists on one; this is sent instead of ever borrowing the ambient OPENAI_API_KEY.
 PLACEHOLDER_KEY = "not-needed"
 _MODEL_LIST_TIMEOUT = 3.0
+EMBED_BATCH = 1000
 
 
 def _is_context_overflow(exc: Any) -> bool:
@@ -104,16 +105,20 @@ class OpenAIChatModel(ChatModel):
         return result
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        """Vectors from the endpoint's ``/embeddings``, in input order."""
-        if not texts:
-            return []
+        """Vectors from the endpoint's ``/embeddings``, in input order, ``EMBED_BATCH``
+        texts per request (OpenAI takes at most 2048; a fold can ask for thousands)."""
         import openai
 
-        try:
-            response = self.client.embeddings.create(model=self.embedding_model, input=texts)
-        except openai.OpenAIError as exc:
-            raise self._translate(exc, model=self.embedding_model) from exc
-        return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            batch = texts[start : start + EMBED_BATCH]
+            try:
+                response = self.client.embeddings.create(model=self.embedding_model, input=batch)
+            except openai.OpenAIError as exc:
+                raise self._translate(exc, model=self.embedding_model) from exc
+            data = sorted(response.data, key=lambda d: d.index)
+            vectors.extend(list(item.embedding) for item in data)
+        return vectors
 
     def _complete(self, kwargs: dict[str, Any]) -> ChatResult:
         response = self.client.chat.completions.create(**kwargs)

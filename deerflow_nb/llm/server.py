@@ -30,6 +30,9 @@ from .base import ChatResult
 from .offline import OfflineModel
 
 _ARG_PIECE = re.compile(r".{1,8}", re.DOTALL)
+# OpenAI's limit on one /v1/embeddings request, kept so clients must batch as they would
+# against the real API.
+MAX_EMBEDDING_INPUTS = 2048
 HOLD_SECONDS = 30.0  # a held request goes on by itself, so a failed test cannot hang
 
 
@@ -268,6 +271,10 @@ class _Handler(BaseHTTPRequestHandler):
             texts = [texts]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             message = "'input' must be a string or a list of strings."
+            self._send_json(400, _error(message, "invalid_request_error", None, "input"))
+            return
+        if len(texts) > MAX_EMBEDDING_INPUTS:
+            message = f"'input' may hold at most {MAX_EMBEDDING_INPUTS} items."
             self._send_json(400, _error(message, "invalid_request_error", None, "input"))
             return
         as_base64 = request.get("encoding_format") == "base64"
