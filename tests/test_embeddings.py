@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import string
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
 from deerflow_nb.journal import Journal
+from deerflow_nb.llm.offline import OfflineModel
 from deerflow_nb.llm.server import start_server
 from deerflow_nb.memory import ranking
 from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
@@ -313,3 +316,21 @@ def test_loading_the_local_model_prints_no_progress_bar(
     embedder.embed_query("tea")
     assert "Loading weights" not in capfd.readouterr().err
     assert hf_logging.is_progress_bar_enabled()  # the user's setting is back
+
+
+def test_words_a_hashed_embedder_cannot_tell_apart_are_not_expanded() -> None:
+    """The offline model's hashed bag of words puts two words in one bucket now and then
+    (cosine 1): that is a collision, not a synonym, and must not bring in the other word."""
+    offline = OfflineModel()
+    zebra = np.array(offline.embed(["zebra"])[0])
+    twin = next(
+        word
+        for a, b in itertools.product(string.ascii_lowercase, repeat=2)
+        if float(np.dot(zebra, offline.embed([word := f"quil{a}{b}"])[0])) > 0.9999
+    )
+    embedder = Embedder("hashed", lambda texts: np.array(offline.embed(texts)))
+    data = memory([f"Caroline keeps a {twin} at home.", "Caroline keeps a zebra at home."])
+    index = ranking.get_index(data)[1]
+    question = "Where does Caroline see the zebra?"
+    hashed = ranking.score(index, question, embedder).lexical
+    assert hashed == pytest.approx(ranking.score(index, question).lexical)  # words alone

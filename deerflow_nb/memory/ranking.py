@@ -79,6 +79,9 @@ PRF_WEIGHT = 0.3
 # that BM25 lacks and a whole-sentence embedding blurs. A neighbour needs this cosine,
 # a word brings at most this many, and their BM25 adds at this weight.
 EXPANSION_SIMILARITY = 0.6
+# Distinct words with the same vector (cosine 1) are ones the embedder cannot tell apart,
+# as in a hashed bag of words where two words share a bucket: no sign of shared meaning.
+_INDISTINCT = 0.9999
 EXPANSION_PER_WORD = 3
 EXPANSION_WEIGHT = 0.5
 
@@ -429,7 +432,7 @@ def _expanded(
             if similarity[j] < EXPANSION_SIMILARITY or len(found) == EXPANSION_PER_WORD:
                 break
             term = vocab_terms[j]
-            if term not in query_terms and term not in found:
+            if term not in query_terms and term not in found and similarity[j] < _INDISTINCT:
                 found.add(term)
                 weights[term] = max(weights.get(term, 0.0), float(similarity[j]))
     extra = np.zeros(len(index.contents))
