@@ -79,11 +79,11 @@ PRF_WEIGHT = 0.3
 # that BM25 lacks and a whole-sentence embedding blurs. A neighbour needs this cosine,
 # a word brings at most this many, and their BM25 adds at this weight.
 EXPANSION_SIMILARITY = 0.6
+EXPANSION_PER_WORD = 3
+EXPANSION_WEIGHT = 0.5
 # Distinct words with the same vector (cosine 1) are ones the embedder cannot tell apart,
 # as in a hashed bag of words where two words share a bucket: no sign of shared meaning.
 _INDISTINCT = 0.9999
-EXPANSION_PER_WORD = 3
-EXPANSION_WEIGHT = 0.5
 
 _CACHE_SIZE = 8
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
