@@ -298,3 +298,21 @@ def test_a_prompt_over_the_models_window_names_the_setting() -> None:
             model.chat([user("hi")])
         message = assert_one_line(error)
         assert "answered 400" in message and "retries" not in message
+
+
+def test_a_connection_dropped_mid_reply_says_so(loopback_server: ServerHandle) -> None:
+    """The SDK calls it a connection error; "cannot reach … start the server" would send the
+    user after a server that is up and answered."""
+    model = make_model(loopback_server.base_url)
+    loopback_server.drop_next()
+    seen: list[str] = []
+    with pytest.raises(ModelError) as info:
+        model.chat([user("hello there, how are you?")], on_text=seen.append)
+    assert seen  # the reply had begun
+    message = str(info.value)
+    assert "dropped in the middle of the reply" in message and "run the turn again" in message
+    assert "\n" not in message
+    assert model.chat([user("hello again")], on_text=seen.append).content  # the next is whole
+    loopback_server.stop()
+    with pytest.raises(ModelError, match="cannot reach"):  # a server down is still that
+        model.chat([user("anyone?")], on_text=seen.append)

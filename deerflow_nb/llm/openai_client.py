@@ -9,6 +9,8 @@ own (``model.max_retries``); every failure that survives them becomes a one-line
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .base import ChatModel, ChatResult, ModelError, OnText, ToolCall, Usage, counted_usage
@@ -148,8 +150,10 @@ class OpenAIChatModel(ChatModel):
         stream = self.client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
-        with stream:
+        chunks = 0
+        with stream, self._dropped_mid_reply(lambda: chunks):
             for chunk in stream:
+                chunks += 1
                 model = chunk.model or model
                 if chunk.usage:
                     usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
@@ -174,6 +178,22 @@ class OpenAIChatModel(ChatModel):
             for i, s in sorted(slots.items())
         ]
         return ChatResult("".join(parts), calls, usage, model, finish)
+
+    @contextmanager
+    def _dropped_mid_reply(self, received: Callable[[], int]) -> Iterator[None]:
+        """A connection lost after the reply began is a dropped reply, not a server that
+        cannot be reached (which is what the SDK's error says)."""
+        import openai
+
+        try:
+            yield
+        except openai.APIConnectionError as exc:
+            if not received():
+                raise
+            raise ModelError(
+                f"the connection to {self.base_url} dropped in the middle of the reply; "
+                "run the turn again (if it keeps dropping, check the server's logs)"
+            ) from exc
 
     def _translate(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:
         """One line naming the fix for each way an OpenAI-compatible call fails."""

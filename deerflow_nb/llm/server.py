@@ -45,8 +45,10 @@ class ServerHandle:
 
     ``fail_next(n, status)`` makes the next ``n`` API requests answer ``status``, so
     retry behaviour can be tested; ``hold_next()`` keeps the next one waiting, so a test
-    can act while a client is mid-request; ``seen_keys`` records the bearer key of every request
-    (``None`` when absent), so tests can check which key a client sent.
+    can act while a client is mid-request; ``drop_next()`` cuts the next streamed reply
+    after its first text chunk, as a lost connection does; ``seen_keys`` records the
+    bearer key of every request (``None`` when absent), so tests can check which key a
+    client sent.
     """
 
     def __init__(self, httpd: _Server, thread: threading.Thread) -> None:
@@ -77,6 +79,11 @@ class ServerHandle:
         """Answer the next ``count`` API requests with ``status`` and an OpenAI error body."""
         with self._httpd.lock:
             self._httpd.failures = [status] * count
+
+    def drop_next(self) -> None:
+        """Close the connection of the next streamed reply after its first text chunk."""
+        with self._httpd.lock:
+            self._httpd.drops += 1
 
     def hold_next(self) -> Hold:
         """Keep the next API request waiting until the returned hold is released."""
@@ -133,6 +140,7 @@ class _Server(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.failures: list[int] = []
         self.holds: list[Hold] = []
+        self.drops = 0  # streamed replies still to cut short (``drop_next``)
         self.context_window = context_window
         self.seen_keys: list[str | None] = []
         self.request_count = 0
@@ -381,6 +389,10 @@ class _Stream:
         self._choice({"role": "assistant", "content": ""})
         for text in deltas:
             self._choice({"content": text})
+            if self._dropping():
+                handler.close_connection = True
+                handler.connection.shutdown(socket.SHUT_RDWR)
+                return
         for index, call in enumerate(result.tool_calls):
             head = {
                 "index": index,
@@ -396,6 +408,14 @@ class _Stream:
             self._event(self._chunk([], usage=_usage(result)))
         self._write(b"data: [DONE]\n\n")
         self._write(b"")
+
+    def _dropping(self) -> bool:
+        server = self.handler.server
+        with server.lock:
+            if server.drops:
+                server.drops -= 1
+                return True
+        return False
 
     def _chunk(self, choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> dict:
         chunk = {
