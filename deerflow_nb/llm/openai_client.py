@@ -9,8 +9,7 @@ own (``model.max_retries``); every failure that survives them becomes a one-line
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .base import ChatModel, ChatResult, ModelError, OnText, ToolCall, Usage, counted_usage
@@ -150,10 +149,8 @@ class OpenAIChatModel(ChatModel):
         stream = self.client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
-        chunks = 0
-        with stream, self._dropped_mid_reply(lambda: chunks):
-            for chunk in stream:
-                chunks += 1
+        with stream:
+            for chunk in self._chunks(stream):
                 model = chunk.model or model
                 if chunk.usage:
                     usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
@@ -179,16 +176,18 @@ class OpenAIChatModel(ChatModel):
         ]
         return ChatResult("".join(parts), calls, usage, model, finish)
 
-    @contextmanager
-    def _dropped_mid_reply(self, received: Callable[[], int]) -> Iterator[None]:
-        """A connection lost after the reply began is a dropped reply, not a server that
-        cannot be reached (which is what the SDK's error says)."""
+    def _chunks(self, stream: Iterable[Any]) -> Iterator[Any]:
+        """The stream's chunks. A connection lost after the first is a dropped reply, not
+        a server that cannot be reached (which is what the SDK's error says)."""
         import openai
 
+        received = False
         try:
-            yield
+            for chunk in stream:
+                received = True
+                yield chunk
         except openai.APIConnectionError as exc:
-            if not received():
+            if not received:
                 raise
             raise ModelError(
                 f"the connection to {self.base_url} dropped in the middle of the reply; "

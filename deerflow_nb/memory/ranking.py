@@ -427,14 +427,15 @@ def _expanded(
     weights: dict[str, float] = {}
     for vector in embedder.embed_queries(asked):
         similarity = matrix @ vector
+        near = np.flatnonzero((similarity >= EXPANSION_SIMILARITY) & (similarity < _INDISTINCT))
         found: set[str] = set()
-        for j in np.argsort(-similarity):
-            if similarity[j] < EXPANSION_SIMILARITY or len(found) == EXPANSION_PER_WORD:
-                break
+        for j in near[np.argsort(-similarity[near], kind="stable")]:
             term = vocab_terms[j]
-            if term not in query_terms and term not in found and similarity[j] < _INDISTINCT:
+            if term not in query_terms and term not in found:
                 found.add(term)
                 weights[term] = max(weights.get(term, 0.0), float(similarity[j]))
+                if len(found) == EXPANSION_PER_WORD:
+                    break
     extra = np.zeros(len(index.contents))
     for term, weight in weights.items():
         extra += weight * _bm25(index, [term])
