@@ -444,3 +444,21 @@ def test_a_fold_that_changed_nothing_still_counts_as_the_last_fold(mem: Memory) 
     assert mem.status()["last_fold"] is None
     assert mem.flush().folded == ["t1"] and mem.versions() == []
     assert mem.status()["last_fold"] is not None
+
+
+def test_a_flush_folds_with_its_own_memorys_settings(
+    home: Path, model_server: ServerHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Memory objects on one home share one worker; each flush uses its caller's model,
+    not that of whichever Memory happened to start the worker."""
+    served = Memory(home)  # its model is the loopback server
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.delenv("DEERFLOW_NB_MODEL")
+    offline = Memory(home)
+    journal_turn(offline, "t1", "I prefer polars over pandas.")
+    offline.enqueue("t1")
+    report = offline.flush()
+    assert report.folded == ["t1"] and contents(offline) == ["Prefers polars over pandas"]
+    assert model_server.request_count == 0
+    offline.close()
+    served.close()

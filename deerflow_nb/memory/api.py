@@ -410,8 +410,10 @@ class Memory:
 
         ``timeout`` (seconds) bounds the whole flush, model calls and waiting for a background
         fold already running included; a thread it cuts short stays queued for the next fold.
+        The fold uses this object's settings (its model, say), even when another ``Memory``
+        on the same home started the background worker.
         """
-        report = None if self._worker is None else self._worker.fold(True, timeout)
+        report = None if self._worker is None else self._worker.fold(True, timeout, self)
         return report or FlushReport(pending=self.journal.db["memory_queue"].count)
 
     def _fold_pending(self, force: bool, deadline: float | None) -> FlushReport:

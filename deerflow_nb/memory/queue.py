@@ -222,16 +222,19 @@ class QueueWorker:
         with self._wake:
             self._wake.notify_all()
 
-    def fold(self, force: bool, timeout: float | None = None) -> Any:
-        """Run the first holder's fold under this process's fold lock; None when there is
-        no holder, or when a fold already running here outlasts ``timeout``."""
+    def fold(self, force: bool, timeout: float | None = None, holder: Any = None) -> Any:
+        """Run ``holder``'s fold (by default the first holder's: a queued row does not say
+        which one queued it) under this process's fold lock; None when there is no holder,
+        or when a fold already running here outlasts ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self.fold_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
             return None
         try:
-            if not self.holders:
-                return None
-            return self.holders[0]._fold_pending(force, deadline)
+            if holder is None:
+                if not self.holders:
+                    return None
+                holder = self.holders[0]
+            return holder._fold_pending(force, deadline)
         finally:
             self.fold_lock.release()
 
