@@ -15,7 +15,6 @@ import sqlite3
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -291,10 +290,6 @@ class Journal:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        # Every thread's open connection, so close() reaches them all; weak, so a
-        # finished thread's connection still closes when its thread-local data goes.
-        self._open: weakref.WeakSet[sqlite_utils.Database] = weakref.WeakSet()
-        self._open_lock = threading.Lock()
         try:
             with reading(self.path):
                 self._migrate()
@@ -314,8 +309,6 @@ class Journal:
             conn.execute("PRAGMA foreign_keys=ON")
             db = sqlite_utils.Database(conn)
             self._local.db = db
-            with self._open_lock:
-                self._open.add(db)
         return db
 
     @contextmanager
@@ -331,14 +324,10 @@ class Journal:
         db.execute("COMMIT")
 
     def close(self) -> None:
-        """Close every thread's connection (a background fold's or a sub-agent's too, not
-        just the caller's); a thread that uses the journal afterwards opens a new one."""
-        with self._open_lock:
-            databases = list(self._open)
-            self._open.clear()
-            self._local = threading.local()
-        for db in databases:
+        db = getattr(self._local, "db", None)
+        if db is not None:
             db.conn.close()
+            self._local.db = None
 
     def _migrate(self) -> None:
         with self.transaction() as db:

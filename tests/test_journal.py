@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
@@ -117,28 +116,3 @@ def test_a_turn_interrupted_while_it_is_closed_leaves_no_tool_call_unanswered(
     j.end_turn(turn, status="ok", messages=rest)
     assert [m["role"] for m in j.messages("t")] == ["user", "assistant", "tool", "assistant"]
     assert [t["status"] for t in j.turns("t")] == ["ok"]
-
-
-def test_close_closes_every_threads_connection_not_just_the_callers(tmp_path: Path) -> None:
-    store = Journal(tmp_path / "journal.db")
-    opened: list[sqlite_utils.Database] = []
-    holding = threading.Event()
-    release = threading.Event()
-
-    def background_fold() -> None:  # a live thread that has used the journal
-        opened.append(store.db)
-        holding.set()
-        release.wait(10)
-
-    worker = threading.Thread(target=background_fold)
-    worker.start()
-    holding.wait(10)
-    mine = store.db
-    store.close()
-    for db in (opened[0], mine):
-        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
-            db.execute("SELECT 1")
-    release.set()
-    worker.join()
-    assert store.db.execute("SELECT 1").fetchone() == (1,)  # used again: a new connection
-    store.close()
