@@ -431,6 +431,26 @@ def test_store_neighbours_of_a_strong_hit_share_its_relevance() -> None:
     assert scores.relevance[1] > scores.relevance[2] > 0
 
 
+def test_a_fact_is_also_matched_with_its_same_day_neighbours_words() -> None:
+    """The question's words split over two facts learned together still meet: the camping
+    fact next to the one about the kids matches "camping with the kids" better than the
+    same text learned alone, though its own words are the same; a search still lists
+    only the facts that contain the word."""
+    day1, day2, day3 = "2026-03-01T10:00:00Z", "2026-03-02T10:00:00Z", "2026-03-03T10:00:00Z"
+    facts = [
+        fact("Went camping at the lake", createdAt=day1),
+        fact("The kids came along", createdAt=day1),
+        fact("Went camping at the lake", createdAt=day2),
+        fact("The kids came along", createdAt=day3),  # next in store order, another day
+    ]
+    scores = ranking.score(ranking.get_index(memory(facts))[1], "camping with the kids")
+    assert scores.lexical[0] > scores.lexical[2]
+    assert scores.lexical[1] > scores.lexical[3]
+    assert [f["content"] for f, _ in rank_facts(memory(facts), "lake")] == [
+        "Went camping at the lake"
+    ] * 2
+
+
 def test_index_is_cached_per_memory_revision() -> None:
     data = memory([fact(f"Fact {i} about topic {i % 7}") for i in range(50)])
     format_memory_for_injection(data, 500, "topic 3")

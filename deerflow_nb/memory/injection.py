@@ -471,7 +471,7 @@ def rank_facts(
         return [(facts[int(i)], float(index.confidence[int(i)])) for i in scores.order]
     if scores.dense is not None:  # every fact has a similarity (min-max puts the least at 0)
         return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order]
-    matched = scores.lexical > 0
+    matched = scores.matched.copy()
     if scores.date_match is not None:
         matched |= scores.date_match >= _SEARCH_DATE_MATCH
     return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if matched[i]]

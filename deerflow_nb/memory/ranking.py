@@ -5,13 +5,15 @@ Without context the order is DeerFlow's: confidence, highest first, ties in stor
 With context, relevance dominates: confidence, recency and specificity only separate facts
 that are about equally relevant (together they weigh less than a fifth of a perfect match).
 Facts that name none of the message's named entities lose part of their score, and a
-fact shares some of the relevance of its day's and its store neighbours' best match.
+fact shares some of the relevance of its day's and its store neighbours' best match; it
+is also matched as a window with those neighbours' words, so a question whose words are
+split over facts learned together still meets them.
 Dense similarity compares the message without those names to the facts: who the message
 is about is the entity gate's job, what it asks about is the embedding's. The embedder
 also widens the words: BM25 matches the memory's words nearest each word of the message
 too. Facts learned on or near a date the message names gain a date match (see ``dates``).
 
-Everything that depends only on the facts (the BM25 index, each fact's line and token
+Everything that depends only on the facts (the BM25 indexes, each fact's line and token
 cost, the dense matrix) is built once per memory revision and cached, keyed by the facts'
 contents, categories, confidences and dates; a turn only analyses (and embeds) its query.
 """
@@ -60,6 +62,12 @@ DAY_CLUSTER_WEIGHT = 0.1
 # exchange: a tighter cluster than the day, with the same weight, from the better of a
 # fact's two store-order neighbours.
 NEIGHBOUR_WEIGHT = DAY_CLUSTER_WEIGHT
+# A fact's own words often leave out what its neighbours say ("The kids loved it" after
+# "Went camping at the lake"): a fact is also matched as part of a window with its
+# store-order neighbours of the same day (sentence retrieval with local context,
+# Fernández, Losada & Azzopardi, 2011), whose BM25 adds at this weight.
+CONTEXT_WINDOW = 1
+CONTEXT_WEIGHT = 0.2
 # Named entities (capitalised words that do not open a sentence) say whom or what the
 # message is about: a fact naming none of those the memory knows keeps this share of its
 # lexical score, and this share of its dense similarity (gated more gently: the embedding
@@ -217,6 +225,7 @@ class FactIndex:
     ordinal: np.ndarray  # each fact's date as a day number (NaN when unknown)
     confidence_order: np.ndarray
     bm25: Any
+    window_bm25: Any  # each fact with its same-day store-order neighbours (CONTEXT_WINDOW)
     line_cache: dict[int, tuple[str | None, str, int]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)  # per-revision values of other modules
     dense: dict[str, np.ndarray] = field(default_factory=dict)
@@ -244,8 +253,6 @@ class FactIndex:
 
 
 def _build(raw: list[Any], signature: tuple) -> FactIndex:
-    import bm25s
-
     positions = [p for p, item in enumerate(signature) if item is not None]
     facts = [raw[p] for p in positions]
     n = len(facts)
@@ -260,13 +267,10 @@ def _build(raw: list[Any], signature: tuple) -> FactIndex:
     day = np.array([days.setdefault(d[:10], len(days)) if d else -1 for d in dates], dtype=int)
     # Stable sort on -confidence: DeerFlow's sorted(..., reverse=True) keeps store order on ties.
     confidence_order = np.argsort(-confidence, kind="stable")
-    bm25 = None
     terms = [analyze(f["content"]) for f in facts]
-    if facts:
-        bm25 = bm25s.BM25()
-        # A fact with no indexable word still needs a row; "\x00" never matches a query.
-        bm25.index([t or ["\x00"] for t in terms], show_progress=False)
     contents = [f["content"] for f in facts]
+    bm25 = _bm25_index(terms)
+    window_bm25 = _bm25_index(_windows(terms, day))
     ordinal = fact_ordinals(dates)
     return FactIndex(
         positions,
@@ -278,7 +282,33 @@ def _build(raw: list[Any], signature: tuple) -> FactIndex:
         ordinal,
         confidence_order,
         bm25,
+        window_bm25,
     )
+
+
+def _bm25_index(documents: list[list[str]]) -> Any:
+    """A BM25 index over analysed ``documents`` (None when there are none)."""
+    if not documents:
+        return None
+    import bm25s
+
+    index = bm25s.BM25()
+    # A document with no indexable word still needs a row; "\x00" never matches a query.
+    index.index([d or ["\x00"] for d in documents], show_progress=False)
+    return index
+
+
+def _windows(terms: list[list[str]], day: np.ndarray) -> list[list[str]]:
+    """Each fact's terms with those of its store-order neighbours (``CONTEXT_WINDOW`` on
+    each side) learned the same day; an undated fact's window is itself."""
+    windows = []
+    for i, own in enumerate(terms):
+        if day[i] < 0:
+            windows.append(own)
+            continue
+        low, high = max(i - CONTEXT_WINDOW, 0), min(i + CONTEXT_WINDOW + 1, len(terms))
+        windows.append([t for j in range(low, high) if day[j] == day[i] for t in terms[j]])
+    return windows
 
 
 def _specificity(terms: list[list[str]]) -> np.ndarray:
@@ -372,28 +402,36 @@ class Scores:
     total: np.ndarray
     order: np.ndarray
     date_match: np.ndarray | None = None  # when the message names a date (see ``dates``)
+    # Facts whose own words match the turn (its words or feedback terms): what a search
+    # lists; a match in a fact's window alone does not count.
+    matched: np.ndarray | None = None
 
 
-def _bm25(index: FactIndex, terms: list[str]) -> np.ndarray:
-    if not terms or index.bm25 is None:
+def _bm25(index: FactIndex, terms: list[str], bm25: Any = None) -> np.ndarray:
+    """BM25 of ``terms`` against the facts (or against ``bm25``, an index with a row per fact)."""
+    bm25 = index.bm25 if bm25 is None else bm25
+    if not terms or bm25 is None:
         return np.zeros(len(index.contents))
-    return np.asarray(index.bm25.get_scores(terms), dtype=float)
+    return np.asarray(bm25.get_scores(terms), dtype=float)
 
 
 def _lexical(
     index: FactIndex, parts: list[tuple[str, float]], named: np.ndarray | None
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """BM25 of the weighted query parts, widened by feedback terms, normalised to [0, 1],
-    then gated by ``named`` (see ``_known_entities``)."""
+    gated by ``named`` (see ``_known_entities``), plus the gated BM25 of each fact's
+    window (see ``CONTEXT_WEIGHT``); and which facts match by their own words."""
     scores = np.zeros(len(index.contents))
+    windows = np.zeros(len(index.contents))
     query_terms: set[str] = set()
     for text, weight in parts:
         terms = analyze(text)
         query_terms.update(terms)
         scores += weight * _bm25(index, terms)
+        windows += weight * _bm25(index, terms, index.window_bm25)
     top = float(scores.max(initial=0.0))
     if top <= 0:
-        return scores
+        return scores, scores > 0
     feedback: dict[str, float] = {}
     for i in np.argsort(-scores, kind="stable")[:PRF_DOCS]:
         if scores[i] <= 0:
@@ -405,7 +443,9 @@ def _lexical(
         extra = _bm25(index, terms)
         if extra.max(initial=0.0) > 0:
             scores = scores + PRF_WEIGHT * top * extra / extra.max()
-    return _gate(scores / scores.max(), named, ENTITY_GATE)
+    lexical = _gate(scores / scores.max(), named, ENTITY_GATE)
+    lexical = lexical + CONTEXT_WEIGHT * _gate(windows / windows.max(), named, ENTITY_GATE)
+    return lexical / lexical.max(), scores > 0
 
 
 def _expanded(
@@ -514,9 +554,11 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
     parts = query_parts(context)
     if not parts or n == 0:
         zeros = np.zeros(n)
-        return Scores(zeros, None, zeros, index.confidence.copy(), index.confidence_order)
+        return Scores(
+            zeros, None, zeros, index.confidence.copy(), index.confidence_order, None, zeros > 0
+        )
     known, named = _known_entities(index, parts[0][0])
-    lexical = _lexical(index, parts, named)
+    lexical, matched = _lexical(index, parts, named)
     dense = None
     if embedder is not None:
         try:
@@ -551,4 +593,4 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
         + SPECIFICITY_WEIGHT * index.specificity
     )
     order = np.argsort(-total, kind="stable")
-    return Scores(lexical, dense, relevance, total, order, on_date)
+    return Scores(lexical, dense, relevance, total, order, on_date, matched)
