@@ -401,10 +401,10 @@ class Scores:
     relevance: np.ndarray
     total: np.ndarray
     order: np.ndarray
-    date_match: np.ndarray | None = None  # when the message names a date (see ``dates``)
     # Facts whose own words match the turn (its words or feedback terms): what a search
     # lists; a match in a fact's window alone does not count.
-    matched: np.ndarray | None = None
+    matched: np.ndarray
+    date_match: np.ndarray | None = None  # when the message names a date (see ``dates``)
 
 
 def _bm25(index: FactIndex, terms: list[str], bm25: Any = None) -> np.ndarray:
@@ -554,8 +554,9 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
     parts = query_parts(context)
     if not parts or n == 0:
         zeros = np.zeros(n)
+        unmatched = np.zeros(n, dtype=bool)
         return Scores(
-            zeros, None, zeros, index.confidence.copy(), index.confidence_order, None, zeros > 0
+            zeros, None, zeros, index.confidence.copy(), index.confidence_order, unmatched
         )
     known, named = _known_entities(index, parts[0][0])
     lexical, matched = _lexical(index, parts, named)
@@ -593,4 +594,4 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
         + SPECIFICITY_WEIGHT * index.specificity
     )
     order = np.argsort(-total, kind="stable")
-    return Scores(lexical, dense, relevance, total, order, on_date, matched)
+    return Scores(lexical, dense, relevance, total, order, matched, on_date)
