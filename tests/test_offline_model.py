@@ -181,6 +181,22 @@ def test_answers_from_tool_results(model: OfflineModel) -> None:
     assert "describe_variable" in final.content and "shape (1000, 12)" in final.content
 
 
+def test_sub_agent_reports_are_named_by_their_task(model: OfflineModel) -> None:
+    """The lead's answer names each report by its sub-agent's job, not as another "task",
+    and does not nest the sub-agent's own offline-model mark."""
+    text = "Use sub-agents in parallel for these:\n- count rows in df\n- plot sales"
+    fan_out = model.chat([user(text)], tools=tools())
+    reports = [
+        {"role": "tool", "tool_call_id": call.id, "content": f"(offline model) report {i}"}
+        for i, call in enumerate(fan_out.tool_calls)
+    ]
+    final = model.chat([user(text), fan_out.to_message(), *reports], tools=tools())
+    assert final.content.splitlines()[1:] == [
+        "- sub-agent **count rows in df**: report 0",
+        "- sub-agent **plot sales**: report 1",
+    ]
+
+
 def test_long_tool_results_are_truncated(model: OfflineModel) -> None:
     messages = [
         user("list variables"),

@@ -284,7 +284,8 @@ def _short(text: str, words: int = 6) -> str:
 
 
 def _answer_from_tools(messages: list[dict[str, Any]]) -> str:
-    """Restate the trailing tool results, each truncated, naming the tool that produced it."""
+    """Restate the trailing tool results, each truncated, naming the tool that produced it
+    (a sub-agent by its task's description; its report loses its own offline-model mark)."""
     results = []
     for message in reversed(messages):
         if message.get("role") != "tool":
@@ -295,13 +296,26 @@ def _answer_from_tools(messages: list[dict[str, Any]]) -> str:
     for message in messages:
         for call in message.get("tool_calls") or []:
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                names[str(call.get("id"))] = str(call["function"].get("name", "tool"))
+                names[str(call.get("id"))] = _result_label(call["function"])
     lines = [f"{PREFIX}Here is what the tools returned:"]
     for message in results:
         name = names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
-        body = truncate_to_tokens(message_text(message).strip(), TOOL_RESULT_MAX_TOKENS)
+        text = message_text(message).strip().removeprefix(PREFIX)
+        body = truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS)
         lines.append(f"- {name}: {body or '(no output)'}")
     return "\n".join(lines)
+
+
+def _result_label(function: dict[str, Any]) -> str:
+    """How an answer names a call's result: the tool, or for ``task`` the sub-agent's job."""
+    name = str(function.get("name", "tool"))
+    if name != "task":
+        return name
+    try:
+        description = json.loads(function.get("arguments") or "{}").get("description")
+    except (ValueError, AttributeError):
+        description = None
+    return f"sub-agent **{description}**" if isinstance(description, str) and description else name
 
 
 def _subagent_answer(task: str) -> str:
