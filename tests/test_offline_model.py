@@ -187,13 +187,15 @@ def test_sub_agent_reports_are_named_by_their_task(model: OfflineModel) -> None:
     text = "Use sub-agents in parallel for these:\n- count rows in df\n- plot sales"
     fan_out = model.chat([user(text)], tools=tools())
     reports = [
-        {"role": "tool", "tool_call_id": call.id, "content": f"(offline model) report {i}"}
+        {"role": "tool", "tool_call_id": call.id, "content": f"(offline model) report {i}\n- {i}"}
         for i, call in enumerate(fan_out.tool_calls)
     ]
     final = model.chat([user(text), fan_out.to_message(), *reports], tools=tools())
-    assert final.content.splitlines()[1:] == [
+    assert final.content.splitlines()[1:] == [  # a report's own lines nest under its item
         "- sub-agent **count rows in df**: report 0",
+        "  - 0",
         "- sub-agent **plot sales**: report 1",
+        "  - 1",
     ]
 
 

@@ -285,7 +285,8 @@ def _short(text: str, words: int = 6) -> str:
 
 def _answer_from_tools(messages: list[dict[str, Any]]) -> str:
     """Restate the trailing tool results, each truncated, naming the tool that produced it
-    (a sub-agent by its task's description; its report loses its own offline-model mark)."""
+    (a sub-agent by its task's description; its report loses its own offline-model mark),
+    each one list item, its later lines indented under it."""
     results = []
     for message in reversed(messages):
         if message.get("role") != "tool":
@@ -301,8 +302,8 @@ def _answer_from_tools(messages: list[dict[str, Any]]) -> str:
     for message in results:
         name = names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
         text = message_text(message).strip().removeprefix(PREFIX)
-        body = truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS)
-        lines.append(f"- {name}: {body or '(no output)'}")
+        body = truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS).replace("\n", "\n  ")
+        lines.append(f"- {name}: {body or '(no output)'}")  # indented: one Markdown item
     return "\n".join(lines)
 
 
