@@ -421,16 +421,13 @@ def _lexical(
     """BM25 of the weighted query parts, widened by feedback terms, normalised to [0, 1],
     gated by ``named`` (see ``_known_entities``), plus the gated BM25 of each fact's
     window (see ``CONTEXT_WEIGHT``); and which facts match by their own words."""
-    scores = np.zeros(len(index.contents))
-    windows = np.zeros(len(index.contents))
-    query_terms: set[str] = set()
-    for text, weight in parts:
-        terms = analyze(text)
-        query_terms.update(terms)
-        scores += weight * _bm25(index, terms)
-        windows += weight * _bm25(index, terms, index.window_bm25)
+    asked = [(analyze(text), weight) for text, weight in parts]
+    query_terms = {term for terms, _ in asked for term in terms}
+    scores = sum(
+        (weight * _bm25(index, terms) for terms, weight in asked), np.zeros(len(index.contents))
+    )
     top = float(scores.max(initial=0.0))
-    if top <= 0:
+    if top <= 0:  # no fact matches, so no window does either
         return scores, scores > 0
     feedback: dict[str, float] = {}
     for i in np.argsort(-scores, kind="stable")[:PRF_DOCS]:
@@ -443,6 +440,7 @@ def _lexical(
         extra = _bm25(index, terms)
         if extra.max(initial=0.0) > 0:
             scores = scores + PRF_WEIGHT * top * extra / extra.max()
+    windows = sum(weight * _bm25(index, terms, index.window_bm25) for terms, weight in asked)
     lexical = _gate(scores / scores.max(), named, ENTITY_GATE)
     lexical = lexical + CONTEXT_WEIGHT * _gate(windows / windows.max(), named, ENTITY_GATE)
     return lexical / lexical.max(), scores > 0
