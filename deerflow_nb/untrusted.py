@@ -1,0 +1,122 @@
+"""Untrusted text made inert for each place it is shown.
+
+Model replies, tool arguments, memory.json and journal rows are untrusted: a prompt
+injection hidden in a DataFrame can make the model write ``<img onerror=…>``, and an
+imported memory.json can hold anything. JupyterLab renders a live ``text/markdown`` or
+``text/html`` output as trusted, raw HTML and scripts included, so every view goes through
+one of these functions instead of handing text to a renderer:
+
+- ``render_markdown``: Markdown stays useful (emphasis, lists, tables, code, http(s)
+  links) but is rendered with raw HTML disabled (markdown-it-py, ``html=False``), images
+  become links (nothing remote is loaded), and the result passes an allow-list sanitizer
+  (nh3) that keeps no event handler, script or non-http(s) link.
+- ``escape_markdown``: text that must read literally inside Markdown we write (a table
+  cell, a label): every ASCII punctuation character is backslash-escaped, which CommonMark
+  defines as literal, so nothing in it is markup.
+- ``clean_text``: text for a terminal, a plain-text mime type or a prompt: no control
+  characters (an ESC sequence can rewrite a terminal), no bidi overrides or zero-width
+  characters (which hide what text says), no lone surrogates (which no encoder accepts).
+- ``SafeMarkdown``: a display object whose every mime type is one of the above.
+"""
+
+from __future__ import annotations
+
+import html
+import string
+from functools import lru_cache
+from typing import Any
+
+# C0/C1 controls except tab and newline, DEL, bidi embeddings/overrides/isolates and marks,
+# zero-width characters and the BOM: removed wherever untrusted text is shown or prompted.
+_INVISIBLE = (
+    [c for c in range(0x20) if c not in (0x09, 0x0A)]
+    + list(range(0x7F, 0xA0))
+    + [0x061C, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2060, 0xFEFF]
+    + list(range(0x202A, 0x202F))
+    + list(range(0x2066, 0x206A))
+)
+_REMOVE = dict.fromkeys(_INVISIBLE)
+_MARKDOWN_ESCAPES = str.maketrans({c: "\\" + c for c in string.punctuation})
+_TAGS = {
+    "a", "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote",
+    "ul", "ol", "li", "table", "thead", "tbody", "tr", "th", "td",
+    "h1", "h2", "h3", "h4", "h5", "h6",
+}  # fmt: skip
+_SCHEMES = ("http://", "https://", "mailto:")
+
+
+def clean_text(text: object) -> str:
+    """``text`` without control, bidi and zero-width characters or lone surrogates."""
+    text = str(text).translate(_REMOVE)
+    if not text.isascii():
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def escape_markdown(text: object) -> str:
+    """``text`` as literal Markdown on one line: all ASCII punctuation backslash-escaped."""
+    return " ".join(clean_text(text).split()).translate(_MARKDOWN_ESCAPES)
+
+
+def escape_html(text: object) -> str:
+    """``text`` as literal HTML (entities for ``& < > " '``), controls removed."""
+    return html.escape(clean_text(text))
+
+
+def _link_filter(tag: str, attribute: str, value: str) -> str | None:
+    """Keep only absolute http(s) and mailto links: no ``javascript:``, ``data:`` or
+    relative URLs (a relative link in JupyterLab points at the Jupyter server's API)."""
+    if attribute == "href" and not value.strip().lower().startswith(_SCHEMES):
+        return None
+    return value
+
+
+@lru_cache(maxsize=1)
+def _renderer() -> tuple[Any, Any]:
+    """markdown-it with raw HTML off and images as links, and the nh3 cleaner after it."""
+    import nh3
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(
+        ["table", "strikethrough"]
+    )
+
+    def image_as_link(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        token = tokens[idx]
+        alt = escape_html(token.content or "image")
+        src = str(token.attrGet("src") or "")
+        if not src.lower().startswith(("http://", "https://")):
+            return f"[image: {alt}]"
+        return f'<a href="{escape_html(src)}">[image: {alt}]</a>'
+
+    md.add_render_rule("image", image_as_link)
+    cleaner = nh3.Cleaner(
+        tags=_TAGS,
+        clean_content_tags={"script", "style"},
+        attributes={"a": {"href", "title"}, "th": {"style"}, "td": {"style"}},
+        attribute_filter=_link_filter,
+        url_schemes={"http", "https", "mailto"},
+        filter_style_properties={"text-align"},
+        link_rel="noopener noreferrer nofollow",
+    )
+    return md, cleaner
+
+
+def render_markdown(text: object) -> str:
+    """Untrusted Markdown as sanitized HTML: formatting kept, nothing live, nothing fetched."""
+    md, cleaner = _renderer()
+    return cleaner.clean(md.render(clean_text(text)))
+
+
+class SafeMarkdown:
+    """Markdown shown inert in every mime type: sanitized HTML, and the text itself as plain
+    text. There is deliberately no ``text/markdown``: a frontend renders that as trusted."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/html": render_markdown(self.text), "text/plain": clean_text(self.text)}
+
+    def __repr__(self) -> str:
+        return clean_text(self.text)
