@@ -44,13 +44,15 @@ the best candidates, so a block about last year's facts shortens those. The
 listing groups the chosen facts by date, dates in the order of their best-ranked fact,
 facts within a date in rank order (without context: confidence order, so the most
 confident fact comes first); ``select_facts`` returns them in that listing order. Every
-text from memory is escaped (``&``, ``<``, ``>`` become entities; line breaks become
-spaces), so no fact or summary can close or forge a tag or add a line of its own.
+text from memory is escaped (``&``, ``<``, ``>`` and their look-alikes such as ``＜`` and
+``‹`` become entities; line breaks become spaces; control, bidi and zero-width characters
+are removed), so no fact or summary can close or forge a tag or add a line of its own.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
@@ -58,6 +60,7 @@ from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from ..tokens import count_tokens, truncate_to_tokens
+from ..untrusted import clean_text
 from .ranking import Context, FactIndex, Scores, coerce_confidence, get_index, score
 
 if TYPE_CHECKING:
@@ -90,12 +93,22 @@ YEAR_LEGEND = "Dates without a year are in {year}."
 _SPACE_RE = re.compile(r"\s+")
 _CATEGORY_RE = re.compile(r"[^\w-]+")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+# Angle brackets NFKC leaves alone (full-width ＜ already becomes <): shown as entities too,
+# so no look-alike can pass for a tag.
+_LOOK_ALIKES = str.maketrans(
+    dict.fromkeys("‹〈〈⟨❬❮❰⧼﹤ᐸ", "<") | dict.fromkeys("›〉〉⟩❭❯❱⧽﹥ᐳ", ">")
+)
+_TAG_LIKE_STARTS = ("[", "-", "*", "+", "•")
 
 Section = tuple[str, list[tuple[str, str]]]
 
 
 def escape(text: str) -> str:
-    """One line of inert text: entities for ``& < >``, whitespace runs to one space."""
+    """One line of inert text: entities for ``& < >`` and their look-alikes, whitespace runs
+    to one space, no control, bidi or zero-width characters (which hide what text says)."""
+    text = clean_text(text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text).translate(_LOOK_ALIKES)
     text = _SPACE_RE.sub(" ", text).strip()
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -127,11 +140,11 @@ def _in_year(date: str | None, year: str | None) -> bool:
 def fact_line(fact: dict[str, Any], default_tag: str | None = None) -> str:
     """``- [category | confidence] content``, or ``- content`` when the tag is ``default_tag``.
 
-    The date is not on the line: it heads the line's group. A text that starts with ``[``
-    keeps its tag, so it cannot pass for one.
+    The date is not on the line: it heads the line's group. A text that starts like a tag or
+    a list item (``[``, ``- [goal | 0.99]``) keeps its tag, so it cannot pass for one.
     """
     tag, text = fact_tag(fact), escape(fact["content"])
-    if tag == default_tag and not text.startswith("["):
+    if tag == default_tag and not text.startswith(_TAG_LIKE_STARTS):
         return f"- {text}"
     return f"- [{tag}] {text}"
 
