@@ -45,3 +45,21 @@ def test_a_fact_forgotten_in_chat_is_gone_after_flush(shell: InteractiveShell, h
     assert fact["id"] in text and "polars" in text.lower()
     story = shell.run_line_magic("memory", f"history {fact['id']}")
     assert [e["kind"] for e in story.events] == ["add", "remove"]
+
+
+def test_an_edited_fact_does_not_live_on_in_the_profile(
+    shell: InteractiveShell, home: Path
+) -> None:
+    """The issue's path: a fact and the profile sentence folded from the same turn, then
+    ``%memory edit``: the preview must not tell the model the old text any more."""
+    agent_cell(shell, "I work at Orange on churn models.")
+    shell.run_line_magic("memory", "flush")
+    (fact,) = [f for f in facts(home) if "Orange" in f["content"]]
+    assert "Orange" in str(shell.run_line_magic("memory", "preview")).split("Facts:")[0]
+
+    shell.run_line_magic("memory", f'edit {fact["id"]} "Works at SFR on churn models"')
+    preview = str(shell.run_line_magic("memory", "preview"))
+    assert "Orange" not in preview
+    assert "Works at SFR on churn models" in preview
+    sections = [e for e in events(home) if e["kind"] == "section" and e["source"] == "manual"]
+    assert sections and "Orange" in sections[0]["old_content"]

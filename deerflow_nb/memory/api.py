@@ -37,7 +37,7 @@ from .extraction import ExtractionError, build_messages, parse_reply, validate_d
 from .filter import filter_messages, is_foldable
 from .similarity import overlap
 from .store import CATEGORIES, MemoryFileError, MemoryStore, check_schema, empty_memory
-from .updater import Event, UpdateResult, apply_diff, sanitize_text
+from .updater import Event, UpdateResult, apply_diff, sanitize_text, scrub_summaries
 
 if TYPE_CHECKING:
     from .ranking import Context
@@ -232,7 +232,11 @@ class Memory:
         category: str | None = None,
         confidence: float | None = None,
     ) -> dict[str, Any]:
-        """Change a fact's text, category or confidence; KeyError if there is no such fact."""
+        """Change a fact's text, category or confidence; KeyError if there is no such fact.
+
+        A new text also drops the summary sentences that restate the old one, as forgetting
+        does: otherwise the profile would go on telling the model what the user corrected.
+        """
         if category is not None and category not in CATEGORIES:
             raise ValueError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
         if confidence is not None and not 0 <= confidence <= 1:
@@ -263,7 +267,10 @@ class Memory:
                 fact.get("confidence"),
                 {"category": fact.get("category")},
             )
-            return UpdateResult(data, [event])
+            events = [event]
+            if text is not None and text != old_content:  # the profile must not keep the old text
+                events += scrub_summaries(data, [old_content], skip=set(), now=fact["updatedAt"])
+            return UpdateResult(data, events)
 
         result, _ = self._commit("edit", "manual", mutate)
         return copy.deepcopy(self._find(result.data, fact_id) or {})

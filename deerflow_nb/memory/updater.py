@@ -113,7 +113,7 @@ def apply_diff(
             else:
                 kept.append(fact)
         out["facts"] = kept
-        events += _scrub_summaries(out, gone, skip=rewritten, now=now)
+        events += scrub_summaries(out, gone, skip=rewritten, now=now)
 
     by_text = {normalize_text(f["content"]): f for f in out["facts"]}
     by_sig = {}
@@ -192,11 +192,12 @@ def restates(fact: str, sentence: str) -> bool:
     return hits == len(words) if len(words) <= 2 else hits >= 0.8 * len(words)
 
 
-def _scrub_summaries(
+def scrub_summaries(
     out: dict[str, Any], removed: list[str], *, skip: set[tuple[str, str]], now: str
 ) -> list[Event]:
-    """Drop the summary sentences that restate a removed fact, so a forgotten fact is not
-    still injected through the profile; sections the same diff rewrote are left as given."""
+    """Drop the summary sentences that restate a removed (or edited) fact's text, so what the
+    user took back is not still injected through the profile; sections the same diff rewrote
+    are left as given."""
     events = []
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
         for name in names:
