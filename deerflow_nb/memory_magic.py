@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 # (sqlite-utils, and through it pandas) at %load_ext.
 CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
 PROG = "%memory"
+# The notebook's variables while a line is parsed, for ``{fid}`` and ``$v`` in ids.
+_USER_NS: ContextVar[Mapping[str, Any] | None] = ContextVar("_USER_NS", default=None)
 
 
 # -- typed arguments ----------------------------------------------------------------
@@ -203,6 +206,33 @@ def _unit_float(text: str) -> float:
     return value
 
 
+def _expanded(text: str) -> str:
+    """An id or version written as ``{expr}`` or ``$name``, read from the notebook's variables.
+
+    Only ids and version numbers expand (their argparse types call this): fact text and
+    queries stay literal, since a ``$5`` or ``{braces}`` in a fact is text, not a variable.
+    What does not evaluate is left as written, and the "no fact" error then shows it.
+    """
+    namespace = _USER_NS.get()
+    if namespace is None or not text.startswith(("$", "{")):
+        return text
+    from IPython.utils.text import DollarFormatter
+
+    try:
+        return str(DollarFormatter().vformat(text, args=[], kwargs=namespace))
+    except Exception:  # any error in the user's expression: as IPython's var_expand does
+        return text
+
+
+def _fact_id(text: str) -> str:
+    return _expanded(text)
+
+
+def _number(text: str) -> int:
+    """A version or pending-change number (``{v}`` and ``$v`` expand)."""
+    return _positive_int(_expanded(text))
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -219,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="View and change long-term memory. With no subcommand: the memory panel "
         "in a notebook, a text summary in a terminal.",
-        epilog="Run %memory SUBCOMMAND --help for a subcommand's options.",
+        epilog="Run %memory SUBCOMMAND --help for a subcommand's options. Ids and version "
+        "numbers may name a notebook variable ({fid} or $fid); fact text is kept literally.",
     )
     sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
 
@@ -244,31 +275,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--category", choices=CATEGORIES, default="context")
     p.add_argument("--confidence", type=_unit_float, default=0.9, metavar="X")
     p = add("edit", EditArgs, "change a fact's text (or its category or confidence)")
-    p.add_argument("fact_id", metavar="ID")
+    p.add_argument("fact_id", type=_fact_id, metavar="ID")
     p.add_argument("text", nargs="*", metavar="TEXT")
     p.add_argument("--category", choices=CATEGORIES)
     p.add_argument("--confidence", type=_unit_float, metavar="X")
     p = add("forget", ForgetArgs, "remove facts by id, or by --match TEXT")
-    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("ids", nargs="*", type=_fact_id, metavar="ID")
     p.add_argument("--match", metavar="TEXT", help="forget the facts whose content matches")
     p.add_argument("--yes", action="store_true", help="confirm when more than one matches")
     add("flush", FlushArgs, "fold every pending conversation into memory now")
     add("status", StatusArgs, "queue rows, last fold, last error, file paths")
     p = add("history", HistoryArgs, "memory events, newest first (of one fact with ID)")
-    p.add_argument("fact_id", nargs="?", metavar="ID")
+    p.add_argument("fact_id", nargs="?", type=_fact_id, metavar="ID")
     p.add_argument("--limit", type=_positive_int, default=50, metavar="N")
     add("versions", VersionsArgs, "saved versions of memory.json")
     p = add("diff", DiffArgs, "what changed between versions V1 and V2 (default: now)")
-    p.add_argument("v1", type=_positive_int, metavar="V1")
-    p.add_argument("v2", type=_positive_int, nargs="?", metavar="V2")
+    p.add_argument("v1", type=_number, metavar="V1")
+    p.add_argument("v2", type=_number, nargs="?", metavar="V2")
     p = add("rollback", RollbackArgs, "restore memory as it was at version V")
-    p.add_argument("version", type=_positive_int, metavar="V")
+    p.add_argument("version", type=_number, metavar="V")
     p = add("review", ReviewArgs, "turn review mode on or off (folds wait for approval)")
     p.add_argument("mode", nargs="?", choices=("on", "off"))
     add("pending", PendingArgs, "changes waiting for review")
     for name, cls, verb in (("approve", ApproveArgs, "apply"), ("reject", RejectArgs, "drop")):
         p = add(name, cls, f"{verb} pending changes by id, or --all")
-        p.add_argument("ids", nargs="*", type=_positive_int, metavar="ID")
+        p.add_argument("ids", nargs="*", type=_number, metavar="ID")
         p.add_argument("--all", action="store_true")
     p = add("export", ExportArgs, "write memory.json to PATH (--force overwrites a file)")
     p.add_argument("path", metavar="PATH")
@@ -305,9 +336,20 @@ def split_line(line: str) -> list[str]:
             raise UsageError(f'{PROG}: unbalanced quote; close the " in the line') from None
 
 
-def parse_memory_line(line: str) -> Args | None:
-    """The typed args for one ``%memory`` line, or ``None`` when help was printed."""
-    words = split_line(line)
+def parse_memory_line(line: str, user_ns: Mapping[str, Any] | None = None) -> Args | None:
+    """The typed args for one ``%memory`` line, or ``None`` when help was printed.
+
+    With ``user_ns`` (the notebook's variables), ids and version numbers may be written as
+    ``{expr}`` or ``$name``.
+    """
+    token = _USER_NS.set(user_ns)
+    try:
+        return _parse_words(split_line(line))
+    finally:
+        _USER_NS.reset(token)
+
+
+def _parse_words(words: list[str]) -> Args | None:
     if not words:
         return PanelArgs()
     if not words[0].startswith("-") and words[0] not in SUBCOMMANDS:
@@ -340,6 +382,14 @@ def parse_memory_line(line: str) -> Args | None:
 
 
 # -- handling -----------------------------------------------------------------------
+def _no_fact(fact_id: str) -> str:
+    if fact_id.startswith(("$", "{")):  # an expansion that did not evaluate
+        return (
+            f"no fact {fact_id!r}: no notebook variable of that name holds an id; see {PROG} facts"
+        )
+    return f"no fact {fact_id!r}; see {PROG} facts"
+
+
 def in_notebook_kernel(shell: Any) -> bool:
     """True inside a Jupyter kernel, where widgets can render."""
     return (
@@ -367,7 +417,7 @@ class MemoryCommands:
         try:
             yield
         except KeyError as exc:
-            raise UsageError(f"no fact {exc.args[0]!r}; see {PROG} facts") from None
+            raise UsageError(_no_fact(exc.args[0])) from None
 
     def _require_version(self, version: int) -> None:
         if version not in {v["id"] for v in self.memory.versions()}:
@@ -417,7 +467,7 @@ class MemoryCommands:
             return views.EventsView(tuple(self.memory.events(limit=args.limit)))
         events = self.memory.history(args.fact_id)
         if not events and args.fact_id not in self._fact_ids():
-            raise UsageError(f"no fact {args.fact_id!r}; see {PROG} facts")
+            raise UsageError(_no_fact(args.fact_id))
         return views.EventsView(
             tuple(events[: args.limit]), f"History of {args.fact_id}, oldest first"
         )
@@ -574,7 +624,7 @@ class MemoryMagics(Magics):
     @line_magic
     def memory(self, line: str = "") -> Any:
         """View and change long-term memory; run ``%memory --help`` for the subcommands."""
-        args = parse_memory_line(line)
+        args = parse_memory_line(line, self.shell.user_ns)
         if args is None:
             return None
         try:

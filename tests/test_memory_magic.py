@@ -505,3 +505,26 @@ def test_an_add_that_would_be_evicted_at_once_is_refused(
     line = usage_error(shell, "add Uses vim --confidence 0.5")
     assert "memory is full (memory.max_facts is 1)" in line, line
     assert [f["content"] for f in memory_json(home)["facts"]] == ["Keeps notes in Obsidian"]
+
+
+def test_ids_and_versions_expand_notebook_variables(shell: InteractiveShell, home: Path) -> None:
+    """``%memory edit {fid} …`` as a data scientist writes it; the text stays literal."""
+    run(shell, "add Works at Orange")
+    fid = memory_json(home)["facts"][0]["id"]
+    shell.user_ns.update(fid=fid, ids=[fid], company="SFR")
+    result = shell.run_cell("%memory edit {fid} Works at {company} for $5")
+    assert result.success, result.error_in_exec
+    assert memory_json(home)["facts"][0]["content"] == "Works at {company} for $5"
+    assert shell.run_cell("%memory history $fid").success
+    shell.user_ns["v"] = 1
+    assert shell.run_cell("%memory diff {v}").success
+    assert shell.run_cell("%memory forget {ids[0]}").success
+    assert memory_json(home)["facts"] == []
+
+
+def test_an_id_variable_that_does_not_exist_is_named_in_the_error(
+    shell: InteractiveShell, home: Path
+) -> None:
+    run(shell, "add Works at Orange")
+    with pytest.raises(UsageError, match=r"no fact '\{nope\}': no notebook variable"):
+        run(shell, "edit {nope} Works at SFR")

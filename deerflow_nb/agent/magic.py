@@ -73,7 +73,11 @@ def _parser() -> _Parser:
     add("-t", "--thread", metavar="NAME", help="the thread to continue (default: the last)")
     add("--new", action="store_true", help="start a new thread, NAME-2, NAME-3, …")
     add("-m", "--model", metavar="ID", help="the model for this cell ('offline' needs no key)")
-    add("--no-memory", action="store_true", help="neither inject nor remember this turn")
+    add(
+        "--no-memory",
+        action="store_true",
+        help="inject no memory and never fold this turn into memory (the journal keeps it)",
+    )
     add("--no-subagents", action="store_true", help="do not offer the task tool")
     add("-o", "--output", metavar="VAR", help="also keep the reply in VAR")
     add("-i", "--interpolate", action="store_true", help="replace {name} with variables")
