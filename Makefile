@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 APT_PACKAGES := chromium
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint format bench inspect clean system-packages
+.PHONY: demo test lint format bench inspect lab clean system-packages
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -53,6 +53,11 @@ bench: $(VENV)/.test-installed
 # The inspector on the demo's memory (or on $DEERFLOW_NB_DEMO_HOME when set), like `make demo`.
 inspect: $(VENV)/.demo-installed
 	$(BIN)/deerflow-nb inspect --home "$${DEERFLOW_NB_DEMO_HOME:-.demo_home}"
+
+# JupyterLab on the project's environment, opened on the example notebooks.
+lab: $(VENV)/.demo-installed
+	$(BIN)/pip install -q 'jupyterlab>=4'
+	$(BIN)/jupyter lab --ip 127.0.0.1 --notebook-dir example_notebooks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

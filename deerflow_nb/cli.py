@@ -51,7 +51,12 @@ def _fold(mem: Memory, args: argparse.Namespace) -> int:
 
 
 def _status(mem: Memory, args: argparse.Namespace) -> None:
-    print(json.dumps(mem.status(), indent=2, default=str))
+    if args.json:
+        print(json.dumps(mem.status(), indent=2, default=str))
+        return
+    from .memory_views import StatusView
+
+    print(repr(StatusView(mem.status())))
 
 
 def _export(mem: Memory, args: argparse.Namespace) -> None:
@@ -89,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     fold.add_argument("--rebuild", action="store_true", help="restore memory.json from the journal")
     fold.add_argument("--timeout", type=float, default=None, help="seconds to wait at most")
     fold.set_defaults(func=_with_memory(_fold))
-    with_home(sub.add_parser("status", help="queue, last fold, last error, paths")).set_defaults(
-        func=_with_memory(_status)
-    )
+    status = with_home(sub.add_parser("status", help="queue, last fold, last error, paths"))
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.set_defaults(func=_with_memory(_status))
     export = with_home(sub.add_parser("export", help="write memory.json to PATH"))
     export.add_argument("path")
     export.add_argument("--force", action="store_true", help="overwrite an existing file")

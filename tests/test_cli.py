@@ -47,7 +47,7 @@ def test_export_import_and_status_round_trip(home: Path, tmp_path: Path) -> None
     other = tmp_path / "other-home"
     result = cli("import", str(out), "--home", str(other))
     assert result.returncode == 0, result.stderr
-    status = json.loads(cli("status", "--home", str(other)).stdout)
+    status = json.loads(cli("status", "--json", "--home", str(other)).stdout)
     assert status["fact_count"] == 1
 
     empty = tmp_path / "empty.json"
@@ -55,9 +55,9 @@ def test_export_import_and_status_round_trip(home: Path, tmp_path: Path) -> None
     refused = cli("import", str(empty), "--home", str(other))
     assert refused.returncode == 2 and "replaces the 1 fact in" in refused.stderr
     assert "--yes" in refused.stderr and len(refused.stderr.splitlines()) == 1
-    assert json.loads(cli("status", "--home", str(other)).stdout)["fact_count"] == 1
+    assert json.loads(cli("status", "--json", "--home", str(other)).stdout)["fact_count"] == 1
     assert cli("import", str(empty), "--yes", "--home", str(other)).returncode == 0
-    assert json.loads(cli("status", "--home", str(other)).stdout)["fact_count"] == 0
+    assert json.loads(cli("status", "--json", "--home", str(other)).stdout)["fact_count"] == 0
 
 
 def test_a_bad_import_path_is_one_line_and_exit_2(home: Path) -> None:
@@ -106,3 +106,13 @@ def test_inspect_refuses_a_home_that_is_a_file(tmp_path: Path) -> None:
     result = cli("inspect", "--home", str(not_a_folder))
     assert result.returncode == 2
     assert "is a file, not a folder" in result.stderr.splitlines()[-1]
+
+
+def test_status_is_readable_text_and_json_on_request(home: Path) -> None:
+    mem = Memory(home)
+    mem.add_fact("Works on a churn model", category="context")
+    mem.close()
+    text = cli("status", "--home", str(home))
+    assert text.returncode == 0 and "Memory status" in text.stdout
+    assert "fact_count" in text.stdout and not text.stdout.lstrip().startswith("{")
+    assert json.loads(cli("status", "--json", "--home", str(home)).stdout)["fact_count"] == 1
