@@ -1,4 +1,5 @@
-"""``%load_ext deerflow_nb`` is cheap: no heavy imports, well under 150 ms added to IPython."""
+"""``%load_ext deerflow_nb`` is cheap: it imports none of the heavy libraries, nor the agent
+or the ``%memory`` grammar, until a magic is first used (``benchmarks/load_ext.py`` times it)."""
 
 from __future__ import annotations
 
@@ -9,23 +10,23 @@ import sys
 from pathlib import Path
 
 HEAVY = ("streamlit", "openai", "pandas")
-BUDGET_SECONDS = 0.150
+DEFERRED = ("deerflow_nb.agent", "deerflow_nb.memory_magic", "deerflow_nb.memory", "sqlite_utils")
 
 PROBE = f"""
 import json, sys, time
 from IPython.core.interactiveshell import InteractiveShell
 
-heavy = {HEAVY!r}
+heavy = {HEAVY!r} + {DEFERRED!r}
 shell = InteractiveShell.instance()
 before = [m for m in heavy if m in sys.modules]
-start = time.perf_counter()
 shell.run_line_magic("load_ext", "deerflow_nb")
-elapsed = time.perf_counter() - start
 after = [m for m in heavy if m in sys.modules]
 magics = shell.magics_manager.magics
 registered = {{"agent": "agent" in magics["cell"], "memory": "memory" in magics["line"]}}
+shell.run_line_magic("memory", "facts")
+used = "deerflow_nb.memory_magic" in sys.modules
 shell.run_line_magic("unload_ext", "deerflow_nb")
-print(json.dumps({{"elapsed": elapsed, "before": before, "after": after, **registered}}))
+print(json.dumps({{"before": before, "after": after, "used": used, **registered}}))
 """
 
 
@@ -39,10 +40,8 @@ def run_probe(home: Path) -> dict:
 
 
 def test_load_ext_is_light(home: Path) -> None:
-    runs = [run_probe(home) for _ in range(3)]
-    for run in runs:
-        assert run["before"] == []  # IPython alone does not load them either
-        assert run["after"] == [], f"%load_ext imported {run['after']}"
-        assert run["agent"] and run["memory"]
-    best = min(run["elapsed"] for run in runs)
-    assert best < BUDGET_SECONDS, f"%load_ext deerflow_nb took {best * 1000:.0f} ms"
+    run = run_probe(home)
+    assert run["before"] == []  # IPython alone does not load them either
+    assert run["after"] == [], f"%load_ext imported {run['after']}"
+    assert run["agent"] and run["memory"]
+    assert run["used"]  # the first %memory loaded its implementation and ran
