@@ -16,6 +16,8 @@ from pathlib import Path
 from ..config import HOME_ENV
 
 APP_PATH = Path(__file__).with_name("app.py")
+#: The ``st.App`` around APP_PATH that adds the loopback Host check (``hosts.py``).
+SERVED_PATH = Path(__file__).with_name("served.py")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,10 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def streamlit_args(host: str, port: int) -> list[str]:
-    """The ``streamlit run`` arguments for the packaged app."""
+    """The ``streamlit run`` arguments for the packaged app (behind its Host check)."""
     return [
         "run",
-        str(APP_PATH),
+        str(SERVED_PATH),
         "--server.address",
         host,
         "--server.port",
