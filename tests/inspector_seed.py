@@ -3,13 +3,25 @@
 Facts, events and versions come from the real ``Memory`` API (add, fold diffs, a
 reinforcement, an edit, a forget); threads, a sub-agent, turns and a summary from the
 real ``Journal``; the failed fold from the queue's own ``upsert``/``fail``. Shared by
-the AppTest and browser tests of the inspector.
+the AppTest and browser tests of the inspector, with ``served_inspector``: the inspector
+served for real by ``deerflow-nb inspect``.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from deerflow_nb.config import load_settings
 from deerflow_nb.journal import Journal
@@ -145,7 +157,8 @@ def seed_hostile_home(home: Path, beacon: str = "http://127.0.0.1:9") -> dict[st
             },
             source="thread-evil",
         )
-        mem.edit_fact(fact["id"], confidence=0.9)
+        # The newest version's diff (the Versions tab's default) shows old and new content.
+        mem.edit_fact(fact["id"], hostile(beacon, "edited"), confidence=0.9)
         mem.review = True
         mem.apply(
             {"newFacts": [{"content": hostile(beacon, "pending"), "category": "knowledge",
@@ -178,3 +191,58 @@ def seed_hostile_home(home: Path, beacon: str = "http://127.0.0.1:9") -> dict[st
     finally:
         journal.close()
     return {"fact": fact["id"], "pending": pending}
+
+
+# -- the inspector served for real ------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the inspector exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200 and response.read().strip() == b"ok":
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"no answer from {url} in {timeout:.0f} s:\n{log.read_text()}")
+
+
+@contextmanager
+def served_inspector(home: Path, tmp_path: Path) -> Iterator[int]:
+    """``deerflow-nb inspect --home HOME`` on a free loopback port, until the block ends."""
+    port = free_port()
+    log = tmp_path / "inspector.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "deerflow_nb.cli",
+                "inspect",
+                "--home",
+                str(home),
+                "--port",
+                str(port),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "DEERFLOW_NB_HOME": str(tmp_path / "not-this-one")},
+        )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

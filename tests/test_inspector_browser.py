@@ -12,20 +12,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from inspector_seed import POLARS, seed_home, seed_hostile_home
+from inspector_seed import POLARS, seed_home, seed_hostile_home, served_inspector
 
 from deerflow_nb.inspector.pages import TABS
 
@@ -49,60 +43,6 @@ pytestmark = [
         reason="Debian's chromium is not installed at /usr/bin/chromium (`make test` installs it)",
     ),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the inspector exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200 and response.read().strip() == b"ok":
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.25)
-    pytest.fail(f"no answer from {url} in {timeout:.0f} s:\n{log.read_text()}")
-
-
-@contextmanager
-def served_inspector(home: Path, tmp_path: Path) -> Iterator[int]:
-    """``deerflow-nb inspect --home HOME`` on a free loopback port, until the block ends."""
-    port = free_port()
-    log = tmp_path / "inspector.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "deerflow_nb.cli",
-                "inspect",
-                "--home",
-                str(home),
-                "--port",
-                str(port),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "DEERFLOW_NB_HOME": str(tmp_path / "not-this-one")},
-        )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def test_facts_page_in_real_chromium(tmp_path: Path, home: Path) -> None:
