@@ -207,8 +207,11 @@ def test_threads_nest_subagents_mark_summaries_and_show_usage(home, seeded, monk
     labels = [e.label for e in at.expander]
     sales = next(e for e in at.expander if "Sales analysis" in e.label)
     assert "2 turns" in sales.label and "1030 in / 246 out tokens" in sales.label
-    assert "1 sub-agent(s)" in sales.label and "summarized" in sales.label
-    assert any("Reading notes" in label and "summarized" not in label for label in labels)
+    assert "1 sub-agent ·" in sales.label and "summarized" in sales.label
+    # Named as `%%agent -t NAME` named it, then its first message; "1 turn", not "1 turns".
+    assert shown(sales.label).startswith("**thread-sales** · “Sales analysis” · 2 turns")
+    notes = next(label for label in labels if "Reading notes" in label)
+    assert "1 turn ·" in notes and "summarized" not in notes
 
     inside = [shown(m.value) for m in sales.markdown]
     assert (
@@ -382,6 +385,8 @@ def test_corrupted_memory_json_shows_error_and_recovery_not_a_traceback(home, se
     assert len(copies) == 1 and copies[0].read_bytes() == bad
     assert str(copies[0]) in error
     assert "%memory rollback" in error and "deerflow-nb fold --rebuild" in error
+    # It offers a rollback that writes memory.json, so it does not claim it never does.
+    assert "never writes" not in error and "roll back from the Versions tab" in error
     assert (home / "memory.json").read_bytes() == bad  # never overwritten by the inspector
     # The journal-backed pages still work.
     assert any("Sales analysis" in e.label for e in at.expander)
@@ -541,3 +546,21 @@ def test_hostile_text_is_shown_literally_on_every_page(home, monkeypatch):
     assert shown_tags == {
         "fact", "edited", "user", "history", "title", "subtitle", "summary", "error",
     }  # fmt: skip
+
+
+def test_status_counts_the_journal_with_its_write_ahead_log(home, seeded, monkeypatch):
+    """A kernel holding the journal open keeps recent writes in journal.db-wal: the size shown
+    is the journal's data, not the 4096 bytes of a main file not checkpointed yet."""
+    journal = Journal(home / "journal.db")  # open, like a running kernel's
+    try:
+        journal.ensure_thread("thread-live", title="Live")
+        journal.add_message("thread-live", {"role": "user", "content": "x" * 20_000})
+        wal = home / "journal.db-wal"
+        assert wal.is_file() and wal.stat().st_size > 0
+        at = run_app(home, monkeypatch)
+        files = table(at, "file", "path", "bytes")
+        shown_bytes = int(files.loc[files["file"] == "journal", "bytes"].iloc[0])
+        on_disk = (home / "journal.db").stat().st_size, wal.stat().st_size
+        assert shown_bytes == sum(on_disk) > on_disk[0]
+    finally:
+        journal.close()

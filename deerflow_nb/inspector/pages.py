@@ -150,11 +150,13 @@ def corrupted_state(home: Path, exc: data.MemoryFileError) -> None:
     copies = "".join(f"\n- {code(p)}" for p in data.set_aside_copies(home))
     st.error(
         f"**memory.json cannot be read.** {md(exc)}\n\n"
-        f"The inspector never writes {code(home / data.MEMORY_FILENAME)}; the damaged bytes are "
-        f"kept aside in:{copies or ' (no copy yet)'}\n\n"
-        "**To recover**: run `%memory rollback <version>` in the notebook or "
-        f"{code(f'deerflow-nb fold --rebuild --home {home}')} in a shell, or roll back from the "
-        "Versions tab below. Threads and history come from the journal and are unaffected.",
+        f"Reading it changed nothing: {code(home / data.MEMORY_FILENAME)} stays as it is until "
+        f"you recover, and a copy of the damaged bytes is kept aside in:"
+        f"{copies or ' (no copy yet)'}\n\n"
+        "**To recover**: roll back from the Versions tab below (this replaces memory.json "
+        "with the version you pick), or run `%memory rollback <version>` in the notebook or "
+        f"{code(f'deerflow-nb fold --rebuild --home {home}')} in a shell. Facts cannot be "
+        "edited until then; threads and history come from the journal and are unaffected.",
         icon=":material/healing:",
     )
 
@@ -462,11 +464,11 @@ def threads_page(db: Any) -> None:
         return
     for node in tree:
         label = (
-            f"{md(node['title'])} · {len(node['turns'])} turns · "
+            f"{_thread_name(node, markdown=True)} · {_count(len(node['turns']), 'turn')} · "
             f"{node['input_tokens']} in / {node['output_tokens']} out tokens"
         )
         if node["children"]:
-            label += f" · {len(node['children'])} sub-agent(s)"
+            label += f" · {_count(len(node['children']), 'sub-agent')}"
         if node["summaries"]:
             label += " · summarized"
         with st.expander(label, icon=":material/forum:"):
@@ -478,7 +480,7 @@ def threads_page(db: Any) -> None:
                     )
                     _thread_body(child)
     flat = [n for root in tree for n in (root, *root["children"])]
-    titles = {n["id"]: plain(f"{n['title']} ({n['kind']}, {n['id']})") for n in flat}
+    titles = {n["id"]: plain(_thread_name(n)) for n in flat}
     picked = st.selectbox(
         "Transcript", list(titles), key="thread_pick", format_func=titles.__getitem__
     )
@@ -486,6 +488,21 @@ def threads_page(db: Any) -> None:
         messages = data.thread_messages(db, picked)
         if messages:
             st.dataframe(data.frame(messages), hide_index=True)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _thread_name(node: dict[str, Any], *, markdown: bool = False) -> str:
+    """A lead thread by its name (``%%agent -t NAME``) and then its first message; a
+    sub-agent by its task. Escaped for Markdown when ``markdown``, else plain text."""
+    esc = md if markdown else plain
+    first = plain(node["title"], 70)
+    if node["kind"] == "subagent":
+        return f"sub-agent · {esc(first)} (of {esc(node['parent_id'] or '?')})"
+    name = f"**{esc(node['id'])}**" if markdown else esc(node["id"])
+    return name if node["title"] == node["id"] else f"{name} · “{esc(first)}”"
 
 
 def _thread_body(node: dict[str, Any]) -> None:
