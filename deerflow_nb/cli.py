@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="deerflow-nb", description="DeerFlow-style memory for Jupyter: tools for the shell."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("inspect", help="open the Streamlit memory inspector", add_help=False)
+    sub.add_parser(
+        "inspect", help="open the Streamlit memory inspector (this machine only)", add_help=False
+    )
     sub.add_parser(
         "serve-offline", help="serve the offline model over OpenAI's HTTP API", add_help=False
     )

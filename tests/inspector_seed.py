@@ -3,13 +3,25 @@
 Facts, events and versions come from the real ``Memory`` API (add, fold diffs, a
 reinforcement, an edit, a forget); threads, a sub-agent, turns and a summary from the
 real ``Journal``; the failed fold from the queue's own ``upsert``/``fail``. Shared by
-the AppTest and browser tests of the inspector.
+the AppTest and browser tests of the inspector, with ``served_inspector``: the inspector
+served for real by ``deerflow-nb inspect``.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from deerflow_nb.config import load_settings
 from deerflow_nb.journal import Journal
@@ -102,3 +114,135 @@ def seed_home(home: Path) -> dict[str, Any]:
         "rust": rust,
         "versions": versions,
     }
+
+
+# -- hostile text --------------------------------------------------------------------------------
+BEACON_PATH = "/beacon"
+
+
+def hostile(beacon: str = "http://127.0.0.1:9", tag: str = "") -> str:
+    """Text that would run script, frame a page or fetch ``beacon`` if rendered as markup.
+
+    Every construct a prompt injection or a crafted memory.json could plant: raw HTML with an
+    event handler, a script, an iframe, a ``javascript:`` link, remote Markdown images (inline
+    and as a reference), a Streamlit icon and colour directive, and a newline-started heading.
+    ``tag`` tells the places apart in the beacon server's log.
+    """
+    url = f"{beacon}{BEACON_PATH}?{tag}"
+    return (
+        f"{tag} <img src={url}-img onerror=alert(1)> <script>alert(2)</script> "
+        f'<iframe src="{url}-frame"></iframe> [click me](javascript:alert(3)) '
+        f"![b]({url}-md) ![ref][r] :red[red] :material/bolt: $x^2$ "
+        f"<a href='javascript:alert(4)'>a</a>\n\n# heading\n\n[r]: {url}-ref"
+    )
+
+
+def seed_hostile_home(home: Path, beacon: str = "http://127.0.0.1:9") -> dict[str, Any]:
+    """Hostile text in every place the inspector shows home data: a fact (its content and
+    category), the user and history summaries, a thread's title and id, a sub-agent's title,
+    a thread summary, journal messages, a queue row's last_error and a pending change."""
+    mem = quiet_memory(home)
+    try:
+        fact = mem.add_fact(hostile(beacon, "fact"), category="context", confidence=0.95)
+        mem.add_fact("Prefers polars over pandas", category="preference", confidence=0.9)
+        mem.apply(
+            {
+                "user": {"workContext": {"summary": hostile(beacon, "user"), "shouldUpdate": True}},
+                "history": {
+                    "recentMonths": {"summary": hostile(beacon, "history"), "shouldUpdate": True}
+                },
+                "newFacts": [
+                    {"content": hostile(beacon, "fold"), "category": "goal", "confidence": 0.8}
+                ],
+            },
+            source="thread-evil",
+        )
+        # The newest version's diff (the Versions tab's default) shows old and new content.
+        mem.edit_fact(fact["id"], hostile(beacon, "edited"), confidence=0.9)
+        mem.review = True
+        mem.apply(
+            {"newFacts": [{"content": hostile(beacon, "pending"), "category": "knowledge",
+                           "confidence": 0.9}]},
+            source="thread-evil",
+        )  # fmt: skip
+        pending = [p["id"] for p in mem.pending()]
+    finally:
+        mem.close()
+    journal = Journal(home / "journal.db")
+    try:
+        journal.ensure_thread("thread-evil", title=hostile(beacon, "title"), model="offline")
+        _turn(journal, "thread-evil", hostile(beacon, "user-msg"), hostile(beacon, "reply"), (9, 9))
+        _turn(journal, "thread-evil", "Second question.", "Second answer.", (5, 5))
+        journal.ensure_thread(
+            "thread-evil-sub",
+            kind="subagent",
+            parent_id="thread-evil",
+            title=hostile(beacon, "subtitle"),
+            model="offline",
+        )
+        _turn(journal, "thread-evil-sub", "Look it up.", hostile(beacon, "sub-reply"), (3, 3))
+        journal.add_summary("thread-evil", 2, hostile(beacon, "summary"), model="offline")
+        journal.ensure_thread("![b](" + beacon + BEACON_PATH + "?thread-id)", model="offline")
+        snapshot = journal.messages("thread-evil")
+        with journal.transaction() as db:
+            memory_queue.upsert(db, "thread-evil", snapshot, len(snapshot), 3600.0)
+        row = journal.db["memory_queue"].get("thread-evil")
+        memory_queue.fail(journal, row, "ModelError: " + hostile(beacon, "error"))
+    finally:
+        journal.close()
+    return {"fact": fact["id"], "pending": pending}
+
+
+# -- the inspector served for real ------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the inspector exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200 and response.read().strip() == b"ok":
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"no answer from {url} in {timeout:.0f} s:\n{log.read_text()}")
+
+
+@contextmanager
+def served_inspector(home: Path, tmp_path: Path) -> Iterator[int]:
+    """``deerflow-nb inspect --home HOME`` on a free loopback port, until the block ends."""
+    port = free_port()
+    log = tmp_path / "inspector.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "deerflow_nb.cli",
+                "inspect",
+                "--home",
+                str(home),
+                "--port",
+                str(port),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "DEERFLOW_NB_HOME": str(tmp_path / "not-this-one")},
+        )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

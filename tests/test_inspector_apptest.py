@@ -8,6 +8,7 @@ corrupted homes are checked for a friendly message and no traceback.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -32,13 +33,22 @@ def run_app(home: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     return at
 
 
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def shown(markdown: str) -> str:
+    """Markdown source as read: backslash escapes of punctuation (how untrusted text is
+    written into Markdown) removed."""
+    return _ESCAPED.sub(r"\1", markdown)
+
+
 def texts(at: AppTest) -> str:
-    """Everything textual on the page, to search in."""
+    """Everything textual on the page, to search in (escapes removed)."""
     parts = [m.value for m in at.markdown]
     parts += [e.value for kind in (at.info, at.warning, at.error, at.success) for e in kind]
     parts += [c.value for c in at.caption]
     parts += [e.label for e in at.expander]
-    return "\n".join(parts)
+    return shown("\n".join(parts))
 
 
 def table(at: AppTest, *columns: str, within=None):
@@ -197,10 +207,13 @@ def test_threads_nest_subagents_mark_summaries_and_show_usage(home, seeded, monk
     labels = [e.label for e in at.expander]
     sales = next(e for e in at.expander if "Sales analysis" in e.label)
     assert "2 turns" in sales.label and "1030 in / 246 out tokens" in sales.label
-    assert "1 sub-agent(s)" in sales.label and "summarized" in sales.label
-    assert any("Reading notes" in label and "summarized" not in label for label in labels)
+    assert "1 sub-agent ·" in sales.label and "summarized" in sales.label
+    # Named as `%%agent -t NAME` named it, then its first message; "1 turn", not "1 turns".
+    assert shown(sales.label).startswith("**thread-sales** · “Sales analysis” · 2 turns")
+    notes = next(label for label in labels if "Reading notes" in label)
+    assert "1 turn ·" in notes and "summarized" not in notes
 
-    inside = [m.value for m in sales.markdown]
+    inside = [shown(m.value) for m in sales.markdown]
     assert (
         ":material/subdirectory_arrow_right: **sub-agent** · Research: plotting libraries" in inside
     )
@@ -372,6 +385,8 @@ def test_corrupted_memory_json_shows_error_and_recovery_not_a_traceback(home, se
     assert len(copies) == 1 and copies[0].read_bytes() == bad
     assert str(copies[0]) in error
     assert "%memory rollback" in error and "deerflow-nb fold --rebuild" in error
+    # It offers a rollback that writes memory.json, so it does not claim it never does.
+    assert "never writes" not in error and "roll back from the Versions tab" in error
     assert (home / "memory.json").read_bytes() == bad  # never overwritten by the inspector
     # The journal-backed pages still work.
     assert any("Sales analysis" in e.label for e in at.expander)
@@ -395,12 +410,15 @@ def test_importing_the_package_does_not_import_streamlit():
 
 
 def test_launch_command_binds_locally_headless_without_stats():
-    from deerflow_nb.inspector.launch import APP_PATH, build_parser, streamlit_args
+    from deerflow_nb.inspector.launch import SERVED_PATH, build_parser, streamlit_args
 
     args = build_parser().parse_args([])
     assert (args.host, args.port) == ("127.0.0.1", 8501)
     argv = streamlit_args(args.host, 9999)
-    assert argv[:2] == ["run", str(APP_PATH)] and APP_PATH.is_file()
+    # The page behind the loopback Host check (test_inspector_hosts.py serves it for real).
+    assert argv[:2] == ["run", str(SERVED_PATH)] and SERVED_PATH.is_file()
+    assert "LoopbackHostMiddleware" in SERVED_PATH.read_text()
+    assert "DNS" in build_parser().format_help()
     pairs = dict(zip(argv[2::2], argv[3::2], strict=True))
     assert pairs == {
         "--server.address": "127.0.0.1",
@@ -429,3 +447,120 @@ def test_fact_rows_and_diff_view_models():
     diff = data.diff_snapshots(memory, new)
     assert [f["id"] for f in diff["removed"]] == ["a", "c"] and diff["added"] == []
     assert diff["changed"] == [{"id": "b", "field": "confidence", "old": 0.8, "new": 0.9}]
+
+
+# -- Hostile text ---------------------------------------------------------------------------------
+#: Elements whose ``value`` Streamlit renders as Markdown; every element's ``label`` and
+#: ``help`` are Markdown too, and a metric's value.
+MARKDOWN_VALUES = {
+    "markdown", "caption", "info", "warning", "error", "success", "toast",
+    "title", "header", "subheader",
+}  # fmt: skip
+_COMMONMARK = None
+
+
+def markdown_bodies(at: AppTest) -> list[tuple[str, str]]:
+    """(element type and field, text) for everything on the page Streamlit reads as Markdown."""
+    bodies: list[tuple[str, str]] = []
+
+    def walk(node) -> None:
+        kind = str(getattr(node, "type", ""))
+        fields = ["label", "help"]
+        if kind in MARKDOWN_VALUES or kind == "metric":
+            fields.append("value")
+        for field in fields:
+            text = getattr(node, field, None)
+            if isinstance(text, str) and text:
+                bodies.append((f"{kind}.{field}", text))
+        children = getattr(node, "children", None)
+        if isinstance(children, dict):
+            for child in children.values():
+                walk(child)
+
+    walk(at._tree)
+    return bodies
+
+
+def live_markup(body: str) -> tuple[list[str], str]:
+    """What CommonMark (raw HTML on, as a permissive renderer would) makes of ``body``: the
+    images, links and HTML it holds, and its text as shown."""
+    global _COMMONMARK
+    if _COMMONMARK is None:
+        from markdown_it import MarkdownIt
+
+        _COMMONMARK = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    live, shown = [], []
+
+    def walk(tokens) -> None:
+        for token in tokens:
+            if token.type in ("image", "link_open", "html_inline", "html_block"):
+                live.append(f"{token.type} {token.attrs or token.content!r}")
+            elif token.type in ("text", "code_inline"):
+                shown.append(token.content)
+            walk(token.children or [])
+
+    walk(_COMMONMARK.parse(body))
+    return live, " ".join(shown)
+
+
+def test_hostile_text_is_shown_literally_on_every_page(home, monkeypatch):
+    """A fact, the summaries, thread titles, a thread summary, journal messages, last_error
+    and a pending change holding HTML, a script, a frame, a javascript: link and remote
+    images: every Markdown body and label that shows them shows them as text."""
+    from inspector_seed import seed_hostile_home
+
+    seeded = seed_hostile_home(home)
+    fid = seeded["fact"]
+    at = run_app(home, monkeypatch)
+    seen = markdown_bodies(at)
+    # Every page is drawn on each run (tabs are all rendered); walk the states that show more.
+    at.selectbox(key="facts_pick").select(fid).run()
+    at.button(key="facts_forget").click().run()
+    seen += markdown_bodies(at)  # the confirmation quotes the fact
+    at.button(key="confirm_no").click().run()
+    at.selectbox(key="facts_pick").select(fid).run()
+    at.text_area(key=f"edit_content_{fid}").input("Edited ![x](http://127.0.0.1:9/e)").run()
+    at.button(key="facts_save").click().run()
+    seen += markdown_bodies(at)
+    at.button(key="confirm_yes").click().run()
+    seen += markdown_bodies(at)  # the flash message, the new diff
+    at.selectbox(key="thread_pick").select("thread-evil").run()
+    oldest = len(at.selectbox(key="ver_from").options) - 1
+    at.selectbox(key="ver_from").select_index(oldest).run()  # against the newest version
+    seen += markdown_bodies(at)
+    at.button(key="ver_rollback_go").click().run()
+    seen += markdown_bodies(at)
+    assert not at.exception, [e.message for e in at.exception]
+
+    leaks = []
+    shown_tags = set()
+    for where, body in seen:
+        live, shown = live_markup(body)
+        if live:
+            leaks.append(f"{where}: {live} in {body[:120]!r}")
+        for tag in ("fact", "edited", "user", "history", "title", "subtitle", "summary", "error"):
+            if f"?{tag}-img onerror=alert(1)>" in shown:  # the raw tag, as text
+                shown_tags.add(tag)
+    assert not leaks, "\n".join(dict.fromkeys(leaks))
+    # ...and the hostile text is there, as text, in each place that shows it.
+    assert shown_tags == {
+        "fact", "edited", "user", "history", "title", "subtitle", "summary", "error",
+    }  # fmt: skip
+
+
+def test_status_counts_the_journal_with_its_write_ahead_log(home, seeded, monkeypatch):
+    """A kernel holding the journal open keeps recent writes in journal.db-wal: the size shown
+    is the journal's data, not the 4096 bytes of a main file not checkpointed yet."""
+    journal = Journal(home / "journal.db")  # open, like a running kernel's
+    try:
+        journal.ensure_thread("thread-live", title="Live")
+        journal.add_message("thread-live", {"role": "user", "content": "x" * 20_000})
+        wal = home / "journal.db-wal"
+        assert wal.is_file() and wal.stat().st_size > 0
+        at = run_app(home, monkeypatch)
+        files = table(at, "file", "path", "bytes")
+        shown_bytes = int(files.loc[files["file"] == "journal", "bytes"].iloc[0])
+        on_disk = (home / "journal.db").stat().st_size, wal.stat().st_size
+        assert shown_bytes == sum(on_disk) > on_disk[0]
+    finally:
+        journal.close()

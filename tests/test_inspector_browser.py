@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from inspector_seed import POLARS, seed_home
+from inspector_seed import POLARS, seed_home, seed_hostile_home, served_inspector
+
+from deerflow_nb.inspector.pages import TABS
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -45,51 +45,11 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the inspector exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200 and response.read().strip() == b"ok":
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.25)
-    pytest.fail(f"no answer from {url} in {timeout:.0f} s:\n{log.read_text()}")
-
-
 def test_facts_page_in_real_chromium(tmp_path: Path, home: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     seed_home(home)
-    port = free_port()
-    log = tmp_path / "inspector.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "deerflow_nb.cli",
-                "inspect",
-                "--home",
-                str(home),
-                "--port",
-                str(port),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "DEERFLOW_NB_HOME": str(tmp_path / "not-this-one")},
-        )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
+    with served_inspector(home, tmp_path) as port:
         shot = tmp_path / "inspector.png"
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -111,10 +71,108 @@ def test_facts_page_in_real_chromium(tmp_path: Path, home: Path) -> None:
         if os.environ.get("DEERFLOW_NB_UPDATE_SCREENSHOT") == "1":
             README_SCREENSHOT.parent.mkdir(exist_ok=True)
             shutil.copyfile(shot, README_SCREENSHOT)
+
+
+@contextmanager
+def beacon_server() -> Iterator[tuple[str, list[str]]]:
+    """An HTTP server on 127.0.0.1 that records every request it gets: (its URL, the log)."""
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(204)
+            self.end_headers()
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", hits
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        server.shutdown()
+        server.server_close()
+
+
+#: What a page must not hold after hostile text is shown: a remote image, a frame, a script
+#: or a javascript: link that came from the text (the inspector's own page loads none).
+LIVE_MARKUP = """(origin) => {
+  const bad = [];
+  for (const img of document.querySelectorAll('img')) {
+    const src = img.getAttribute('src') || '';
+    if (/^(https?:)?\\/\\//i.test(src) && !src.startsWith(origin)) bad.push('img ' + src);
+  }
+  for (const f of document.querySelectorAll('iframe, frame, object, embed'))
+    bad.push(f.tagName + ' ' + (f.getAttribute('src') || f.getAttribute('data') || ''));
+  for (const a of document.querySelectorAll('a[href]'))
+    if (/^\\s*javascript:/i.test(a.getAttribute('href'))) bad.push('a ' + a.getAttribute('href'));
+  for (const s of document.querySelectorAll('script'))
+    if ((s.textContent || '').includes('alert(')) bad.push('script ' + s.textContent);
+  return bad;
+}"""
+
+
+def test_hostile_memory_and_journal_text_stays_inert_in_real_chromium(
+    tmp_path: Path, home: Path
+) -> None:
+    """Every page showing a hostile fact, summary, thread and error: nothing is fetched from
+    the beacon, no script runs, and the text reads literally."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with beacon_server() as (beacon, hits):
+        seed_hostile_home(home, beacon)
+        with served_inspector(home, tmp_path) as port, sync_playwright() as pw:
+            origin = f"http://127.0.0.1:{port}"
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1440, "height": 1000})
+                dialogs: list[str] = []
+                page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+                elsewhere: list[str] = []
+                page.on(
+                    "request",
+                    lambda r: (
+                        None if r.url.startswith((origin, "data:")) else elsewhere.append(r.url)
+                    ),
+                )
+                page.goto(origin + "/", wait_until="domcontentloaded")
+                expect(page.get_by_role("tab", name="Facts")).to_be_visible(timeout=60_000)
+                expect(page.get_by_text("3 of 3 facts")).to_be_visible(timeout=30_000)
+                bad: dict[str, list[str]] = {}
+                unshown: list[str] = []
+                for tab in TABS:
+                    page.get_by_role("tab", name=tab).click()
+                    page.wait_for_timeout(500)
+                    panel = page.locator('[role="tabpanel"]:visible')
+                    for summary in panel.locator('[data-testid="stExpander"] summary').all():
+                        summary.click()
+                    for box in panel.locator(
+                        '[data-testid="stSelectbox"], [data-testid="stMultiSelect"]'
+                    ).all():
+                        box.click()
+                        page.wait_for_timeout(300)
+                        page.keyboard.press("Escape")
+                    if tab == "Facts":
+                        panel.get_by_role("button", name="Forget…").click()
+                        expect(page.get_by_text("Forget fact")).to_be_visible(timeout=30_000)
+                    page.wait_for_timeout(1000)  # anything that would load, loads
+                    found = page.evaluate(LIVE_MARKUP, origin)
+                    if found:
+                        bad[tab] = found
+                    if tab != "Confidence history":  # (its chart labels are cut short)
+                        shown = page.inner_text('[role="tabpanel"]:visible')
+                        if "onerror=alert(1)" not in shown:
+                            unshown.append(tab)  # removed instead of shown as text
+                page.screenshot(path=str(tmp_path / "hostile.png"), full_page=True)
+            finally:
+                browser.close()
+    assert not bad, "live markup:\n" + "\n".join(f"{t}: {x}" for t, xs in bad.items() for x in xs)
+    assert not unshown, f"hostile text not shown literally on {unshown}"
+    assert not dialogs, dialogs
+    assert not hits, f"the beacon was fetched: {hits}"
+    assert not elsewhere, f"the page fetched from elsewhere than the inspector: {elsewhere}"

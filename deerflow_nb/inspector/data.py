@@ -422,7 +422,8 @@ def status(
     home: Path, db: sqlite_utils.Database | None, now: float | None = None
 ) -> dict[str, Any]:
     """Pending folds (and which one a kernel is folding now), the last fold, the last
-    error, and where every file is."""
+    error, and where every file is (the journal's size with its write-ahead log, where a
+    running kernel's recent writes are)."""
     now = time.time() if now is None else now
     queue = [
         {
@@ -453,6 +454,9 @@ def status(
     for name, path in named:
         exists = path.exists()
         size = path.stat().st_size if exists and path.is_file() else None
+        wal = path.with_name(path.name + "-wal")
+        if size is not None and name == "journal" and wal.is_file():
+            size += wal.stat().st_size  # WAL mode: recent writes live in journal.db-wal
         files.append({"file": name, "path": str(path), "exists": exists, "bytes": size})
     return {
         "pending": sum(q["status"] == "pending" for q in queue),

@@ -4,6 +4,13 @@ Streamlit's own command line runs in this process (no child to orphan when the
 command is stopped), bound to 127.0.0.1 unless ``--host`` says otherwise, headless
 (no browser is opened for you; the URL is printed), with usage statistics off and
 Streamlit's developer toolbar hidden (this is a viewer, not an app under development).
+
+What it runs is ``served.py``: the page (``app.py``) as an ``st.App`` behind the loopback
+Host check of ``hosts.py``, which answers 403 to any request or websocket upgrade whose
+Host header is not a loopback name, so no web page can reach it by DNS rebinding.
+Streamlit cannot do this by configuration alone: ``server.allowedHosts`` checks the
+websocket only, and ``server.enableCORS``/``enableXsrfProtection`` check origins and
+tokens, which a rebound page satisfies as same-origin.
 """
 
 from __future__ import annotations
@@ -16,12 +23,29 @@ from pathlib import Path
 from ..config import HOME_ENV
 
 APP_PATH = Path(__file__).with_name("app.py")
+#: The ``st.App`` around APP_PATH that adds the loopback Host check (``hosts.py``).
+SERVED_PATH = Path(__file__).with_name("served.py")
+
+
+EPILOG = """\
+Only this machine can use it. It binds 127.0.0.1, and it refuses (403) every
+request, the page's websocket included, whose Host header is not localhost,
+127.0.0.1, [::1] or the --host address: a web page cannot reach it by DNS
+rebinding. Open it as http://127.0.0.1:PORT or http://localhost:PORT. With
+--host 0.0.0.0 any IP address is accepted as Host, never another name.
+
+Memory and journal text is shown as text: HTML, scripts and images in a fact,
+a summary or an error are not rendered, and the page fetches nothing from the
+network.
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deerflow-nb inspect",
         description="Open the memory inspector (Streamlit) on this machine.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--home", help="home folder (default: $DEERFLOW_NB_HOME or ~/.deerflow_nb)")
     parser.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
@@ -32,10 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def streamlit_args(host: str, port: int) -> list[str]:
-    """The ``streamlit run`` arguments for the packaged app."""
+    """The ``streamlit run`` arguments for the packaged app (behind its Host check)."""
     return [
         "run",
-        str(APP_PATH),
+        str(SERVED_PATH),
         "--server.address",
         host,
         "--server.port",

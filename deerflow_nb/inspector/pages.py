@@ -3,10 +3,21 @@
 The pages only lay out what ``data`` computes and hand writes to ``actions``. Writes
 are asked for with one click and carried out with a second (the confirmation), both in
 widget callbacks, so the page that follows already reads the files as they now are.
+
+Everything read from the home (memory.json, journal.db, config errors, exception
+messages) is untrusted: a prompt injection or an imported memory.json can hold
+``![](http://…)`` or ``<img onerror=…>``. Streamlit renders Markdown in ``st.markdown``,
+captions, alerts, expander and metric labels, and loads any image it finds there. So
+such text reaches those only through ``md``/``md_lines`` (every ASCII punctuation
+backslash-escaped: literal in CommonMark) or ``code`` (an id or path in code style when
+it is plain, escaped otherwise); option labels of a select box are plain text and go
+through ``plain``; tables (``st.dataframe``) and ``st.code`` show text as text.
+``unsafe_allow_html`` is never used.
 """
 
 from __future__ import annotations
 
+import re
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,19 +26,47 @@ from typing import Any
 import streamlit as st
 
 from ..config import ConfigError, load_settings, resolve_home
+from ..untrusted import clean_text, escape_markdown
 from . import actions, data
 
 TABS = ("Facts", "Confidence history", "Injection preview", "Threads", "Versions", "Status")
 _CONFIRM = "inspector_confirm"
 _FLASH = "inspector_flash"
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_./-][A-Za-z0-9_./ -]{0,300}")
+
+
+# -- untrusted text into Markdown ------------------------------------------------------------
+def md(text: object) -> str:
+    """Untrusted text as literal Markdown on one line (for labels and inline use)."""
+    return escape_markdown(text)
+
+
+def md_lines(text: object) -> str:
+    """Untrusted text as literal Markdown, its line breaks kept."""
+    lines = (escape_markdown(line) for line in clean_text(text).splitlines())
+    return "  \n".join(line for line in lines if line)
+
+
+def code(text: object) -> str:
+    """An id, a path or a command in code style when it is plain (letters, digits, spaces,
+    ``_./-``); any other text escaped instead (a code span is literal in CommonMark, but
+    Streamlit still rewrites ``:icon:`` directives inside it)."""
+    text = clean_text(text)
+    return f"`{text}`" if _PLAIN_ID.fullmatch(text) else md(text)
+
+
+def plain(text: object, limit: int | None = None) -> str:
+    """Untrusted text for a plain-text label (a select box option): one clean line."""
+    line = " ".join(clean_text(text).split())
+    return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
 
 
 # -- the frame -----------------------------------------------------------------------------
 def main() -> None:
     """The whole app: page setup, sidebar controls, then the tabs (live when asked)."""
-    st.set_page_config(
-        page_title="deerflow_nb inspector", page_icon=":material/psychology:", layout="wide"
-    )
+    # An emoji icon is drawn in the page (a data: URL); a ``:material/…:`` one would be
+    # fetched from fonts.gstatic.com, and the inspector fetches nothing from anywhere.
+    st.set_page_config(page_title="deerflow_nb inspector", page_icon="🧠", layout="wide")
     home = resolve_home(None)
     auto, every = sidebar(home)
     if auto:
@@ -40,7 +79,7 @@ def sidebar(home: Path) -> tuple[bool, float]:
     """Home, the refresh button and the auto-refresh switch; returns (auto, seconds)."""
     with st.sidebar:
         st.markdown("### :material/psychology: deerflow_nb")
-        st.caption(f"Home: `{home}`")
+        st.caption(f"Home: {code(home)}")
         st.button(
             "Refresh", key="refresh", icon=":material/refresh:", help="Read the files again now"
         )
@@ -58,7 +97,7 @@ def render(home: Path) -> None:
     _show_flash()
     if home.exists() and not home.is_dir():
         st.error(
-            f"**`{home}` is a file, not a folder.** Point `DEERFLOW_NB_HOME` (or "
+            f"**{code(home)} is a file, not a folder.** Point `DEERFLOW_NB_HOME` (or "
             "`deerflow-nb inspect --home`) at the home folder that holds memory.json.",
             icon=":material/folder_off:",
         )
@@ -75,7 +114,7 @@ def render(home: Path) -> None:
         try:
             db = stack.enter_context(data.open_journal(home))
         except data.HomeError as exc:  # a damaged journal: memory.json's pages still work
-            st.error(f"**journal.db cannot be read.** {exc}", icon=":material/healing:")
+            st.error(f"**journal.db cannot be read.** {md(exc)}", icon=":material/healing:")
             db = None
         tabs = st.tabs(list(TABS))
         with tabs[0]:
@@ -96,11 +135,11 @@ def empty_state(home: Path) -> None:
     """A missing or empty home: say what will appear here and how to get started."""
     where = "does not exist yet" if not home.exists() else "holds no memory.json or journal yet"
     st.info(
-        f"**Nothing remembered yet.** The home folder `{home}` {where}.\n\n"
+        f"**Nothing remembered yet.** The home folder {code(home)} {where}.\n\n"
         "Memory appears here as soon as an agent has talked with you: in a notebook, run "
         "`%load_ext deerflow_nb`, then an `%%agent` cell that says something about you "
         '("I prefer polars over pandas"). Or bring an existing DeerFlow memory with '
-        f"`deerflow-nb import memory.json --home {home}`. This page refreshes itself "
+        f"{code(f'deerflow-nb import memory.json --home {home}')}. This page refreshes itself "
         "when you press Refresh or turn on auto-refresh.",
         icon=":material/eco:",
     )
@@ -108,14 +147,16 @@ def empty_state(home: Path) -> None:
 
 def corrupted_state(home: Path, exc: data.MemoryFileError) -> None:
     """A damaged memory.json: what is wrong, where the bad copy is, how to get memory back."""
-    copies = "".join(f"\n- `{p}`" for p in data.set_aside_copies(home))
+    copies = "".join(f"\n- {code(p)}" for p in data.set_aside_copies(home))
     st.error(
-        f"**memory.json cannot be read.** {exc}\n\n"
-        f"The inspector never writes `{home / data.MEMORY_FILENAME}`; the damaged bytes are "
-        f"kept aside in:{copies or ' (no copy yet)'}\n\n"
-        "**To recover**: run `%memory rollback <version>` in the notebook or "
-        f"`deerflow-nb fold --rebuild --home {home}` in a shell, or roll back from the "
-        "Versions tab below. Threads and history come from the journal and are unaffected.",
+        f"**memory.json cannot be read.** {md(exc)}\n\n"
+        f"Reading it changed nothing: {code(home / data.MEMORY_FILENAME)} stays as it is until "
+        f"you recover, and a copy of the damaged bytes is kept aside in:"
+        f"{copies or ' (no copy yet)'}\n\n"
+        "**To recover**: roll back from the Versions tab below (this replaces memory.json "
+        "with the version you pick), or run `%memory rollback <version>` in the notebook or "
+        f"{code(f'deerflow-nb fold --rebuild --home {home}')} in a shell. Facts cannot be "
+        "edited until then; threads and history come from the journal and are unaffected.",
         icon=":material/healing:",
     )
 
@@ -150,16 +191,18 @@ def _confirm(home: Path) -> None:
             category=action.get("category"),
             confidence=action.get("confidence"),
         )
-        message = f"Saved fact `{action['fact_id']}`." if ok else f"Edit failed: {result}"
+        message = f"Saved fact {code(action['fact_id'])}." if ok else f"Edit failed: {md(result)}"
     elif op == "forget":
         ok, result = actions.run(actions.forget_fact, home, action["fact_id"])
-        message = f"Forgot fact `{action['fact_id']}`." if ok else f"Forget failed: {result}"
+        message = (
+            f"Forgot fact {code(action['fact_id'])}." if ok else f"Forget failed: {md(result)}"
+        )
     else:
         ok, result = actions.run(actions.rollback, home, action["version"])
         message = (
             f"Rolled memory back to version {action['version']}."
             if ok
-            else f"Rollback failed: {result}"
+            else f"Rollback failed: {md(result)}"
         )
     for key in [k for k in st.session_state if str(k).startswith("edit_")]:
         del st.session_state[key]
@@ -196,7 +239,9 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
     text = c3.text_input("Text contains", key="facts_text", placeholder="e.g. polars")
     sort = c4.selectbox("Sort", list(data.SORTS), key="facts_sort")
     rows = data.fact_rows(memory, categories=categories, confidence=low_high, text=text, sort=sort)
-    st.caption(f"{len(rows)} of {len(all_facts)} facts · last updated {memory.get('lastUpdated')}")
+    st.caption(
+        f"{len(rows)} of {len(all_facts)} facts · last updated {md(memory.get('lastUpdated'))}"
+    )
     if rows:
         st.dataframe(
             data.frame(rows),
@@ -217,7 +262,9 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
     if sections:
         with st.expander(f"User and history summaries ({len(sections)})"):
             for s in sections:
-                st.markdown(f"**{s['section']}** · _{s['updatedAt']}_\n\n{s['summary']}")
+                st.markdown(
+                    f"**{md(s['section'])}** · _{md(s['updatedAt'])}_\n\n{md_lines(s['summary'])}"
+                )
     if rows:
         _fact_editor(home, rows)
 
@@ -229,7 +276,7 @@ def _fact_editor(home: Path, rows: list[dict[str, Any]]) -> None:
         "Fact",
         list(by_id),
         key="facts_pick",
-        format_func=lambda i: f"{i} · {by_id[i]['content'][:80]}" if i in by_id else str(i),
+        format_func=lambda i: plain(f"{i} · {by_id[i]['content']}" if i in by_id else i, 100),
     )
     if fid is None or fid not in by_id:
         return
@@ -240,7 +287,11 @@ def _fact_editor(home: Path, rows: list[dict[str, Any]]) -> None:
     if fact["category"] not in categories:
         categories.append(fact["category"])
     category = c1.selectbox(
-        "Category", categories, index=categories.index(fact["category"]), key=f"edit_cat_{fid}"
+        "Category",
+        categories,
+        index=categories.index(fact["category"]),
+        key=f"edit_cat_{fid}",
+        format_func=plain,
     )
     confidence = c2.slider(
         "Confidence", 0.0, 1.0, float(fact["confidence"]), 0.01, key=f"edit_conf_{fid}"
@@ -262,7 +313,7 @@ def _fact_editor(home: Path, rows: list[dict[str, Any]]) -> None:
                 "op": "edit",
                 "fact_id": fid,
                 **changes,
-                "question": f"Save the new {what} of fact `{fid}`? The change is journaled "
+                "question": f"Save the new {what} of fact {code(fid)}? The change is journaled "
                 "and can be rolled back from the Versions tab.",
             },
         ),
@@ -275,8 +326,9 @@ def _fact_editor(home: Path, rows: list[dict[str, Any]]) -> None:
             {
                 "op": "forget",
                 "fact_id": fid,
-                "question": f"Forget fact `{fid}` (\u201c{fact['content']}\u201d)? It is removed "
-                "from memory.json; the journal keeps a record and a version to roll back to.",
+                "question": f"Forget fact {code(fid)} (\u201c{md(fact['content'])}\u201d)? "
+                "It is removed from memory.json; the journal keeps a record and a version "
+                "to roll back to.",
             },
         ),
     )
@@ -299,7 +351,11 @@ def history_page(db: Any) -> None:
     else:
         facts = sorted({p["fact"] for p in points})
         chosen = st.multiselect(
-            "Facts", facts, key="history_facts", placeholder=f"all {len(facts)} facts"
+            "Facts",
+            facts,
+            key="history_facts",
+            placeholder=f"all {len(facts)} facts",
+            format_func=plain,
         )
         shown = [p for p in points if not chosen or p["fact"] in chosen]
         df = data.frame(shown, ("ts",))
@@ -366,10 +422,12 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
         if settings.memory.embeddings:
             embedder = _embedder(str(home), settings.memory.embeddings)
     except ConfigError as exc:
-        st.warning(f"config.yaml: {exc}; previewing with the default settings.")
+        st.warning(f"config.yaml: {md(exc)}; previewing with the default settings.")
         budget = 2000
     except (ImportError, OSError) as exc:
-        st.warning(f"Embeddings are configured but unavailable here ({exc}); lexical ranking only.")
+        st.warning(
+            f"Embeddings are configured but unavailable here ({md(exc)}); lexical ranking only."
+        )
     context = st.text_area(
         "Context: the next message or cell the agent will see",
         key="inject_context",
@@ -406,11 +464,11 @@ def threads_page(db: Any) -> None:
         return
     for node in tree:
         label = (
-            f"{node['title']} · {len(node['turns'])} turns · "
+            f"{_thread_name(node, markdown=True)} · {_count(len(node['turns']), 'turn')} · "
             f"{node['input_tokens']} in / {node['output_tokens']} out tokens"
         )
         if node["children"]:
-            label += f" · {len(node['children'])} sub-agent(s)"
+            label += f" · {_count(len(node['children']), 'sub-agent')}"
         if node["summaries"]:
             label += " · summarized"
         with st.expander(label, icon=":material/forum:"):
@@ -418,11 +476,11 @@ def threads_page(db: Any) -> None:
             for child in node["children"]:
                 with st.container(border=True):
                     st.markdown(
-                        f":material/subdirectory_arrow_right: **sub-agent** · {child['title']}"
+                        f":material/subdirectory_arrow_right: **sub-agent** · {md(child['title'])}"
                     )
                     _thread_body(child)
     flat = [n for root in tree for n in (root, *root["children"])]
-    titles = {n["id"]: f"{n['title']} ({n['kind']}, {n['id']})" for n in flat}
+    titles = {n["id"]: plain(_thread_name(n)) for n in flat}
     picked = st.selectbox(
         "Transcript", list(titles), key="thread_pick", format_func=titles.__getitem__
     )
@@ -432,16 +490,31 @@ def threads_page(db: Any) -> None:
             st.dataframe(data.frame(messages), hide_index=True)
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _thread_name(node: dict[str, Any], *, markdown: bool = False) -> str:
+    """A lead thread by its name (``%%agent -t NAME``) and then its first message; a
+    sub-agent by its task. Escaped for Markdown when ``markdown``, else plain text."""
+    esc = md if markdown else plain
+    first = plain(node["title"], 70)
+    if node["kind"] == "subagent":
+        return f"sub-agent · {esc(first)} (of {esc(node['parent_id'] or '?')})"
+    name = f"**{esc(node['id'])}**" if markdown else esc(node["id"])
+    return name if node["title"] == node["id"] else f"{name} · “{esc(first)}”"
+
+
 def _thread_body(node: dict[str, Any]) -> None:
     st.caption(
-        f"`{node['id']}` · {node['kind']} · model {node['model'] or '?'} · "
+        f"{code(node['id'])} · {md(node['kind'])} · model {md(node['model'] or '?')} · "
         f"{node['messages']} messages ({node['message_tokens']} tokens) · "
-        f"started {node['created_at']}"
+        f"started {md(node['created_at'])}"
     )
     for s in node["summaries"]:
         st.info(
-            f"**Summary** of messages 1–{s['covers_until_seq']} "
-            f"({s['tokens']} tokens, {s['created_at']}):\n\n{s['content']}",
+            f"**Summary** of messages 1–{md(s['covers_until_seq'])} "
+            f"({md(s['tokens'])} tokens, {md(s['created_at'])}):\n\n{md_lines(s['content'])}",
             icon=":material/summarize:",
         )
     if node["turns"]:
@@ -461,7 +534,7 @@ def versions_page(home: Path, db: Any) -> None:
 
     def label(v: int) -> str:
         row = by_id[v]
-        return f"v{v} · {row['reason']} · {row['created_at']} · {row['fact_count']} facts"
+        return plain(f"v{v} · {row['reason']} · {row['created_at']} · {row['fact_count']} facts")
 
     ids = list(by_id)
     c1, c2 = st.columns(2)
@@ -478,16 +551,17 @@ def versions_page(home: Path, db: Any) -> None:
         st.info(f"v{old} and v{new} hold the same facts and summaries.")
 
     def fact(f: dict[str, Any]) -> str:
-        return f"`{f['id']}` {f['content']} ({f['category']}, {f['confidence']})"
+        return f"{code(f['id'])} {md(f['content'])} ({md(f['category'])}, {md(f['confidence'])})"
 
     lines = [f"- :material/add: added {fact(f)}" for f in diff["added"]]
     lines += [f"- :material/remove: removed {fact(f)}" for f in diff["removed"]]
     lines += [
-        f"- :material/edit: `{c['id']}` {c['field']}: {c['old']} → {c['new']}"
+        f"- :material/edit: {code(c['id'])} {c['field']}: {md(c['old'])} → {md(c['new'])}"
         for c in diff["changed"]
     ]
     lines += [
-        f"- :material/notes: {s['section']}: “{s['old']}” → “{s['new']}”" for s in diff["sections"]
+        f"- :material/notes: {s['section']}: “{md(s['old'])}” → “{md(s['new'])}”"
+        for s in diff["sections"]
     ]
     if lines:
         st.markdown(f"**v{old} → v{new}**\n\n" + "\n".join(lines))
@@ -502,7 +576,7 @@ def versions_page(home: Path, db: Any) -> None:
                 "op": "rollback",
                 "version": target,
                 "question": f"Replace memory.json with version v{target} "
-                f"({by_id[target]['fact_count']} facts)? The current memory stays in "
+                f"({md(by_id[target]['fact_count'])} facts)? The current memory stays in "
                 "the journal as its own version.",
             },
         ),
@@ -523,14 +597,16 @@ def status_page(home: Path, db: Any) -> None:
     c4.metric("Awaiting review", info["awaiting_review"])
     fold = info["last_fold"]
     if fold:
-        st.markdown(f"**Last fold**: v{fold['version']} at {fold['at']} from `{fold['source']}`")
+        st.markdown(
+            f"**Last fold**: v{fold['version']} at {md(fold['at'])} from {code(fold['source'])}"
+        )
     else:
         st.markdown("**Last fold**: none yet")
     err = info["last_error"]
     if err:
         st.warning(
-            f"**Last error** (thread `{err['thread_id']}`, attempt {err['attempts']}): "
-            f"{err['last_error']}"
+            f"**Last error** (thread {code(err['thread_id'])}, attempt {md(err['attempts'])}): "
+            f"{md_lines(err['last_error'])}"
         )
     else:
         st.markdown("**Last error**: none")
