@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..journal import Journal, now_iso
+from ..scrub import encodable, redact
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def upsert(
     db["memory_queue"].upsert(
         {
             "thread_id": thread_id,
-            "snapshot": json.dumps(snapshot, ensure_ascii=False),
+            "snapshot": encodable(json.dumps(snapshot, ensure_ascii=False)),
             "enqueued_at": now_iso(),
             "due_at": due,
             "attempts": 0,
@@ -134,7 +135,7 @@ def replace_snapshot(
         return
     db.execute(
         "UPDATE memory_queue SET snapshot = ?, last_seq = ? WHERE thread_id = ?",
-        [json.dumps(snapshot, ensure_ascii=False), last_seq, thread_id],
+        [encodable(json.dumps(snapshot, ensure_ascii=False)), last_seq, thread_id],
     )
 
 
@@ -171,7 +172,7 @@ def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
             "WHERE thread_id = ? AND enqueued_at = ?",
             [
                 attempts,
-                error[:2000],
+                redact(encodable(error[:2000])),
                 status,
                 time.time() + delay,
                 row["thread_id"],
