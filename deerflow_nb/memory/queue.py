@@ -254,8 +254,8 @@ class QueueWorker:
                     return
                 try:
                     due = next_due(self.journal)
-                except Exception:  # a locked or vanished journal: try again shortly
-                    log.exception("memory queue could not read journal.db")
+                except Exception as exc:  # a locked or vanished journal: try again shortly
+                    log.warning("memory queue could not read journal.db: %s", exc)
                     due = time.time() + 5
                 wait = None if due is None else max(0.0, due - time.time())
                 if wait is None or wait > 0:
@@ -263,8 +263,13 @@ class QueueWorker:
                     continue
             try:
                 self.fold(force=False)
-            except Exception:
-                log.exception("memory fold failed")
+            except Exception as exc:
+                from ..config import ConfigError  # a locked journal, a full disk: one line
+
+                if isinstance(exc, ConfigError):
+                    log.warning("memory fold failed: %s", exc)
+                else:
+                    log.exception("memory fold failed")
                 time.sleep(1.0)
 
     def _at_exit(self) -> None:
