@@ -226,7 +226,7 @@ def m010_version_deltas_and_turn_owners(db: sqlite_utils.Database) -> None:
     db["turns"].add_column("owner", str)
 
 
-BUSY_SECONDS = 30.0
+BUSY_SECONDS = 10.0  # a write lock held longer than this elsewhere is a one-line HomeError
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -382,7 +382,7 @@ class Journal:
     # -- connections -------------------------------------------------------------
     @property
     def db(self) -> sqlite_utils.Database:
-        """This thread's connection (WAL, 30 s busy timeout)."""
+        """This thread's connection (WAL, ``BUSY_SECONDS`` busy timeout)."""
         db = getattr(self._local, "db", None)
         if db is None:
             try:
