@@ -38,7 +38,7 @@ def encodable_deep(value: Any) -> Any:
         return encodable(value)
     if isinstance(value, dict):
         out = {encodable_deep(k): encodable_deep(v) for k, v in value.items()}
-        return value if _same(out.items(), value.items()) else out
+        return value if _same(out, value) else out
     if isinstance(value, list | tuple):
         items = [encodable_deep(v) for v in value]
         if all(a is b for a, b in zip(items, value, strict=True)):
@@ -47,8 +47,11 @@ def encodable_deep(value: Any) -> Any:
     return value
 
 
-def _same(new: Iterable[tuple[Any, Any]], old: Iterable[tuple[Any, Any]]) -> bool:
-    return all(a is b and c is d for (a, c), (b, d) in zip(new, old, strict=True))
+def _same(new: dict[Any, Any], old: dict[Any, Any]) -> bool:
+    """True when ``new`` holds the very keys and values of ``old`` (nothing replaced)."""
+    return len(new) == len(old) and all(
+        a is b and c is d for (a, c), (b, d) in zip(new.items(), old.items(), strict=True)
+    )
 
 
 # An OpenAI-style key (sk-…, sk-proj-…), a bearer token, or an api-key header value.
