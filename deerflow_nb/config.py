@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -23,7 +24,25 @@ JOURNAL_FILENAME = "journal.db"
 
 
 class ConfigError(ValueError):
-    """A config.yaml problem, phrased as one line that names the key and the file."""
+    """A config.yaml problem, phrased as one line that names the key and the file.
+
+    The message never shows a secret: a value that looks like an API key (``sk-…``,
+    ``Bearer …``), or any value given for a ``…key`` setting, is left out."""
+
+    def __init__(self, message: str = "", *args: Any) -> None:
+        super().__init__(_without_secrets(str(message)), *args)
+
+
+_KEY_SETTING = re.compile(r"'[\w.\[\]]*(?:api_key|_key|token|secret)[\w\[\]]*'", re.IGNORECASE)
+_SHOWN_VALUE = re.compile(r"(, got ).*$", re.DOTALL)
+
+
+def _without_secrets(message: str) -> str:
+    from .scrub import redact
+
+    if _KEY_SETTING.search(message):  # whatever value a key setting got stays unshown
+        message = _SHOWN_VALUE.sub(r"\1a value not shown (it may be a key)", message)
+    return redact(message)
 
 
 class HomeError(ConfigError):

@@ -10,6 +10,7 @@ from a daemon thread while the kernel's main thread journals turns.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 import sqlite_utils
 
 from .config import HomeError
+from .scrub import encodable, encodable_deep, redact
 
 Migration = Callable[[sqlite_utils.Database], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -210,7 +212,21 @@ def m009_unwritten_versions(db: sqlite_utils.Database) -> None:
     )
 
 
-BUSY_SECONDS = 30.0
+@migration
+def m010_version_deltas_and_turn_owners(db: sqlite_utils.Database) -> None:
+    """Versions as deltas between full snapshots (``memory/versions.py``: a row holds
+    ``snapshot`` or ``delta`` with its ``base_id``), found fast through the full ones; and
+    which process runs each turn (``owner``), so a turn a killed kernel left ``running`` is
+    marked interrupted when the home is next loaded, and a live kernel's is not."""
+    db["memory_versions"].add_column("base_id", int)
+    db["memory_versions"].add_column("delta", str)
+    db.execute(
+        "CREATE INDEX memory_versions_full ON memory_versions(id) WHERE snapshot IS NOT NULL"
+    )
+    db["turns"].add_column("owner", str)
+
+
+BUSY_SECONDS = 10.0  # a write lock held longer than this elsewhere is a one-line HomeError
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -229,6 +245,65 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+def storage_error(path: Path, exc: BaseException, *, waited: float | None = None) -> HomeError:
+    """One line naming the fix for a journal or memory file that cannot be written (a lock
+    held elsewhere, a read-only folder, a full disk); ``exc`` itself when it is none of
+    those."""
+    text = str(exc).lower()
+    errno_ = getattr(exc, "errno", None)
+    home = path.parent
+    if "locked" in text or "busy" in text:
+        held = f" for {waited:g}s" if waited else ""
+        return HomeError(
+            f"{path} is locked by another program{held}: close whatever holds it open for "
+            "writing (a SQLite browser with unsaved changes, a stuck kernel) and run this "
+            "again; nothing was changed"
+        )
+    if errno_ == 28 or "disk is full" in text or "no space" in text:
+        return HomeError(
+            f"no space left on the disk holding {home}: free some space and run this "
+            "again; nothing was changed"
+        )
+    if errno_ in (13, 30, 1) or "readonly" in text or "read-only" in text:
+        return HomeError(
+            f"{home} is read-only ({path.name} cannot be written): make it writable, or "
+            "point DEERFLOW_NB_HOME (or --home) at a folder you can write to"
+        )
+    if "unable to open" in text:
+        return HomeError(
+            f"cannot open {path}: make sure {home} exists and is writable, or point "
+            "DEERFLOW_NB_HOME (or --home) at another folder"
+        )
+    return exc  # type: ignore[return-value]
+
+
+def _claim_is_live(owner: str | None) -> bool:
+    """True while the ``host:pid`` that owns a turn may still run (another host's, or a
+    live local process)."""
+    import os
+    import socket
+
+    if not owner:
+        return False
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _me() -> str:
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def now_iso() -> str:
@@ -257,9 +332,13 @@ def reading(path: Path) -> Iterator[None]:
 def _insert_message(
     db: sqlite_utils.Database, thread_id: str, message: dict[str, Any], turn_id: str | None
 ) -> int:
-    """Inside a transaction: append one message as the thread's next ``seq``."""
+    """Inside a transaction: append one message as the thread's next ``seq``.
+
+    Text UTF-8 cannot hold (a lone surrogate in a model reply) is stored as U+FFFD: a turn
+    is never lost to its content."""
     from .tokens import count_tokens
 
+    message = encodable_deep(message)
     content = message.get("content")
     tool_calls = message.get("tool_calls")
     seq = db.execute(
@@ -293,6 +372,9 @@ class Journal:
         try:
             with reading(self.path):
                 self._migrate()
+        except sqlite3.OperationalError as exc:
+            self.close()
+            raise self._error(exc) from None
         except Exception:
             self.close()
             raise
@@ -300,28 +382,53 @@ class Journal:
     # -- connections -------------------------------------------------------------
     @property
     def db(self) -> sqlite_utils.Database:
-        """This thread's connection (WAL, 30 s busy timeout)."""
+        """This thread's connection (WAL, ``BUSY_SECONDS`` busy timeout)."""
         db = getattr(self._local, "db", None)
         if db is None:
-            conn = sqlite3.connect(self.path, timeout=BUSY_SECONDS, check_same_thread=False)
-            _use_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
+            try:
+                conn = sqlite3.connect(self.path, timeout=BUSY_SECONDS, check_same_thread=False)
+            except sqlite3.OperationalError as exc:
+                raise self._error(exc) from None
+            try:
+                _use_wal(conn)
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                raise self._error(exc) from None
             db = sqlite_utils.Database(conn)
             self._local.db = db
         return db
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite_utils.Database]:
-        """One atomic write; BEGIN IMMEDIATE so concurrent writers queue instead of failing."""
+        """One atomic write; BEGIN IMMEDIATE so concurrent writers queue instead of failing.
+
+        A lock held elsewhere past the busy timeout, a read-only folder or a full disk is
+        the one-line ``HomeError`` (the transaction rolled back: nothing was changed)."""
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._error(exc) from None
         try:
             yield db
-        except BaseException:
-            db.execute("ROLLBACK")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise self._error(exc) from None
             raise
-        db.execute("COMMIT")
+        try:
+            db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise self._error(exc) from None
+
+    def _error(self, exc: sqlite3.OperationalError) -> Exception:
+        error = storage_error(self.path, exc, waited=BUSY_SECONDS)
+        return exc if error is exc else error
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)
@@ -354,6 +461,7 @@ class Journal:
         model: str | None = None,
     ) -> None:
         stamp = now_iso()
+        title = None if title is None else encodable(title)
         with self.transaction() as db:
             if db["threads"].count_where("id = ?", [thread_id]):
                 db["threads"].update(thread_id, {"updated_at": stamp})
@@ -421,9 +529,26 @@ class Journal:
                     "output_tokens": 0,
                     "facts_injected": 0,
                     "private": int(private),
+                    "owner": _me(),
                 }
             )
         return turn_id
+
+    def interrupt_orphan_turns(self) -> int:
+        """Mark ``interrupted`` the turns left ``running`` by a process that is gone (a
+        kernel killed mid-turn); a live kernel's running turn is left alone. How many."""
+        rows = self.db.execute("SELECT id, owner FROM turns WHERE status = 'running'").fetchall()
+        orphans = [turn_id for turn_id, owner in rows if not _claim_is_live(owner)]
+        if not orphans:
+            return 0
+        with self.transaction() as db:
+            for turn_id in orphans:
+                db.execute(
+                    "UPDATE turns SET status = 'interrupted', ended_at = ?, error = ? "
+                    "WHERE id = ? AND status = 'running'",
+                    [now_iso(), "the kernel stopped before the turn finished", turn_id],
+                )
+        return len(orphans)
 
     def end_turn(
         self,
@@ -454,7 +579,7 @@ class Journal:
                     "input_tokens": input_tokens,
                     "output_tokens": output_tokens,
                     "facts_injected": facts_injected,
-                    "error": error,
+                    "error": None if error is None else redact(encodable(error)),
                 },
             )
 
@@ -476,7 +601,7 @@ class Journal:
                 {
                     "thread_id": thread_id,
                     "covers_until_seq": covers_until_seq,
-                    "content": content,
+                    "content": encodable(content),
                     "tokens": count_tokens(content),
                     "model": model,
                     "created_at": now_iso(),

@@ -64,9 +64,10 @@ DYING_BEFORE_THE_WRITE_CHILD = textwrap.dedent(
     mem.journal.add_message("t1", {"role": "user", "content": "I work on project Heron."})
     mem.journal.add_message("t1", {"role": "assistant", "content": "Noted."})
     mem.enqueue("t1")
-    # The process dies between the journal's commit and memory.json's rename, as a kill
-    # -9 can land there; the hook marks the exact point.
-    MemoryStore.write = lambda self, data: os._exit(9)
+    # The process dies between the journal's commit and memory.json's rename (its temp
+    # file written, not yet renamed), as a kill -9 can land there; the hook marks the
+    # exact point.
+    MemoryStore.install = lambda self, tmp: os._exit(9)
     mem.flush()
     """
 )
@@ -127,8 +128,10 @@ def test_a_crash_between_journal_and_file_rolls_forward_and_folds_once(home: Pat
     child = spawn(home, DYING_BEFORE_THE_WRITE_CHILD)
     assert child.wait(timeout=120) == 9
     assert not (home / "memory.json").exists()  # the fold never reached the file
+    assert list(home.glob("memory.json.*.tmp"))  # its temp file, written, left behind
 
     mem = Memory(home)  # the journaled version is written now
+    assert not list(home.glob("memory.json.*.tmp"))  # and the leftover removed
     assert [f["content"] for f in mem.data["facts"]] == ["Works on project Heron"]
     assert mem.flush().folded == []  # the fold finished in the journal: not folded again
     (fact,) = mem.data["facts"]

@@ -11,7 +11,6 @@ Every function returns plain lists and dicts; pandas is imported only by ``frame
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -275,7 +274,7 @@ def size_series(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
             db,
             "memory_versions",
             # the size without loading every snapshot (this runs on each auto-refresh)
-            select="id, created_at, reason, fact_count, length(snapshot) AS chars",
+            select="id, created_at, reason, fact_count, length(COALESCE(snapshot, delta)) AS chars",
             order_by="id",
         )
     ]
@@ -380,10 +379,11 @@ def versions(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
 
 def version_snapshot(db: sqlite_utils.Database | None, version_id: int) -> dict[str, Any]:
     """The memory.json saved as version ``version_id``; KeyError when there is no such version."""
-    rows = _rows(db, "memory_versions", where="id = ?", where_args=[version_id])
-    if not rows:
+    if db is None:
         raise KeyError(version_id)
-    return json.loads(rows[0]["snapshot"])
+    from ..memory import versions  # stored as deltas between full snapshots
+
+    return versions.read(db, version_id)
 
 
 def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

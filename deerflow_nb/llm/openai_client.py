@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..scrub import encodable, encodable_deep, redact
 from .base import ChatModel, ChatResult, ModelError, OnText, ToolCall, Usage, counted_usage
 
 if TYPE_CHECKING:
@@ -88,7 +89,11 @@ class OpenAIChatModel(ChatModel):
         json_mode: bool = False,
         on_text: OnText | None = None,
     ) -> ChatResult:
-        """One completion; streamed (with usage) whenever ``on_text`` is given."""
+        """One completion; streamed (with usage) whenever ``on_text`` is given.
+
+        Text UTF-8 cannot carry (a lone surrogate) becomes U+FFFD both ways: the SDK would
+        refuse to send it, and a reply holding one must not cost the turn."""
+        messages = encodable_deep(messages)
         kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
         if tools:
             kwargs["tools"] = tools
@@ -127,13 +132,17 @@ class OpenAIChatModel(ChatModel):
             raise ModelError(f"{self.base_url} returned no choices for model '{self.name}'")
         choice = response.choices[0]
         calls = [
-            ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments)
+            ToolCall(
+                id=c.id or f"call_{i}",
+                name=encodable(c.function.name or ""),
+                arguments=encodable(c.function.arguments or ""),
+            )
             for i, c in enumerate(choice.message.tool_calls or [])
             if getattr(c, "function", None) is not None
         ]
         usage = response.usage
         return ChatResult(
-            content=choice.message.content or "",
+            content=encodable(choice.message.content or ""),
             tool_calls=calls,
             usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
             model=response.model or self.name,
@@ -144,13 +153,15 @@ class OpenAIChatModel(ChatModel):
         parts: list[str] = []
         slots: dict[int, dict[str, str]] = {}
         usage = Usage()
-        finish = "stop"
+        finish: str | None = None
+        chunks = 0
         model = self.name
         stream = self.client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
         with stream:
             for chunk in self._chunks(stream):
+                chunks += 1
                 model = chunk.model or model
                 if chunk.usage:
                     usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
@@ -158,7 +169,7 @@ class OpenAIChatModel(ChatModel):
                     delta = choice.delta
                     if delta.content:
                         parts.append(delta.content)
-                        on_text(delta.content)
+                        on_text(encodable(delta.content))
                     for call in delta.tool_calls or []:
                         slot = slots.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
                         if call.id:
@@ -170,11 +181,32 @@ class OpenAIChatModel(ChatModel):
                                 slot["arguments"] += call.function.arguments
                     if choice.finish_reason:
                         finish = choice.finish_reason
+        if finish is None:
+            raise self._unfinished(kwargs["messages"], chunks)
         calls = [
-            ToolCall(id=s["id"] or f"call_{i}", name=s["name"], arguments=s["arguments"])
+            ToolCall(
+                id=s["id"] or f"call_{i}",
+                name=encodable(s["name"]),
+                arguments=encodable(s["arguments"]),
+            )
             for i, s in sorted(slots.items())
         ]
-        return ChatResult("".join(parts), calls, usage, model, finish)
+        # Joined first: a surrogate pair split over two chunks is one character again.
+        return ChatResult(encodable("".join(parts)), calls, usage, model, finish)
+
+    def _unfinished(self, messages: list[dict[str, Any]], chunks: int) -> ModelError:
+        """A stream that ended without a ``finish_reason``: llama.cpp's server answers a
+        prompt over its window with HTTP 200 and no chunk, which is no reply at all."""
+        from ..tokens import count_message_tokens
+
+        sent = count_message_tokens(messages)
+        how = "before any reply" if not chunks else "before the reply finished"
+        return ModelError(
+            f"{self.base_url} closed the stream {how} (no finish_reason) after {sent} tokens "
+            f"were sent to model '{self.name}'; most likely the prompt exceeds the server's "
+            "context window: set model.max_input_tokens in config.yaml to its window "
+            "(summarization keeps threads under it), or start a new thread with --new"
+        )
 
     def _chunks(self, stream: Iterable[Any]) -> Iterator[Any]:
         """The stream's chunks. A connection lost after the first is a dropped reply, not
@@ -195,7 +227,14 @@ class OpenAIChatModel(ChatModel):
             ) from exc
 
     def _translate(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:
-        """One line naming the fix for each way an OpenAI-compatible call fails."""
+        """One line naming the fix for each way an OpenAI-compatible call fails, with any
+        key the server echoed (its error quoting the Authorization header, say) redacted
+        before it can reach the cell, ``last_error`` or the journal."""
+        message = str(self._describe(exc, model))
+        secrets = [self._api_key] if self._api_key != PLACEHOLDER_KEY else []
+        return ModelError(redact(message, secrets))
+
+    def _describe(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:
         import openai
 
         model = model or self.name

@@ -48,7 +48,9 @@ class ServerHandle:
     can act while a client is mid-request; ``drop_next()`` cuts the next streamed reply
     after its first text chunk, as a lost connection does; ``seen_keys`` records the
     bearer key of every request (``None`` when absent), so tests can check which key a
-    client sent.
+    client sent; ``end_next()`` ends the next streamed reply early with HTTP
+    200 and no chunk at all (as llama.cpp's server does when the prompt exceeds its window),
+    or, with ``text=True``, after its text but before any ``finish_reason``.
     """
 
     def __init__(self, httpd: _Server, thread: threading.Thread) -> None:
@@ -84,6 +86,18 @@ class ServerHandle:
         """Close the connection of the next streamed reply after its first text chunk."""
         with self._httpd.lock:
             self._httpd.drops += 1
+
+    def reply_next(self, text: str) -> None:
+        """Make the next chat reply ``text`` (streamed in pieces when streaming), whatever
+        the offline model would say: a reply no test could otherwise get from it."""
+        with self._httpd.lock:
+            self._httpd.replies.append(text)
+
+    def end_next(self, *, text: bool = False) -> None:
+        """End the next streamed reply without a ``finish_reason``: with no chunk at all, or
+        (``text``) after its text chunks."""
+        with self._httpd.lock:
+            self._httpd.early_ends.append(text)
 
     def hold_next(self) -> Hold:
         """Keep the next API request waiting until the returned hold is released."""
@@ -132,6 +146,7 @@ class _Server(ThreadingHTTPServer):
         api_key: str | None,
         models: Iterable[str],
         context_window: int | None = None,
+        overflow: str = "error",
     ):
         super().__init__(address, _Handler)
         self.api_key = api_key
@@ -141,7 +156,10 @@ class _Server(ThreadingHTTPServer):
         self.failures: list[int] = []
         self.holds: list[Hold] = []
         self.drops = 0  # streamed replies still to cut short (``drop_next``)
+        self.early_ends: list[bool] = []  # streamed replies to end early (``end_next``)
+        self.replies: list[str] = []  # chat replies to give instead (``reply_next``)
         self.context_window = context_window
+        self.overflow = overflow
         self.seen_keys: list[str | None] = []
         self.request_count = 0
         self.connections: set[socket.socket] = set()
@@ -312,6 +330,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         window = self.server.context_window
         if window is not None and (used := count_message_tokens(messages)) > window:
+            if self.server.overflow == "empty" and request.get("stream"):
+                # llama.cpp's server: HTTP 200 and a stream that ends with no chunk
+                _Stream(self, "", 0, model, False).run(ChatResult(""), [], early=False)
+                return
             message = (
                 f"This model's maximum context length is {window} tokens. However, your "
                 f"messages resulted in {used} tokens. Please reduce the length of the messages."
@@ -335,10 +357,16 @@ class _Handler(BaseHTTPRequestHandler):
             message = f"The offline model failed: {type(exc).__name__}: {exc}"
             self._send_json(500, _error(message, "server_error", None))
             return
+        with self.server.lock:
+            told = self.server.replies.pop(0) if self.server.replies else None
+        if told is not None:
+            result = ChatResult(told, [], result.usage, result.model, "stop")
+            deltas = _ARG_PIECE.findall(told)
         if request.get("stream"):
             options = request.get("stream_options")
             usage_chunk = isinstance(options, dict) and bool(options.get("include_usage"))
-            _Stream(self, ident, created, model, usage_chunk).run(result, deltas)
+            stream = _Stream(self, ident, created, model, usage_chunk)
+            stream.run(result, deltas, early=stream.ending_early())
             return
         message: dict[str, Any] = {
             "role": "assistant",
@@ -378,14 +406,18 @@ class _Stream:
         self.model = model
         self.usage_chunk = usage_chunk
 
-    def run(self, result: ChatResult, deltas: list[str]) -> None:
-        """Send the text deltas the model produced, then its tool calls, finish and usage."""
+    def run(self, result: ChatResult, deltas: list[str], early: bool | None = None) -> None:
+        """Send the text deltas the model produced, then its tool calls, finish and usage;
+        ``early`` ends the stream before any chunk (False) or after the text (True)."""
         handler = self.handler
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
         handler.send_header("Cache-Control", "no-cache")
         handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
+        if early is False:  # no chunk at all: the stream just ends
+            self._write(b"")
+            return
         self._choice({"role": "assistant", "content": ""})
         for text in deltas:
             self._choice({"content": text})
@@ -393,6 +425,10 @@ class _Stream:
                 handler.close_connection = True
                 handler.connection.shutdown(socket.SHUT_RDWR)
                 return
+        if early is True:  # the text, then the end, with no finish_reason
+            self._write(b"data: [DONE]\n\n")
+            self._write(b"")
+            return
         for index, call in enumerate(result.tool_calls):
             head = {
                 "index": index,
@@ -408,6 +444,12 @@ class _Stream:
             self._event(self._chunk([], usage=_usage(result)))
         self._write(b"data: [DONE]\n\n")
         self._write(b"")
+
+    def ending_early(self) -> bool | None:
+        """None normally; else whether the text goes out before the stream ends early."""
+        server = self.handler.server
+        with server.lock:
+            return server.early_ends.pop(0) if server.early_ends else None
 
     def _dropping(self) -> bool:
         server = self.handler.server
@@ -462,13 +504,16 @@ def start_server(
     api_key: str | None = None,
     models: Iterable[str] = ("offline",),
     context_window: int | None = None,
+    overflow: str = "error",
 ) -> ServerHandle:
     """Serve the offline model in a background thread; ``port=0`` picks a free port.
 
     ``context_window`` makes chat requests whose messages exceed it fail as OpenAI's do
-    (400, ``context_length_exceeded``), to try a client against a small model.
+    (400, ``context_length_exceeded``), to try a client against a small model; with
+    ``overflow="empty"`` a streamed one gets what llama.cpp's server sends instead: HTTP
+    200 and a stream that ends with no chunk.
     """
-    httpd = _Server((host, port), api_key, models, context_window)
+    httpd = _Server((host, port), api_key, models, context_window, overflow)
     thread = threading.Thread(
         target=httpd.serve_forever,
         kwargs={"poll_interval": 0.05},  # so stop() returns promptly

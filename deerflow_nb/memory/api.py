@@ -31,12 +31,20 @@ from ..config import (
 )
 from ..journal import Journal, now_iso, row_to_message
 from ..llm.base import ModelError
-from . import queue
+from ..scrub import encodable_deep, redact
+from . import queue, versions
 from .events import decode_event, event_row, replacement_events
 from .extraction import ExtractionError, build_messages, parse_reply, validate_diff
 from .filter import filter_messages, is_foldable
 from .similarity import overlap
-from .store import CATEGORIES, MemoryFileError, MemoryStore, check_schema, empty_memory
+from .store import (
+    CATEGORIES,
+    MemoryFileError,
+    MemoryStore,
+    check_schema,
+    empty_memory,
+    loads_document,
+)
 from .updater import Event, UpdateResult, apply_diff, sanitize_text, scrub_summaries
 
 if TYPE_CHECKING:
@@ -48,6 +56,7 @@ log = logging.getLogger(__name__)
 _SAID_IN_ONE_LINE = (ModelError, ConfigError)
 _UNSET = object()
 _REVIEW_KEY = "review"
+MAX_IMPORT_BYTES = 20 * 1024 * 1024  # a memory.json to import may be at most 20 MB
 
 
 @dataclass
@@ -107,13 +116,29 @@ class Memory:
         self._embedder: Any = _UNSET
         self._last_error: str | None = None
         self._worker: queue.QueueWorker | None = None
-        if self._unwritten() is not None:
-            with self.store.locked():
-                self._roll_forward()  # a crash left a change journaled but not written
+        self._latest: tuple[int, dict[str, Any]] | None = None  # the newest version, known
+        try:
+            self._recover_on_load()
+        except BaseException:
+            self.journal.close()
+            raise
         if self.settings.memory.enabled:
             self._schedule_orphans()
             self._worker = queue.acquire(self.settings.home, self)
             self._worker.notify()
+
+    def _recover_on_load(self) -> None:
+        """Clean up after a process killed mid-work: roll a change journaled but not
+        written forward, delete its half-written temp files, and mark the turns it left
+        ``running`` as interrupted."""
+        self.journal.interrupt_orphan_turns()
+        stale = self._unwritten() is not None or any(
+            self.path.parent.glob(self.store.target.name + ".*.tmp")
+        )
+        if stale:
+            with self.store.locked():
+                self.store.remove_stale_temps()
+                self._roll_forward()
 
     # -- reading ---------------------------------------------------------------------
     @property
@@ -451,7 +476,7 @@ class Memory:
                 log.warning("memory fold of %s failed: %s", thread_id, exc)
             elif not isinstance(exc, ExtractionError | MemoryFileError):  # shown by status
                 log.warning("memory fold of %s failed", thread_id, exc_info=True)
-            error = f"{type(exc).__name__}: {exc}"
+            error = redact(f"{type(exc).__name__}: {exc}", self._secrets())
             self._last_error = error
             report.failed[thread_id] = error
             queue.fail(self.journal, row, error)
@@ -460,6 +485,10 @@ class Memory:
             queue.release(self.journal, row)
             raise
         (report.proposed if outcome.pending_id is not None else report.folded).append(thread_id)
+
+    def _secrets(self) -> list[str | None]:
+        """The configured keys, never to be shown or stored."""
+        return [self.settings.model.api_key, os.environ.get("OPENAI_API_KEY")]
 
     def _settings_until(self, deadline: float | None) -> Settings:
         """The settings, with a flush deadline bounding the model call: one try, timing out
@@ -523,54 +552,61 @@ class Memory:
             result = mutate(current)
             changed = bool(result.events) or always
             version = None
-            if changed or finish:
-                with self.journal.transaction() as db:
-                    if changed:
-                        version = self._record(db, reason, source, result)
-                    if finish:
-                        finish(db)
+            # The new file is written (not yet renamed) before anything is journaled: a full
+            # disk or a read-only folder fails here, with nothing to roll forward later.
+            tmp = None
             if changed:
-                self.store.write(result.data)
+                result.data = encodable_deep(result.data)
+                tmp = self.store.prepare(result.data)
+            try:
+                if changed or finish:
+                    with self.journal.transaction() as db:
+                        if changed:
+                            version = self._record(db, reason, source, result)
+                        if finish:
+                            finish(db)
+            except BaseException:
+                if tmp is not None:
+                    self.store.discard(tmp)
+                self._latest = None
+                raise
+            if tmp is not None:
+                self.store.install(tmp)
                 self._mark_written()
         if changed:
             self._changed({"reason": reason, "version": version, "source": source})
         return result, version
 
-    @staticmethod
-    def _record(db: Any, reason: str, source: str, result: UpdateResult) -> int:
-        """Journal one change: its version snapshot and its events; the version id."""
+    def _record(self, db: Any, reason: str, source: str, result: UpdateResult) -> int:
+        """Journal one change: its version (a delta, or a full snapshot now and then) and
+        its events; the version id."""
         stamp = now_iso()
-        version = (
-            db["memory_versions"]
-            .insert(
-                {
-                    "created_at": stamp,
-                    "reason": reason,
-                    "source": source,
-                    "snapshot": json.dumps(result.data, ensure_ascii=False),
-                    "fact_count": len(result.data.get("facts", [])),
-                    "written": 0,
-                }
-            )
-            .last_pk
+        version = versions.record(
+            db,
+            result.data,
+            reason=reason,
+            source=source,
+            created_at=stamp,
+            previous=self._latest,
         )
+        self._latest = (version, result.data)
         db["memory_events"].insert_all(
-            [event_row(e, stamp, source, version) for e in result.events]
+            [encodable_deep(event_row(e, stamp, source, version)) for e in result.events]
         )
         return version
 
-    def _unwritten(self) -> str | None:
-        """The snapshot of a version a crash left journaled but not written, if any."""
+    def _unwritten(self) -> int | None:
+        """The id of a version a crash left journaled but not written, if any."""
         row = self.journal.db.execute(
-            "SELECT snapshot FROM memory_versions WHERE written = 0 ORDER BY id DESC LIMIT 1"
+            "SELECT id FROM memory_versions WHERE written = 0 ORDER BY id DESC LIMIT 1"
         ).fetchone()
-        return None if row is None else row[0]
+        return None if row is None else int(row[0])
 
     def _roll_forward(self) -> None:
         """Under the store lock: write that version, so memory.json matches the journal."""
-        snapshot = self._unwritten()
-        if snapshot is not None:
-            self.store.write(json.loads(snapshot))
+        version = self._unwritten()
+        if version is not None:
+            self.store.write(versions.read(self.journal.db, version))
             self._mark_written()
 
     def _mark_written(self) -> None:
@@ -616,10 +652,7 @@ class Memory:
 
     def version(self, v: int) -> dict[str, Any]:
         """The memory.json snapshot recorded as version ``v``; KeyError if unknown."""
-        rows = list(self.journal.db["memory_versions"].rows_where("id = ?", [v], select="snapshot"))
-        if not rows:
-            raise KeyError(f"no memory version {v}")
-        return json.loads(rows[0]["snapshot"])
+        return versions.read(self.journal.db, v)
 
     def diff(self, v1: int, v2: int | None = None) -> dict[str, Any]:
         """Facts added, removed and changed from version ``v1`` to ``v2`` (default: now)."""
@@ -765,9 +798,24 @@ class Memory:
         """The memory document at ``path``, checked; ValueError says why it cannot be imported."""
         source = Path(path)
         try:
-            data = json.loads(source.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{source}: cannot import, not a readable JSON file ({exc})") from exc
+            size = source.stat().st_size
+            if size > MAX_IMPORT_BYTES:
+                raise ValueError(
+                    f"{source}: cannot import, it is {size / 2**20:.1f} MB and an import may "
+                    f"be at most {MAX_IMPORT_BYTES // 2**20} MB; remove facts from it first"
+                )
+            data = loads_document(source.read_bytes())
+        except UnicodeDecodeError as exc:
+            reason = exc.reason
+            raise ValueError(f"{source}: cannot import, it is not UTF-8 text ({reason})") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{source}: cannot import, not a readable JSON file ({exc})") from None
+        except OSError as exc:
+            raise ValueError(f"{source}: cannot import, {exc.strerror or exc}") from None
+        except ValueError as exc:
+            if str(exc).startswith(f"{source}:"):
+                raise
+            raise ValueError(f"{source}: cannot import, {exc}") from None
         problem = check_schema(data)
         if problem:
             raise ValueError(f"{source}: cannot import, {problem}")

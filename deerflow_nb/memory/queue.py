@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..journal import Journal, now_iso
+from ..scrub import encodable, redact
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def upsert(
     db["memory_queue"].upsert(
         {
             "thread_id": thread_id,
-            "snapshot": json.dumps(snapshot, ensure_ascii=False),
+            "snapshot": encodable(json.dumps(snapshot, ensure_ascii=False)),
             "enqueued_at": now_iso(),
             "due_at": due,
             "attempts": 0,
@@ -134,7 +135,7 @@ def replace_snapshot(
         return
     db.execute(
         "UPDATE memory_queue SET snapshot = ?, last_seq = ? WHERE thread_id = ?",
-        [json.dumps(snapshot, ensure_ascii=False), last_seq, thread_id],
+        [encodable(json.dumps(snapshot, ensure_ascii=False)), last_seq, thread_id],
     )
 
 
@@ -171,7 +172,7 @@ def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
             "WHERE thread_id = ? AND enqueued_at = ?",
             [
                 attempts,
-                error[:2000],
+                redact(encodable(error[:2000])),
                 status,
                 time.time() + delay,
                 row["thread_id"],
@@ -253,8 +254,8 @@ class QueueWorker:
                     return
                 try:
                     due = next_due(self.journal)
-                except Exception:  # a locked or vanished journal: try again shortly
-                    log.exception("memory queue could not read journal.db")
+                except Exception as exc:  # a locked or vanished journal: try again shortly
+                    log.warning("memory queue could not read journal.db: %s", exc)
                     due = time.time() + 5
                 wait = None if due is None else max(0.0, due - time.time())
                 if wait is None or wait > 0:
@@ -262,8 +263,13 @@ class QueueWorker:
                     continue
             try:
                 self.fold(force=False)
-            except Exception:
-                log.exception("memory fold failed")
+            except Exception as exc:
+                from ..config import ConfigError  # a locked journal, a full disk: one line
+
+                if isinstance(exc, ConfigError):
+                    log.warning("memory fold failed: %s", exc)
+                else:
+                    log.exception("memory fold failed")
                 time.sleep(1.0)
 
     def _at_exit(self) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ..journal import now_iso
+from ..journal import now_iso, storage_error
 
 SCHEMA_VERSION = "1.0"
 USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
@@ -105,7 +105,44 @@ def normalized(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+# allow_nan=False: a NaN or an infinity is not JSON, and memory.json must stay JSON.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+MAX_INT_DIGITS = 30  # longer integers are not a number memory uses (and can be very slow)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if value - value != 0:  # inf (1e400 overflows to it); NaN literals are refused apart
+        raise ValueError(f"the number {text[:20]} is too large for JSON")
+    return value
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {digits} digits is not a number memory can hold")
+    return int(text)
+
+
+def _parse_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
+def loads_document(raw: bytes | str) -> Any:
+    """JSON text parsed strictly: ``NaN``/``Infinity``, numbers too large for a float
+    (``1e400``), integers of more than ``MAX_INT_DIGITS`` digits and nesting too deep for
+    Python raise ValueError with one line saying which, instead of a traceback or an
+    infinity that the next write would save as invalid JSON."""
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    try:
+        return json.loads(
+            text,
+            parse_float=_parse_float,
+            parse_int=_parse_int,
+            parse_constant=_parse_constant,
+        )
+    except RecursionError:
+        raise ValueError("it nests arrays or objects deeper than can be read") from None
 
 
 def render(data: dict[str, Any]) -> str:
@@ -142,9 +179,16 @@ class MemoryStore:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Exclusive access across threads of this process and across processes."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._thread_lock, self._file_lock:
-            yield
+        with self._thread_lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file_lock.acquire()
+            except OSError as exc:
+                raise _io_error(self.lock_path, exc) from None
+            try:
+                yield
+            finally:
+                self._file_lock.release()
 
     def read_shared(self) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
         """The file's revision and its document, parsed once per revision and shared.
@@ -173,10 +217,14 @@ class MemoryStore:
         except FileNotFoundError:
             return empty_memory()
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = loads_document(raw)
             problem = check_schema(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            problem = f"it is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        except json.JSONDecodeError as exc:
             problem = f"it is not valid JSON ({exc})"
+        except ValueError as exc:
+            problem = str(exc)
         if problem is None:
             return data
         raise MemoryFileError(self._corrupt_message(raw, problem))
@@ -200,22 +248,83 @@ class MemoryStore:
         shutil.copyfile(self.path, copy)
         return copy
 
-    def write(self, data: dict[str, Any]) -> None:
-        """Replace the file atomically; call under ``locked()``."""
-        payload = render(data).encode("utf-8")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
+    @property
+    def target(self) -> Path:
+        """The file writes replace: memory.json, or the file it links to (a symlinked
+        memory.json is written through, the link kept)."""
+        return self.path.resolve() if self.path.is_symlink() else self.path
+
+    def prepare(self, data: dict[str, Any]) -> Path:
+        """Write ``data`` to a new temp file beside the target (written and fsynced), for
+        ``install`` to rename into place; call under ``locked()``.
+
+        This is where a full disk or a read-only folder shows: the one-line ``HomeError``,
+        before anything is journaled. A NaN or infinity is a ValueError."""
         try:
+            payload = render(data).encode("utf-8")
+        except ValueError as exc:
+            raise ValueError(
+                f"memory cannot be saved: {exc} (NaN and infinity are not JSON); "
+                "nothing was changed"
+            ) from None
+        target = self.target
+        tmp: str | None = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
+        except BaseException as exc:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise _io_error(target, exc) from None
+            raise
+        return Path(tmp)
+
+    def install(self, tmp: Path) -> None:
+        """Rename a prepared temp file over the target, durably."""
+        target = self.target
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            raise
-        _fsync_dir(self.path.parent)
+            raise _io_error(target, exc) from None
+        _fsync_dir(target.parent)
+
+    def discard(self, tmp: Path) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+    def write(self, data: dict[str, Any]) -> None:
+        """Replace the file atomically; call under ``locked()``."""
+        self.install(self.prepare(data))
+
+    def remove_stale_temps(self) -> int:
+        """Delete temp files a killed writer left (``memory.json.*.tmp``); call under
+        ``locked()``, when no writer of any process can be mid-write. How many."""
+        removed = 0
+        folders = {self.path.parent, self.target.parent}
+        for folder in folders:
+            for stale in folder.glob(self.target.name + ".*.tmp"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+                    removed += 1
+        return removed
+
+
+def _io_error(path: Path, exc: OSError) -> Exception:
+    """A write's OSError as the one-line ``HomeError`` (full disk, read-only folder)."""
+    error = storage_error(path, exc)
+    if error is exc:
+        from ..config import HomeError
+
+        return HomeError(f"cannot write {path}: {exc.strerror or exc}; nothing was changed")
+    return error
 
 
 def _fsync_dir(path: Path) -> None:
