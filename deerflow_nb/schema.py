@@ -264,9 +264,9 @@ def _reason(exc: ValidationError) -> str:
     if kind == "missing":
         return f"it has no {field}"
     if field == "confidence":
-        return f"confidence {_short(value, 30)} is not a number from 0 to 1"
+        return f"confidence {_short(repr(value), 30)} is not a number from 0 to 1"
     if field == "shouldUpdate":
-        return f"shouldUpdate {_short(value, 30)} is not true or false"
+        return f"shouldUpdate {_short(repr(value), 30)} is not true or false"
     if kind in ("string_type", "string_too_short"):
         return (
             f"{field} {_short(value, 30)} is not text"
