@@ -334,7 +334,7 @@ class Memory:
                 pending_id = self._propose(db, source, clean)
                 report = ApplyReport(
                     pending_id=pending_id,
-                    left_out=left_out,
+                    left_out=fold_log.bounded(left_out),
                     held=[{"item": "the whole fold", "reason": "review mode is on", "value": ""}],
                     outcome=fold_log.HELD,
                 )
@@ -365,6 +365,7 @@ class Memory:
             if outcome.held_diff:
                 report.pending_id = self._propose(db, source, outcome.held_diff)
                 report.held = outcome.held
+            report.left_out = fold_log.bounded(report.left_out)
             report.outcome = fold_log.outcome_of(
                 report.to_dict(), version=version, held_all=outcome.held_all
             )

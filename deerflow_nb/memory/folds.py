@@ -105,31 +105,21 @@ def outcome_of(report: dict[str, Any], *, version: int | None, held_all: bool) -
     return PARTLY if report.get("left_out") or report.get("held") else APPLIED
 
 
-def summary(fold: dict[str, Any]) -> str:
-    """One line: ``partly applied (thread t1): added 2, reinforced 1, left out 1 …``."""
-    head = f"{fold.get('outcome') or '?'}"
-    if fold.get("source"):
-        head += f" ({fold['source']})"
-    if fold.get("outcome") == FAILED:
-        return f"{head}: {fold.get('error') or 'unknown error'}"
-    counts = [
-        f"{name} {len(fold.get(key) or [])}"
-        for key, name in (
-            ("added", "added"),
-            ("reinforced", "reinforced"),
-            ("removed", "removed"),
-            ("evicted", "evicted"),
-            ("sections", "sections"),
-        )
-        if fold.get(key)
+MAX_LEFT_OUT = 50
+
+
+def bounded(left_out: list[dict[str, str]], limit: int = MAX_LEFT_OUT) -> list[dict[str, str]]:
+    """The first ``limit`` left-out items and one line for the rest, so a flood of bad
+    items (10,000 facts in one reply) does not flood the journal too."""
+    if len(left_out) <= limit:
+        return left_out
+    rest = left_out[limit:]
+    reasons = sorted({x.get("reason", "") for x in rest})
+    return [
+        *left_out[:limit],
+        {
+            "item": f"{len(rest)} more",
+            "reason": f"{len(rest)} more of {len(left_out)} left out: " + "; ".join(reasons[:3]),
+            "value": "",
+        },
     ]
-    left = fold.get("left_out") or []
-    if left:
-        reasons = "; ".join(f"{x.get('item')}: {x.get('reason')}" for x in left[:3])
-        more = f"; +{len(left) - 3} more" if len(left) > 3 else ""
-        counts.append(f"left out {len(left)} ({reasons}{more})")
-    held = fold.get("held") or []
-    if held:
-        where = f" as pending change #{fold['pending_id']}" if fold.get("pending_id") else ""
-        counts.append(f"held for review{where}: {held[0].get('reason')}")
-    return f"{head}: " + (", ".join(counts) or "no change")
