@@ -416,3 +416,17 @@ def test_any_prefix_of_a_reply_keeps_only_complete_items(
     assert got == wanted[: len(got)]  # a prefix of the real facts, none invented or garbled
     result = apply_diff(empty_memory(), diff.to_dict(), source="t", threshold=0.0, max_facts=100)
     assert memory_problem(json.loads(json.dumps(result.data))) is None
+
+
+def test_memory_status_and_history_magics_show_the_fold_report(shell: Any, home: Path) -> None:
+    from deerflow_nb.session import get_session
+
+    memory = get_session(shell).memory
+    memory.apply(
+        {"newFacts": [{"content": "Knows SQL", "confidence": 0.9}, {"content": 42}]}, "t-magic"
+    )
+    status = str(shell.run_line_magic("memory", "status"))
+    assert "last fold" in status and "partly applied (t-magic): added 1, left out 1" in status
+    assert "newFacts[1]: content 42 is not text" in status
+    history = shell.run_line_magic("memory", "history")
+    assert "Recent folds" in str(history) and "t-magic" in history._repr_markdown_()
