@@ -111,7 +111,7 @@ class FactProposal(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True)
 
     content: str = Field(min_length=1)
-    category: str = "context"
+    category: Annotated[str, BeforeValidator(lambda v: "context" if v is None else v)] = "context"
     confidence: Confidence = 0.5
 
     @field_validator("content")

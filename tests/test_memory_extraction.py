@@ -156,6 +156,7 @@ def test_numeric_strings_are_numbers_and_true_false_strings_are_flags() -> None:
                 {"content": "Uses R", "confidence": " 1 "},
                 {"content": "Uses Go", "confidence": 1},
                 {"content": "Likes List<String> generics", "category": "odd", "confidence": 0.8},
+                {"content": "Uses Make", "category": None, "confidence": 0.8},
             ],
             "user": {"topOfMind": {"summary": "Go", "shouldUpdate": "true"}},
         }
@@ -166,6 +167,7 @@ def test_numeric_strings_are_numbers_and_true_false_strings_are_flags() -> None:
         {"content": "Uses R", "category": "context", "confidence": 1.0},
         {"content": "Uses Go", "category": "context", "confidence": 1.0},
         {"content": "Likes List<String> generics", "category": "context", "confidence": 0.8},
+        {"content": "Uses Make", "category": "context", "confidence": 0.8},
     ]
     assert diff["user"]["topOfMind"] == {"summary": "Go", "shouldUpdate": True}
 
@@ -226,7 +228,8 @@ def test_near_json_is_repaired(reply: str) -> None:
             "newFacts[1]",
         ),
         (
-            '{"newFacts": [{"content": "A", "confidence": 0.9}, {"content": "B", "confidence": 0.9}',
+            '{"newFacts": [{"content": "A", "confidence": 0.9}, '
+            '{"content": "B", "confidence": 0.9}',
             ["A", "B"],
             None,
         ),
