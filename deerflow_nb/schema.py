@@ -108,7 +108,7 @@ class FactProposal(BaseModel):
     """One ``newFacts`` item. Extra keys a model adds are ignored; fields added here later
     (issue 20's scope and durability, say) reach the updater through ``to_dict``."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True, defer_build=True)
 
     content: str = Field(min_length=1)
     category: Annotated[str, BeforeValidator(lambda v: "context" if v is None else v)] = "context"
@@ -134,7 +134,7 @@ class FactProposal(BaseModel):
 class SectionUpdate(BaseModel):
     """One ``user.*`` or ``history.*`` section of a diff."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True, defer_build=True)
 
     summary: str = ""
     should_update: Flag = Field(False, alias="shouldUpdate")
@@ -151,6 +151,8 @@ class SectionUpdate(BaseModel):
 class LeftOut(BaseModel):
     """A diff item that was not applied, and why (``item`` is its place: ``newFacts[2]``)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     item: str
     reason: str
     value: str = ""
@@ -162,7 +164,7 @@ class LeftOut(BaseModel):
 class ExtractionDiff(BaseModel):
     """DeerFlow's classic diff, every item valid; what was dropped is in ``left_out``."""
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True, defer_build=True)
 
     user: dict[str, SectionUpdate] = Field(default_factory=dict)
     history: dict[str, SectionUpdate] = Field(default_factory=dict)
@@ -369,7 +371,7 @@ def _document_problem(exc: ValidationError, data: dict[str, Any]) -> str:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 
 Seconds = Annotated[float, Field(allow_inf_nan=False)]
