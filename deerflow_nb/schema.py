@@ -269,12 +269,10 @@ def _reason(exc: ValidationError) -> str:
         return f"confidence {_short(repr(value), 30)} is not a number from 0 to 1"
     if field == "shouldUpdate":
         return f"shouldUpdate {_short(repr(value), 30)} is not true or false"
-    if kind in ("string_type", "string_too_short"):
-        return (
-            f"{field} {_short(value, 30)} is not text"
-            if kind == "string_type"
-            else (f"{field} is empty")
-        )
+    if kind == "string_type":
+        return f"{field} {_short(value, 30)} is not text"
+    if kind == "string_too_short":
+        return f"{field} is empty"
     message = str(error.get("msg", "")).removeprefix("Value error, ")
     return f"{field}: {message}"
 
