@@ -7,12 +7,8 @@ names the key and the file, because a silently ignored typo is worse than an err
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -175,115 +171,28 @@ _TOP_SECTIONS = {
 }
 
 
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
+def _build(cls: type, raw: dict[str, Any], section: str, source: Path) -> Any:
+    """The section's dataclass from its config.yaml mapping, checked by the typed schema
+    (``deerflow_nb.schema``: types, ``Field(ge=…, le=…)`` bounds, unknown keys); keys the
+    file leaves out keep their defaults."""
+    from .schema import check_settings_section
+
+    values = check_settings_section(section, raw, source)
+    for key, value in values.items():
+        if isinstance(value, list):
+            values[key] = [_size(v) for v in value]
+        else:
+            values[key] = _size(value)
+    return cls(**values)
 
 
-def _check_value(value: Any, tp: Any, key: str, source: Path) -> Any:
-    """Coerce ``value`` to the annotated type ``tp`` or raise ConfigError."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _check_value(value, arg, key, source)
-            except ConfigError as exc:
-                errors.append(exc)
-        raise errors[0]
-    if origin is Literal:
-        if value not in args:
-            allowed = ", ".join(repr(a) for a in args)
-            raise ConfigError(f"{source}: '{key}' must be one of {allowed}, got {value!r}")
-        return value
-    if origin is list:
-        items = value if isinstance(value, list) else [value]
-        return [_check_value(v, args[0], f"{key}[{i}]", source) for i, v in enumerate(items)]
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{source}: '{key}' must be a mapping, got {value!r}")
-        return _build(tp, value, key, source)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{source}: '{key}' must be true or false, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{source}: '{key}' must be a number, got {value!r}")
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{source}: '{key}' must be a whole number, got {value!r}")
-        return value
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{source}: '{key}' must be a string, got {value!r}")
-        return value
-    raise ConfigError(f"{source}: '{key}' has unsupported type {_type_name(tp)}")
+def _size(value: Any) -> Any:
+    """A checked ``{type, value}`` model as the ``ContextSize`` the agent uses."""
+    from .schema import ContextSizeSettings
 
-
-# Keys whose type alone admits values that silently break memory (a threshold of 7 learns
-# nothing, max_facts 0 keeps nothing): (low, high), either end open when None.
-_RANGES: dict[str, tuple[float | None, float | None]] = {
-    "memory.debounce_seconds": (0, 86_400),  # a day; far more overflows the worker's wait
-    "memory.max_facts": (1, None),
-    "memory.fact_confidence_threshold": (0, 1),
-    "memory.max_injection_tokens": (1, None),
-    "model.timeout_seconds": (0.001, None),
-    "model.max_retries": (0, None),
-    "model.max_input_tokens": (1, None),
-    "subagents.max_concurrent": (1, None),
-    "subagents.max_per_turn": (1, None),
-    "subagents.max_turns": (1, None),
-    "subagents.timeout_seconds": (0.001, None),
-    "agent.max_turns": (1, None),
-    "summarization.trim_tokens_to_summarize": (1, None),
-}
-
-
-def _check_range(value: Any, key: str, source: Path) -> None:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{source}: '{key}' must be a finite number, got {value!r}")
-    low, high = _RANGES.get(key, (None, None))
-    if (low is not None and value < low) or (high is not None and value > high):
-        bounds = f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}"
-        raise ConfigError(f"{source}: '{key}' must be {bounds}, got {value!r}")
-
-
-def _build(cls: type, raw: dict[str, Any], prefix: str, source: Path) -> Any:
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls) if f.init}
-    kwargs = {}
-    for key, value in raw.items():
-        full = f"{prefix}.{key}" if prefix else str(key)
-        if key not in names:
-            known = ", ".join(sorted(names))
-            raise ConfigError(f"{source}: unknown key '{full}' (known: {known})")
-        kwargs[key] = _check_value(value, hints[key], full, source)
-        if kwargs[key] is not None:
-            _check_range(kwargs[key], full, source)
-    built = cls(**kwargs)
-    if isinstance(built, ContextSize):
-        _check_size(built, prefix, source)
-    return built
-
-
-def _check_size(size: ContextSize, key: str, source: Path) -> None:
-    """A window fraction is in (0, 1]; a token or message count is not negative."""
-    if size.type == "fraction" and not 0 < size.value <= 1:
-        raise ConfigError(
-            f"{source}: '{key}' is a fraction of the window, so its value must be above 0 "
-            f"and at most 1, got {size.value!r}"
-        )
-    if size.type != "fraction" and size.value < 0:
-        raise ConfigError(
-            f"{source}: '{key}' counts {size.type}, so its value must be at least 0, "
-            f"got {size.value!r}"
-        )
+    if isinstance(value, ContextSizeSettings):
+        return ContextSize(type=value.type, value=float(value.value))
+    return value
 
 
 def parse_embeddings_spec(spec: str) -> tuple[str, str]:

@@ -226,6 +226,26 @@ def m010_version_deltas_and_turn_owners(db: sqlite_utils.Database) -> None:
     db["turns"].add_column("owner", str)
 
 
+@migration
+def m011_memory_folds(db: sqlite_utils.Database) -> None:
+    """What each fold did (issue 17, extraction): one row per fold or failed fold, with
+    its outcome and a JSON report (added, reinforced, removed, evicted, sections, left out
+    with reasons, held for review); ``Memory.status`` and the History views read it."""
+    db["memory_folds"].create(
+        {
+            "id": int,
+            "ts": str,
+            "source": str,  # the thread id (or the caller's source for Memory.apply)
+            "outcome": str,  # applied | partly applied | held for review | nothing to keep | failed
+            "version_id": int,
+            "pending_id": int,
+            "report": str,  # JSON, see memory/folds.py
+            "error": str,
+        },
+        pk="id",
+    )
+
+
 BUSY_SECONDS = 10.0  # a write lock held longer than this elsewhere is a one-line HomeError
 
 

@@ -464,7 +464,8 @@ class MemoryCommands:
 
     def handle_history(self, args: HistoryArgs) -> views.EventsView:
         if args.fact_id is None:
-            return views.EventsView(tuple(self.memory.events(limit=args.limit)))
+            folds = tuple(self.memory.folds(limit=min(args.limit, 10)))
+            return views.EventsView(tuple(self.memory.events(limit=args.limit)), folds=folds)
         events = self.memory.history(args.fact_id)
         if not events and args.fact_id not in self._fact_ids():
             raise UsageError(_no_fact(args.fact_id))

@@ -257,6 +257,24 @@ class StatusView(View):
                     for r in value
                 ]
                 rows.append(("queued threads", "; ".join(queued) or "none"))
+            elif key == "last_fold":
+                at = _day((value or {}).get("at")) if isinstance(value, Mapping) else ""
+                summary = fold_summary(value if isinstance(value, Mapping) else None)
+                rows.append(("last fold", f"{at} {summary}".strip() if value else "never"))
+                for item in (
+                    (value or {}).get("left_out") or [] if isinstance(value, Mapping) else []
+                ):
+                    rows.append(("  left out", f"{item.get('item')}: {item.get('reason')}"))
+            elif key == "consecutive_failures":
+                rows.append(
+                    (
+                        key,
+                        str(value or 0)
+                        + (
+                            f" ({failures_line(self.status)})" if failures_line(self.status) else ""
+                        ),
+                    )
+                )
             else:
                 rows.append((key, _format_value(value)))
         return Table(("key", "value"), rows, "Memory status", "No status.")
@@ -289,6 +307,19 @@ class EventsView(View):
 
     events: tuple[Mapping[str, Any], ...]
     title: str = "Memory events"
+    folds: tuple[Mapping[str, Any], ...] = ()  # Memory.folds(): what each fold did
+
+    def _tables(self) -> list[Table]:
+        return [self.table(), *([folds_table(self.folds)] if self.folds else [])]
+
+    def _repr_markdown_(self) -> str:
+        return "\n\n".join(t._markdown() for t in self._tables())
+
+    def _repr_html_(self) -> str:
+        return "".join(t._html() for t in self._tables())
+
+    def __str__(self) -> str:
+        return "\n\n".join(t._text() for t in self._tables())
 
     def table(self) -> Table:
         headers = ("#", "time", "kind", "fact", "change", "source", "version")
@@ -305,6 +336,63 @@ class EventsView(View):
             for e in self.events
         ]
         return Table(headers, rows, self.title, "No memory events yet.")
+
+
+def folds_table(folds: Iterable[Mapping[str, Any]]) -> Table:
+    """What the latest folds did, newest first: outcome, counts, left out and held."""
+    rows = [
+        (
+            _day(f.get("at")),
+            f.get("source") or "",
+            f.get("outcome") or "",
+            _short(fold_summary(f, with_head=False), 110),
+        )
+        for f in folds
+    ]
+    return Table(
+        ("time", "thread", "outcome", "what it did"), rows, "Recent folds", "No folds yet."
+    )
+
+
+def fold_summary(fold: Mapping[str, Any] | None, *, with_head: bool = True) -> str:
+    """One fold in a line: ``partly applied (t1): added 2, left out 1 (newFacts[0]: …)``."""
+    if not fold:
+        return "never"
+    head = str(fold.get("outcome") or "")
+    if fold.get("source"):
+        head += f" ({fold['source']})"
+    if not fold.get("outcome"):  # a fold journaled before fold reports existed
+        return str(fold.get("at") or "never")
+    if fold.get("outcome") == "failed":
+        body = str(fold.get("error") or "unknown error")
+    else:
+        parts = [
+            f"{key} {len(fold.get(key) or [])}"
+            for key in ("added", "reinforced", "removed", "evicted", "sections")
+            if fold.get(key)
+        ]
+        left = list(fold.get("left_out") or [])
+        if left:
+            reasons = "; ".join(f"{x.get('item')}: {x.get('reason')}" for x in left[:3])
+            more = f"; {len(left) - 3} more" if len(left) > 3 else ""
+            parts.append(f"left out {len(left)} ({reasons}{more})")
+        held = list(fold.get("held") or [])
+        if held:
+            change = f" as change #{fold['pending_id']}" if fold.get("pending_id") else ""
+            parts.append(f"held for review{change} ({held[0].get('reason')})")
+        body = ", ".join(parts) or "no change"
+    return f"{head}: {body}" if with_head else body
+
+
+def failures_line(status: Mapping[str, Any]) -> str | None:
+    """A line when the memory model failed several folds in a row, else None."""
+    count = int(status.get("consecutive_failures") or 0)
+    if count < 2:
+        return None
+    return (
+        f"the memory model failed the last {count} folds in a row; check the last error, "
+        "memory.model_name and the server"
+    )
 
 
 def _event_kind(event: Mapping[str, Any]) -> str:
@@ -480,7 +568,10 @@ def _status_line(status: Mapping[str, Any]) -> str:
     parts = [f"queued threads: {len(status.get('pending') or [])}"]
     if status.get("pending_changes"):
         parts.append(f"changes awaiting review: {status['pending_changes']}")
-    parts.append(f"last fold: {status.get('last_fold') or 'never'}")
+    last = status.get("last_fold")
+    parts.append(f"last fold: {fold_summary(last if isinstance(last, Mapping) else None)}")
+    if failures_line(status):
+        parts.append(str(failures_line(status)))
     if status.get("last_error"):
         parts.append(f"last error: {status['last_error']}")
     return ", ".join(parts)

@@ -170,7 +170,8 @@ class MemoryPanel:
             self._draw_preview()
             self._draw_pending()
             events = self.memory.events(limit=self.history_limit)
-            self.history.value = views.EventsView(tuple(events))._repr_html_()
+            folds = tuple(self.memory.folds(limit=10))
+            self.history.value = views.EventsView(tuple(events), folds=folds)._repr_html_()
 
     def visible_facts(self) -> list[dict[str, Any]]:
         """The facts the Facts tab lists under the current filters."""

@@ -202,3 +202,49 @@ def test_a_model_named_without_a_key_is_said_not_replaced_by_offline(
         get_chat_model(settings)
     monkeypatch.setenv("DEERFLOW_NB_MODEL", "offline")
     assert load_settings().is_offline
+
+
+def test_the_typed_settings_schema_matches_the_settings_dataclasses() -> None:
+    """config.yaml is checked by ``schema.*Settings`` (pydantic, ``Field(ge=…, le=…)``);
+    the dataclasses the code reads must have the same keys and defaults."""
+    import dataclasses
+
+    from deerflow_nb import config, schema
+
+    for name, cls in config._TOP_SECTIONS.items():
+        model = schema.SETTINGS_SECTIONS[name]
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        assert set(fields) == set(model.model_fields), name
+        built = cls()
+        checked = model()
+        for key in fields:
+            ours, theirs = getattr(built, key), getattr(checked, key)
+            if isinstance(theirs, list | schema.ContextSizeSettings):
+                theirs = (
+                    config._size(theirs)
+                    if not isinstance(theirs, list)
+                    else [config._size(t) for t in theirs]
+                )
+            assert ours == theirs, f"{name}.{key}"
+
+
+def test_settings_bounds_are_field_constraints(home: Path) -> None:
+    from deerflow_nb.schema import MemorySettings
+
+    bounds = {m.__class__.__name__ for m in MemorySettings.model_fields["max_facts"].metadata}
+    assert "Ge" in bounds
+    write_config(home, "memory:\n  fact_confidence_threshold: 1\n  max_facts: 5\n")
+    settings = load_settings()
+    assert settings.memory.fact_confidence_threshold == 1.0 and settings.memory.max_facts == 5
+
+
+def test_load_settings_without_a_config_file_does_not_import_pydantic(home: Path) -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from deerflow_nb.config import load_settings; load_settings(); "
+        "print('pydantic' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr

@@ -31,10 +31,12 @@ from ..config import (
 )
 from ..journal import Journal, now_iso, row_to_message
 from ..llm.base import ModelError
+from ..schema import ADDED_BY_USER, ExtractionDiff
 from ..scrub import encodable_deep, redact
+from . import folds as fold_log
 from . import queue, versions
 from .events import decode_event, event_row, replacement_events
-from .extraction import ExtractionError, build_messages, parse_reply, validate_diff
+from .extraction import ExtractionError, build_messages, check_diff, parse
 from .filter import filter_messages, is_foldable
 from .similarity import overlap
 from .store import (
@@ -45,7 +47,15 @@ from .store import (
     empty_memory,
     loads_document,
 )
-from .updater import Event, UpdateResult, apply_diff, sanitize_text, scrub_summaries
+from .updater import (
+    Event,
+    GuardedFold,
+    UpdateResult,
+    apply_diff,
+    guard_fold,
+    sanitize_text,
+    scrub_summaries,
+)
 
 if TYPE_CHECKING:
     from .ranking import Context
@@ -61,7 +71,13 @@ MAX_IMPORT_BYTES = 20 * 1024 * 1024  # a memory.json to import may be at most 20
 
 @dataclass
 class ApplyReport:
-    """What one diff did; ``pending_id`` is set instead when review mode held it back."""
+    """What one diff (a fold, or ``Memory.apply``) did.
+
+    ``left_out`` lists the items not applied, each ``{item, reason, value}`` (invalid in
+    the reply, below the confidence threshold, over the per-fold limit, unknown removal);
+    ``held`` what waits for review as pending change ``pending_id`` (review mode, the wipe
+    guard, removals of facts the user added). ``outcome`` says it in words.
+    """
 
     version: int | None = None
     added: list[str] = field(default_factory=list)
@@ -71,6 +87,9 @@ class ApplyReport:
     sections: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     pending_id: int | None = None
+    left_out: list[dict[str, str]] = field(default_factory=list)
+    held: list[dict[str, str]] = field(default_factory=list)
+    outcome: str = fold_log.NOTHING
 
     @classmethod
     def from_result(cls, result: UpdateResult, version: int | None) -> ApplyReport:
@@ -82,7 +101,21 @@ class ApplyReport:
             evicted=result.ids("evict"),
             sections=[e.section for e in result.events if e.kind == "section" and e.section],
             ignored=result.ignored_removals,
+            left_out=list(result.left_out),
         )
+
+    @property
+    def held_all(self) -> bool:
+        """Nothing applied: the whole diff waits for review."""
+        return self.outcome == fold_log.HELD
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "version": self.version,
+            "pending_id": self.pending_id,
+            **{k: list(getattr(self, k)) for k in fold_log.REPORT_KEYS},
+        }
 
 
 @dataclass
@@ -236,7 +269,7 @@ class Memory:
         diff = {"newFacts": [{"content": content, "category": category, "confidence": confidence}]}
 
         def mutate(data: dict[str, Any]) -> UpdateResult:
-            result = self._apply_rules(data, diff, source, threshold=0.0)
+            result = self._apply_rules(data, diff, source, threshold=0.0, added_by=ADDED_BY_USER)
             if set(result.ids("add")) & set(result.ids("evict")):  # refused before writing
                 raise ValueError(
                     f"memory is full (memory.max_facts is {self.settings.memory.max_facts}) "
@@ -321,39 +354,103 @@ class Memory:
         return removed
 
     # -- folding -------------------------------------------------------------------------
-    def apply(self, diff: dict[str, Any], source: str = "manual") -> ApplyReport:
-        """Apply one DeerFlow extraction diff exactly as a fold does (held back in review mode).
+    def apply(self, diff: dict[str, Any] | ExtractionDiff, source: str = "manual") -> ApplyReport:
+        """Apply one DeerFlow extraction diff exactly as a fold does (held back in review mode,
+        and by the wipe guard), journaled with its report.
 
-        Raises ``ExtractionError`` (a ValueError) for a malformed diff, changing nothing.
+        Items are checked one by one: invalid ones are left out (``ApplyReport.left_out``)
+        and the rest applies. Raises ``ExtractionError`` (a ValueError), changing nothing,
+        only when ``diff`` is not a diff at all.
         """
-        return self._apply(validate_diff(diff), source)
+        return self._apply(check_diff(diff), source)
 
     def _apply(
-        self, diff: dict[str, Any], source: str, finish: Callable[[Any], None] | None = None
+        self, diff: ExtractionDiff, source: str, finish: Callable[[Any], None] | None = None
     ) -> ApplyReport:
+        left_out = [item.to_dict() for item in diff.left_out]
+        clean = diff.to_dict()
         if self.review:
             with self.journal.transaction() as db:
-                pending_id = (
-                    db["pending_changes"]
-                    .insert(
-                        {
-                            "created_at": now_iso(),
-                            "source": source,
-                            "diff": json.dumps(diff),
-                            "status": "pending",
-                        }
-                    )
-                    .last_pk
+                pending_id = self._propose(db, source, clean)
+                report = ApplyReport(
+                    pending_id=pending_id,
+                    left_out=fold_log.bounded(left_out),
+                    held=[{"item": "the whole fold", "reason": "review mode is on", "value": ""}],
+                    outcome=fold_log.HELD,
                 )
+                self._record_fold(db, source, report)
                 if finish:
                     finish(db)
             self._changed({"reason": "proposed", "pending_id": pending_id})
-            return ApplyReport(pending_id=pending_id)
-        result, version = self._commit(
-            "fold", source, lambda data: self._apply_rules(data, diff, source), finish
+            return report
+        guarded: list[GuardedFold] = []
+        reports: list[ApplyReport] = []
+
+        def mutate(data: dict[str, Any]) -> UpdateResult:
+            guarded[:] = [guard_fold(data, clean, lambda d: self._apply_rules(data, d, source))]
+            return guarded[0].result
+
+        def finish_fold(db: Any) -> None:
+            outcome = guarded[0]
+            result = outcome.result
+            version = None
+            if result.events:  # journaled just now, in this transaction, under the lock
+                version = db.execute("SELECT MAX(id) FROM memory_versions").fetchone()[0]
+            report = ApplyReport.from_result(result, version)
+            report.left_out = left_out + report.left_out
+            report.left_out += [
+                {"item": "factsToRemove", "reason": "names no stored fact", "value": i}
+                for i in result.ignored_removals
+            ]
+            if outcome.held_diff:
+                report.pending_id = self._propose(db, source, outcome.held_diff)
+                report.held = outcome.held
+            report.left_out = fold_log.bounded(report.left_out)
+            report.outcome = fold_log.outcome_of(
+                report.to_dict(), version=version, held_all=outcome.held_all
+            )
+            self._record_fold(db, source, report)
+            reports.append(report)
+            if finish:
+                finish(db)
+
+        result, _ = self._commit("fold", source, mutate, finish_fold)
+        if reports[0].pending_id is not None:
+            self._changed({"reason": "proposed", "pending_id": reports[0].pending_id})
+        if result.events:
+            self._warm(result.data)
+        return reports[0]
+
+    @staticmethod
+    def _propose(db: Any, source: str, diff: dict[str, Any]) -> int:
+        """Inside a journal transaction: store ``diff`` as a pending change; its id."""
+        return (
+            db["pending_changes"]
+            .insert(
+                {
+                    "created_at": now_iso(),
+                    "source": source,
+                    "diff": json.dumps(diff, ensure_ascii=False),
+                    "status": "pending",
+                }
+            )
+            .last_pk
         )
-        self._warm(result.data)
-        return ApplyReport.from_result(result, version)
+
+    @staticmethod
+    def _record_fold(db: Any, source: str, report: ApplyReport) -> None:
+        fold_log.record(
+            db,
+            source=source,
+            outcome=report.outcome,
+            report=report.to_dict(),
+            version=report.version,
+            pending_id=report.pending_id,
+        )
+
+    def folds(self, limit: int = 20) -> list[dict[str, Any]]:
+        """What the latest folds did, newest first (see ``memory.folds.decode``)."""
+        return fold_log.recent(self.journal.db, limit)
 
     def _apply_rules(
         self,
@@ -361,6 +458,7 @@ class Memory:
         diff: dict[str, Any],
         source: str,
         threshold: float | None = None,
+        added_by: str | None = None,
     ) -> UpdateResult:
         memory = self.settings.memory
         return apply_diff(
@@ -369,6 +467,7 @@ class Memory:
             source=source,
             threshold=memory.fact_confidence_threshold if threshold is None else threshold,
             max_facts=memory.max_facts,
+            added_by=added_by,
         )
 
     def enqueue(self, thread_id: str) -> bool:
@@ -469,7 +568,7 @@ class Memory:
 
             model = get_chat_model(self._settings_until(deadline), self.settings.memory_model_name)
             reply = model.chat(messages, json_mode=True)
-            diff = parse_reply(reply.content, handles)
+            diff = parse(reply.content, handles)
             outcome = self._apply(diff, thread_id, lambda db: self._finish_fold(db, row))
         except Exception as exc:  # any failure keeps the row for a bounded retry
             if isinstance(exc, _SAID_IN_ONE_LINE):
@@ -480,11 +579,13 @@ class Memory:
             self._last_error = error
             report.failed[thread_id] = error
             queue.fail(self.journal, row, error)
+            with contextlib.suppress(Exception), self.journal.transaction() as db:
+                fold_log.record(db, source=thread_id, outcome=fold_log.FAILED, error=error)
             return
         except BaseException:  # Ctrl-C mid-fold: hand the row back now, not when the lease ends
             queue.release(self.journal, row)
             raise
-        (report.proposed if outcome.pending_id is not None else report.folded).append(thread_id)
+        (report.proposed if outcome.held_all else report.folded).append(thread_id)
 
     def _secrets(self) -> list[str | None]:
         """The configured keys, never to be shown or stored."""
@@ -833,16 +934,23 @@ class Memory:
 
     # -- status and plumbing ------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
+        """Queue rows, the last fold (``{at, source, outcome, added, reinforced, removed,
+        evicted, sections, left_out: [{item, reason, value}], held, pending_id, version,
+        error}``), ``consecutive_failures`` of the memory model, the last error, paths."""
         rows = queue.status_rows(self.journal)
         try:
             fact_count: int | None = len(self.store.read_shared()[1].get("facts", []))
             memory_error = None
         except MemoryFileError as exc:
             fact_count, memory_error = None, str(exc)
-        last_fold = self.journal.db.execute(  # a fold that changed nothing counts too
-            "SELECT MAX(t) FROM (SELECT MAX(folded_at) AS t FROM memory_threads UNION ALL "
-            "SELECT MAX(created_at) FROM memory_versions WHERE reason IN ('fold', 'approve'))"
-        ).fetchone()[0]
+        recent = fold_log.recent(self.journal.db, 1)
+        last_fold: dict[str, Any] | None = recent[0] if recent else None
+        if last_fold is None:  # folds journaled before memory_folds existed
+            at = self.journal.db.execute(  # a fold that changed nothing counts too
+                "SELECT MAX(t) FROM (SELECT MAX(folded_at) AS t FROM memory_threads UNION ALL "
+                "SELECT MAX(created_at) FROM memory_versions WHERE reason IN ('fold', 'approve'))"
+            ).fetchone()[0]
+            last_fold = {"at": at} if at else None
         errors = [r["last_error"] for r in rows if r.get("last_error")]
         return {
             "enabled": self.settings.memory.enabled,
@@ -854,6 +962,7 @@ class Memory:
             "pending": rows,
             "pending_changes": self.journal.db["pending_changes"].count_where("status = 'pending'"),
             "last_fold": last_fold,
+            "consecutive_failures": fold_log.consecutive_failures(self.journal.db),
             "last_error": errors[-1] if errors else self._last_error,
         }
 

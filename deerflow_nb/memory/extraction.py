@@ -1,20 +1,23 @@
-"""The extraction prompt, the fact handles, and a parser that never lets bad output through.
+"""The extraction prompt, the fact handles, and a parser that keeps every valid item.
 
 Existing facts are shown to the model as ``[f1]``, ``[f2]`` … instead of their ids: short
 handles cost fewer tokens and a model cannot invent a plausible-looking id. The reply
-must be DeerFlow's classic diff; anything else (no JSON, wrong types, an attempt to
-close the ``</memory>`` tag) raises ``ExtractionError`` and changes nothing.
+should be DeerFlow's classic diff. Near-JSON is repaired (``json-repair``: code fences,
+prose around the object, trailing commas, single quotes, a reply cut off by max_tokens,
+whose half-written last item is dropped), then checked item by item against the typed
+schema (``deerflow_nb.schema.ExtractionDiff``): an invalid fact, removal or section is left
+out with its reason and the rest applies. Only a reply that is no diff at all raises
+``ExtractionError`` and changes nothing (the fold is retried, bounded).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from typing import Any
 
-from .store import HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS
+from ..schema import HISTORY_SECTIONS, USER_SECTIONS, ExtractionDiff, LeftOut, NotADiff
 
 log = logging.getLogger(__name__)
 
@@ -96,96 +99,157 @@ def build_messages(
     ], handles
 
 
+def parse(text: str, handles: dict[str, str] | None = None) -> ExtractionDiff:
+    """The model's reply as a typed diff whose removals name real fact ids; what could not
+    be used is in ``left_out``. ``ExtractionError`` only when the reply is no diff at all."""
+    raw, cut = load_reply(text)
+    cut_out: list[LeftOut] = []
+    if cut is not None:
+        cut_out = _drop_cut_item(raw, cut)
+    diff = check_diff(raw)
+    diff.left_out[:0] = cut_out
+    if handles is not None:
+        mapped: list[str] = []
+        for i, handle in enumerate(diff.facts_to_remove):
+            fact_id = handles.get(handle)
+            if fact_id is None:
+                log.warning("extraction named unknown fact handle %r; ignored", handle)
+                diff.left_out.append(
+                    LeftOut(
+                        item=f"factsToRemove[{i}]",
+                        reason="names no stored fact (unknown handle)",
+                        value=handle[:80],
+                    )
+                )
+            elif fact_id not in mapped:
+                mapped.append(fact_id)
+        diff.facts_to_remove = mapped
+    return diff
+
+
 def parse_reply(text: str, handles: dict[str, str]) -> dict[str, Any]:
-    """The model's reply as a validated diff whose removals name real fact ids."""
+    """``parse`` as DeerFlow's plain dict (without what was left out)."""
+    return parse(text, handles).to_dict()
+
+
+def check_diff(raw: Any) -> ExtractionDiff:
+    """A diff value (a caller's, or a parsed reply) checked item by item."""
+    if isinstance(raw, ExtractionDiff):
+        return raw
+    try:
+        return ExtractionDiff.parse(raw)
+    except NotADiff as exc:
+        raise ExtractionError(str(exc)) from None
+
+
+def validate_diff(raw: Any) -> dict[str, Any]:
+    """The valid items of a DeerFlow diff as a clean dict; ExtractionError if it is none."""
+    return check_diff(raw).to_dict()
+
+
+def load_reply(text: str) -> tuple[Any, tuple[str, ...] | None]:
+    """The reply's JSON value (repaired when needed), and where it was cut off: the path of
+    the item a truncated reply was writing (``("newFacts", 2)``), or None when complete."""
     body = (text or "").strip()
     fence = _FENCE.match(body)
     if fence:
         body = fence.group(1).strip()
-    if not body.startswith("{"):
-        start, end = body.find("{"), body.rfind("}")
-        if start < 0 or end <= start:
-            raise ExtractionError("the reply holds no JSON object")
-        body = body[start : end + 1]
+    start = body.find("{")
+    if start < 0:
+        raise ExtractionError("the reply holds no JSON object")
+    end = body.rfind("}")
+    if end > start:
+        try:
+            return json.loads(body[start : end + 1]), None
+        except json.JSONDecodeError:
+            pass
+    import json_repair
+
     try:
-        raw = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise ExtractionError(f"the reply is not valid JSON: {exc}") from exc
-    diff = validate_diff(raw)
-    mapped = []
-    for handle in diff["factsToRemove"]:
-        if handle in handles:
-            mapped.append(handles[handle])
-        else:
-            log.warning("extraction named unknown fact handle %r; ignored", handle)
-    diff["factsToRemove"] = mapped
-    return diff
+        raw = json_repair.loads(body[start:])
+    except Exception as exc:  # the repairer gave up: this is no diff
+        raise ExtractionError(f"the reply is not JSON, even repaired ({exc})") from None
+    if isinstance(raw, list):  # prose between several objects: the first diff-like one
+        raw = next((v for v in raw if isinstance(v, dict)), raw)
+    return raw, _cut_path(body[start:])
 
 
-def validate_diff(raw: Any) -> dict[str, Any]:
-    """A clean copy of a DeerFlow diff, or ExtractionError naming the first problem."""
-    if not isinstance(raw, dict):
-        raise ExtractionError("the diff must be a JSON object")
-    diff: dict[str, Any] = {}
-    for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
-        sections = _or_default(raw.get(group), {})
-        if not isinstance(sections, dict):
-            raise ExtractionError(f"'{group}' must be an object")
-        clean = {}
-        for name in names:
-            section = sections.get(name)
-            if section is None:
+_ITEM_LISTS = ("newFacts", "factsToRemove")
+
+
+def _drop_cut_item(raw: Any, cut: tuple[str, ...]) -> list[LeftOut]:
+    """Drop the item a cut-off reply was in the middle of writing (the repairer closes it,
+    but its text or confidence may be half there): complete items are kept."""
+    if not isinstance(raw, dict) or not cut:
+        return []
+    reason = "cut off: the reply ended in the middle of it (max_tokens reached?)"
+    head = cut[0]
+    if head in _ITEM_LISTS and len(cut) >= 2:
+        items = raw.get(head)
+        if isinstance(items, list) and items and len(items) == int(cut[1]) + 1:
+            value = items.pop()
+            shown = value.get("content", value) if isinstance(value, dict) else value
+            return [LeftOut(item=f"{head}[{cut[1]}]", reason=reason, value=str(shown)[:80])]
+    if head in ("user", "history") and len(cut) >= 2:
+        sections = raw.get(head)
+        if isinstance(sections, dict) and cut[1] in sections:
+            sections.pop(cut[1])
+            return [LeftOut(item=f"{head}.{cut[1]}", reason=reason)]
+    return []
+
+
+def _cut_path(body: str) -> tuple[str, ...] | None:
+    """Scan JSON-ish text; None when every container closes, else the open item's path:
+    ``(list key, index)`` for an element still open in newFacts/factsToRemove, ``(group,
+    section)`` for a section object still open."""
+    frames: list[list[Any]] = []  # [kind, key or index, expecting key / fresh element]
+    quote: str | None = None
+    chars: list[str] = []
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if quote is not None:
+            if c == "\\":
+                i += 2
                 continue
-            if not isinstance(section, dict):
-                raise ExtractionError(f"'{group}.{name}' must be an object")
-            summary = section.get("summary", "")
-            should = section.get("shouldUpdate", False)
-            if not isinstance(summary, str) or not isinstance(should, bool):
-                raise ExtractionError(
-                    f"'{group}.{name}' needs a text summary and a true/false shouldUpdate"
-                )
-            _reject_tags(summary, f"{group}.{name}")
-            clean[name] = {"summary": summary, "shouldUpdate": should}
-        diff[group] = clean
-    facts = _or_default(raw.get("newFacts"), [])
-    if not isinstance(facts, list):
-        raise ExtractionError("'newFacts' must be a list")
-    diff["newFacts"] = [_clean_fact(f, i) for i, f in enumerate(facts)]
-    removals = _or_default(raw.get("factsToRemove"), [])
-    if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
-        raise ExtractionError("'factsToRemove' must be a list of fact ids")
-    diff["factsToRemove"] = list(dict.fromkeys(removals))
-    return diff
-
-
-def _or_default(value: Any, default: Any) -> Any:
-    """A missing or null key means "nothing"; any other falsy value is still type-checked."""
-    return default if value is None else value
-
-
-def _clean_fact(fact: Any, i: int) -> dict[str, Any]:
-    where = f"newFacts[{i}]"
-    if not isinstance(fact, dict):
-        raise ExtractionError(f"'{where}' must be an object")
-    content = fact.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise ExtractionError(f"'{where}.content' must be non-empty text")
-    _reject_tags(content, where)
-    confidence = fact.get("confidence", 0.5)
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not math.isfinite(confidence)
-        or not 0 <= confidence <= 1
-    ):
-        raise ExtractionError(f"'{where}.confidence' must be a number from 0 to 1")
-    category = fact.get("category", "context")
-    if not isinstance(category, str):
-        raise ExtractionError(f"'{where}.category' must be text")
-    return {"content": content, "category": category, "confidence": float(confidence)}
-
-
-def _reject_tags(text: str, where: str) -> None:
-    """Text that opens or closes the memory block is an injection attempt, not a fact."""
-    if MEMORY_TAG.search(text):
-        raise ExtractionError(f"'{where}' contains a <memory> tag")
+            if c == quote:
+                quote = None
+                top = frames[-1] if frames else None
+                if top is not None and top[0] == "{" and top[2]:
+                    top[1] = "".join(chars)
+            else:
+                chars.append(c)
+            i += 1
+            continue
+        top = frames[-1] if frames else None
+        starts_value = c in "{[\"'" or not (c.isspace() or c in ",:}]")
+        if starts_value and top is not None and top[0] == "[" and top[2]:
+            top[1] += 1
+            top[2] = False
+        if c in "\"'":
+            quote, chars = c, []
+        elif c == "{":
+            frames.append(["{", None, True])
+        elif c == "[":
+            frames.append(["[", -1, True])
+        elif c in "}]":
+            if frames:
+                frames.pop()
+        elif c == ":":
+            if top is not None and top[0] == "{":
+                top[2] = False
+        elif c == "," and top is not None:
+            top[2] = True
+        i += 1
+    if not frames and quote is None:
+        return None
+    if len(frames) < 2 or frames[0][0] != "{":
+        return ()
+    key = frames[0][1]
+    second = frames[1]
+    if key in _ITEM_LISTS and second[0] == "[" and second[1] >= 0 and not second[2]:
+        element_open = len(frames) > 2 or quote is not None
+        return (key, second[1]) if element_open else ()
+    if key in ("user", "history") and second[0] == "{" and len(frames) > 2 and second[1]:
+        return (key, second[1])
+    return ()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -24,11 +23,28 @@ from typing import Any
 from filelock import FileLock
 
 from ..journal import now_iso, storage_error
+from ..schema import (  # the constants live with the typed schema; kept importable here
+    CATEGORIES,
+    HISTORY_SECTIONS,
+    MEMORY_TAG,
+    SCHEMA_VERSION,
+    USER_SECTIONS,
+    memory_problem,
+)
 
-SCHEMA_VERSION = "1.0"
-USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
-HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
-CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
+__all__ = [
+    "CATEGORIES",
+    "HISTORY_SECTIONS",
+    "MEMORY_TAG",
+    "SCHEMA_VERSION",
+    "USER_SECTIONS",
+    "MemoryFileError",
+    "MemoryStore",
+    "check_schema",
+    "empty_memory",
+    "normalized",
+    "render",
+]
 
 _process_locks: dict[Path, threading.RLock] = {}
 _process_locks_guard = threading.Lock()
@@ -49,44 +65,10 @@ def empty_memory() -> dict[str, Any]:
     }
 
 
-# Fact keys that folds compute with, when present: (key, accepted types, how to say it).
-# NaN is rejected too (it is the one number unequal to itself).
-_NUMERIC_FIELDS = (
-    ("confidence", int | float, "a number"),
-    ("confirmations", int, "a whole number"),
-)
-
-
-# An opening or closing <memory> tag, spaces allowed inside the brackets: extraction refuses
-# text holding one, manual text has it neutralised (the block's own escaping also holds).
-MEMORY_TAG = re.compile(r"<\s*(/?)\s*(memory)\s*>", re.IGNORECASE)
-
-
 def check_schema(data: Any) -> str | None:
-    """Why ``data`` is not a usable memory document, or None when it is."""
-    if not isinstance(data, dict):
-        return "the top level is not a JSON object"
-    for group in ("user", "history"):
-        if group in data and not isinstance(data[group], dict):
-            return f"'{group}' is not an object"
-    facts = data.get("facts", [])
-    if not isinstance(facts, list):
-        return "'facts' is not a list"
-    ids: set[str] = set()
-    for i, fact in enumerate(facts):
-        if not isinstance(fact, dict) or not isinstance(fact.get("content"), str):
-            return f"facts[{i}] is not a fact object with a text 'content'"
-        fact_id = fact.get("id")
-        if not isinstance(fact_id, str) or not fact_id.strip():
-            return f"facts[{i}] has no 'id' (every fact needs a unique text id)"
-        if fact_id in ids:
-            return f"facts[{i}] repeats the id {fact_id!r} (every fact needs a unique text id)"
-        ids.add(fact_id)
-        for key, number, kind in _NUMERIC_FIELDS:
-            value = fact.get(key, 0)
-            if isinstance(value, bool) or not isinstance(value, number) or value != value:
-                return f"facts[{i}] has {key} {value!r}, not {kind}"
-    return None
+    """Why ``data`` is not a usable memory document, or None when it is (the typed
+    ``schema.MemoryDocument``: facts with unique text ids, text content, numeric confidence)."""
+    return memory_problem(data)
 
 
 def normalized(data: dict[str, Any]) -> dict[str, Any]:

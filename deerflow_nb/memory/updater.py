@@ -4,7 +4,13 @@ Given the current memory document and one validated extraction diff, returns the
 document and the list of events that explain every change. DeerFlow's order is kept
 (sections, removals, new facts, cap); on top of it: text is sanitised, exact and
 near-duplicate facts reinforce the fact already stored instead of adding a second one,
-and eviction drops the lowest confidence first (oldest first among equals).
+and eviction drops the lowest confidence first (oldest first among equals). What a diff
+proposed but the rules did not take (below the confidence threshold, over the per-fold
+limit of new facts) is listed in ``left_out`` with the reason.
+
+``guard_fold`` is the wipe guard: no single fold removes or evicts more than
+``wipe_limit(n)`` = max(3, 20 % of the n facts stored) facts, nor any fact the user added
+by hand, without review.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..journal import now_iso
+from ..schema import is_user_fact
 from .similarity import normalize_text, signature
 from .store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
 
@@ -26,6 +33,12 @@ MAX_FACT_CHARS = 500
 MAX_SUMMARY_CHARS = 4000
 REINFORCE_BUMP = 0.02
 REINFORCE_CAP = 0.99
+# One fold adds at most this many facts; the rest are left out with a reason.
+MAX_NEW_FACTS_PER_FOLD = 50
+# A fold may remove or evict at most max(WIPE_MIN_FACTS, WIPE_SHARE × stored facts) facts
+# before it is held for review instead of applied.
+WIPE_MIN_FACTS = 3
+WIPE_SHARE = 0.20
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -48,6 +61,7 @@ class UpdateResult:
     data: dict[str, Any]
     events: list[Event]
     ignored_removals: list[str] = field(default_factory=list)
+    left_out: list[dict[str, str]] = field(default_factory=list)  # {item, reason, value}
 
     def ids(self, kind: str) -> list[str]:
         return [e.fact_id for e in self.events if e.kind == kind and e.fact_id]
@@ -77,8 +91,14 @@ def apply_diff(
     max_facts: int,
     now: str | None = None,
     id_factory: Callable[[set[str]], str] = new_fact_id,
+    max_new: int | None = MAX_NEW_FACTS_PER_FOLD,
+    added_by: str | None = None,
 ) -> UpdateResult:
-    """Apply one validated diff (see ``extraction.validate_diff``) to ``data`` (not mutated)."""
+    """Apply one validated diff (see ``extraction.validate_diff``) to ``data`` (not mutated).
+
+    ``max_new`` bounds the facts one diff adds (None: no bound); ``added_by`` marks the facts
+    it adds or reinforces (``"user"`` for facts stated by hand, which folds do not drop
+    without review)."""
     now = now or now_iso()
     out = normalized(data)
     events: list[Event] = []
@@ -122,10 +142,22 @@ def apply_diff(
         if sig:
             by_sig.setdefault(sig, fact)
     taken = {f.get("id") for f in out["facts"]}
-    for candidate in diff.get("newFacts") or []:
+    left_out: list[dict[str, str]] = []
+    added = 0
+    for i, candidate in enumerate(diff.get("newFacts") or []):
         content = sanitize_text(candidate.get("content", ""))
         confidence = float(candidate.get("confidence", 0.5))
-        if not content or confidence < threshold:
+        if not content:
+            continue
+        if confidence < threshold:
+            left_out.append(
+                _left(
+                    i,
+                    content,
+                    f"confidence {confidence:g} is below memory.fact_confidence_threshold "
+                    f"{threshold:g}",
+                )
+            )
             continue
         sig = signature(content)
         match = by_text.get(normalize_text(content)) or (by_sig.get(sig) if sig else None)
@@ -136,6 +168,8 @@ def apply_diff(
             match["confidence"] = new_conf
             match["confirmations"] = int(match.get("confirmations", 1)) + 1
             match["updatedAt"] = now
+            if added_by:
+                match["addedBy"] = added_by
             events.append(
                 Event(
                     "reinforce",
@@ -148,6 +182,10 @@ def apply_diff(
                 )
             )
             continue
+        if max_new is not None and added >= max_new:
+            left_out.append(_left(i, content, f"over the limit of {max_new} new facts per fold"))
+            continue
+        added += 1
         category = candidate.get("category")
         fact = {
             "id": id_factory(taken),
@@ -157,6 +195,8 @@ def apply_diff(
             "createdAt": now,
             "source": source,
         }
+        if added_by:
+            fact["addedBy"] = added_by
         taken.add(fact["id"])
         out["facts"].append(fact)
         by_text[normalize_text(content)] = fact
@@ -179,7 +219,76 @@ def apply_diff(
 
     if events:
         out["lastUpdated"] = now
-    return UpdateResult(out, events, ignored)
+    return UpdateResult(out, events, ignored, left_out)
+
+
+def _left(i: int, content: str, reason: str) -> dict[str, str]:
+    return {"item": f"newFacts[{i}]", "reason": reason, "value": content[:80]}
+
+
+def wipe_limit(stored: int) -> int:
+    """How many facts one fold may remove or evict without review: max(3, 20 %)."""
+    return max(WIPE_MIN_FACTS, int(stored * WIPE_SHARE))
+
+
+@dataclass
+class GuardedFold:
+    """A fold after the wipe guard: what applies now (``result``), and what waits for review
+    (``held_diff``, with one ``held`` entry per reason); ``held_all`` when nothing applies."""
+
+    result: UpdateResult
+    held_diff: dict[str, Any] | None = None
+    held: list[dict[str, str]] = field(default_factory=list)
+    held_all: bool = False
+
+
+def guard_fold(
+    data: dict[str, Any], diff: dict[str, Any], apply: Callable[[dict[str, Any]], UpdateResult]
+) -> GuardedFold:
+    """Apply ``diff`` through ``apply`` unless it would wipe memory.
+
+    - Removals of facts the user added by hand are held for review (as their own pending
+      change); the rest of the diff applies.
+    - A fold that would still remove or evict more than ``wipe_limit`` of the stored facts,
+      or evict a fact the user added, is held whole: nothing applies until approved.
+    """
+    before = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
+    result = apply(diff)
+    protected = [i for i in result.ids("remove") if is_user_fact(before.get(i, {}))]
+    guarded = GuardedFold(result)
+    if protected:
+        keep = [i for i in diff.get("factsToRemove") or [] if i not in protected]
+        diff = {**diff, "factsToRemove": keep}
+        guarded.held_diff = {"factsToRemove": protected}
+        guarded.held = [
+            {
+                "item": f"remove {i}",
+                "reason": "a fact you added by hand; a fold removes it only when approved",
+                "value": str(before[i].get("content", ""))[:80],
+            }
+            for i in protected
+        ]
+        guarded.result = result = apply(diff)
+    lost = result.ids("remove") + result.ids("evict")
+    limit = wipe_limit(len(before))
+    evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
+    if len(lost) > limit or evicted_user:
+        why = (
+            f"it would remove or evict {len(lost)} of {len(before)} facts (more than "
+            f"max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = {limit})"
+            if len(lost) > limit
+            else f"it would evict {len(evicted_user)} fact(s) you added by hand"
+        )
+        whole = dict(diff)
+        if guarded.held_diff:
+            whole["factsToRemove"] = [*whole.get("factsToRemove", []), *protected]
+        return GuardedFold(
+            UpdateResult(data, [], result.ignored_removals, result.left_out),
+            whole,
+            [{"item": "the whole fold", "reason": why, "value": ""}],
+            held_all=True,
+        )
+    return guarded
 
 
 def restates(fact: str, sentence: str) -> bool:

@@ -1,0 +1,126 @@
+"""What every fold did, journaled in ``memory_folds`` (one row per fold, failed ones too).
+
+A row holds the outcome (``applied``, ``partly applied``, ``held for review``, ``nothing to
+keep``, ``failed``) and a JSON report: the fact ids added, reinforced, removed and evicted,
+the sections rewritten, the items left out with their reasons, and what waits for review.
+These helpers take a sqlite-utils database, so read-only views (the inspector) can use them
+on their own connection.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..journal import now_iso
+from ..scrub import encodable, encodable_deep
+
+APPLIED = "applied"
+PARTLY = "partly applied"
+HELD = "held for review"
+NOTHING = "nothing to keep"
+FAILED = "failed"
+REPORT_KEYS = (
+    "added",
+    "reinforced",
+    "removed",
+    "evicted",
+    "sections",
+    "ignored",
+    "left_out",
+    "held",
+)
+
+
+def record(
+    db: Any,
+    *,
+    source: str,
+    outcome: str,
+    report: dict[str, Any] | None = None,
+    version: int | None = None,
+    pending_id: int | None = None,
+    error: str | None = None,
+    ts: str | None = None,
+) -> int:
+    """Journal one fold (inside the caller's transaction); its row id."""
+    body = encodable_deep({k: (report or {}).get(k) or [] for k in REPORT_KEYS})
+    return (
+        db["memory_folds"]
+        .insert(
+            {
+                "ts": ts or now_iso(),
+                "source": source,
+                "outcome": outcome,
+                "version_id": version,
+                "pending_id": pending_id,
+                "report": json.dumps(body, ensure_ascii=False),
+                "error": None if error is None else encodable(error[:2000]),
+            }
+        )
+        .last_pk
+    )
+
+
+def decode(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``memory_folds`` row as ``{at, source, outcome, version, pending_id, error, added,
+    reinforced, removed, evicted, sections, ignored, left_out, held}``."""
+    report = json.loads(row.get("report") or "{}")
+    return {
+        "id": row.get("id"),
+        "at": row.get("ts"),
+        "source": row.get("source"),
+        "outcome": row.get("outcome"),
+        "version": row.get("version_id"),
+        "pending_id": row.get("pending_id"),
+        "error": row.get("error"),
+        **{k: report.get(k) or [] for k in REPORT_KEYS},
+    }
+
+
+def recent(db: Any, limit: int = 20) -> list[dict[str, Any]]:
+    """The latest folds, newest first ([] on a journal from before ``memory_folds``)."""
+    if "memory_folds" not in db.table_names():
+        return []
+    return [decode(r) for r in db["memory_folds"].rows_where(order_by="id desc", limit=limit)]
+
+
+def consecutive_failures(db: Any) -> int:
+    """Failed folds since the last one that reached the memory model and got a diff."""
+    if "memory_folds" not in db.table_names():
+        return 0
+    row = db.execute(
+        "SELECT COUNT(*) FROM memory_folds WHERE outcome = ? AND id > "
+        "(SELECT COALESCE(MAX(id), 0) FROM memory_folds WHERE outcome != ?)",
+        [FAILED, FAILED],
+    ).fetchone()
+    return int(row[0])
+
+
+def outcome_of(report: dict[str, Any], *, version: int | None, held_all: bool) -> str:
+    """The one-word outcome of a fold from its report."""
+    if held_all:
+        return HELD
+    if version is None:
+        return HELD if report.get("held") else NOTHING
+    return PARTLY if report.get("left_out") or report.get("held") else APPLIED
+
+
+MAX_LEFT_OUT = 50
+
+
+def bounded(left_out: list[dict[str, str]], limit: int = MAX_LEFT_OUT) -> list[dict[str, str]]:
+    """The first ``limit`` left-out items and one line for the rest, so a flood of bad
+    items (10,000 facts in one reply) does not flood the journal too."""
+    if len(left_out) <= limit:
+        return left_out
+    rest = left_out[limit:]
+    reasons = sorted({x.get("reason", "") for x in rest})
+    return [
+        *left_out[:limit],
+        {
+            "item": f"{len(rest)} more",
+            "reason": f"{len(rest)} more of {len(left_out)} left out: " + "; ".join(reasons[:3]),
+            "value": "",
+        },
+    ]
