@@ -92,7 +92,8 @@ def code_block(text: object, info: str = "") -> str:
     body = str(text)
     fence = _fence_for(body, 3)
     info = re.sub(r"[^A-Za-z0-9+\-_.]", "", info)
-    return f"{fence}{info}\n{body}\n{fence}"
+    end = "" if body.endswith("\n") else "\n"
+    return f"{fence}{info}\n{body}{end}{fence}"
 
 
 def code_span(text: object) -> str:
