@@ -120,6 +120,9 @@ def test_a_tool_round_trip_describes_a_dataframe(shell: InteractiveShell) -> Non
     assert '→ describe_variable({"name": "orders"})' in final
     html = html_updates(cap)[-1]
     assert '<li>→ <code>describe_variable({"name": "orders"})</code></li>' in html
+    # the result's lines keep their layout: a code block, not a run-on paragraph
+    assert "<li>describe_variable:<pre><code>orders: pandas DataFrame" in html
+    assert "head:\n   qty sku\n0  1.0   a\n" in html
     assert "orders: pandas DataFrame, 3 rows x 2 columns" in final
     assert "missing values: qty: 1" in shell.user_ns["_agent"]
 
