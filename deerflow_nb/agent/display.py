@@ -54,11 +54,8 @@ def subagent_line(event: dict[str, Any], markdown: bool = False) -> str:
     every untrusted piece (description, error) escaped so it reads literally."""
     status = event["status"]
     lit = escape_markdown if markdown else _one_line
-    what = (
-        f"sub-agent **{lit(event['description'])}**"
-        if markdown
-        else (f"sub-agent {_one_line(event['description'])}")
-    )
+    bold = "**" if markdown else ""
+    what = f"sub-agent {bold}{lit(event['description'])}{bold}"
     if status == "running":
         state = f"turn {event['turn']}/{event['max_turns']}"
     elif status == "timed_out":
