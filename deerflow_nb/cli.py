@@ -1,4 +1,8 @@
-"""``deerflow-nb``: the inspector, the loopback offline server, and memory chores from a shell."""
+"""``deerflow-nb``: the inspector, the loopback offline server, and memory chores from a shell.
+
+Memory and journal text (errors a model server sent, thread ids, fact text) is printed
+through ``clean_text`` (``_say``), so no control or escape sequence reaches the terminal.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,13 @@ if TYPE_CHECKING:
     from .memory import Memory
 
 Command = Callable[[argparse.Namespace], int]
+
+
+def _say(text: object, *, file: object = None) -> None:
+    """Print untrusted text without control, bidi or zero-width characters."""
+    from .untrusted import clean_text
+
+    print(clean_text(text), file=file or sys.stdout)
 
 
 def _with_memory(
@@ -39,28 +50,28 @@ def _with_memory(
 def _fold(mem: Memory, args: argparse.Namespace) -> int:
     if args.rebuild:
         mem.recover()
-        print(f"rebuilt {mem.path} from the journal's last version")
+        _say(f"rebuilt {mem.path} from the journal's last version")
     report = mem.flush(timeout=args.timeout)
     print(
         f"folded {len(report.folded)}, proposed for review {len(report.proposed)}, "
         f"failed {len(report.failed)}, still queued {report.pending}"
     )
     for thread, error in report.failed.items():
-        print(f"  {thread}: {error}")
+        _say(f"  {thread}: {error}")
     return 1 if report.failed else 0
 
 
 def _status(mem: Memory, args: argparse.Namespace) -> None:
     if args.json:
-        print(json.dumps(mem.status(), indent=2, default=str))
+        _say(json.dumps(mem.status(), indent=2, default=str))  # ASCII: controls are \u escapes
         return
     from .memory_views import StatusView
 
-    print(repr(StatusView(mem.status())))
+    _say(repr(StatusView(mem.status())))
 
 
 def _export(mem: Memory, args: argparse.Namespace) -> None:
-    print(f"exported to {mem.export(args.path, overwrite=args.force)}")
+    _say(f"exported to {mem.export(args.path, overwrite=args.force)}")
 
 
 def _import(mem: Memory, args: argparse.Namespace) -> None:
@@ -73,7 +84,7 @@ def _import(mem: Memory, args: argparse.Namespace) -> None:
             f"import replaces the {count_of(held, 'fact')} in {mem.path}; add --yes to confirm "
             "(versions keep the current state for rollback)"
         )
-    print(f"imported {count_of(mem.import_(args.path), 'fact')} from {args.path}")
+    _say(f"imported {count_of(mem.import_(args.path), 'fact')} from {args.path}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ConfigError, MemoryFileError, OSError, ValueError, LookupError) as exc:
-        print(f"deerflow-nb: {exc}", file=sys.stderr)
+        _say(f"deerflow-nb: {exc}", file=sys.stderr)
         return 2
 
 

@@ -1,18 +1,25 @@
 """Display objects returned by ``%memory``: one value, three readings.
 
-Each view renders as Markdown (and HTML where a table benefits from it) in a notebook,
-and as plain text from ``str()``/``repr()`` in a terminal, a log or a test assertion. The
-views hold plain data and never call the ``Memory`` API, so a view shows exactly what the
-handler read at that moment.
+Each view renders as Markdown and HTML in a notebook, and as plain text from
+``str()``/``repr()`` in a terminal, a log or a test assertion. The views hold plain data
+and never call the ``Memory`` API, so a view shows exactly what the handler read at that
+moment.
+
+Fact text, summaries, events, pending diffs and errors come from memory.json and the
+journal, which a model or an imported file wrote: untrusted. Every reading is inert:
+Markdown cells are literal (``escape_markdown``: an ``![](http://…)`` or ``<img onerror>``
+in a fact is shown, not loaded), HTML is escaped (``escape_html``), code blocks are fenced
+so nothing inside closes them, and plain text has no control characters (``clean_text``).
 """
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .untrusted import clean_text, code_block, escape_html, escape_markdown
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -53,8 +60,8 @@ def _html_bar(value: float | None) -> str:
 
 
 def _md_cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A value as literal Markdown on one line (a table cell, a list item)."""
+    return "" if value is None else escape_markdown(value)
 
 
 def _short(text: Any, width: int) -> str:
@@ -91,10 +98,10 @@ class Table:
         lines.extend(
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
         )
-        return "\n".join(lines)
+        return clean_text("\n".join(lines))
 
     def _markdown(self) -> str:
-        head = f"**{self.title}**\n\n" if self.title else ""
+        head = f"**{_md_cell(self.title)}**\n\n" if self.title else ""
         if not self.rows:
             return head + f"_{self.empty}_"
         lines = [
@@ -105,13 +112,13 @@ class Table:
         return head + "\n".join(lines)
 
     def _html(self) -> str:
-        head = f"<p><b>{html.escape(self.title)}</b></p>" if self.title else ""
+        head = f"<p><b>{escape_html(self.title)}</b></p>" if self.title else ""
         if not self.rows:
-            return head + f"<p><i>{html.escape(self.empty)}</i></p>"
+            return head + f"<p><i>{escape_html(self.empty)}</i></p>"
         body = self.html_rows or [
-            [html.escape("" if c is None else str(c)) for c in row] for row in self.rows
+            [escape_html("" if c is None else str(c)) for c in row] for row in self.rows
         ]
-        ths = "".join(f'<th style="text-align:left">{html.escape(h)}</th>' for h in self.headers)
+        ths = "".join(f'<th style="text-align:left">{escape_html(h)}</th>' for h in self.headers)
         trs = "".join(
             "<tr>" + "".join(f'<td style="text-align:left">{c}</td>' for c in row) + "</tr>"
             for row in body
@@ -149,14 +156,15 @@ class Notice(View):
     details: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return "\n".join([self.text, *(f"  {d}" for d in self.details)])
+        return clean_text("\n".join([self.text, *(f"  {d}" for d in self.details)]))
 
     def _repr_markdown_(self) -> str:
-        return "\n".join([self.text, "", *(f"- {_md_cell(d)}" for d in self.details)]).strip()
+        lines = [_md_cell(self.text), "", *(f"- {_md_cell(d)}" for d in self.details)]
+        return "\n".join(lines).strip()
 
     def _repr_html_(self) -> str:
-        items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
-        return f"<p>{html.escape(self.text)}</p>" + (f"<ul>{items}</ul>" if items else "")
+        items = "".join(f"<li>{escape_html(d)}</li>" for d in self.details)
+        return f"<p>{escape_html(self.text)}</p>" + (f"<ul>{items}</ul>" if items else "")
 
 
 @dataclass(frozen=True, repr=False)
@@ -180,11 +188,11 @@ class FactsTable(View):
         ]
         html_rows = [
             [
-                html.escape(str(f.get("id", ""))),
-                html.escape(str(f.get("category", ""))),
+                escape_html(str(f.get("id", ""))),
+                escape_html(str(f.get("category", ""))),
                 _html_bar(f.get("confidence")),
-                html.escape(str(f.get("content", ""))),
-                html.escape(_day(f.get("createdAt"))),
+                escape_html(str(f.get("content", ""))),
+                escape_html(_day(f.get("createdAt"))),
             ]
             for f in self.facts
         ]
@@ -226,19 +234,17 @@ class PreviewView(View):
         return self.block or "(nothing would be injected)"
 
     def __str__(self) -> str:
-        body = self.body
-        return f"Memory preview: {self.header}\n{body}"
+        return clean_text(f"Memory preview: {self.header}\n{self.body}")
 
     def _repr_markdown_(self) -> str:
-        body = self.body
-        fence = "````" if "```" in body else "```"
-        return f"**Memory preview** — {self.header}\n\n{fence}text\n{body}\n{fence}"
+        block = code_block(clean_text(self.body), "text")
+        return f"**Memory preview** — {_md_cell(self.header)}\n\n{block}"
 
     def _repr_html_(self) -> str:
         body = self.body
         return (
-            f"<p><b>Memory preview</b> — {html.escape(self.header)}</p>"
-            f"<pre>{html.escape(body)}</pre>"
+            f"<p><b>Memory preview</b> — {escape_html(self.header)}</p>"
+            f"<pre>{escape_html(body)}</pre>"
         )
 
 
@@ -546,22 +552,22 @@ class SummaryView(View):
         if self.status:
             lines.append("  " + _status_line(self.status))
         lines.append("Run %memory --help for commands.")
-        return "\n".join(lines)
+        return clean_text("\n".join(lines))
 
     def _repr_markdown_(self) -> str:
-        lines = [f"**Memory** — {self._counts()}", ""]
+        lines = [f"**Memory** — {_md_cell(self._counts())}", ""]
         lines.extend(f"- **{label}:** {_md_cell(text) or '—'}" for label, text in self._profile())
         if self.status:
-            lines += ["", _status_line(self.status)]
+            lines += ["", _md_cell(_status_line(self.status))]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         items = "".join(
-            f"<li><b>{html.escape(label)}:</b> {html.escape(text) or '—'}</li>"
+            f"<li><b>{escape_html(label)}:</b> {escape_html(text) or '—'}</li>"
             for label, text in self._profile()
         )
-        extra = f"<p>{html.escape(_status_line(self.status))}</p>" if self.status else ""
-        return f"<p><b>Memory</b> — {html.escape(self._counts())}</p><ul>{items}</ul>{extra}"
+        extra = f"<p>{escape_html(_status_line(self.status))}</p>" if self.status else ""
+        return f"<p><b>Memory</b> — {escape_html(self._counts())}</p><ul>{items}</ul>{extra}"
 
 
 def _status_line(status: Mapping[str, Any]) -> str:

@@ -16,13 +16,19 @@ one of these functions instead of handing text to a renderer:
 - ``clean_text``: text for a terminal, a plain-text mime type or a prompt: no control
   characters (an ESC sequence can rewrite a terminal), no bidi overrides or zero-width
   characters (which hide what text says), no lone surrogates (which no encoder accepts).
+- ``code_block`` / ``code_span``: untrusted text shown verbatim as Markdown code, with a
+  fence longer than any backtick run in it, so nothing in the text can close it; and
+  ``reveal_invisible`` for code that will run (its hidden characters are shown, not
+  dropped, so what is shown is what runs).
 - ``SafeMarkdown``: a display object whose every mime type is one of the above.
 """
 
 from __future__ import annotations
 
 import html
+import re
 import string
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -43,6 +49,8 @@ _TAGS = {
     "h1", "h2", "h3", "h4", "h5", "h6",
 }  # fmt: skip
 _SCHEMES = ("http://", "https://", "mailto:")
+_BACKTICKS = re.compile(r"`+")
+_INVISIBLE_SET = frozenset(chr(c) for c in _INVISIBLE)
 
 
 def clean_text(text: object) -> str:
@@ -61,6 +69,39 @@ def escape_markdown(text: object) -> str:
 def escape_html(text: object) -> str:
     """``text`` as literal HTML (entities for ``& < > " '``), controls removed."""
     return html.escape(clean_text(text))
+
+
+def reveal_invisible(text: object) -> str:
+    """``text`` with each character ``clean_text`` would drop written as ``<U+XXXX>``
+    (carriage returns included), so code shown before it runs hides nothing."""
+    text = str(text)
+    if not text.isascii():
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return "".join(f"<U+{ord(c):04X}>" if c in _INVISIBLE_SET else c for c in text)
+
+
+def _fence_for(text: str, minimum: int) -> str:
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    return "`" * max(minimum, longest + 1)
+
+
+def code_block(text: object, info: str = "") -> str:
+    """``text`` as a fenced Markdown code block that nothing inside it can close: the fence
+    is longer than the longest run of backticks in the text. ``info`` (a language name)
+    keeps only letters, digits and ``+-_.``."""
+    body = str(text)
+    fence = _fence_for(body, 3)
+    info = re.sub(r"[^A-Za-z0-9+\-_.]", "", info)
+    end = "" if body.endswith("\n") else "\n"
+    return f"{fence}{info}\n{body}{end}{fence}"
+
+
+def code_span(text: object) -> str:
+    """``text`` on one line as an inline Markdown code span nothing inside can close."""
+    body = " ".join(str(text).split())
+    fence = _fence_for(body, 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}" if body else ""
 
 
 def _link_filter(tag: str, attribute: str, value: str) -> str | None:
@@ -110,13 +151,29 @@ def render_markdown(text: object) -> str:
 
 class SafeMarkdown:
     """Markdown shown inert in every mime type: sanitized HTML, and the text itself as plain
-    text. There is deliberately no ``text/markdown``: a frontend renders that as trusted."""
+    text. There is deliberately no ``text/markdown``: a frontend renders that as trusted.
 
-    def __init__(self, text: str) -> None:
+    ``text`` may be a sequence of Markdown blocks: each is rendered on its own (so an
+    unclosed fence in a model's reply cannot swallow the footer after it) and the blocks
+    are joined by ``separator`` (HTML we write). ``plain`` is the ``text/plain`` reading
+    when it should differ from the Markdown source (no backslash escapes, say)."""
+
+    def __init__(
+        self, text: str | Sequence[str], plain: str | None = None, separator: str = ""
+    ) -> None:
         self.text = text
+        self.plain = plain
+        self.separator = separator
+
+    @property
+    def blocks(self) -> list[str]:
+        return [self.text] if isinstance(self.text, str) else list(self.text)
+
+    def html(self) -> str:
+        return self.separator.join(render_markdown(block) for block in self.blocks)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/html": render_markdown(self.text), "text/plain": clean_text(self.text)}
+        return {"text/html": self.html(), "text/plain": repr(self)}
 
     def __repr__(self) -> str:
-        return clean_text(self.text)
+        return clean_text("\n\n".join(self.blocks) if self.plain is None else self.plain)

@@ -8,11 +8,14 @@ without re-running the cell. ipywidgets is imported here only, when a panel is b
 Widgets live in ipywidgets' registry (and the front-end) until closed, so the panel closes
 the rows it replaces on every redraw, and ``close()`` closes the whole panel and
 unsubscribes it; otherwise every redraw and every re-run cell would leave widgets behind.
+
+An ``HTML`` widget's value is rendered as HTML, so every one built from memory or journal
+text (facts, summaries, events, pending diffs, errors) escapes it (``escape_html``, or a
+view's already escaped ``_repr_html_``); labels, options and text boxes hold plain text.
 """
 
 from __future__ import annotations
 
-import html
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -21,6 +24,7 @@ import ipywidgets as w
 
 from . import memory_views as views
 from .memory.store import CATEGORIES, MemoryFileError
+from .untrusted import escape_html
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -201,9 +205,9 @@ class MemoryPanel:
                     box,
                     w.FloatProgress(value=conf, min=0.0, max=1.0,
                                     layout=w.Layout(width="90px")),
-                    w.HTML(f"<code>{conf:.2f}</code> <small>{html.escape(fact['id'])}</small>"),
-                    w.HTML(f"<i>{html.escape(str(fact.get('category', '')))}</i>"),
-                    w.HTML(html.escape(str(fact.get("content", "")))),
+                    w.HTML(f"<code>{conf:.2f}</code> <small>{escape_html(fact['id'])}</small>"),
+                    w.HTML(f"<i>{escape_html(str(fact.get('category', '')))}</i>"),
+                    w.HTML(escape_html(str(fact.get("content", "")))),
                 ])
             )  # fmt: skip
         _replace_children(self.fact_rows, rows or [w.HTML("<i>No facts.</i>")])
@@ -215,9 +219,9 @@ class MemoryPanel:
             self._say_error(exc)
             return
         self.last_preview = view
-        self.preview_count.value = f"<b>{html.escape(view.header)}</b>"
+        self.preview_count.value = f"<b>{escape_html(view.header)}</b>"
         body = view.body
-        self.preview_block.value = f"<pre>{html.escape(body)}</pre>"
+        self.preview_block.value = f"<pre>{escape_html(body)}</pre>"
 
     def _draw_pending(self) -> None:
         self.review.unobserve(self._on_review, names="value")
@@ -229,7 +233,9 @@ class MemoryPanel:
             box = w.Checkbox(indent=False, layout=w.Layout(width="28px"))
             self.pending_checks[change["id"]] = box
             summary = views.summarize_diff(change.get("diff"))
-            rows.append(w.HBox([box, w.HTML(f"<b>#{change['id']}</b> {html.escape(summary)}")]))
+            rows.append(
+                w.HBox([box, w.HTML(f"<b>#{escape_html(change['id'])}</b> {escape_html(summary)}")])
+            )
         _replace_children(self.pending_rows, rows or [w.HTML("<i>No pending changes.</i>")])
 
     # -- actions ---------------------------------------------------------------------
@@ -245,10 +251,10 @@ class MemoryPanel:
             self.refresh()
         if self.unreadable:
             return  # the redraw said why, which is the news
-        self.message.value = html.escape(note or "")
+        self.message.value = escape_html(note or "")
 
     def _say_error(self, exc: BaseException) -> None:
-        self.message.value = f"<span style='color:#b91c1c'>{html.escape(str(exc))}</span>"
+        self.message.value = f"<span style='color:#b91c1c'>{escape_html(str(exc))}</span>"
 
     def _reread(self) -> str:
         self.refresh()

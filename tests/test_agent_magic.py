@@ -29,7 +29,14 @@ def agent_cell(shell: InteractiveShell, line: str, body: str) -> tuple[Any, Capt
 
 
 def markdown_updates(cap: CapturedIO) -> list[str]:
-    return [o.data["text/markdown"] for o in cap.outputs if "text/markdown" in o.data]
+    """The ``text/plain`` of every display of the turn (each also carries sanitized
+    ``text/html``, and none carries ``text/markdown``, which frontends trust)."""
+    assert not any("text/markdown" in o.data for o in cap.outputs)
+    return [o.data["text/plain"] for o in cap.outputs if "text/html" in o.data]
+
+
+def html_updates(cap: CapturedIO) -> list[str]:
+    return [o.data["text/html"] for o in cap.outputs if "text/html" in o.data]
 
 
 def usage_line(shell: InteractiveShell, line: str, body: str = "hello") -> str:
@@ -96,10 +103,13 @@ def test_a_streamed_reply_lands_in_the_cell_with_a_footer(shell: InteractiveShel
     assert shell.user_ns["answer"] == reply and reply.startswith("(offline model)")
     final = updates[-1]
     assert final.startswith(reply)
-    assert final.endswith("*offline · thread default · ") is False
+    assert final.endswith("offline · thread default · ") is False
+    assert final.splitlines()[-2] == "---"
     footer = final.splitlines()[-1]
-    assert footer.startswith("*offline · thread default · ") and footer.endswith("facts injected*")
+    assert footer.startswith("offline · thread default · ") and footer.endswith("facts injected")
     assert " in / " in footer and " out tokens" in footer
+    html = html_updates(cap)[-1]
+    assert "<hr>" in html and "<em>offline · thread default · " in html
     partial = [u for u in updates[1:-1] if u not in ("…",)]
     assert any(reply.startswith(p) and p != reply for p in partial)  # grew token by token
 
@@ -109,7 +119,12 @@ def test_a_tool_round_trip_describes_a_dataframe(shell: InteractiveShell) -> Non
     result, cap = agent_cell(shell, "--no-memory", "Please describe orders")
     assert result.success
     final = markdown_updates(cap)[-1]
-    assert '→ `describe_variable({"name": "orders"})`' in final
+    assert '→ describe_variable({"name": "orders"})' in final
+    html = html_updates(cap)[-1]
+    assert '<li>→ <code>describe_variable({"name": "orders"})</code></li>' in html
+    # the result's lines keep their layout: a code block, not a run-on paragraph
+    assert "<li>describe_variable:<pre><code>orders: pandas DataFrame" in html
+    assert "head:\n   qty sku\n0  1.0   a\n" in html
     assert "orders: pandas DataFrame, 3 rows x 2 columns" in final
     assert "missing values: qty: 1" in shell.user_ns["_agent"]
 
@@ -121,11 +136,12 @@ def test_subagent_progress_is_shown_live(shell: InteractiveShell) -> None:
     )
     assert result.success
     updates = markdown_updates(cap)
-    assert any("◦ sub-agent **describe xs** — started" in u for u in updates)
-    assert any("sub-agent **describe xs** — turn 1/8" in u for u in updates)
+    assert any("◦ sub-agent describe xs — started" in u for u in updates)
+    assert any("sub-agent describe xs — turn 1/8" in u for u in updates)
     final = updates[-1]
-    assert "✓ sub-agent **describe xs** — done" in final
-    assert "✓ sub-agent **list variables** — done" in final
+    assert "✓ sub-agent describe xs — done" in final
+    assert "✓ sub-agent list variables — done" in final
+    assert "✓ sub-agent <strong>describe xs</strong> — done" in html_updates(cap)[-1]
 
 
 def test_a_thread_resumes_after_the_shell_is_recreated(
@@ -184,6 +200,8 @@ def test_run_code_needs_allow_code_and_shows_the_code(shell: InteractiveShell) -
     assert any(
         u.startswith("**Running in your kernel:**\n\n```python\nanswer_value") for u in shown
     )
+    assert any("<pre><code>answer_value = 6 * 7\nprint(answer_value)\n</code></pre>" in h
+               for h in html_updates(cap))  # fmt: skip
     assert "42" in cap.stdout
 
 
@@ -224,7 +242,7 @@ def test_cells_through_the_loopback_server(
         assert server.request_count >= 2
     final = markdown_updates(cap)[-1]
     assert "sales: pandas DataFrame, 2 rows x 1 columns" in final
-    assert final.splitlines()[-1].startswith("*loopback-model · thread default")
+    assert final.splitlines()[-1].startswith("loopback-model · thread default")
 
 
 def test_terminal_ipython_prints_the_turn_once_as_a_stream(home: Path, tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ def cell(shell: InteractiveShell, line: str, body: str) -> str:
     with capture_output() as cap:
         result = shell.run_cell(f"%%agent {line}\n{body}")
     assert result.success, result.error_in_exec
-    return [o.data["text/markdown"] for o in cap.outputs if "text/markdown" in o.data][-1]
+    assert not any("text/markdown" in o.data for o in cap.outputs)  # rendered as trusted
+    return [o.data["text/plain"] for o in cap.outputs if "text/html" in o.data][-1]
 
 
 def test_a_fact_from_one_cell_shapes_the_answer_in_a_new_thread(

@@ -199,6 +199,40 @@ def test_sub_agent_reports_are_named_by_their_task(model: OfflineModel) -> None:
     ]
 
 
+def test_a_multi_line_tool_result_is_a_code_block_nothing_in_it_can_close(
+    model: OfflineModel,
+) -> None:
+    """Issue 22: a DataFrame's dtypes and head keep their lines in the rendered answer."""
+    from deerflow_nb.untrusted import render_markdown
+
+    first = model.chat([user("describe df")], tools=tools())
+    head = "df: DataFrame\nhead:\n   id region\n0   1  north\n```\n*not emphasis*"
+    messages = [
+        user("describe df"),
+        first.to_message(),
+        {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": head},
+    ]
+    final = model.chat(messages, tools=tools()).content
+    assert final.splitlines()[1:] == [
+        "- describe_variable:",
+        "  ````text",
+        *(f"  {line}" for line in head.splitlines()),
+        "  ````",
+    ]
+    html = render_markdown(final)
+    assert "<pre><code>" + head + "\n</code></pre>" in html
+    assert "<em>" not in html
+
+
+def test_a_sub_agent_label_is_literal(model: OfflineModel) -> None:
+    fan_out = model.chat([user("Use sub-agents in parallel:\n- a\n- b")], tools=tools())
+    call = fan_out.tool_calls[0]
+    call.arguments = json.dumps({"description": "*x* ![](http://h/b)", "prompt": "p"})
+    report = {"role": "tool", "tool_call_id": call.id, "content": "done"}
+    final = model.chat([user("go"), fan_out.to_message(), report], tools=tools()).content
+    assert "- sub-agent **\\*x\\* \\!\\[\\]\\(http\\:\\/\\/h\\/b\\)**: done" in final
+
+
 def test_long_tool_results_are_truncated(model: OfflineModel) -> None:
     messages = [
         user("list variables"),

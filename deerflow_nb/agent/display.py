@@ -2,9 +2,15 @@
 
 One display handle per turn, updated as tokens arrive (at most every ``THROTTLE``
 seconds, so a fast stream does not flood the frontend) and once more with the final
-reply and the footer. Objects carry ``_repr_markdown_`` for notebooks and a plain
-``__repr__`` for terminals. Terminal IPython prints every update anew, so there the turn
-is written as a stream instead (``TerminalTurnView``).
+reply and the footer. Terminal IPython prints every update anew, so there the turn is
+written as a stream instead (``TerminalTurnView``).
+
+Everything a turn shows is untrusted (the model writes the reply, the tool arguments and
+the sub-agent descriptions; a prompt injection can steer it), and JupyterLab renders a
+live ``text/markdown`` output as trusted HTML. So the cell gets no ``text/markdown``:
+each part is rendered to sanitized HTML on its own (``untrusted.SafeMarkdown``), with the
+untrusted pieces of the lines we compose escaped or shown as code, plus a ``text/plain``
+reading; the terminal gets the text with control characters removed.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import sys
 import time
 from typing import TYPE_CHECKING, Any
+
+from ..untrusted import SafeMarkdown, clean_text, code_block, code_span, escape_markdown
 
 if TYPE_CHECKING:
     from .core import TurnResult
@@ -25,19 +33,6 @@ _SUBAGENT_MARKS = {
     "timed_out": "⏱",
     "interrupted": "■",
 }
-
-
-class MarkdownText:
-    """Markdown for notebooks, the same text for terminals."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def _repr_markdown_(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return self.text
 
 
 def footer(result: TurnResult) -> str:
@@ -54,18 +49,32 @@ def footer(result: TurnResult) -> str:
     return " · ".join(parts)
 
 
-def subagent_line(event: dict[str, Any]) -> str:
+def subagent_line(event: dict[str, Any], markdown: bool = False) -> str:
+    """``✓ sub-agent describe xs — done``; with ``markdown``, the description in bold and
+    every untrusted piece (description, error) escaped so it reads literally."""
     status = event["status"]
-    what = f"sub-agent **{event['description']}**"
+    lit = escape_markdown if markdown else _one_line
+    bold = "**" if markdown else ""
+    what = f"sub-agent {bold}{lit(event['description'])}{bold}"
     if status == "running":
         state = f"turn {event['turn']}/{event['max_turns']}"
     elif status == "timed_out":
         state = "timed out"
     elif status in ("failed", "interrupted") and event.get("error"):
-        state = f"{status}: {event['error']}"
+        state = f"{status}: {lit(event['error'])}"
     else:
         state = status
     return f"{_SUBAGENT_MARKS.get(status, '◦')} {what} — {state}"
+
+
+def tool_line(event: dict[str, Any], markdown: bool = False) -> str:
+    """``→ describe_variable({"name": "orders"})``; in Markdown, as a code span."""
+    call = f"{event['name']}({event['arguments']})"
+    return f"→ {code_span(clean_text(call))}" if markdown else f"→ {_one_line(call)}"
+
+
+def _one_line(text: object) -> str:
+    return " ".join(clean_text(text).split())
 
 
 def summary_line(event: dict[str, Any]) -> str:
@@ -81,7 +90,7 @@ class TurnView:
     """The cell's live output for one turn."""
 
     def __init__(self) -> None:
-        self.lines: list[str] = []
+        self.lines: list[tuple[str, str]] = []  # (Markdown, plain text) of each line
         self._subagents: dict[str, int] = {}  # run id -> index in lines
         self.reply = ""
         self.footer = ""
@@ -91,16 +100,29 @@ class TurnView:
     def show(self) -> None:
         from IPython.display import display
 
-        self._handle = display(MarkdownText(self.markdown()), display_id=True)
+        self._handle = display(self.output(), display_id=True)
+
+    def output(self) -> SafeMarkdown:
+        """The cell's display object: the progress list, the reply and the footer, each
+        rendered on its own to sanitized HTML, and the same as plain text."""
+        blocks, plain = [], []
+        if self.lines:
+            blocks.append("\n".join(f"- {md}" for md, _ in self.lines))
+            plain.append("\n".join(f"- {text}" for _, text in self.lines))
+        blocks.append(self.reply or "…")
+        plain.append(self.reply or "…")
+        if self.footer:
+            blocks.append(f"---\n\n*{escape_markdown(self.footer)}*")
+            plain.append(f"---\n{self.footer}")
+        return SafeMarkdown(blocks, plain="\n\n".join(plain), separator="\n")
 
     def markdown(self) -> str:
-        parts = []
-        if self.lines:
-            parts.append("\n".join(f"- {line}" for line in self.lines))
-        parts.append(self.reply or "…")
-        if self.footer:
-            parts.append(f"---\n*{self.footer}*")
-        return "\n\n".join(parts)
+        """The turn as (escaped) Markdown source, for logs and tests."""
+        return "\n\n".join(self.output().blocks)
+
+    def text(self) -> str:
+        """The turn as plain text (what ``text/plain`` holds)."""
+        return repr(self.output())
 
     def on_text(self, delta: str) -> None:
         self.reply += delta
@@ -110,17 +132,17 @@ class TurnView:
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "subagent":
-            line = subagent_line(event)
+            line = (subagent_line(event, markdown=True), subagent_line(event))
             if event["id"] in self._subagents:
                 self.lines[self._subagents[event["id"]]] = line
             else:
                 self._subagents[event["id"]] = len(self.lines)
                 self.lines.append(line)
         elif kind == "tool":
-            self.lines.append(f"→ `{event['name']}({event['arguments']})`")
+            self.lines.append((tool_line(event, markdown=True), tool_line(event)))
             self.reply = ""
         elif kind in ("summary", "shortened"):
-            self.lines.append(summary_line(event))
+            self.lines.append((summary_line(event), summary_line(event)))
         self.refresh()
 
     def finish(self, result: TurnResult | None) -> None:
@@ -132,7 +154,7 @@ class TurnView:
     def refresh(self) -> None:
         if self._handle is None:
             return
-        self._handle.update(MarkdownText(self.markdown()))
+        self._handle.update(self.output())
         self._last_update = time.monotonic()
 
 
@@ -158,9 +180,9 @@ class TerminalTurnView:
             if self._statuses.get(event["id"]) == event["status"]:
                 return  # a terminal shows a run's status changes, not every turn
             self._statuses[event["id"]] = event["status"]
-            self._line(subagent_line(event).replace("**", ""))
+            self._line(subagent_line(event))
         elif kind == "tool":
-            self._line(f"→ {event['name']}({event['arguments']})")
+            self._line(tool_line(event))
             self.reply = ""
         elif kind in ("summary", "shortened"):
             self._line(summary_line(event))
@@ -179,6 +201,7 @@ class TerminalTurnView:
         self._write(("" if self._at_line_start else "\n") + text + "\n")
 
     def _write(self, text: str) -> None:
+        text = clean_text(text)  # no ESC sequence from the model reaches the terminal
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -192,7 +215,16 @@ def turn_view(shell: Any) -> TurnView | TerminalTurnView:
 
 
 def show_markdown(text: str) -> None:
-    """Display a separate Markdown block (``run_code`` shows its code this way)."""
+    """Display a separate Markdown block, sanitized like the turn (``run_code`` shows its
+    code this way, fenced by ``code_to_run``)."""
     from IPython.display import display
 
-    display(MarkdownText(text))
+    display(SafeMarkdown(text))
+
+
+def code_to_run(code: str) -> str:
+    """The Markdown ``run_code`` shows before it runs ``code``: all of it, in a fence that
+    nothing in the code can close, its invisible characters written out as ``<U+XXXX>``."""
+    from ..untrusted import reveal_invisible
+
+    return f"**Running in your kernel:**\n\n{code_block(reveal_invisible(code), 'python')}"

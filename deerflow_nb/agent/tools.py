@@ -166,8 +166,10 @@ class NotebookTools:
         """Show the code, run it as a cell, and return what it printed and its result."""
         from IPython.utils.capture import capture_output
 
-        if self._show is not None:
-            self._show(f"**Running in your kernel:**\n\n```python\n{code}\n```")
+        if self._show is not None:  # all of it, in a fence nothing in the code can close
+            from .display import code_to_run
+
+            self._show(code_to_run(code))
         with capture_output() as captured:
             result = self.shell.run_cell(code, store_history=False)
         captured.show()

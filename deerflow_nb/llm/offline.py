@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from ..tokens import count_tokens, truncate_to_tokens
+from ..untrusted import code_block, escape_markdown
 from .base import ChatModel, ChatResult, OnText, ToolCall, counted_usage
 
 PREFIX = "(offline model) "
@@ -286,24 +287,31 @@ def _short(text: str, words: int = 6) -> str:
 def _answer_from_tools(messages: list[dict[str, Any]]) -> str:
     """Restate the trailing tool results, each truncated, naming the tool that produced it
     (a sub-agent by its task's description; its report loses its own offline-model mark),
-    each one list item, its later lines indented under it."""
+    each one list item. A tool's multi-line result (a DataFrame's dtypes and head) is a
+    code block under its item, so Markdown keeps its lines and columns instead of running
+    them into one paragraph; a sub-agent's report is Markdown, its lines nested under it."""
     results = []
     for message in reversed(messages):
         if message.get("role") != "tool":
             break
         results.append(message)
     results.reverse()
-    names: dict[str, str] = {}
+    functions: dict[str, dict[str, Any]] = {}
     for message in messages:
         for call in message.get("tool_calls") or []:
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                names[str(call.get("id"))] = _result_label(call["function"])
+                functions[str(call.get("id"))] = call["function"]
     lines = [f"{PREFIX}Here is what the tools returned:"]
     for message in results:
-        name = names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
+        function = functions.get(str(message.get("tool_call_id")))
+        name = _result_label(function) if function else message.get("name") or "tool"
         text = message_text(message).strip().removeprefix(PREFIX)
-        body = truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS).replace("\n", "\n  ")
-        lines.append(f"- {name}: {body or '(no output)'}")  # indented: one Markdown item
+        body = truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS)
+        if "\n" in body and (function or {}).get("name") != "task":
+            block = code_block(body, "text").replace("\n", "\n  ")
+            lines.append(f"- {name}:\n  {block}")  # a code block inside the item
+        else:  # indented: one Markdown item
+            lines.append(f"- {name}: {body.replace(chr(10), chr(10) + '  ') or '(no output)'}")
     return "\n".join(lines)
 
 
@@ -316,7 +324,9 @@ def _result_label(function: dict[str, Any]) -> str:
         description = json.loads(function.get("arguments") or "{}").get("description")
     except (ValueError, AttributeError):
         description = None
-    return f"sub-agent **{description}**" if isinstance(description, str) and description else name
+    if not isinstance(description, str) or not description:
+        return name
+    return f"sub-agent **{escape_markdown(description)}**"  # the model's words, read literally
 
 
 def _subagent_answer(task: str) -> str:

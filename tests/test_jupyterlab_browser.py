@@ -1,0 +1,385 @@
+"""A hostile ``%%agent`` reply in a real JupyterLab, run by headless Chromium: inert.
+
+JupyterLab renders a live output as trusted: raw HTML in ``text/markdown`` or
+``text/html`` runs, with the user's token at hand, so a reply could write files (or
+start kernels and terminals) through the Jupyter server API. Here JupyterLab is started
+on 127.0.0.1 with a known token in a temporary root; the configured model is the
+project's loopback server, made (by a wrapper defined in this test) to answer every chat
+turn with a reply that tries every way in: an ``<img onerror>`` and a ``<script>`` that
+``PUT`` a marker file through ``/api/contents``, an ``<iframe srcdoc>`` that tries the
+same, a ``javascript:`` link, and remote images pointing at a beacon server on
+127.0.0.1 that records every request. Chromium (Playwright, Debian's ``chromium``)
+opens the notebook and runs its cells; the reply's text must be visible, no marker file
+may appear and the beacon must get no request from it. The same parts are then added as
+facts (as an imported memory.json could hold them) and shown by ``%memory facts`` and
+``%memory history``: inert too.
+
+A control cell shows the same payload through IPython's own ``Markdown`` display: its
+marker file and beacon request must appear, so the test proves the attack works in this
+very browser and server, and that the agent's view is what stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deerflow_nb.llm.base import ChatResult, Usage
+from deerflow_nb.llm.server import ServerHandle, start_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TOKEN = "deerflow-test-token-5f1c"
+VISIBLE = "HOSTILE-REPLY-VISIBLE-TEXT"
+# What in a rendered output could run script or fetch something, found in the live DOM.
+LIVE_PARTS = """outputs => {
+  const found = [];
+  for (const node of outputs.flatMap(el => [...el.querySelectorAll('*')])) {
+    const tag = node.tagName.toLowerCase();
+    if (['img', 'script', 'iframe', 'svg', 'image', 'object', 'embed', 'video', 'audio',
+         'source', 'link', 'style', 'form', 'details'].includes(tag)) found.push(tag);
+    for (const attr of node.attributes) {
+      const name = attr.name.toLowerCase(), value = attr.value.trim().toLowerCase();
+      if (name.startsWith('on') || name === 'src' || name === 'srcdoc') found.push(name);
+      if (name === 'href' && !/^(https?:|mailto:|#)/.test(value)) found.push(`href=${value}`);
+    }
+  }
+  return found;
+}"""
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="Debian's chromium is not installed at /usr/bin/chromium (`make test` installs it)",
+    ),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def put_marker(name: str) -> str:
+    """JavaScript that writes ``name`` into the server's root through the contents API."""
+    body = "JSON.stringify({type:'file',format:'text',content:'pwned'})"
+    return (
+        f"fetch('/api/contents/{name}',{{method:'PUT',headers:{{'Authorization':"
+        f"'token {TOKEN}','Content-Type':'application/json'}},body:{body}}})"
+    )
+
+
+def hostile_text(tag: str, beacon: str) -> str:
+    """A reply trying every way to run script or fetch something; ``tag`` names the
+    marker files and beacon paths it would produce."""
+    return "\n\n".join(hostile_parts(tag, beacon))
+
+
+def hostile_parts(tag: str, beacon: str) -> list[str]:
+    return [
+        f"{VISIBLE} ({tag}). Here is your answer.",
+        f'<img src=x onerror="{put_marker(f"{tag}-img.txt")}">',
+        f"<script>{put_marker(f'{tag}-script.txt')}</script>",
+        f'<iframe srcdoc="<script>parent.{put_marker(f"{tag}-iframe.txt")}</script>"></iframe>',
+        f'<svg><image href="{beacon}/{tag}/svg" onload="{put_marker(f"{tag}-svg.txt")}">'
+        "</image></svg>",
+        f"[click me](javascript:{put_marker(f'{tag}-link.txt')})",
+        f"![beacon]({beacon}/{tag}/markdown-image.png)",
+        f'<img src="{beacon}/{tag}/html-image.png">',
+        f"<details open><summary>more</summary>{VISIBLE} in details</details>",
+    ]
+
+
+class HostileModel:
+    """The offline model, except that every chat turn (not extraction, not summaries)
+    answers ``text``: what a prompt-injected model would write."""
+
+    def __init__(self, inner: Any, text: str) -> None:
+        self.inner = inner
+        self.text = text
+        self.turns = 0
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: Any = None,
+        json_mode: bool = False,
+        on_text: Any = None,
+    ) -> ChatResult:
+        last = str(messages[-1].get("content") or "") if messages else ""
+        if json_mode or last.startswith("<conversation_to_summarize>"):
+            return self.inner.chat(messages, tools=tools, json_mode=json_mode, on_text=on_text)
+        self.turns += 1
+        if on_text is not None:
+            on_text(self.text)
+        return ChatResult(content=self.text, usage=Usage(10, 10), model="loopback-model")
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed(texts)
+
+
+class Beacon:
+    """An HTTP server on 127.0.0.1 that records the path of every request."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        beacon = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                beacon.paths.append(self.path)
+                self.send_response(204)
+                self.end_headers()
+
+            do_POST = do_GET
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def beacon() -> Iterator[Beacon]:
+    server = Beacon()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def hostile_server(beacon: Beacon) -> Iterator[ServerHandle]:
+    with start_server(models=("loopback-model",)) as server:
+        httpd = server._httpd  # the test's hook: the model the loopback server serves
+        httpd.model = HostileModel(httpd.model, hostile_text("agent", beacon.url))
+        yield server
+
+
+def notebook(beacon: Beacon) -> dict[str, Any]:
+    def code(source: str) -> dict[str, Any]:
+        return {
+            "cell_type": "code",
+            "execution_count": None,
+            "metadata": {},
+            "outputs": [],
+            "source": source,
+        }
+
+    control = hostile_text("control", beacon.url)
+    return {
+        "cells": [
+            code("%load_ext deerflow_nb"),
+            code("%%agent --no-memory\nPlease summarize my data."),
+            code(
+                "from deerflow_nb.session import get_session\n"
+                f"for part in {hostile_parts('fact', beacon.url)!r}:\n"
+                "    get_session(get_ipython()).memory.add_fact(part)"
+            ),
+            code("%memory facts"),
+            code("%memory history"),
+            code(f"from IPython.display import Markdown\nMarkdown({control!r})"),
+        ],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def wait_for_lab(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"no answer from {url} in {timeout:.0f} s:\n{log.read_text()}")
+
+
+def wait_for_idle_kernel(port: int, timeout: float = 120) -> None:
+    """Until the server lists the notebook's kernel as started and idle."""
+    deadline = time.monotonic() + timeout
+    url = f"http://127.0.0.1:{port}/api/kernels?token={TOKEN}"
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            kernels = json.load(response)
+        if kernels and all(k.get("execution_state") == "idle" for k in kernels):
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the notebook's kernel was not idle within {timeout:.0f} s")
+
+
+def run_cell(page: Any, cell: Any, attempts: int = 3) -> None:
+    """Run one cell with Shift+Enter in its editor; again if the keypress was lost (the
+    prompt still reads ``[ ]``), as it can be while the page is still settling."""
+    from playwright.sync_api import expect
+
+    prompt = cell.locator(".jp-InputPrompt")
+    for attempt in range(attempts):
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            expect(prompt).not_to_have_text("[ ]:", timeout=15_000)
+            return
+        except AssertionError:
+            if attempt == attempts - 1:
+                raise
+
+
+def start_lab(tmp_path: Path, root: Path, server: ServerHandle) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    state = tmp_path / "jupyter"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEERFLOW_NB_"))},
+        "DEERFLOW_NB_HOME": str(tmp_path / "deerflow-home"),
+        "OPENAI_BASE_URL": server.base_url,
+        "DEERFLOW_NB_MODEL": "loopback-model",
+        # this checkout for the kernel, whatever the environment's editable install says
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "JUPYTER_CONFIG_DIR": str(state / "config"),
+        "JUPYTER_DATA_DIR": str(state / "data"),
+        "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
+        "IPYTHONDIR": str(state / "ipython"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+    }
+    log = tmp_path / "lab.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={TOKEN}",
+                f"--ServerApp.root_dir={root}",
+                "--ServerApp.open_browser=False",
+                f"--LabApp.workspaces_dir={state / 'workspaces'}",
+                f"--LabApp.user_settings_dir={state / 'settings'}",
+                "--LabApp.news_url=",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.extension_manager=readonly",  # no package index queries
+                *(["--allow-root"] if os.geteuid() == 0 else []),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(root),
+        )
+    wait_for_lab(f"http://127.0.0.1:{port}/api/status?token={TOKEN}", proc, log)
+    return proc, port
+
+
+def test_a_hostile_agent_reply_is_inert_in_jupyterlab(
+    tmp_path: Path, beacon: Beacon, hostile_server: ServerHandle
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "hostile.ipynb").write_text(json.dumps(notebook(beacon)))
+    proc, port = start_lab(tmp_path, root, hostile_server)
+    log = tmp_path / "lab.log"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 1000})
+                page.goto(
+                    f"http://127.0.0.1:{port}/lab/tree/hostile.ipynb?token={TOKEN}",
+                    wait_until="domcontentloaded",
+                )
+                cells = page.locator(".jp-Notebook .jp-Cell")
+                expect(cells.first).to_be_visible(timeout=120_000)
+                wait_for_idle_kernel(port)
+                idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+                expect(idle.first).to_be_attached(timeout=120_000)
+
+                run_cell(page, cells.nth(0))  # %load_ext
+                run_cell(page, cells.nth(1))  # %%agent
+                outputs = cells.nth(1).locator(".jp-OutputArea")
+                footer = outputs.get_by_text("facts injected", exact=False).first
+                expect(footer).to_be_visible(timeout=180_000)  # the turn is over
+                expect(outputs.get_by_text(f"{VISIBLE} (agent)", exact=False).first).to_be_visible()
+                assert hostile_server._httpd.model.turns >= 1
+
+                run_cell(page, cells.nth(2))  # hostile facts, as an imported memory.json has
+                for number in (3, 4):  # %memory facts, %memory history
+                    run_cell(page, cells.nth(number))
+                    table = cells.nth(number).locator(".jp-OutputArea-output table")
+                    expect(table.get_by_text(VISIBLE, exact=False).first).to_be_visible(
+                        timeout=60_000
+                    )
+                rendered = page.locator(
+                    ".jp-Notebook .jp-Cell:nth-child(-n+5) .jp-OutputArea-output"
+                )
+                live = rendered.evaluate_all(LIVE_PARTS)
+                shown = rendered.evaluate_all("els => els.map(e => e.outerHTML).join('\\n')")
+
+                run_cell(page, cells.nth(5))  # the control: IPython's own Markdown display
+                control = cells.nth(5).locator(".jp-OutputArea")
+                expect(
+                    control.get_by_text(f"{VISIBLE} (control)", exact=False).first
+                ).to_be_visible(timeout=120_000)
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline and not (root / "control-img.txt").exists():
+                    page.wait_for_timeout(250)
+                page.wait_for_timeout(3000)  # time for anything the agent's output would do
+            finally:
+                browser.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    made = sorted(p.name for p in root.iterdir() if p.suffix == ".txt")
+    # the control proves the harness: the same payload, shown as trusted Markdown, runs
+    assert "control-img.txt" in made, (made, beacon.paths, log.read_text()[-3000:])
+    assert any(p.startswith("/control/") for p in beacon.paths), beacon.paths
+    # the agent's reply did nothing
+    assert not [m for m in made if not m.startswith("control-")], made
+    assert not [p for p in beacon.paths if not p.startswith("/control/")], beacon.paths
+    assert f"{VISIBLE} (agent)" in shown and f"{VISIBLE} (fact)" in shown, shown
+    assert live == [], (live, shown)  # nothing in the agent's output could run or fetch
