@@ -286,7 +286,8 @@ def _short(text: str, words: int = 6) -> str:
 def _answer_from_tools(messages: list[dict[str, Any]]) -> str:
     """Restate the trailing tool results, each truncated, naming the tool that produced it
     (a sub-agent by its task's description; its report loses its own offline-model mark),
-    each one list item, its later lines indented under it."""
+    each one list item: a one-line result inline, a longer one (a DataFrame's dtypes and
+    head, a report) as a fenced code block under its item, so Markdown keeps its lines."""
     results = []
     for message in reversed(messages):
         if message.get("role") != "tool":
@@ -302,9 +303,23 @@ def _answer_from_tools(messages: list[dict[str, Any]]) -> str:
     for message in results:
         name = names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
         text = message_text(message).strip().removeprefix(PREFIX)
-        body = truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS).replace("\n", "\n  ")
-        lines.append(f"- {name}: {body or '(no output)'}")  # indented: one Markdown item
+        lines.append(_result_item(name, truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS)))
     return "\n".join(lines)
+
+
+def _result_item(name: str, text: str) -> str:
+    """``- name: result`` for one line; for more, ``- name:`` and the lines as a code block
+    indented under the item, fenced longer than any backtick run inside."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+    if not text.strip():
+        return f"- {name}: (no output)"
+    if "\n" not in text:
+        return f"- {name}: {text.strip()}"
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    lines = text.expandtabs(4).split("\n")
+    body = "\n".join(f"  {line}" if line.strip() else "" for line in lines)
+    return f"- {name}:\n  {fence}text\n{body}\n  {fence}"
 
 
 def _result_label(function: dict[str, Any]) -> str:
