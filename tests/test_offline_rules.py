@@ -20,7 +20,7 @@ from deerflow_nb.llm.offline import OfflineModel
 from deerflow_nb.llm.offline_extraction import extract_diff
 from deerflow_nb.memory.extraction import build_messages
 
-LEAD_TOOLS = ("list_variables", "describe_variable", "read_cell", "task", "propose_cell")
+LEAD_TOOLS = ("list_variables", "describe_variable", "read_cell", "task")
 SUBAGENT_TOOLS = ("list_variables", "describe_variable", "read_cell")
 
 
