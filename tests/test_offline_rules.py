@@ -239,3 +239,30 @@ def test_sub_agent_reports_render_as_code_blocks(home) -> None:
         assert block.rstrip("\n") == run.result.removeprefix("(offline model) ").strip()
         assert "\n" in block.rstrip("\n")  # a report of several lines, kept as lines
     agent.close()
+
+
+# -- code requests -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text",
+    [
+        "write code to load sales.csv",
+        "Please write a function that counts rows per region",
+        "I write Python for a living. Can you write some code to parse '''dates''' \"\x00\"?",
+    ],
+)
+def test_a_code_request_proposes_an_honest_stub_that_compiles(text: str) -> None:
+    (call,) = calls(text, names=(*LEAD_TOOLS, "propose_cell"))
+    assert call[0] == "propose_cell"
+    code = call[1]["code"]
+    assert code.startswith("# Proposed by the offline model for: ")
+    assert "It writes no real code" in code
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "<stub>", "exec"), namespace)  # defines a stub, runs nothing else
+    (stub,) = [v for k, v in namespace.items() if k != "__builtins__"]
+    with pytest.raises(NotImplementedError):
+        stub()
+
+
+def test_statements_about_code_and_sub_agents_propose_nothing() -> None:
+    assert calls("I write code for a living.", names=(*LEAD_TOOLS, "propose_cell")) == []
+    assert calls("write code to load sales.csv", names=SUBAGENT_TOOLS) == []

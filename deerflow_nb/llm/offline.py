@@ -91,6 +91,27 @@ _DATA_NOUN_RE = re.compile(
     r"\b(?:data\s*frames?|tables?|datasets?|arrays?|data)\b|\b(?:first|second|third|last)\b",
     re.IGNORECASE,
 )
+_REQUEST_LEADS = (
+    ".",
+    "!",
+    "?",
+    ":",
+    ",",
+    "please",
+    "can you",
+    "could you",
+    "would you",
+    "will you",
+    "pls",
+    "now",
+    "then",
+    "and",
+    "also",
+    "help me",
+    "i need you to",
+    "i'd like you to",
+    "i want you to",
+)
 # The lead's system prompt lists the notebook's variables (see agent/tools.py):
 # ``<notebook_variables>`` … ``- name: type`` lines …, and a ``- … and N more`` line when capped.
 _VARIABLES_RE = re.compile(r"<notebook_variables>(.*?)</notebook_variables>", re.DOTALL)
@@ -109,8 +130,8 @@ _WRITE_CODE_RE = re.compile(
     r"\b(?:write|generate|draft|give\s+me|create)\s+(?:me\s+)?(?:a\s+|an\s+|some\s+|the\s+)?"
     r"(?:python\s+|small\s+|short\s+|simple\s+|quick\s+)*"
     r"(?:code|function|snippet|script|helper|cell|class)\b"
-    r"[ \t]*(?:that|to|which|for|in\s+order\s+to)?\s*(.*)",
-    re.IGNORECASE | re.DOTALL,
+    r"(?:[ \t]+(?:that|to|which|for|in\s+order\s+to)\b)?",
+    re.IGNORECASE,
 )
 _CELL_RE = re.compile(r"\bcell\s*(?:#|number\s*)?(\d+)\b|\bIn\s*\[\s*(\d+)\s*\]", re.IGNORECASE)
 _TASK_RE = re.compile(r"\bsub-?\s?agents?\b|\bin parallel\b|\bdelegat", re.IGNORECASE)
@@ -315,8 +336,8 @@ def _choose_tools(
             )
             for i, bullet in enumerate(b for b in bullets if b.strip())
         ]
-    if "propose_cell" in names and (match := _WRITE_CODE_RE.search(text)):
-        return [_call("propose_cell", {"code": _code_stub(match.group(1), text)}, seed, 0)]
+    if "propose_cell" in names and (request := _code_request(text)) is not None:
+        return [_call("propose_cell", {"code": _code_stub(request, text)}, seed, 0)]
     wanted: list[tuple[str, dict[str, Any]]] = []
     if "list_variables" in names and _LIST_RE.search(text):
         wanted.append(("list_variables", {}))
@@ -437,6 +458,16 @@ def _variable_name(candidates: str) -> str | None:
             return word
         if raw.startswith("`"):
             return None
+    return None
+
+
+def _code_request(text: str) -> str | None:
+    """What "write code to …" asks for, when it is a request ("Please write a function
+    that …", "Can you write code to …"), not a statement ("I write code for a living")."""
+    for match in _WRITE_CODE_RE.finditer(text):
+        before = text[: match.start()].rstrip().lower()
+        if not before or before.endswith(_REQUEST_LEADS):
+            return text[match.end() :]
     return None
 
 
