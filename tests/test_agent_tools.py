@@ -113,3 +113,68 @@ def test_importing_the_agent_does_not_import_pandas_or_openai() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- propose_cell --------------------------------------------------------------------------
+def test_agent_proposes_code_into_the_next_cell_without_running_it(
+    shell: InteractiveShell,
+) -> None:
+    shell.rl_next_input = None
+    with capture_output():
+        shell.run_cell("%%agent --no-memory\nwrite code to load sales.csv and plot revenue")
+    proposed = shell.rl_next_input  # what a terminal prefills; a kernel sends it as a payload
+    assert proposed and "Proposed by the offline model for: load sales.csv and plot revenue" in (
+        proposed
+    )
+    assert "def load_sales_csv_plot():" in proposed
+    compile(proposed, "<proposed>", "exec")  # valid Python
+    assert "load_sales_csv_plot" not in shell.user_ns  # proposed, not run
+    reply = shell.user_ns["_agent"]
+    assert "propose_cell: Proposed a new cell below" in reply and "not been run" in reply
+
+
+def test_proposals_of_one_turn_are_combined_and_only_the_lead_proposes(
+    shell: InteractiveShell,
+) -> None:
+    import threading
+
+    shell.rl_next_input = None
+    tools = NotebookTools(shell.user_ns, shell)
+    assert "propose_cell" in tools.names and "run_code" not in tools.names  # on by default
+    assert "propose_cell" not in tools.read_only().names  # sub-agents
+    assert "propose_cell" not in NotebookTools({}, None).names  # no notebook to put it in
+    assert tools.call("propose_cell", {"code": "a = 1\n"}).startswith("Proposed a new cell")
+    second = tools.call("propose_cell", {"code": "b = 2"})
+    assert "all 2 proposals" in second
+    assert shell.rl_next_input == "a = 1\n\nb = 2"
+    assert tools.call("propose_cell", {"code": "  "}).startswith("Error:")
+    results: list[str] = []
+    worker = threading.Thread(
+        target=lambda: results.append(tools.call("propose_cell", {"code": "c"}))
+    )
+    worker.start()
+    worker.join()
+    assert results == ["Error: propose_cell works only in the lead agent"]
+    assert shell.rl_next_input == "a = 1\n\nb = 2"
+
+
+def test_a_kernel_sends_the_proposal_as_a_set_next_input_payload(tmp_path) -> None:
+    """In a real kernel (what JupyterLab talks to) the proposal is the execute reply's
+    ``set_next_input`` payload, which makes the front end insert the cell below."""
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        client.execute_interactive("%load_ext deerflow_nb", timeout=60)
+        reply = client.execute_interactive(
+            "%%agent --no-memory\nWrite a function that counts rows per region",
+            timeout=60,
+            output_hook=lambda msg: None,
+        )
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "ok"
+    payloads = [p for p in reply["content"]["payload"] if p.get("source") == "set_next_input"]
+    assert len(payloads) == 1 and payloads[0]["replace"] is False
+    assert "def counts_rows_region():" in payloads[0]["text"]

@@ -191,11 +191,17 @@ def test_sub_agent_reports_are_named_by_their_task(model: OfflineModel) -> None:
         for i, call in enumerate(fan_out.tool_calls)
     ]
     final = model.chat([user(text), fan_out.to_message(), *reports], tools=tools())
-    assert final.content.splitlines()[1:] == [  # a report's own lines nest under its item
-        "- sub-agent **count rows in df**: report 0",
+    assert final.content.splitlines()[1:] == [  # a report's lines, as code under its item
+        "- sub-agent **count rows in df**:",
+        "  ```text",
+        "  report 0",
         "  - 0",
-        "- sub-agent **plot sales**: report 1",
+        "  ```",
+        "- sub-agent **plot sales**:",
+        "  ```text",
+        "  report 1",
         "  - 1",
+        "  ```",
     ]
 
 

@@ -172,8 +172,10 @@ class Agent:
                 parent_thread=thread,
                 on_event=on_event,
             )
+        prompt = LEAD_PROMPT + (SUBAGENT_HINT if executor else "")
+        variables = tools.variables_brief()  # what "describe the first dataframe" refers to
         state = self._load(
-            thread, message, prompt=LEAD_PROMPT + (SUBAGENT_HINT if executor else "")
+            thread, message, prompt=f"{prompt}\n\n{variables}" if variables else prompt
         )
         calls: list[dict[str, Any]] = []
         names = [*tools.names, "task"] if executor else list(tools.names)

@@ -9,6 +9,8 @@ describing a DataFrame works without making ``import deerflow_nb`` heavy.
 from __future__ import annotations
 
 import json
+import re
+import threading
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 
 READ_TOOLS = ("list_variables", "describe_variable", "read_cell")
 MAX_RESULT_TOKENS = 2000
+VARIABLES_IN_PROMPT = 20  # at most this many names in the lead's system prompt
 SUBAGENT_TYPES = {
     "general-purpose": "Work through the task step by step with the notebook tools you have.",
 }
@@ -55,6 +58,17 @@ _SPECS: dict[str, dict[str, Any]] = {
         "description": (
             "Run Python code in the user's kernel (the user can see it) and return its "
             "printed output, result or error."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "Python source"}},
+            "required": ["code"],
+        },
+    },
+    "propose_cell": {
+        "description": (
+            "Put Python code into a new cell below the current one, for the user to read, "
+            "edit and run themself; it is not run. Use it when the user asks for code."
         ),
         "parameters": {
             "type": "object",
@@ -99,19 +113,43 @@ class NotebookTools:
         *,
         allow_code: bool = False,
         show: Callable[[str], None] | None = None,
+        propose: bool = True,
     ) -> None:
         self.namespace = namespace
         self.shell = shell
         self.allow_code = allow_code and shell is not None
         self._show = show
+        # propose_cell: only with a shell to put the cell in, and only from the thread that
+        # made these tools (the lead's); the proposals of one turn, combined into one cell.
+        self.propose = propose and hasattr(shell, "set_next_input")
+        self._owner = threading.get_ident()
+        self._proposed: list[str] = []
 
     @property
     def names(self) -> tuple[str, ...]:
-        return (*READ_TOOLS, "run_code") if self.allow_code else READ_TOOLS
+        names = (*READ_TOOLS, "run_code") if self.allow_code else READ_TOOLS
+        return (*names, "propose_cell") if self.propose else names
 
     def read_only(self) -> NotebookTools:
-        """The same tools without ``run_code`` (for sub-agents, which run off the main thread)."""
-        return NotebookTools(self.namespace, self.shell, allow_code=False)
+        """The same tools without ``run_code`` and ``propose_cell`` (for sub-agents, which
+        run off the main thread)."""
+        return NotebookTools(self.namespace, self.shell, allow_code=False, propose=False)
+
+    def variables_brief(self, limit: int = VARIABLES_IN_PROMPT) -> str:
+        """The notebook's variables for the lead's system prompt, at most ``limit``:
+        ``<notebook_variables>`` with ``- name: type`` lines, and ``- … and N more`` when
+        capped; "" when there are none. Names are identifiers and types word characters,
+        so nothing in them can close the tag (types are never sized: ``len`` may run a
+        lazy query)."""
+        items = [(n, o) for n, o in self._user_items() if isinstance(n, str) and n.isidentifier()]
+        if not items:
+            return ""
+        shown = items[:limit]
+        lines = [f"- {name}: {_safe_type_name(obj)}" for name, obj in shown]
+        if len(items) > limit:
+            lines.append(f"- … and {len(items) - limit} more (list_variables lists them all)")
+        head = f"The user's notebook variables (name: type), {len(shown)} of {len(items)}:"
+        return "<notebook_variables>\n" + "\n".join([head, *lines]) + "\n</notebook_variables>"
 
     def run_call(self, call: ToolCall) -> str:
         """Run a model's tool call; bad JSON arguments become an ``Error: ...`` result too."""
@@ -187,6 +225,26 @@ class NotebookTools:
             parts.append(f"error: {type(error).__name__}: {error}")
         return "\n".join(parts) or "The code ran and printed nothing."
 
+    def propose_cell(self, code: str) -> str:
+        """Insert ``code`` as the next cell for the user to run (not run here). Several
+        proposals in one turn go into that one cell: the front end keeps only the last."""
+        if threading.get_ident() != self._owner:
+            raise ToolError("propose_cell works only in the lead agent")
+        if not isinstance(code, str) or not code.strip():
+            raise ToolError("propose_cell needs the cell's Python source in 'code'")
+        self._proposed.append(code.strip("\n"))
+        self.shell.set_next_input("\n\n".join(self._proposed), replace=False)
+        lines = code.strip("\n").count("\n") + 1
+        combined = (
+            f" The cell holds all {len(self._proposed)} proposals of this turn."
+            if len(self._proposed) > 1
+            else ""
+        )
+        return (
+            f"Proposed a new cell below with {lines} line{'s' * (lines != 1)} of code. It has "
+            f"not been run: the user reads, edits and runs it.{combined}"
+        )
+
     def _user_items(self) -> list[tuple[str, Any]]:
         hidden = getattr(self.shell, "user_ns_hidden", {}) if self.shell is not None else {}
         items = []
@@ -203,6 +261,12 @@ def _type_name(obj: Any) -> str:
     cls = type(obj)
     module = cls.__module__.split(".")[0]
     return cls.__name__ if module == "builtins" else f"{module}.{cls.__name__}"
+
+
+def _safe_type_name(obj: Any) -> str:
+    """The type's name for the prompt: word characters and dots only, short."""
+    name = re.sub(r"[^\w.]", "_", _type_name(obj))[:60]
+    return name or "object"
 
 
 def _size(obj: Any) -> str:

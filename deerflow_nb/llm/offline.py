@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import keyword
 import math
 import re
 from typing import Any
 
 from ..tokens import count_tokens, truncate_to_tokens
-from ..untrusted import code_block, escape_markdown
+from ..untrusted import escape_markdown
 from .base import ChatModel, ChatResult, OnText, ToolCall, counted_usage
 
 PREFIX = "(offline model) "
@@ -37,9 +38,21 @@ _STOPWORD_TEXT = """
     while who whom why will with would you your yours yourself yourselves please tell know want
     like use using used also get got let lets make one two show give need any thing things really
 """
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+# Words too common to tie a question to a remembered fact ("every", "always", "thanks"):
+# sharing one of them is not relevance.
+_GENERIC_TEXT = """
+    every always never often usually sometimes ever much many lot lots still even quite rather
+    maybe perhaps something anything everything nothing someone anyone everyone way kind sort
+    stuff etc per via across within without yes yeah okay ok thanks thank hi hello hey sure
+    just well
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(_GENERIC_TEXT.split())
 # Words after "describe"/"look at" that are not variable names.
-_NOT_NAMES = STOPWORDS | {"variable", "variables", "dataframe", "data", "frame", "everything"}
+_NOT_NAME_TEXT = """
+    variable variables dataframe dataframes data frame everything first second third last
+    only table dataset columns column
+"""
+_NOT_NAMES = STOPWORDS | frozenset(_NOT_NAME_TEXT.split())
 
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 _PIECE_RE = re.compile(r"\S+\s*|\s+")
@@ -49,8 +62,76 @@ _FENCE_RE = re.compile(
 )
 _RUN_RE = re.compile(r"\b(?:run|execute)\b", re.IGNORECASE)
 _LIST_RE = re.compile(r"\bvariables?\b|\bwhat data\b", re.IGNORECASE)
+_NAMES = r"((?:`?[A-Za-z_][A-Za-z0-9_.]*`?\s*){1,3})"
 _DESCRIBE_RE = re.compile(
-    r"\b(?:describe|look\s+at|summari[sz]e)\s+((?:`?[A-Za-z_][A-Za-z0-9_.]*`?\s*){1,3})",
+    r"\b(?:describe|look\s+at|summari[sz]e|inspect)\s+" + _NAMES, re.IGNORECASE
+)
+# "what columns does sales have", "shape of sales", "how many rows in df", "sales's dtypes"
+_ABOUT_RE = re.compile(
+    r"\b(?:columns?|shape|dtypes?|schema|rows)\s+(?:does|do|did|of|in|for|are\s+in|has|have)\s+"
+    + _NAMES,
+    re.IGNORECASE,
+)
+_OWNER_RE = re.compile(
+    r"(`?[A-Za-z_][A-Za-z0-9_]*`?)(?:'s|'|\u2019s)\s+(?:columns|shape|dtypes|schema|rows)\b",
+    re.IGNORECASE,
+)
+# Asking about a variable: a describe verb, or its columns, shape, dtypes or rows.
+_INTENT_RE = re.compile(
+    r"\b(?:describe|look\s+at|summari[sz]e|inspect|columns?|shape|dtypes?|schema|"
+    r"how\s+many\s+rows)\b",
+    re.IGNORECASE,
+)
+_TICKED_RE = re.compile(r"(?<!`)`([A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z0-9_.]*)?`(?!`)")
+_ORDINAL_RE = re.compile(
+    r"\b(first|second|third|last|only)\s+(data\s*frame|frame|table|series|array|list|"
+    r"dict(?:ionary)?|variable)s?\b",
+    re.IGNORECASE,
+)
+_DATA_NOUN_RE = re.compile(
+    r"\b(?:data\s*frames?|tables?|datasets?|arrays?|data)\b|\b(?:first|second|third|last)\b",
+    re.IGNORECASE,
+)
+_REQUEST_LEADS = (
+    ".",
+    "!",
+    "?",
+    ":",
+    ",",
+    "please",
+    "can you",
+    "could you",
+    "would you",
+    "will you",
+    "pls",
+    "now",
+    "then",
+    "and",
+    "also",
+    "help me",
+    "i need you to",
+    "i'd like you to",
+    "i want you to",
+)
+# The lead's system prompt lists the notebook's variables (see agent/tools.py):
+# ``<notebook_variables>`` … ``- name: type`` lines …, and a ``- … and N more`` line when capped.
+_VARIABLES_RE = re.compile(r"<notebook_variables>(.*?)</notebook_variables>", re.DOTALL)
+_VARIABLE_LINE_RE = re.compile(r"^-\s*([^\W\d]\w*)\s*:\s*(\S.*)$")
+_KIND_OF = {
+    "dataframe": "DataFrame",
+    "frame": "DataFrame",
+    "table": "DataFrame",
+    "series": "Series",
+    "array": "ndarray",
+    "list": "list",
+    "dict": "dict",
+    "dictionary": "dict",
+}
+_WRITE_CODE_RE = re.compile(
+    r"\b(?:write|generate|draft|give\s+me|create)\s+(?:me\s+)?(?:a\s+|an\s+|some\s+|the\s+)?"
+    r"(?:python\s+|small\s+|short\s+|simple\s+|quick\s+)*"
+    r"(?:code|function|snippet|script|helper|cell|class)\b"
+    r"(?:[ \t]+(?:that|to|which|for|in\s+order\s+to)\b)?",
     re.IGNORECASE,
 )
 _CELL_RE = re.compile(r"\bcell\s*(?:#|number\s*)?(\d+)\b|\bIn\s*\[\s*(\d+)\s*\]", re.IGNORECASE)
@@ -178,13 +259,13 @@ class OfflineModel(ChatModel):
         if role == "user" and not tools and text.lstrip().startswith(SUMMARY_TAG):
             return _summary(text), []
         names = _tool_names(tools)
+        system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
         if names and role == "user":
-            calls = _choose_tools(text, names, len(messages))
+            calls = _choose_tools(text, names, len(messages), _known_variables(system))
             if calls:
                 return "", calls
         if role == "tool":
             return _answer_from_tools(messages), []
-        system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
         if SUBAGENT_MARKER in system:
             return _subagent_answer(_last_user_text(messages)), []
         return _plain_answer(_last_user_text(messages), system), []
@@ -228,8 +309,18 @@ def _call(name: str, arguments: dict[str, Any], seed: str, index: int) -> ToolCa
     return ToolCall(id=f"call_{digest}_{index}", name=name, arguments=args)
 
 
-def _choose_tools(text: str, names: set[str], position: int) -> list[ToolCall]:
-    """Pick tools from the words of the user's message; several may fire at once."""
+def _choose_tools(
+    text: str,
+    names: set[str],
+    position: int,
+    known: tuple[dict[str, str], bool] | None = None,
+) -> list[ToolCall]:
+    """Pick tools from the words of the user's message; several may fire at once.
+
+    ``known`` is the notebook's variables (name → type) and whether that list is
+    complete, when the system prompt carries them (the lead's does); with it, the
+    variables the message names are described, not the words after "describe".
+    """
     seed = f"{position}\0{text}"
     if "task" in names and _TASK_RE.search(text):
         bullets = _BULLET_RE.findall(text) or [text.strip()]
@@ -246,14 +337,17 @@ def _choose_tools(text: str, names: set[str], position: int) -> list[ToolCall]:
             )
             for i, bullet in enumerate(b for b in bullets if b.strip())
         ]
+    if "propose_cell" in names and (request := _code_request(text)) is not None:
+        return [_call("propose_cell", {"code": _code_stub(request, text)}, seed, 0)]
     wanted: list[tuple[str, dict[str, Any]]] = []
     if "list_variables" in names and _LIST_RE.search(text):
         wanted.append(("list_variables", {}))
     if "describe_variable" in names:
-        for match in _DESCRIBE_RE.finditer(text):
-            name = _variable_name(match.group(1))
-            if name and ("describe_variable", {"name": name}) not in wanted:
-                wanted.append(("describe_variable", {"name": name}))
+        targets, list_instead = _describe_targets(text, known)
+        for name in targets:
+            wanted.append(("describe_variable", {"name": name}))
+        if list_instead and "list_variables" in names and ("list_variables", {}) not in wanted:
+            wanted.insert(0, ("list_variables", {}))
     if "read_cell" in names:
         for match in _CELL_RE.finditer(text):
             part = "output" if "output" in text.lower() else "source"
@@ -267,6 +361,96 @@ def _choose_tools(text: str, names: set[str], position: int) -> list[ToolCall]:
     return [_call(name, args, seed, i) for i, (name, args) in enumerate(wanted)]
 
 
+def _known_variables(system: str) -> tuple[dict[str, str], bool] | None:
+    """The variables the system prompt lists (name → type) and whether the list is whole."""
+    match = _VARIABLES_RE.search(system)
+    if match is None:
+        return None
+    variables: dict[str, str] = {}
+    complete = True
+    for line in match.group(1).splitlines():
+        line = line.strip()
+        if line.startswith("- …") or line.startswith("- ..."):
+            complete = False
+        elif found := _VARIABLE_LINE_RE.match(line):
+            variables.setdefault(found.group(1), found.group(2).strip())
+    return variables, complete
+
+
+def _describe_targets(
+    text: str, known: tuple[dict[str, str], bool] | None
+) -> tuple[list[str], bool]:
+    """The variables a message asks about, and whether to list the variables instead.
+
+    Backticked names win; then the known variables the message names (or "the first
+    dataframe"); without a (complete) list of them, the word after "describe", "columns
+    of", ... that is not a filler word. A question about data that names nothing the
+    notebook has lists the variables rather than guess.
+    """
+    if not _INTENT_RE.search(text):
+        return [], False
+    ticked = list(dict.fromkeys(m.group(1) for m in _TICKED_RE.finditer(text)))
+    if ticked:
+        return ticked, False
+    if known is not None:
+        variables, complete = known
+        named = _named_variables(text, variables)
+        if named:
+            return named, False
+        if ordinal := _ordinal_variable(text, variables):
+            return [ordinal], False
+        if complete:
+            return [], bool(_DATA_NOUN_RE.search(text))
+    guessed: list[str] = []
+    for pattern in (_DESCRIBE_RE, _ABOUT_RE):
+        for match in pattern.finditer(text):
+            name = _variable_name(match.group(1))
+            if name and name not in guessed:
+                guessed.append(name)
+    for match in _OWNER_RE.finditer(text):
+        name = _variable_name(match.group(1))
+        if name and name not in guessed:
+            guessed.append(name)
+    if guessed:
+        return guessed, False
+    return [], bool(_DATA_NOUN_RE.search(text))
+
+
+def _named_variables(text: str, variables: dict[str, str]) -> list[str]:
+    """Known variable names the message uses as words, in order (exact case first; a
+    name that is also a filler word, like ``a`` or ``it``, only when exact)."""
+    words = re.findall(r"[^\W\d]\w*", text)
+    named = [w for w in words if w in variables and w.lower() not in STOPWORDS]
+    if not named:
+        lower = {}
+        for name in variables:
+            lower.setdefault(name.lower(), []).append(name)
+        named = [
+            lower[w.lower()][0]
+            for w in words
+            if len(lower.get(w.lower(), ())) == 1 and w.lower() not in STOPWORDS
+        ]
+    return list(dict.fromkeys(named))
+
+
+def _ordinal_variable(text: str, variables: dict[str, str]) -> str | None:
+    """ "the first dataframe", "the last list", "the only array": by the listed order."""
+    match = _ORDINAL_RE.search(text)
+    if match is None:
+        return None
+    wanted = _KIND_OF.get(re.sub(r"\s+", "", match.group(2).lower()))
+    pool = [
+        name
+        for name, type_name in variables.items()
+        if wanted is None or type_name.split(",")[0].strip().split(".")[-1] == wanted
+    ]
+    which = match.group(1).lower()
+    if not pool or (which == "only" and len(pool) != 1):
+        return None
+    index = {"first": 0, "second": 1, "third": 2, "last": -1, "only": 0}[which]
+    return pool[index] if -len(pool) <= index < len(pool) else None
+
+
 def _variable_name(candidates: str) -> str | None:
     """The first identifier after 'describe' that is not a filler word ('the', 'my', ...)."""
     for raw in candidates.split():
@@ -278,6 +462,36 @@ def _variable_name(candidates: str) -> str | None:
     return None
 
 
+def _code_request(text: str) -> str | None:
+    """What "write code to …" asks for, when it is a request ("Please write a function
+    that …", "Can you write code to …"), not a statement ("I write code for a living")."""
+    for match in _WRITE_CODE_RE.finditer(text):
+        before = text[: match.start()].rstrip().lower()
+        if not before or before.endswith(_REQUEST_LEADS):
+            return text[match.end() :]
+    return None
+
+
+def _code_stub(request: str, text: str) -> str:
+    """What the offline model proposes for "write code to …": an honest stub named after
+    the request (it writes no real code), the request only in a comment and a literal."""
+    request = " ".join(request.split()).rstrip(" .!?:") or " ".join(text.split())
+    request = "".join(ch for ch in request if ch.isprintable())[:200]
+    words = [w.lower() for w in _WORD_RE.findall(request) if w.lower() not in STOPWORDS]
+    name = "_".join(words[:4]) or "proposed"
+    if name[0].isdigit():
+        name = "step_" + name
+    if keyword.iskeyword(name):
+        name += "_"
+    return (
+        f"# Proposed by the offline model for: {request}\n"
+        "# It writes no real code: fill in this stub, or configure a real model\n"
+        "# (OPENAI_API_KEY, or OPENAI_BASE_URL for another server) to have it written.\n"
+        f"def {name}():\n"
+        f"    raise NotImplementedError({request!r})\n"
+    )
+
+
 def _short(text: str, words: int = 6) -> str:
     parts = text.split()
     short = " ".join(parts[:words])
@@ -287,32 +501,40 @@ def _short(text: str, words: int = 6) -> str:
 def _answer_from_tools(messages: list[dict[str, Any]]) -> str:
     """Restate the trailing tool results, each truncated, naming the tool that produced it
     (a sub-agent by its task's description; its report loses its own offline-model mark),
-    each one list item. A tool's multi-line result (a DataFrame's dtypes and head) is a
-    code block under its item, so Markdown keeps its lines and columns instead of running
-    them into one paragraph; a sub-agent's report is Markdown, its lines nested under it."""
+    each one list item: a one-line result inline, a longer one (a DataFrame's dtypes and
+    head, a report) as a fenced code block under its item, so Markdown keeps its lines."""
     results = []
     for message in reversed(messages):
         if message.get("role") != "tool":
             break
         results.append(message)
     results.reverse()
-    functions: dict[str, dict[str, Any]] = {}
+    names: dict[str, str] = {}
     for message in messages:
         for call in message.get("tool_calls") or []:
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                functions[str(call.get("id"))] = call["function"]
+                names[str(call.get("id"))] = _result_label(call["function"])
     lines = [f"{PREFIX}Here is what the tools returned:"]
     for message in results:
-        function = functions.get(str(message.get("tool_call_id")))
-        name = _result_label(function) if function else message.get("name") or "tool"
+        name = names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
         text = message_text(message).strip().removeprefix(PREFIX)
-        body = truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS)
-        if "\n" in body and (function or {}).get("name") != "task":
-            block = code_block(body, "text").replace("\n", "\n  ")
-            lines.append(f"- {name}:\n  {block}")  # a code block inside the item
-        else:  # indented: one Markdown item
-            lines.append(f"- {name}: {body.replace(chr(10), chr(10) + '  ') or '(no output)'}")
+        lines.append(_result_item(name, truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS)))
     return "\n".join(lines)
+
+
+def _result_item(name: str, text: str) -> str:
+    """``- name: result`` for one line; for more, ``- name:`` and the lines as a code block
+    indented under the item, fenced longer than any backtick run inside."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+    if not text.strip():
+        return f"- {name}: (no output)"
+    if "\n" not in text:
+        return f"- {name}: {text.strip()}"
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    lines = text.expandtabs(4).split("\n")
+    body = "\n".join(f"  {line}" if line.strip() else "" for line in lines)
+    return f"- {name}:\n  {fence}text\n{body}\n  {fence}"
 
 
 def _result_label(function: dict[str, Any]) -> str:
@@ -337,7 +559,10 @@ def _subagent_answer(task: str) -> str:
 
 
 def _plain_answer(question: str, system: str) -> str:
-    """Quote remembered facts sharing content words with the question, else acknowledge it."""
+    """Say which variables exist when the question asks about one the notebook lacks; quote
+    remembered facts sharing content words with the question; else acknowledge it."""
+    if missing := _missing_variable(question, system):
+        return missing
     wanted = set(content_words(question))
     quoted = []
     for block in _MEMORY_RE.findall(system):
@@ -355,4 +580,27 @@ def _plain_answer(question: str, system: str) -> str:
         f"{PREFIX}I read your message{about}. I am the built-in offline model: I can call "
         "notebook tools and quote remembered facts. For real answers, configure a real "
         "model (OPENAI_API_KEY, or OPENAI_BASE_URL for another server)."
+    )
+
+
+def _missing_variable(question: str, system: str) -> str | None:
+    """For "describe df" when the listed variables have no ``df``: name what there is."""
+    known = _known_variables(system)
+    if known is None or not known[1] or not _INTENT_RE.search(question):
+        return None
+    guessed = [
+        _variable_name(m.group(1))
+        for pattern in (_DESCRIBE_RE, _ABOUT_RE)
+        for m in pattern.finditer(question)
+    ]
+    guessed = [g for g in guessed if g and g not in known[0]]
+    if not guessed:
+        return None
+    names = list(known[0])
+    shown = ", ".join(f"`{n}`" for n in names[:10]) + (" …" if len(names) > 10 else "")
+    has = f"it has {shown}" if names else "it has no variables yet"
+    example = f" (for example: describe `{names[0]}`)" if names else ""
+    return (
+        f"{PREFIX}Your notebook has no variable named `{guessed[0]}`; {has}. "
+        f"Name one to look at it{example}."
     )

@@ -34,6 +34,55 @@ _PRONOUNS = {
     "i've": "they've",
     "i'd": "they'd",
     "i'll": "they'll",
+    "our": "their",
+    "ours": "theirs",
+    "ourselves": "themselves",
+    "we": "they",
+    "us": "them",
+    "we're": "they're",
+    "we've": "they've",
+    "we'd": "they'd",
+    "we'll": "they'll",
+}
+_PRONOUN_WORD = re.compile(r"(?<![\w'])[A-Za-z]+(?:'[A-Za-z]+)?(?![\w'])")
+# "I prefer X, and I always use Y": two statements, each read on its own.
+_CLAUSE = re.compile(r",?\s+(?:and|but|so|while|plus)\s+(?=i(?:\s|'))", re.IGNORECASE)
+# "I'm Maya", "My name is Maya Chen", "I'm Maya, a data scientist at Acme" (the name must
+# be capitalised, so "I'm tired" is no name).
+_NAME = re.compile(
+    r"^(?i:i'm|i am|my name is|call me)\s+([A-Z][\w-]*(?:\s+[A-Z][\w-]*)?)(?:\s*,\s*(.+))?$"
+)
+_NOT_A_NAME = {
+    "working",
+    "building",
+    "writing",
+    "analyzing",
+    "analysing",
+    "trying",
+    "going",
+    "looking",
+    "not",
+    "also",
+    "still",
+    "just",
+    "now",
+    "here",
+    "back",
+    "sure",
+    "happy",
+    "glad",
+    "sorry",
+    "fine",
+    "done",
+    "ready",
+    "new",
+    "interested",
+    "using",
+    "from",
+    "in",
+    "at",
+    "on",
+    "with",
 }
 _HEDGE = re.compile(r"^(?:i think i might|i think maybe i|maybe i|perhaps i|i might)\s+(.+)$")
 _FORGET = re.compile(r"^(?:please\s+)?forget\s+(?:that\s+|about\s+|the fact that\s+)?(.+)$")
@@ -129,6 +178,12 @@ def _read_statement(
     if match := _FORGET.match(low):
         _remove_matching(_groups(match, text)[0], existing, facts, removed)
         return
+    if (match := _NAME.match(text)) and match.group(1).split()[0].lower() not in _NOT_A_NAME:
+        facts.append(_Fact(_sentence(f"Their name is {match.group(1)}"), "context", EXPLICIT))
+        rest = match.group(2)
+        if rest and re.match(r"(?i)(?:an?|the)\s", rest):
+            _read_statement(f"I am {rest}", existing, facts, removed)
+        return
     correction = _correction(low, text)
     if correction is not None:
         content, target = correction
@@ -221,7 +276,16 @@ def _conjugate(verb: str) -> str:
 
 
 def _pronouns(phrase: str) -> str:
-    return " ".join(_PRONOUNS.get(w.lower(), w) for w in phrase.split())
+    """First person (singular and plural) to third: 'my team and our 40 stores' → 'their
+    team and their 40 stores'. An upper-case 'US' is the country, not 'us'."""
+
+    def swap(match: re.Match[str]) -> str:
+        word = match.group(0)
+        if word.lower() == "us" and word != "us":
+            return word
+        return _PRONOUNS.get(word.lower(), word)
+
+    return " ".join(_PRONOUN_WORD.sub(swap, phrase).split())
 
 
 def _sentence(text: str) -> str:
@@ -261,7 +325,8 @@ def _user_statements(conversation: str) -> list[str]:
     statements = []
     for label, body in zip(parts[1::2], parts[2::2], strict=False):
         if label == "User":
-            statements.extend(s for s in _SENTENCE.split(body) if s.strip())
+            for sentence in _SENTENCE.split(body):
+                statements.extend(c for c in _CLAUSE.split(sentence) if c.strip())
     return statements
 
 
