@@ -286,10 +286,10 @@ def _line(text: object, limit: int = 160) -> str:
 
 
 # -- the checks ------------------------------------------------------------------------
-def _guarded(target: str, name: str, run: Callable[[], Check]) -> Check:
+def _run(probe: _Probe, target: str, name: str, check: Callable[[_Probe, str], Check]) -> Check:
     """Run one check; a model error becomes its ✗ row (the server not answering is raised)."""
     try:
-        return run()
+        return check(probe, target)
     except Unreachable:
         raise
     except ModelError as exc:
@@ -511,7 +511,7 @@ def _window_from(entry: Any) -> int | None:
 def _context_window(probe: _Probe, target: str) -> Check:
     configured = probe.model.max_input_tokens
     if probe.remote is None:
-        return Check(target, "context window", OK, f"{configured} tokens (the offline model)")
+        return Check(target, "context window", OK, f"{configured} tokens (an embedded model)")
     window = _window_from(probe.props())
     if window is None:
         entries = probe.models() or []
@@ -557,43 +557,51 @@ def _embeddings(settings: Settings) -> Check:
 
 
 # -- the whole run ---------------------------------------------------------------------
-def run_doctor(settings: Settings) -> DoctorReport:
-    """Check the configured chat and memory models (and embeddings when set).
+def run_doctor(
+    settings: Settings, *, chat: ChatModel | None = None, memory: ChatModel | None = None
+) -> DoctorReport:
+    """Check the configured chat and memory models (and embeddings when set); ``chat`` and
+    ``memory`` check these model objects instead.
 
     Raises :class:`Unreachable` when the server cannot be reached, and ``ConfigError`` /
     ``ModelError`` for a configuration that names no usable model."""
     from .llm import get_chat_model
 
     start = time.monotonic()
-    chat_name = settings.chat_model_name
-    memory_name = settings.memory_model_name
-    chat = _Probe(get_chat_model(settings, chat_name))
-    where = "(embedded, no server)" if chat.remote is None else f"at {chat.where}"
+    chat_name = chat.name if chat is not None else settings.chat_model_name
+    memory_name = memory.name if memory is not None else settings.memory_model_name
+    chat_probe = _Probe(chat or get_chat_model(settings, chat_name))
+    where = "(embedded, no server)" if chat_probe.remote is None else f"at {chat_probe.where}"
     title = f"deerflow-nb doctor: chat model '{chat_name}'"
     if memory_name != chat_name:
         title += f", memory model '{memory_name}'"
     report = DoctorReport(f"{title} {where}")
     chat_target = f"chat '{chat_name}'"
-    report.checks.append(_reachable(chat, chat_target))
+    report.checks.append(_reachable(chat_probe, chat_target))
     steps: list[tuple[str, Callable[[_Probe, str], Check]]] = [
         ("streams", _streams),
         ("tool calls", _tool_calls),
         ("context window", _context_window),
     ]
     for name, step in steps:
-        report.checks.append(_guarded(chat_target, name, lambda s=step: s(chat, chat_target)))
+        report.checks.append(_run(chat_probe, chat_target, name, step))
     memory_target = f"memory '{memory_name}'"
     memory_steps: Sequence[tuple[str, Callable[[_Probe, str], Check]]] = [
         ("JSON mode", _json_mode),
         ("extraction", _extraction),
     ]
     try:
-        memory = chat if memory_name == chat_name else _Probe(get_chat_model(settings, memory_name))
+        if memory is not None:
+            memory_probe = _Probe(memory)
+        elif memory_name == chat_name:
+            memory_probe = chat_probe
+        else:
+            memory_probe = _Probe(get_chat_model(settings, memory_name))
     except ModelError as exc:  # e.g. a memory model named while the chat model is offline
         report.checks.append(Check(memory_target, "usable", FAIL, _line(exc), _fix_for(str(exc))))
         memory_steps = []
     for name, step in memory_steps:
-        report.checks.append(_guarded(memory_target, name, lambda s=step: s(memory, memory_target)))
+        report.checks.append(_run(memory_probe, memory_target, name, step))
     if settings.memory.embeddings:
         report.checks.append(_embeddings(settings))
     report.seconds = time.monotonic() - start
