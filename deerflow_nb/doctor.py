@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 OK, FAIL, UNKNOWN = "✓", "✗", "?"
 REACH_TIMEOUT = 10.0  # seconds for /models and /props: a server that is up answers at once
 SHORT_REPLY = 48  # max_tokens of the stream, tool-call and JSON probes
-EXTRACTION_REPLY = 768  # max_tokens of the extraction probe: a whole diff fits
+EXTRACTION_REPLY = 512  # max_tokens of the extraction probe: a whole diff fits
 # The probe conversation: three plain first-person statements a memory model should keep.
 PROBE_CONVERSATION: tuple[dict[str, str], ...] = (
     {
