@@ -38,6 +38,7 @@ def test_a_streamed_agent_cell(shell: InteractiveShell, llama_model: LlamaServer
     assert [t["status"] for t in turns] == ["ok"]
 
 
+@pytest.mark.timeout(600)
 def test_a_fold_of_smollm2s_own_reply_is_never_lost(llama_model: LlamaServer, home: Path) -> None:
     """Whatever SmolLM2 extracts from its own conversation, the fold ends applied, partly
     applied or with nothing to keep: never failed, never left in the queue.
