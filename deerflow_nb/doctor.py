@@ -404,12 +404,15 @@ def _json_mode(probe: _Probe, target: str) -> Check:
     try:
         value = json.loads(reply.content)
     except ValueError:
-        cut = " (cut off at the probe's token cap)" if reply.finish_reason == "length" else ""
+        if reply.finish_reason == "length" and reply.content.lstrip().startswith("{"):
+            detail = f"the object did not end within {SHORT_REPLY} tokens for a one-key answer"
+        else:
+            detail = "the reply is not JSON"
         return Check(
             target,
             "JSON mode",
             FAIL,
-            f"the reply is not JSON{cut}: {_line(reply.content, 60)}",
+            f"{detail}: {_line(reply.content, 60)}",
             "use a server that honours response_format json_object, or " + _STRONGER,
         )
     if not isinstance(value, dict):
@@ -476,8 +479,8 @@ def _extraction(probe: _Probe, target: str) -> Check:
         detail += ": " + "; ".join(reasons)
     if valid:
         return Check(target, "extraction", OK, detail)
-    if total == 0 and not reasons:
-        detail = f"a diff with nothing in it, from a conversation stating {PROBE_STATEMENTS} facts"
+    if not reasons:
+        detail = f"nothing to keep{cut}, from a conversation stating {PROBE_STATEMENTS} facts"
     return Check(target, "extraction", FAIL, detail, _STRONGER)
 
 
