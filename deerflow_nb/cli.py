@@ -87,6 +87,24 @@ def _import(mem: Memory, args: argparse.Namespace) -> None:
     _say(f"imported {count_of(mem.import_(args.path), 'fact')} from {args.path}")
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    """Probe the configured models and print the table; 2 (one line) when the server
+    cannot be reached or no model is usable, 0 whenever the checks could run."""
+    from .config import load_settings
+    from .doctor import run_doctor
+    from .llm.base import ModelError
+
+    if args.home and not Path(args.home).expanduser().is_dir():
+        raise ValueError(f"no home folder {args.home}; check the path (or omit --home)")
+    try:
+        report = run_doctor(load_settings(args.home))
+    except ModelError as exc:
+        print(f"deerflow-nb doctor: {exc}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deerflow-nb", description="DeerFlow-style memory for Jupyter: tools for the shell."
@@ -118,6 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("path")
     imp.add_argument("--yes", action="store_true", help="replace facts already in memory")
     imp.set_defaults(func=_with_memory(_import, creates_home=True))
+    with_home(
+        sub.add_parser(
+            "doctor",
+            help="check the configured models: reachable, streaming, tool calls, JSON mode, "
+            "extraction, context window",
+        )
+    ).set_defaults(func=_doctor)
     return parser
 
 

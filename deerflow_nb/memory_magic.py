@@ -28,6 +28,7 @@ from .llm.base import ModelError
 from .session import get_session
 
 if TYPE_CHECKING:
+    from .doctor import DoctorReport
     from .memory import Memory
     from .widgets import MemoryPanel
 
@@ -103,6 +104,11 @@ class StatusArgs:
 
 
 @dataclass(frozen=True)
+class DoctorArgs:
+    command: ClassVar[str] = "doctor"
+
+
+@dataclass(frozen=True)
 class HistoryArgs:
     command: ClassVar[str] = "history"
     fact_id: str | None = None
@@ -174,7 +180,7 @@ class ResetArgs:
 
 Args = (
     PanelArgs | FactsArgs | SearchArgs | PreviewArgs | AddArgs | EditArgs | ForgetArgs
-    | FlushArgs | StatusArgs | HistoryArgs | VersionsArgs | DiffArgs | RollbackArgs
+    | FlushArgs | StatusArgs | DoctorArgs | HistoryArgs | VersionsArgs | DiffArgs | RollbackArgs
     | ReviewArgs | PendingArgs | ApproveArgs | RejectArgs | ExportArgs | ImportArgs | ResetArgs
 )  # fmt: skip
 
@@ -285,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="confirm when more than one matches")
     add("flush", FlushArgs, "fold every pending conversation into memory now")
     add("status", StatusArgs, "queue rows, last fold, last error, file paths")
+    add("doctor", DoctorArgs, "check the configured models (streams, tools, JSON, extraction)")
     p = add("history", HistoryArgs, "memory events, newest first (of one fact with ID)")
     p.add_argument("fact_id", nargs="?", type=_fact_id, metavar="ID")
     p.add_argument("--limit", type=_positive_int, default=50, metavar="N")
@@ -461,6 +468,11 @@ class MemoryCommands:
 
     def handle_status(self, args: StatusArgs) -> views.StatusView:
         return views.StatusView(self.memory.status())
+
+    def handle_doctor(self, args: DoctorArgs) -> DoctorReport:
+        from .doctor import run_doctor
+
+        return run_doctor(self.memory.settings)  # an unreachable server: a one-line ModelError
 
     def handle_history(self, args: HistoryArgs) -> views.EventsView:
         if args.fact_id is None:
