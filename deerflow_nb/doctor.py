@@ -425,15 +425,15 @@ def probe_extraction(text: str, handles: dict[str, str]) -> tuple[int, int, list
     """``(valid, total, reasons)`` for an extraction reply: how many of its items (sections
     to update, new facts, removals) the fold would keep, how many it holds, and why the
     rest are left out. The one place the doctor calls extraction's parser."""
-    from .memory.extraction import ExtractionError, parse_reply
+    from .memory.extraction import ExtractionError, parse
 
-    total = _count_items(_loose_json(text))
     try:
-        diff = parse_reply(text, handles)
+        diff = parse(text, handles)
     except ExtractionError as exc:
-        return 0, total, [_line(exc, 100)]
-    valid = _count_items(diff)
-    return valid, max(total, valid), []
+        return 0, _count_items(_loose_json(text)), [_line(exc, 100)]
+    valid = _count_items(diff.to_dict())
+    reasons = [f"{out.item}: {out.reason}" for out in diff.left_out]
+    return valid, valid + len(diff.left_out), reasons
 
 
 def _loose_json(text: str) -> Any:

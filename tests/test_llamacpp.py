@@ -28,12 +28,13 @@ def test_a_streamed_agent_cell(shell: InteractiveShell, llama_model: LlamaServer
     with capture_output() as cap:
         result = shell.run_cell("%%agent -t llama --no-subagents\nSay hello in one short sentence.")
     assert result.success, result.error_in_exec
-    updates = [o.data["text/markdown"] for o in cap.outputs if "text/markdown" in o.data]
+    assert not any("text/markdown" in o.data for o in cap.outputs)  # frontends trust it
+    updates = [o.data["text/plain"] for o in cap.outputs if "text/html" in o.data]
     assert len(updates) >= 3 and all(o.update for o in cap.outputs[1:])  # it streamed
     reply = shell.user_ns["_agent"]
-    assert reply.strip() and updates[-1].startswith(reply)
+    assert reply.strip() and " ".join(reply.split()) in " ".join(updates[-1].split())
     footer = updates[-1].splitlines()[-1]
-    assert footer.startswith(f"*{llama_model.model} · thread llama · "), footer
+    assert footer.startswith(f"{llama_model.model} · thread llama · "), footer
     turns = get_session(shell).memory.journal.turns("llama")
     assert [t["status"] for t in turns] == ["ok"]
 
@@ -55,12 +56,6 @@ def test_a_fold_of_smollm2s_own_reply_is_never_lost(llama_model: LlamaServer, ho
     memory = agent.memory
     try:
         report = memory.flush(timeout=300)
-        error = report.failed.get("fold", "")
-        if error.startswith("ExtractionError"):
-            pytest.xfail(
-                "needs the extract branch (per-item tolerant extraction and near-JSON repair, "
-                f"issue 17 items 2-3): on this branch the whole fold fails: {error}"
-            )
         assert not report.failed, report
         assert "fold" in report.folded + report.proposed, report
         assert report.pending == 0
@@ -76,17 +71,12 @@ def test_a_message_over_the_window_is_a_one_line_error(llama_model: LlamaServer)
     agent = Agent()
     try:
         with pytest.raises(ModelError) as info:
-            reply = agent.run(
+            agent.run(
                 "word " * (llama_model.context * 3 // 2),
                 thread="big",
                 use_memory=False,
                 use_subagents=False,
             )
-            if agent.last_turn is not None and agent.last_turn.status == "ok" and not reply:
-                pytest.xfail(
-                    "needs the robust branch (a stream that ends with no chunk is an error, "
-                    "issue 17 item 6): here the turn ends ok with an empty reply"
-                )
         message = str(info.value)
         assert "\n" not in message
         assert "context" in message.lower() or "max_input_tokens" in message
