@@ -67,6 +67,12 @@ DENSE_POOL = 100
 # A named date: the weight of its match, and at most this many candidates it adds.
 DATE_WEIGHT = 0.4
 DATE_POOL = 200
+# Named entities' own words in the lexical query (the gate already weighs them).
+NAMES_IN_QUERY = True
+# Pseudo-relevance feedback: the best messages' words widen the lexical query.
+PRF_DOCS = 0
+PRF_TERMS = 8
+PRF_WEIGHT = 0.3
 # Newer first among equals: a tie-break, not a preference.
 RECENCY_WEIGHT = 1e-3
 
@@ -236,6 +242,31 @@ def _lexical(
     return {int(i): float(s) for i, s in db.execute(sql, params).fetchall()}
 
 
+def _feedback(
+    db: Any, lexical: dict[int, float], words: list[str], thread: str | None
+) -> dict[int, float]:
+    """``lexical`` plus, at ``PRF_WEIGHT``, the BM25 of the commonest new words of the best
+    ``PRF_DOCS`` messages (weighted by their scores)."""
+    best = sorted(lexical, key=lexical.__getitem__, reverse=True)[:PRF_DOCS]
+    top = lexical[best[0]]
+    asked = set(words)
+    weights: dict[str, float] = {}
+    marks = ",".join("?" * len(best))
+    for i, content in db.execute(f"SELECT id, content FROM messages WHERE id IN ({marks})", best):
+        for w in set(query_words(content or "")) - asked:
+            if len(w) > 2 and w.isalpha():
+                weights[w] = weights.get(w, 0.0) + lexical[i] / top
+    terms = sorted(weights, key=lambda w: (-weights[w], w))[:PRF_TERMS]
+    extra = _lexical(db, terms, thread)
+    if not extra:
+        return lexical
+    scale = PRF_WEIGHT * top / max(extra.values())
+    out = dict(lexical)
+    for i, value in extra.items():
+        out[i] = out.get(i, 0.0) + scale * value
+    return out
+
+
 def _entity_threads(db: Any, names: list[str]) -> tuple[list[str], set[str]]:
     """The names some indexed message contains, and the threads that contain one."""
     known: list[str] = []
@@ -276,7 +307,12 @@ def search(
     db = journal.db
     words = query_words(query)
     names = entity_words(query)
+    known, named_threads = _entity_threads(db, names) if names else ([], set())
+    if not NAMES_IN_QUERY and known:
+        words = [w for w in words if w not in known] or words
     lexical = _lexical(db, words, thread)
+    if PRF_DOCS and lexical:
+        lexical = _feedback(db, lexical, words, thread)
     spans = mentioned_dates(query)
 
     # Candidates: lexical matches, messages of a named date, the best dense matches.
@@ -298,7 +334,6 @@ def search(
     if not candidates:
         return []
 
-    known, named_threads = _entity_threads(db, names) if names else ([], set())
     ids = sorted(candidates)
     meta = _rows(db, ids)
     base = _relevance(ids, meta, lexical, dense_all, known, named_threads, spans)
