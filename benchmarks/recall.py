@@ -243,8 +243,7 @@ def synthetic_section(data_dir: Path, size: int) -> str:
         with memory.journal.transaction() as db:  # bulk, as months of turns would leave it
             threads = [f"synthetic-{t}" for t in range(math.ceil(size / SYNTHETIC_THREAD))]
             db["threads"].insert_all(
-                {"id": t, "kind": "lead", "created_at": stamp, "updated_at": stamp}
-                for t in threads
+                {"id": t, "kind": "lead", "created_at": stamp, "updated_at": stamp} for t in threads
             )
             db["messages"].insert_all(
                 (
@@ -263,9 +262,10 @@ def synthetic_section(data_dir: Path, size: int) -> str:
         start = time.perf_counter()
         memory.recall(picks[0])
         first = time.perf_counter() - start
-        _, seconds = run(lambda q: [h["seq"] for h in memory.recall(q, k=K)], [
-            {"question": q, "evidence": {""}} for q in picks
-        ])
+        _, seconds = run(
+            lambda q: [h["seq"] for h in memory.recall(q, k=K)],
+            [{"question": q, "evidence": {""}} for q in picks],
+        )
         # A new turn journaled: the next search indexes it first.
         memory.journal.ensure_thread("synthetic-new")
         memory.journal.add_message("synthetic-new", {"role": "user", "content": texts[0]})

@@ -175,9 +175,7 @@ class Memory:
 
         return rank_facts(self._shared(), query, embedder=self.embedder)[:k]
 
-    def recall(
-        self, query: str, k: int = 10, *, thread: str | None = None
-    ) -> list[dict[str, Any]]:
+    def recall(self, query: str, k: int = 10, *, thread: str | None = None) -> list[dict[str, Any]]:
         """Journal search over lead threads' user messages and final replies, best first;
         each ``{"thread", "seq", "role", "content", "created_at", "score"}`` (``recall.py``)."""
         from .recall import search as recall_search

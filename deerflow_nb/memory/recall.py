@@ -154,9 +154,7 @@ def _catch_up(db: Any) -> int:
     db.conn.executemany(
         "INSERT INTO recall_fts (rowid, content) VALUES (?, ?)", [(d[0], d[4]) for d in docs]
     )
-    db.execute(
-        "INSERT OR REPLACE INTO recall_state (key, value) VALUES ('scanned', ?)", [newest]
-    )
+    db.execute("INSERT OR REPLACE INTO recall_state (key, value) VALUES ('scanned', ?)", [newest])
     return len(docs)
 
 
@@ -226,9 +224,7 @@ def warm(journal: Journal, embedder: Embedder) -> None:
     dense_vectors(journal, embedder)
 
 
-def _lexical(
-    db: Any, words: list[str], thread: str | None, limit: int = POOL
-) -> dict[int, float]:
+def _lexical(db: Any, words: list[str], thread: str | None, limit: int = POOL) -> dict[int, float]:
     """BM25 (positive, higher is better) of the best ``limit`` messages matching a word."""
     if not words:
         return {}
