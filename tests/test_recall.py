@@ -79,6 +79,8 @@ def test_the_named_person_and_the_named_date_come_first(memory: Memory) -> None:
         db.execute("DROP TABLE recall_docs")
     top = memory.recall("What features did we tune on 9 March, 2024?")[0]
     assert top["thread"] == "d"
+    assert memory.recall("Which features did we tune in March?")[0]["thread"] == "d"
+    assert memory.recall("Which features did we tune in June?")[0]["thread"] == "c"
 
 
 def test_leaves_out_tool_traffic_subagents_and_no_memory_turns(memory: Memory) -> None:

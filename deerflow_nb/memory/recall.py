@@ -22,7 +22,8 @@ Scoring, for a query:
   gains ``NEIGHBOUR_WEIGHT`` of its thread neighbours' scores (``WINDOW`` indexed messages
   on each side, decaying with distance), as the fact ranking's window match does.
 - A date the query names (``3 June, 2023``, ``March 2024``; ``dates.py``) favours messages
-  written on or near it, and adds them as candidates.
+  written on or near it, and adds them as candidates; a month without a year ("in June")
+  favours messages written in such a month.
 - With an embedder, the cosine of the query (names left out) with each message is fused
   with the lexical score (convex combination of min-max normalised scores, as for facts).
 """
@@ -69,14 +70,18 @@ DATE_WEIGHT = 0.4
 DATE_POOL = 200
 # Named entities' own words in the lexical query (the gate already weighs them).
 NAMES_IN_QUERY = True
-# Pseudo-relevance feedback: the best messages' words widen the lexical query.
-PRF_DOCS = 0
-PRF_TERMS = 8
-PRF_WEIGHT = 0.3
+# A month named without a year ("camping in June"): messages written in such a month gain
+# this much (in any year: the query does not say which).
+MONTH_WEIGHT = 0.2
 # Newer first among equals: a tie-break, not a preference.
 RECENCY_WEIGHT = 1e-3
 
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+_MONTHS = "january february march april may june july august september october november december"
+_BARE_MONTH = re.compile(
+    rf"\b(?:in|during|since|early|late|mid-?)\s+({'|'.join(_MONTHS.split())})\b(?!,?\s+\d{{4}})",
+    re.IGNORECASE,
+)
 _TABLES = ("recall_docs", "recall_fts", "recall_state")
 # Which messages are indexed: text of a user message or a reply without tool calls, in a
 # thread that is not a sub-agent's, outside private (--no-memory) turns.
@@ -238,31 +243,6 @@ def _lexical(db: Any, words: list[str], thread: str | None, limit: int = POOL) -
     return {int(i): float(s) for i, s in db.execute(sql, params).fetchall()}
 
 
-def _feedback(
-    db: Any, lexical: dict[int, float], words: list[str], thread: str | None
-) -> dict[int, float]:
-    """``lexical`` plus, at ``PRF_WEIGHT``, the BM25 of the commonest new words of the best
-    ``PRF_DOCS`` messages (weighted by their scores)."""
-    best = sorted(lexical, key=lexical.__getitem__, reverse=True)[:PRF_DOCS]
-    top = lexical[best[0]]
-    asked = set(words)
-    weights: dict[str, float] = {}
-    marks = ",".join("?" * len(best))
-    for i, content in db.execute(f"SELECT id, content FROM messages WHERE id IN ({marks})", best):
-        for w in set(query_words(content or "")) - asked:
-            if len(w) > 2 and w.isalpha():
-                weights[w] = weights.get(w, 0.0) + lexical[i] / top
-    terms = sorted(weights, key=lambda w: (-weights[w], w))[:PRF_TERMS]
-    extra = _lexical(db, terms, thread)
-    if not extra:
-        return lexical
-    scale = PRF_WEIGHT * top / max(extra.values())
-    out = dict(lexical)
-    for i, value in extra.items():
-        out[i] = out.get(i, 0.0) + scale * value
-    return out
-
-
 def _entity_threads(db: Any, names: list[str]) -> tuple[list[str], set[str]]:
     """The names some indexed message contains, and the threads that contain one."""
     known: list[str] = []
@@ -286,6 +266,11 @@ def _ordinal(stamp: str | None) -> float:
         return math.nan
 
 
+def _month(stamp: str | None) -> int:
+    text = str(stamp or "")
+    return int(text[5:7]) if len(text) >= 7 and text[5:7].isdigit() else 0
+
+
 def search(
     journal: Journal,
     query: str,
@@ -307,9 +292,8 @@ def search(
     if not NAMES_IN_QUERY and known:
         words = [w for w in words if w not in known] or words
     lexical = _lexical(db, words, thread)
-    if PRF_DOCS and lexical:
-        lexical = _feedback(db, lexical, words, thread)
     spans = mentioned_dates(query)
+    months = {_MONTHS.split().index(m.lower()) + 1 for m in _BARE_MONTH.findall(query)}
 
     # Candidates: lexical matches, messages of a named date, the best dense matches.
     candidates: set[int] = set(lexical)
@@ -332,7 +316,8 @@ def search(
 
     ids = sorted(candidates)
     meta = _rows(db, ids)
-    base = _relevance(ids, meta, lexical, dense_all, known, named_threads, spans)
+    signals = (lexical, dense_all, known, named_threads, spans, months)
+    base = _relevance(ids, meta, *signals)
 
     # Neighbours: the best candidates bring in their thread neighbours, and every message
     # gains a share of its neighbours' relevance.
@@ -340,7 +325,7 @@ def search(
     extra = _neighbour_ids(db, [meta[i] for i in top], set(base))
     if extra:
         meta.update(_rows(db, extra))
-        base.update(_relevance(extra, meta, lexical, dense_all, known, named_threads, spans))
+        base.update(_relevance(extra, meta, *signals))
     by_place = {(meta[i]["thread"], meta[i]["pos"]): i for i in base}
     total: dict[int, float] = {}
     for i, own in base.items():
@@ -403,6 +388,7 @@ def _relevance(
     known: list[str],
     named_threads: set[str],
     spans: list[tuple[int, int]],
+    months: set[int],
 ) -> dict[int, float]:
     """Each message's own relevance in [0, ~1.4]: fused, gated, date-matched."""
     ids = [i for i in ids if i in meta]
@@ -432,6 +418,8 @@ def _relevance(
     if spans:
         ordinals = np.array([_ordinal(meta[i]["created_at"]) for i in ids])
         rel = rel + DATE_WEIGHT * date_match(ordinals, spans)
+    if months:
+        rel = rel + MONTH_WEIGHT * np.array([_month(meta[i]["created_at"]) in months for i in ids])
     return {i: float(r) for i, r in zip(ids, rel, strict=True)}
 
 
