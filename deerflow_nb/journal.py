@@ -246,6 +246,32 @@ def m011_memory_folds(db: sqlite_utils.Database) -> None:
     )
 
 
+# The conversation-recall index (``memory/recall.py``): one row per user message and final
+# assistant reply of a lead thread, outside ``--no-memory`` turns. ``recall_docs`` places each
+# in its thread (``pos`` counts only indexed messages, so neighbours skip tool traffic);
+# ``recall_fts`` is FTS5 over the messages' own text (external content: no second copy);
+# ``recall_state`` holds the highest message id scanned. The index is brought up to date
+# from ``messages`` before every search, and made again when a part of it is missing.
+RECALL_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS recall_docs (id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL,"
+    " pos INTEGER NOT NULL, created_at TEXT)",
+    "CREATE INDEX IF NOT EXISTS recall_docs_thread_pos ON recall_docs(thread_id, pos)",
+    "CREATE INDEX IF NOT EXISTS recall_docs_created ON recall_docs(created_at)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5(content, content='messages',"
+    " content_rowid='id', tokenize='porter unicode61 remove_diacritics 2')",
+    "CREATE TABLE IF NOT EXISTS recall_state (key TEXT PRIMARY KEY, value INTEGER)",
+)
+
+
+@migration
+def m012_recall_fts(db: sqlite_utils.Database) -> None:
+    """Full-text index of lead threads' user messages and final replies (conversation
+    recall); filled from ``messages`` by the first search, not here, so opening a large
+    old journal stays fast."""
+    for statement in RECALL_SCHEMA:
+        db.execute(statement)
+
+
 BUSY_SECONDS = 10.0  # a write lock held longer than this elsewhere is a one-line HomeError
 
 

@@ -62,6 +62,14 @@ class SearchArgs:
 
 
 @dataclass(frozen=True)
+class RecallArgs:
+    command: ClassVar[str] = "recall"
+    query: str
+    k: int = 10
+    thread: str | None = None
+
+
+@dataclass(frozen=True)
 class PreviewArgs:
     command: ClassVar[str] = "preview"
     context: str | None = None
@@ -182,6 +190,7 @@ Args = (
     PanelArgs | FactsArgs | SearchArgs | PreviewArgs | AddArgs | EditArgs | ForgetArgs
     | FlushArgs | StatusArgs | DoctorArgs | HistoryArgs | VersionsArgs | DiffArgs | RollbackArgs
     | ReviewArgs | PendingArgs | ApproveArgs | RejectArgs | ExportArgs | ImportArgs | ResetArgs
+    | RecallArgs
 )  # fmt: skip
 
 
@@ -273,6 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("search", SearchArgs, "rank facts by relevance to QUERY, with scores")
     p.add_argument("query", nargs="+", metavar="QUERY")
     p.add_argument("-k", type=_positive_int, default=10, metavar="N", help="how many (10)")
+    p = add("recall", RecallArgs, "search past conversations (the journal) for QUERY")
+    p.add_argument("query", nargs="+", metavar="QUERY")
+    p.add_argument("-k", type=_positive_int, default=10, metavar="N", help="how many (10)")
+    p.add_argument("--thread", "-t", metavar="T", help="only thread T")
     p = add("preview", PreviewArgs, "show exactly the block the next turn would inject")
     p.add_argument("--context", metavar="TEXT", help="the turn's text, for ranking")
     p.add_argument("--tokens", type=_positive_int, metavar="N", help="token budget")
@@ -379,7 +392,7 @@ def _parse_words(words: list[str]) -> Args | None:
         elif isinstance(value, list):
             value = tuple(value)
         values[f.name] = value
-    if cls is AddArgs or cls is SearchArgs:
+    if cls is AddArgs or cls is SearchArgs or cls is RecallArgs:
         key = "text" if cls is AddArgs else "query"
         if not values[key].strip():
             raise UsageError(f"{PROG} {cls.command}: {key} is empty; give some words")
@@ -462,6 +475,12 @@ class MemoryCommands:
 
     def handle_search(self, args: SearchArgs) -> views.SearchResults:
         return views.SearchResults(args.query, tuple(self.memory.search(args.query, k=args.k)))
+
+    def handle_recall(self, args: RecallArgs) -> views.RecallResults:
+        if args.thread is not None and self.memory.journal.thread(args.thread) is None:
+            raise UsageError(f"{PROG} recall: no thread {args.thread!r} in the journal")
+        results = self.memory.recall(args.query, k=args.k, thread=args.thread)
+        return views.RecallResults(args.query, tuple(results), args.thread)
 
     def handle_preview(self, args: PreviewArgs) -> views.PreviewView:
         return views.preview_view(self.memory, args.context, args.tokens)

@@ -233,6 +233,13 @@ class Memory:
 
         return rank_facts(self._shared(), query, embedder=self.embedder)[:k]
 
+    def recall(self, query: str, k: int = 10, *, thread: str | None = None) -> list[dict[str, Any]]:
+        """Journal search over lead threads' user messages and final replies, best first;
+        each ``{"thread", "seq", "role", "content", "created_at", "score"}`` (``recall.py``)."""
+        from .recall import search as recall_search
+
+        return recall_search(self.journal, query, k, thread=thread, embedder=self.embedder)
+
     def injection(
         self, context: Context = None, max_tokens: int | None = None
     ) -> tuple[str, list[dict[str, Any]]]:

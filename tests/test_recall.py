@@ -1,0 +1,213 @@
+"""Conversation recall (``Memory.recall``, ``%memory recall``) over a real journal."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from markdown_it import MarkdownIt
+
+from deerflow_nb import Agent, Memory
+from deerflow_nb.memory.embeddings import Embedder
+from deerflow_nb.memory_views import RecallResults
+from deerflow_nb.session import get_session
+
+KEYS = {"thread", "seq", "role", "content", "created_at", "score"}
+
+
+def say(memory: Memory, thread: str, *messages: str) -> None:
+    """Journal alternating user / assistant messages on a lead thread."""
+    memory.journal.ensure_thread(thread)
+    for i, text in enumerate(messages):
+        role = "user" if i % 2 == 0 else "assistant"
+        memory.journal.add_message(thread, {"role": role, "content": text})
+
+
+def contents(results: list[dict]) -> list[str]:
+    return [r["content"] for r in results]
+
+
+@pytest.fixture
+def memory(home: Path) -> Memory:
+    mem = Memory(home)
+    yield mem
+    mem.close()
+
+
+def test_finds_a_message_by_its_words_and_by_its_neighbours(memory: Memory) -> None:
+    say(
+        memory,
+        "trip",
+        "Did you go camping at Lake Tahoe with the kids?",
+        "Yes, last weekend! They loved it.",
+        "Great. Now help me clean the churn dataframe.",
+        "Sure: drop the duplicated customer ids first.",
+    )
+    say(memory, "other", "What is a good learning rate?", "Start with 3e-4 for Adam.")
+    results = memory.recall("camping at Lake Tahoe", k=3)
+    assert all(set(r) == KEYS for r in results)
+    assert results[0]["content"] == "Did you go camping at Lake Tahoe with the kids?"
+    assert results[0]["thread"] == "trip" and results[0]["seq"] == 1
+    assert results[0]["role"] == "user" and results[0]["created_at"]
+    # The reply shares no word with the query: its question carries it there.
+    assert results[1]["content"] == "Yes, last weekend! They loved it."
+    assert results[1]["score"] > 0
+    assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
+    assert "Start with 3e-4 for Adam." not in contents(results)
+    assert memory.recall("learning rate", thread="trip") == []
+    assert contents(memory.recall("learning rate", thread="other"))[0].startswith("What is")
+
+
+def test_the_named_person_and_the_named_date_come_first(memory: Memory) -> None:
+    say(memory, "a", "Bob went hiking in the Alps.", "Nice.")
+    say(memory, "b", "Alice went hiking in Norway.", "Lovely.")
+    assert memory.recall("Where did Alice go hiking?")[0]["content"].startswith("Alice")
+    say(memory, "c", "We tuned the model's features.", "Good.")
+    say(memory, "d", "We tuned the model's features again.", "Better.")
+    with memory.journal.transaction() as db:
+        db.execute("UPDATE messages SET created_at = '2023-06-03T10:00:00.000Z'")
+        db.execute(
+            "UPDATE messages SET created_at = '2024-03-09T10:00:00.000Z' WHERE thread_id = 'd'"
+        )
+    # The index was built before the dates moved: a fresh one reads them.
+    with memory.journal.transaction() as db:
+        db.execute("DROP TABLE recall_docs")
+    top = memory.recall("What features did we tune on 9 March, 2024?")[0]
+    assert top["thread"] == "d"
+    assert memory.recall("Which features did we tune in March?")[0]["thread"] == "d"
+    assert memory.recall("Which features did we tune in June?")[0]["thread"] == "c"
+
+
+def test_leaves_out_tool_traffic_subagents_and_no_memory_turns(memory: Memory) -> None:
+    journal = memory.journal
+    journal.ensure_thread("lead")
+    journal.add_message("lead", {"role": "user", "content": "Count the rows, please."})
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    journal.add_message("lead", {"role": "assistant", "content": "quokka", "tool_calls": [call]})
+    journal.add_message("lead", {"role": "tool", "content": "quokka 42", "tool_call_id": "c1"})
+    journal.add_message("lead", {"role": "assistant", "content": "There are 42 rows."})
+    journal.ensure_thread("subagent-1", kind="subagent", parent_id="lead")
+    journal.add_message("subagent-1", {"role": "user", "content": "wombat census"})
+    journal.add_message("subagent-1", {"role": "assistant", "content": "wombat report"})
+    turn = journal.start_turn("lead", "offline", private=True)
+    journal.add_message("lead", {"role": "user", "content": "My pangolin secret"}, turn_id=turn)
+    journal.end_turn(
+        turn, status="ok", messages=[{"role": "assistant", "content": "pangolin noted"}]
+    )
+    assert memory.recall("quokka") == []
+    assert memory.recall("wombat") == []
+    assert memory.recall("pangolin") == []
+    found = sorted(contents(memory.recall("rows")))
+    assert found == ["Count the rows, please.", "There are 42 rows."]
+
+
+def test_real_agent_turns_without_memory_and_subagents_stay_out(home: Path) -> None:
+    agent = Agent(home, model="offline")
+    agent.run("The axolotl survey is due Friday.", thread="work")
+    agent.run("The capybara survey is private.", thread="work", use_memory=False)
+    agent.run("Delegate to a sub-agent: summarise the narwhal notes.", thread="work")
+    memory = agent.memory
+    found = memory.recall("axolotl survey")
+    assert found and found[0]["content"] == "The axolotl survey is due Friday."
+    assert all("capybara" not in r["content"] for r in memory.recall("capybara survey"))
+    subagents = [t["id"] for t in memory.journal.threads() if t["kind"] == "subagent"]
+    assert subagents  # the sub-agent did run, in its own thread
+    assert all(r["thread"] == "work" for r in memory.recall("narwhal notes"))
+    memory.close()
+
+
+def test_survives_a_new_memory_and_an_index_dropped_by_hand(home: Path) -> None:
+    first = Memory(home)
+    say(first, "t", "The flamingo dataset lives in S3.", "Noted.")
+    assert contents(first.recall("flamingo"))[0] == "The flamingo dataset lives in S3."
+    first.close()
+    again = Memory(home)  # a kernel restart
+    assert contents(again.recall("flamingo dataset"))[0] == "The flamingo dataset lives in S3."
+    again.close()
+    with sqlite3.connect(home / "journal.db") as conn:
+        conn.execute("DROP TABLE recall_fts")
+    after = Memory(home)
+    say(after, "t", "And the heron dataset lives on disk.", "Noted too.")  # journaling works
+    assert contents(after.recall("flamingo"))[0] == "The flamingo dataset lives in S3."
+    assert contents(after.recall("heron"))[0] == "And the heron dataset lives on disk."
+    assert len(after.recall("dataset")) == 4  # each message once
+    after.close()
+
+
+def test_dense_similarity_finds_a_paraphrase(memory: Memory) -> None:
+    """With an embedder, a message sharing no word with the query is found by meaning."""
+    topics = {"car": 0, "automobile": 0, "vehicle": 0, "soup": 1, "recipe": 1, "weather": 2}
+
+    def compute(texts: list[str]) -> np.ndarray:
+        out = np.full((len(texts), 4), 0.01, dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().replace("?", " ").replace(".", " ").split():
+                if word in topics:
+                    out[row, topics[word]] += 1
+        return out
+
+    say(memory, "t", "I sold my automobile.", "Sorry to hear.", "Tomato soup recipe?", "Sure.")
+    assert "I sold my automobile." not in contents(memory.recall("car"))
+    memory._embedder = Embedder("fake", compute, memory.journal)
+    assert contents(memory.recall("car"))[0] == "I sold my automobile."
+
+
+# -- %memory recall ---------------------------------------------------------------------
+def usage_error(shell: InteractiveShell, line: str) -> str:
+    with capture_output() as cap:
+        result = shell.run_cell(f"%memory {line}")
+    assert isinstance(result.error_in_exec, UsageError), (line, result.error_in_exec)
+    lines = [ln for ln in cap.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, cap.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("recall", "the following arguments are required: QUERY"),
+        ("recall '  '", "query is empty"),
+        ("recall churn -k 0", "must be a whole number of at least 1"),
+        ("recall churn --thread nowhere", "no thread 'nowhere'"),
+        ("recall churn --bogus", "unrecognized arguments: --bogus"),
+    ],
+)
+def test_recall_errors_are_one_line(shell: InteractiveShell, line: str, expected: str) -> None:
+    message = usage_error(shell, line)
+    assert message.startswith("UsageError: ") and expected in message, message
+
+
+def test_recall_magic_shows_a_table(shell: InteractiveShell) -> None:
+    memory = get_session(shell).memory
+    say(memory, "eda", "The churn table has 7043 rows.", "Yes, 7043 customers.")
+    view = shell.run_line_magic("memory", "recall churn rows -k 1 --thread eda")
+    assert isinstance(view, RecallResults) and len(view.results) == 1
+    text = str(view)
+    for header in ("thread", "date", "role", "excerpt", "score"):
+        assert header in text
+    assert "The churn table has 7043 rows." in text and "eda" in text
+
+
+def test_recall_results_text_is_inert(memory: Memory) -> None:
+    hostile = (
+        "<img src=x onerror=alert(1)> **bold** [click](javascript:alert(1)) | a | b "
+        "<script>alert(2)</script>\x1b[31m"
+    )
+    say(memory, "<b>thread</b>", hostile, "ok")
+    view = RecallResults("img", tuple(memory.recall("img onerror alert")), None)
+    assert view.results and view.results[0]["content"] == hostile
+    page = view._repr_html_()
+    assert "<img" not in page and "<script" not in page and "<b>thread" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    # JupyterLab renders text/markdown with raw HTML on: render it the same way.
+    rendered = MarkdownIt("commonmark").enable("table").render(view._repr_markdown_())
+    assert "<img" not in rendered and "<script" not in rendered
+    assert rendered.count("<strong>") == 1  # the title's; the message's **bold** stays text
+    assert "href" not in rendered and "<b>" not in rendered
+    assert rendered.count("<td>") == 5 * len(view.results)  # its pipes split no cell
+    assert "\x1b" not in str(view) and "<img src=x" in str(view)
