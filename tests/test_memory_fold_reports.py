@@ -429,4 +429,4 @@ def test_memory_status_and_history_magics_show_the_fold_report(shell: Any, home:
     assert "last fold" in status and "partly applied (t-magic): added 1, left out 1" in status
     assert "newFacts[1]: content 42 is not text" in status
     history = shell.run_line_magic("memory", "history")
-    assert "Recent folds" in str(history) and "t-magic" in history._repr_markdown_()
+    assert "Recent folds" in str(history) and "t-magic" in history._repr_html_()
