@@ -546,8 +546,8 @@ def serve_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default=None, help="require this bearer key")
     args = parser.parse_args(argv)
     handle = start_server(host=args.host, port=args.port, api_key=args.api_key)
-    print(handle.base_url, flush=True)
-    try:
+    try:  # the URL is printed inside: a client may use it and interrupt before wait() starts
+        print(handle.base_url, flush=True)
         handle.wait()
     except KeyboardInterrupt:
         pass
