@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from loopback import ServerHandle, start_server
 
 from deerflow_nb import Agent
 from deerflow_nb.agent.loop import INTERRUPTED_RESULT
@@ -20,7 +21,6 @@ from deerflow_nb.config import Settings, load_settings
 from deerflow_nb.llm import ModelError, ToolCall
 from deerflow_nb.llm.base import ChatResult
 from deerflow_nb.llm.offline import OfflineModel
-from deerflow_nb.llm.server import ServerHandle, start_server
 from deerflow_nb.tokens import count_tokens
 
 

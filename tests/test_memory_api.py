@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from journal_rows import journal_turn, queue_rows
+from loopback import HOLD_SECONDS, ServerHandle
 
 from deerflow_nb import Memory
-from deerflow_nb.llm.server import HOLD_SECONDS, ServerHandle
 from deerflow_nb.memory import ExtractionError, queue
 
 
