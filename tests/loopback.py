@@ -44,10 +44,11 @@ HOLD_SECONDS = 30.0  # a held request goes on by itself, so a failed test cannot
 @dataclass
 class Hold:
     """A request held by ``hold_next``: ``arrived`` is set once it waits, and it goes on
-    when ``release`` is set (or after ``HOLD_SECONDS``)."""
+    when ``release`` is set (or after ``HOLD_SECONDS``); ``passed`` is set when it went on."""
 
     arrived: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
+    passed: threading.Event = field(default_factory=threading.Event)
 
 
 class FaultyServer(OfflineServer):
@@ -77,6 +78,7 @@ class FaultyServer(OfflineServer):
         if hold is not None:
             hold.arrived.set()
             hold.release.wait(HOLD_SECONDS)
+            hold.passed.set()
         if status is not None:
             handler.send_json(status, _error(f"injected failure {status}", "server_error", None))
             return False
