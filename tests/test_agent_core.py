@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 import pytest
+from loopback import ServerHandle, start_server
+from waiting import wait_until
 
 from deerflow_nb import Agent
 from deerflow_nb.agent.loop import INTERRUPTED_RESULT
@@ -20,22 +21,42 @@ from deerflow_nb.config import Settings, load_settings
 from deerflow_nb.llm import ModelError, ToolCall
 from deerflow_nb.llm.base import ChatResult
 from deerflow_nb.llm.offline import OfflineModel
-from deerflow_nb.llm.server import ServerHandle, start_server
 from deerflow_nb.tokens import count_tokens
 
 
-class Slow:
-    """A notebook object whose repr takes a while, recording which threads read it."""
+class Meeting:
+    """A notebook object whose repr returns only when every party of ``barrier`` is
+    reading one at the same moment: sub-agents that overlap meet ("Met"), ones that run one
+    after the other never do ("Alone", when the barrier gives up). Records who read it."""
 
     seen: list[str] = []
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    def __init__(self, barrier: threading.Barrier) -> None:
+        self.barrier = barrier
 
     def __repr__(self) -> str:
-        Slow.seen.append(threading.current_thread().name)
-        time.sleep(self.seconds)
-        return f"Slow({self.seconds})"
+        Meeting.seen.append(threading.current_thread().name)
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            return "Alone"
+        return "Met"
+
+
+class Blocking:
+    """A notebook object whose repr waits until ``release`` is set: ``entered`` once a
+    reader is inside, ``left`` once it returned."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.left = threading.Event()
+
+    def __repr__(self) -> str:
+        self.entered.set()
+        self.release.wait(30)
+        self.left.set()
+        return "Blocking()"
 
 
 @pytest.fixture
@@ -71,22 +92,23 @@ def test_streamed_tool_round_trip_over_http_describes_a_dataframe(server: Server
 
 
 def test_two_parallel_subagents_run_in_isolated_threads(server: ServerHandle) -> None:
-    Slow.seen = []
-    agent = Agent(namespace={"left": Slow(0.6), "right": Slow(0.6), "sales": sales_frame()})
+    Meeting.seen = []
+    barrier = threading.Barrier(2, timeout=20)
+    namespace = {"left": Meeting(barrier), "right": Meeting(barrier), "sales": sales_frame()}
+    agent = Agent(namespace=namespace)
     agent.run("Some history first", thread="lead", use_memory=False)
     events: list[dict[str, Any]] = []
-    started = time.perf_counter()
     reply = agent.run(
         "Use sub-agents in parallel:\n- describe left\n- describe right",
         thread="lead",
         on_event=events.append,
         use_memory=False,
     )
-    elapsed = time.perf_counter() - started
     runs = agent.last_turn.subagents
     assert [r.status for r in runs] == ["done", "done"]
-    assert elapsed < 1.1, "two 0.6 s sub-agents should overlap"
-    assert len(set(Slow.seen)) == 2 and all(n.startswith("deerflow-subagent") for n in Slow.seen)
+    assert not barrier.broken, "the two sub-agents should overlap: each waited for the other"
+    assert len(set(Meeting.seen)) == 2
+    assert all(n.startswith("deerflow-subagent") for n in Meeting.seen)
 
     journal = agent.journal
     lead_messages = journal.messages("lead")
@@ -101,7 +123,7 @@ def test_two_parallel_subagents_run_in_isolated_threads(server: ServerHandle) ->
         assert own[-1]["content"] == run.result and run.result in tool_results
         inner_ids = {c["id"] for m in own for c in m.get("tool_calls") or []}
         assert inner_ids and not inner_ids & {m.get("tool_call_id") for m in lead_messages}
-    assert "Slow(0.6)" in reply
+    assert "Met" in reply and "Alone" not in reply
     statuses = [(e["description"], e["status"]) for e in events if e["type"] == "subagent"]
     for name in ("describe left", "describe right"):
         seen = [s for d, s in statuses if d == name]
@@ -133,18 +155,22 @@ def test_subagent_limits_give_tool_errors_not_silence() -> None:
 def test_a_subagent_that_runs_too_long_times_out() -> None:
     settings = load_settings()
     settings.subagents.timeout_seconds = 0.3
-    agent = Agent(settings=settings, model="offline", namespace={"slow": Slow(1.5)})
+    slow = Blocking()
+    agent = Agent(settings=settings, model="offline", namespace={"slow": slow})
     events: list[dict[str, Any]] = []
-    started = time.perf_counter()
     agent.run("Use a sub-agent:\n- describe slow", on_event=events.append, use_memory=False)
-    assert time.perf_counter() - started < 1.2
+    # the turn ended while the sub-agent's tool was still inside: the lead did not wait
+    assert slow.entered.is_set() and not slow.left.is_set()
     (run,) = agent.last_turn.subagents
     assert run.status == "timed_out"
     assert agent.last_turn.tool_calls[0]["result"].startswith("Error: sub-agent")
     assert "timed out after 0.3s" in agent.last_turn.tool_calls[0]["result"]
     assert events[-1]["status"] == "timed_out"
-    time.sleep(1.5)  # the worker notices the cancel after its tool returns
-    (sub_turn,) = agent.journal.turns(run.thread_id)
+    slow.release.set()  # the worker notices the cancel after its tool returns
+    (sub_turn,) = wait_until(
+        lambda: [t for t in agent.journal.turns(run.thread_id) if t["status"] != "running"],
+        what="the sub-agent's turn to end",
+    )
     assert sub_turn["status"] == "interrupted" and "timed out" in sub_turn["error"]
     agent.close()
 
@@ -256,10 +282,14 @@ def executor_for(agent: Agent, model: OfflineModel, settings: Settings) -> Subag
 
 
 class Sluggish(OfflineModel):
-    """A model that takes a second to answer."""
+    """A model that answers only once ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
 
     def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
-        time.sleep(1.0)
+        self.release.wait(30)
         return ChatResult(content="a late answer")
 
 
@@ -267,12 +297,16 @@ def test_a_subagent_timed_out_inside_a_model_call_is_journaled_as_interrupted() 
     agent = Agent(model="offline", namespace={})
     settings = load_settings()
     settings.subagents.timeout_seconds = 0.3
-    executor = executor_for(agent, Sluggish(), settings)
+    model = Sluggish()
+    executor = executor_for(agent, model, settings)
     result = executor.run([ToolCall("c1", "task", '{"prompt": "think hard"}')])["c1"]
     assert "timed out after 0.3s" in result
     (run,) = executor.runs
-    time.sleep(1.5)  # the model call returns, late
-    (turn,) = agent.journal.turns(run.thread_id)
+    model.release.set()  # the model call returns, late
+    (turn,) = wait_until(
+        lambda: [t for t in agent.journal.turns(run.thread_id) if t["status"] != "running"],
+        what="the sub-agent's turn to end",
+    )
     assert turn["status"] == "interrupted" and "timed out" in turn["error"]  # was "ok"
     assert agent.journal.messages(run.thread_id)[-1]["content"] == "a late answer"
     agent.close()
@@ -290,20 +324,28 @@ def test_a_subagents_result_is_capped_in_the_leads_context() -> None:
 
 
 def test_ctrl_c_keeps_the_results_of_sub_agents_that_had_finished() -> None:
-    agent = Agent(model="offline", namespace={"quick": [1, 2], "slow": Slow(3.0)})
+    slow = Blocking()  # still reading "slow" when Ctrl-C comes, whatever the machine's speed
+    agent = Agent(model="offline", namespace={"quick": [1, 2], "slow": slow})
     events: list[dict[str, Any]] = []
+
+    def press_ctrl_c() -> None:
+        slow.entered.wait(10)
+        signal.raise_signal(signal.SIGINT)
 
     def on_event(event: dict[str, Any]) -> None:
         events.append(event)
         if event.get("description") == "describe quick" and event.get("status") == "done":
-            threading.Timer(0.2, signal.raise_signal, [signal.SIGINT]).start()  # Ctrl-C, soon
+            threading.Thread(target=press_ctrl_c, daemon=True).start()  # Ctrl-C, soon
 
-    with pytest.raises(KeyboardInterrupt):
-        agent.run(
-            "Use sub-agents in parallel:\n- describe quick\n- describe slow",
-            on_event=on_event,
-            use_memory=False,
-        )
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent.run(
+                "Use sub-agents in parallel:\n- describe quick\n- describe slow",
+                on_event=on_event,
+                use_memory=False,
+            )
+    finally:
+        slow.release.set()
     calls = {
         c["id"]: c["function"]["arguments"]
         for m in agent.journal.messages("default")

@@ -16,9 +16,9 @@ from conftest import new_shell
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
+from loopback import start_server
 
 from deerflow_nb.agent.magic import AgentArgs, interpolate, parse_agent_line
-from deerflow_nb.llm.server import start_server
 from deerflow_nb.session import close_session, get_session
 
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from loopback import ServerHandle
 
 from deerflow_nb.config import load_settings
 from deerflow_nb.doctor import FAIL, OK, UNKNOWN, Check, DoctorReport, probe_extraction, run_doctor
 from deerflow_nb.llm.base import ChatModel, ChatResult, OnText
 from deerflow_nb.llm.offline import OfflineModel
-from deerflow_nb.llm.server import ServerHandle
 from deerflow_nb.memory.extraction import build_messages
 from deerflow_nb.memory.store import empty_memory
 

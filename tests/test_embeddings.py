@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from loopback import start_server
 
 from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
 from deerflow_nb.journal import Journal
 from deerflow_nb.llm.offline import OfflineModel
-from deerflow_nb.llm.server import start_server
 from deerflow_nb.memory import ranking
 from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
 from deerflow_nb.memory.injection import explain_selection, rank_facts, select_facts

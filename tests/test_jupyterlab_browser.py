@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loopback import ServerHandle, start_server
 
 from deerflow_nb.llm.base import ChatResult, Usage
-from deerflow_nb.llm.server import ServerHandle, start_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

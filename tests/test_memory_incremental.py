@@ -7,9 +7,9 @@ import threading
 from pathlib import Path
 
 from journal_rows import events, journal_turn, queue_rows
+from loopback import ServerHandle
 
 from deerflow_nb import Agent, Memory
-from deerflow_nb.llm.server import ServerHandle
 
 
 def contents(mem: Memory) -> list[str]:

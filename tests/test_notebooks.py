@@ -1,9 +1,13 @@
 """The example notebooks run top to bottom in a real kernel, on the offline model, no key.
 
-Each notebook is executed by nbclient in the venv's ``python3`` kernel, with its own
+Each notebook's source is ``example_notebooks/NAME.md`` (jupytext MyST); it is converted
+with jupytext and executed by nbclient in the venv's ``python3`` kernel, with its own
 temporary ``DEERFLOW_NB_HOME`` (the autouse ``home`` fixture sets it; the kernel inherits
 the environment). The assertions look at what the notebook printed (cells are found by
 their tags) and at the files it left in the home: memory.json and journal.db.
+
+Every notebook there runs: one with a ``test_<stem>`` function below is checked by it, any
+other (a notebook added later) by ``test_notebook_runs``.
 """
 
 from __future__ import annotations
@@ -24,13 +28,22 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "example_notebooks"
-NOTEBOOKS = sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb") if ".executed." not in p.name)
+sys.path.insert(0, str(ROOT / "scripts"))
+import sync_notebooks  # noqa: E402
+
+NOTEBOOKS = [p.name for p in sync_notebooks.sources(NOTEBOOK_DIR)]
 CELL_TIMEOUT = 120
+
+
+def load(name: str) -> nbformat.NotebookNode:
+    """The notebook ``name`` (``quickstart``, ``quickstart.md`` or ``quickstart.ipynb``),
+    read from its ``.md`` source through jupytext."""
+    return sync_notebooks.read(NOTEBOOK_DIR / f"{Path(name).stem}.md")
 
 
 def execute(name: str, workdir: Path) -> nbformat.NotebookNode:
     """Run one notebook in a fresh kernel started in ``workdir``; raise on a failing cell."""
-    nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+    nb = load(name)
     NotebookClient(
         nb,
         timeout=CELL_TIMEOUT,
@@ -74,30 +87,44 @@ def facts(home: Path) -> list[dict[str, Any]]:
     return memory_json(home)["facts"]
 
 
-def test_notebooks_are_committed_clean_and_match_their_builder() -> None:
+def test_notebooks_are_committed_clean_and_match_their_source() -> None:
     assert set(NOTEBOOKS) >= {
-        "quickstart.ipynb",
-        "memory_tour.ipynb",
-        "subagents_and_summarization.ipynb",
-        "real_models.ipynb",
+        "quickstart.md",
+        "memory_tour.md",
+        "subagents_and_summarization.md",
+        "real_models.md",
     }
     for name in NOTEBOOKS:
-        nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+        text = (NOTEBOOK_DIR / name).read_text(encoding="utf-8")
+        assert "format_name: myst" in text and "```{code-cell} ipython3" in text, name
+        committed = NOTEBOOK_DIR / f"{Path(name).stem}.ipynb"
+        assert committed.exists(), f"{committed.name} is missing: run make notebooks"
+        nb = nbformat.read(committed, as_version=4)
         nbformat.validate(nb)
         for cell in nb.cells:
             if cell.cell_type == "code":
                 assert cell.outputs == [], f"{name}: a cell has committed outputs"
                 assert cell.execution_count is None, f"{name}: a cell has an execution count"
     check = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "build_notebooks.py"), "--check"],
+        [sys.executable, str(ROOT / "scripts" / "sync_notebooks.py"), "--check"],
         capture_output=True,
         text=True,
     )
     assert check.returncode == 0, check.stderr
 
 
+def test_tags_survive_the_text_format() -> None:
+    """A tag the checks look for is a ``:tags:`` line in the .md and a cell tag after
+    conversion, in both the executed notebook and the committed .ipynb."""
+    source = (NOTEBOOK_DIR / "quickstart.md").read_text(encoding="utf-8")
+    assert ":tags: [fresh-answer]" in source
+    for nb in (load("quickstart"), nbformat.read(NOTEBOOK_DIR / "quickstart.ipynb", 4)):
+        agent = [c for c in nb.cells if "fresh-answer" in c.metadata.get("tags", [])]
+        assert [c.source.splitlines()[0] for c in agent] == ["%%agent -t fresh"]
+
+
 def test_quickstart(home: Path, tmp_path: Path) -> None:
-    nb = execute("quickstart.ipynb", tmp_path)
+    nb = execute("quickstart", tmp_path)
 
     assert str(home) in tagged(nb, "setup"), "the notebook must use the home it was given"
     for turn in tagged(nb, "turn").split("(offline model)")[1:]:
@@ -121,7 +148,7 @@ def test_quickstart(home: Path, tmp_path: Path) -> None:
 
 
 def test_memory_tour(home: Path, tmp_path: Path) -> None:
-    nb = execute("memory_tour.ipynb", tmp_path)
+    nb = execute("memory_tour", tmp_path)
 
     roles = [r["role"] for r in query(home, "SELECT role FROM messages WHERE thread_id = 'tour'")]
     assert roles.count("user") == 2 and roles.count("assistant") >= 2
@@ -160,7 +187,7 @@ def test_memory_tour(home: Path, tmp_path: Path) -> None:
 
 
 def test_subagents_and_summarization(home: Path, tmp_path: Path) -> None:
-    nb = execute("subagents_and_summarization.ipynb", tmp_path)
+    nb = execute("subagents_and_summarization", tmp_path)
 
     describe = tagged(nb, "describe")
     assert "(offline model)" in describe
@@ -196,7 +223,7 @@ def test_subagents_and_summarization(home: Path, tmp_path: Path) -> None:
 
 
 def test_real_models_over_http(home: Path, tmp_path: Path) -> None:
-    nb = execute("real_models.ipynb", tmp_path)
+    nb = execute("real_models", tmp_path)
 
     settings = tagged(nb, "settings")
     assert "offline model: False" in settings
@@ -230,7 +257,7 @@ def test_make_demo_runs_the_quickstart(home: Path, tmp_path: Path) -> None:
     fresh ``.demo_home`` each run, never in ``$DEERFLOW_NB_HOME``, with no kernel noise."""
     work = tmp_path / "work"
     (work / "example_notebooks").mkdir(parents=True)
-    shutil.copy(NOTEBOOK_DIR / "quickstart.ipynb", work / "example_notebooks")
+    shutil.copy(NOTEBOOK_DIR / "quickstart.md", work / "example_notebooks")
     (work / ".demo_home").mkdir()
     (work / ".demo_home" / "memory.json").write_text('{"facts": [{"id": "f1", "content": "Old"}]}')
     run = subprocess.run(
@@ -258,10 +285,33 @@ def test_make_demo_runs_the_quickstart(home: Path, tmp_path: Path) -> None:
     assert "polars" in tagged(nb, "fresh-answer").lower()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``test_notebook_runs`` gets the notebooks with no ``test_<stem>`` (or ``test_<stem>_…``)
+    of their own."""
+    if metafunc.definition.name == "test_notebook_runs":
+        tests = [n for n in dir(metafunc.module) if n.startswith("test_")]
+
+        def checked(name: str) -> bool:
+            stem = Path(name).stem
+            return any(t == f"test_{stem}" or t.startswith(f"test_{stem}_") for t in tests)
+
+        others = [n for n in NOTEBOOKS if not checked(n)]
+        metafunc.parametrize("name", others or [pytest.param(None, marks=pytest.mark.skip)])
+
+
+def test_notebook_runs(name: str, home: Path, tmp_path: Path) -> None:
+    """A notebook without checks of its own still runs top to bottom without an error,
+    and leaves no error output."""
+    nb = execute(name, tmp_path)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            assert output.get("output_type") != "error", output_text(cell)
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebooks_teach(name: str) -> None:
     """Each notebook explains itself: a title, and prose between the code."""
-    nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+    nb = load(name)
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
     markdown = [c for c in nb.cells if c.cell_type == "markdown"]
     code = [c for c in nb.cells if c.cell_type == "code"]

@@ -15,13 +15,13 @@ from typing import Any
 import openai
 import pytest
 from journal_rows import journal_turn
+from loopback import ServerHandle, start_server
 
 from deerflow_nb.agent.tools import parse_arguments
 from deerflow_nb.config import ModelConfig, load_settings
 from deerflow_nb.llm import ModelError, get_chat_model
 from deerflow_nb.llm.offline import OfflineModel
 from deerflow_nb.llm.openai_client import PLACEHOLDER_KEY, OpenAIChatModel
-from deerflow_nb.llm.server import ServerHandle, start_server
 
 LIST_VARIABLES = {
     "type": "function",

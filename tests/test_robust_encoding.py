@@ -13,11 +13,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from loopback import ServerHandle
+
 from deerflow_nb import Agent, Memory
 from deerflow_nb.config import load_settings
 from deerflow_nb.journal import Journal
 from deerflow_nb.llm.base import ChatModel, ChatResult, ToolCall, Usage
-from deerflow_nb.llm.server import ServerHandle
 from deerflow_nb.scrub import encodable, encodable_deep
 
 LONE = "\ud800"

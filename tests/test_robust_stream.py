@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loopback import ServerHandle, start_server
 
 from deerflow_nb import Agent
 from deerflow_nb.config import ModelConfig, load_settings
 from deerflow_nb.llm import ModelError
 from deerflow_nb.llm.openai_client import OpenAIChatModel
-from deerflow_nb.llm.server import ServerHandle, start_server
 
 
 def make_model(base_url: str, name: str = "offline") -> OpenAIChatModel:

@@ -1,9 +1,14 @@
-"""The loopback server speaks OpenAI's wire format exactly, checked with plain HTTP."""
+"""The loopback server speaks OpenAI's wire format exactly, checked with plain HTTP.
+
+These tests run the shipped server (``deerflow_nb.llm.server``), which serves the offline
+model only; the two that need a fault hook or the keys it saw use ``tests/loopback.py``'s.
+"""
 
 from __future__ import annotations
 
 import base64
 import http.client
+import inspect
 import json
 import math
 import os
@@ -11,11 +16,14 @@ import signal
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import loopback
 import pytest
 
+from deerflow_nb.llm import server
 from deerflow_nb.llm.offline import OfflineModel
 from deerflow_nb.llm.server import ServerHandle, start_server
 
@@ -27,6 +35,27 @@ DESCRIBE = {
     "type": "function",
     "function": {"name": "describe_variable", "parameters": {"type": "object"}},
 }
+
+
+@pytest.fixture
+def loopback_server() -> Iterator[ServerHandle]:
+    """The shipped server (conftest's fixture of this name has the fault hooks)."""
+    with start_server() as handle:
+        yield handle
+
+
+def test_the_shipped_server_serves_the_model_only() -> None:
+    """No fault hooks and no record of the keys clients sent in what ships: those live
+    in tests/loopback.py."""
+    hooks = ("fail_next", "hold_next", "drop_next", "end_next", "reply_next", "seen_keys")
+    for name in hooks:
+        assert not hasattr(ServerHandle, name), name
+    assert not hasattr(server, "HOLD_SECONDS")
+    parameters = inspect.signature(start_server).parameters
+    assert list(parameters) == ["host", "port", "api_key", "models"]
+    with start_server() as handle:
+        assert post(handle, "/chat/completions", chat_body("hi"))[0] == 200
+        assert handle.request_count == 1
 
 
 def request(
@@ -214,7 +243,7 @@ def test_unknown_path_and_bad_json(loopback_server: ServerHandle) -> None:
 
 
 def test_bearer_key_is_checked() -> None:
-    with start_server(api_key="sk-right-key-123") as handle:
+    with loopback.start_server(api_key="sk-right-key-123") as handle:
         status, body = post(handle, "/chat/completions", chat_body("hi"), key="sk-wrong-key-456")
         assert status == 401
         assert set(body["error"]) == {"message", "type", "param", "code"}
@@ -227,12 +256,13 @@ def test_bearer_key_is_checked() -> None:
         assert handle.seen_keys == ["sk-wrong-key-456", None, "sk-right-key-123"]
 
 
-def test_fail_next_injects_errors(loopback_server: ServerHandle) -> None:
-    loopback_server.fail_next(2, status=429)
-    assert post(loopback_server, "/chat/completions", chat_body("hi"))[0] == 429
-    assert post(loopback_server, "/chat/completions", chat_body("hi"))[0] == 429
-    assert post(loopback_server, "/chat/completions", chat_body("hi"))[0] == 200
-    assert loopback_server.request_count == 3
+def test_fail_next_injects_errors() -> None:
+    with loopback.start_server() as faulty:
+        faulty.fail_next(2, status=429)
+        assert post(faulty, "/chat/completions", chat_body("hi"))[0] == 429
+        assert post(faulty, "/chat/completions", chat_body("hi"))[0] == 429
+        assert post(faulty, "/chat/completions", chat_body("hi"))[0] == 200
+        assert faulty.request_count == 3
 
 
 class _BrokenModel(OfflineModel):

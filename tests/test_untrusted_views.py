@@ -27,10 +27,10 @@ from hostile import (
 )
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from loopback import ServerHandle, start_server
 
 from deerflow_nb.agent.display import TerminalTurnView, TurnView, show_markdown
 from deerflow_nb.agent.tools import NotebookTools
-from deerflow_nb.llm.server import ServerHandle, start_server
 from deerflow_nb.session import close_session, get_session
 from deerflow_nb.untrusted import render_markdown
 

@@ -168,6 +168,7 @@ class SubagentExecutor:
                 for future in done:
                     call, run, _token = pending.pop(future)
                     results[call.id] = self._finish(run, future)
+                    self._emit(run.event())  # after the result is kept: a Ctrl-C keeps it
                 if time.monotonic() - started >= self.config.timeout_seconds:
                     for call, run, token in pending.values():
                         token.cancel(f"timed out after {self.config.timeout_seconds:g}s")
@@ -190,10 +191,8 @@ class SubagentExecutor:
             run.result = future.result()
         except Exception as exc:
             run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
-            self._emit(run.event())
             return f"Error: sub-agent '{run.description}' failed: {run.error}"
         run.status = "done"
-        self._emit(run.event())
         # Capped like any tool result: the lead keeps it in its context for good (the
         # sub-agent's thread keeps the whole reply).
         return truncate_to_tokens(run.result, MAX_RESULT_TOKENS)

@@ -5,6 +5,11 @@ deterministic model: chat completions with and without streaming (OpenAI's exact
 chunk format, tool-call deltas, the final usage chunk), ``/v1/models`` and
 ``/v1/embeddings``. Tests use it to exercise the client end to end; demos use it
 (``deerflow-nb serve-offline``) to show the configuration path a real server takes.
+
+It serves the offline model and nothing else: the faults tests need (failed, held, cut or
+replaced replies, a small context window) are added by a test-only subclass,
+``tests/loopback.py``, through the seams below (``OfflineServer.admit``,
+``OfflineHandler.complete``, ``OfflineHandler.stream_class``, ``serve``).
 """
 
 from __future__ import annotations
@@ -21,19 +26,17 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..tokens import count_message_tokens, count_tokens
+from ..tokens import count_tokens
 from .base import ChatResult
 from .offline import OfflineModel
 
-_ARG_PIECE = re.compile(r".{1,8}", re.DOTALL)
+ARG_PIECE = re.compile(r".{1,8}", re.DOTALL)
 # OpenAI's limit on one /v1/embeddings request, kept so clients must batch as they would
 # against the real API.
 MAX_EMBEDDING_INPUTS = 2048
-HOLD_SECONDS = 30.0  # a held request goes on by itself, so a failed test cannot hang
 
 
 def _error(message: str, type_: str, code: str | None, param: str | None = None) -> dict:
@@ -41,19 +44,10 @@ def _error(message: str, type_: str, code: str | None, param: str | None = None)
 
 
 class ServerHandle:
-    """A running server: ``base_url`` for clients, ``stop()`` (or ``with``) to shut it down.
+    """A running server: ``base_url`` for clients, ``stop()`` (or ``with``) to shut it down,
+    ``request_count`` (API requests answered so far, as the real_models notebook shows)."""
 
-    ``fail_next(n, status)`` makes the next ``n`` API requests answer ``status``, so
-    retry behaviour can be tested; ``hold_next()`` keeps the next one waiting, so a test
-    can act while a client is mid-request; ``drop_next()`` cuts the next streamed reply
-    after its first text chunk, as a lost connection does; ``seen_keys`` records the
-    bearer key of every request (``None`` when absent), so tests can check which key a
-    client sent; ``end_next()`` ends the next streamed reply early with HTTP
-    200 and no chunk at all (as llama.cpp's server does when the prompt exceeds its window),
-    or, with ``text=True``, after its text but before any ``finish_reason``.
-    """
-
-    def __init__(self, httpd: _Server, thread: threading.Thread) -> None:
+    def __init__(self, httpd: OfflineServer, thread: threading.Thread) -> None:
         self._httpd = httpd
         self._thread = thread
         host, port = httpd.server_address[:2]
@@ -70,41 +64,8 @@ class ServerHandle:
         return self._httpd.models
 
     @property
-    def seen_keys(self) -> list[str | None]:
-        return list(self._httpd.seen_keys)
-
-    @property
     def request_count(self) -> int:
         return self._httpd.request_count
-
-    def fail_next(self, count: int, status: int = 503) -> None:
-        """Answer the next ``count`` API requests with ``status`` and an OpenAI error body."""
-        with self._httpd.lock:
-            self._httpd.failures = [status] * count
-
-    def drop_next(self) -> None:
-        """Close the connection of the next streamed reply after its first text chunk."""
-        with self._httpd.lock:
-            self._httpd.drops += 1
-
-    def reply_next(self, text: str) -> None:
-        """Make the next chat reply ``text`` (streamed in pieces when streaming), whatever
-        the offline model would say: a reply no test could otherwise get from it."""
-        with self._httpd.lock:
-            self._httpd.replies.append(text)
-
-    def end_next(self, *, text: bool = False) -> None:
-        """End the next streamed reply without a ``finish_reason``: with no chunk at all, or
-        (``text``) after its text chunks."""
-        with self._httpd.lock:
-            self._httpd.early_ends.append(text)
-
-    def hold_next(self) -> Hold:
-        """Keep the next API request waiting until the returned hold is released."""
-        hold = Hold()
-        with self._httpd.lock:
-            self._httpd.holds.append(hold)
-        return hold
 
     def wait(self) -> None:
         """Block until the server stops (``serve-offline`` runs in the foreground this way)."""
@@ -128,16 +89,9 @@ class ServerHandle:
         self.stop()
 
 
-@dataclass
-class Hold:
-    """A request held by ``ServerHandle.hold_next``: ``arrived`` is set once it waits,
-    and it goes on when ``release`` is set (or after ``HOLD_SECONDS``)."""
+class OfflineServer(ThreadingHTTPServer):
+    """The HTTP server: the offline model, the served model names, the bearer key."""
 
-    arrived: threading.Event = field(default_factory=threading.Event)
-    release: threading.Event = field(default_factory=threading.Event)
-
-
-class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
@@ -145,24 +99,22 @@ class _Server(ThreadingHTTPServer):
         address: tuple[str, int],
         api_key: str | None,
         models: Iterable[str],
-        context_window: int | None = None,
-        overflow: str = "error",
+        handler: type[OfflineHandler] | None = None,
     ):
-        super().__init__(address, _Handler)
+        super().__init__(address, handler or OfflineHandler)
         self.api_key = api_key
         self.models = tuple(models)
         self.model = OfflineModel()
         self.lock = threading.Lock()
-        self.failures: list[int] = []
-        self.holds: list[Hold] = []
-        self.drops = 0  # streamed replies still to cut short (``drop_next``)
-        self.early_ends: list[bool] = []  # streamed replies to end early (``end_next``)
-        self.replies: list[str] = []  # chat replies to give instead (``reply_next``)
-        self.context_window = context_window
-        self.overflow = overflow
-        self.seen_keys: list[str | None] = []
         self.request_count = 0
         self.connections: set[socket.socket] = set()
+
+    def admit(self, handler: OfflineHandler, key: str | None) -> bool:
+        """Called for every request with the bearer key it sent (None when absent), before
+        it is answered; False when it was answered already. Counts the request."""
+        with self.lock:
+            self.request_count += 1
+        return True
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.lock:
@@ -188,9 +140,9 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class OfflineHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: OfflineServer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests and notebooks should not see access logs on stderr."""
@@ -204,17 +156,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         body = self._read_body()
         path = self.path.split("?", 1)[0].rstrip("/")
-        if not self._authorized():
-            return
-        with self.server.lock:
-            self.server.request_count += 1
-            status = self.server.failures.pop(0) if self.server.failures else None
-            hold = self.server.holds.pop(0) if self.server.holds else None
-        if hold is not None:
-            hold.arrived.set()
-            hold.release.wait(HOLD_SECONDS)
-        if status is not None:
-            self._send_json(status, _error(f"injected failure {status}", "server_error", None))
+        key = self._bearer_key()
+        if not self._authorized(key) or not self.server.admit(self, key):
             return
         routes = {
             ("GET", "/v1/models"): self._models,
@@ -234,11 +177,11 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _authorized(self) -> bool:
+    def _bearer_key(self) -> str | None:
         header = self.headers.get("Authorization") or ""
-        key = header[7:].strip() if header.lower().startswith("bearer ") else None
-        with self.server.lock:
-            self.server.seen_keys.append(key)
+        return header[7:].strip() if header.lower().startswith("bearer ") else None
+
+    def _authorized(self, key: str | None) -> bool:
         expected = self.server.api_key
         if expected is None or key == expected:
             return True
@@ -249,6 +192,10 @@ class _Handler(BaseHTTPRequestHandler):
             message = f"Incorrect API key provided: {shown}."
         self._send_json(401, _error(message, "invalid_request_error", "invalid_api_key"))
         return False
+
+    def send_json(self, status: int, payload: dict[str, Any]) -> None:
+        """Answer with ``payload`` as JSON (for the test server's injected errors too)."""
+        self._send_json(status, payload)
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -328,45 +275,16 @@ class _Handler(BaseHTTPRequestHandler):
             message = "'messages' must be a list."
             self._send_json(400, _error(message, "invalid_request_error", None, "messages"))
             return
-        window = self.server.context_window
-        if window is not None and (used := count_message_tokens(messages)) > window:
-            if self.server.overflow == "empty" and request.get("stream"):
-                # llama.cpp's server: HTTP 200 and a stream that ends with no chunk
-                _Stream(self, "", 0, model, False).run(ChatResult(""), [], early=False)
-                return
-            message = (
-                f"This model's maximum context length is {window} tokens. However, your "
-                f"messages resulted in {used} tokens. Please reduce the length of the messages."
-            )
-            error = _error(message, "invalid_request_error", "context_length_exceeded", "messages")
-            self._send_json(400, error)
+        completed = self.complete(request, model, messages)
+        if completed is None:
             return
-        tools = request.get("tools") if isinstance(request.get("tools"), list) else None
-        response_format = request.get("response_format")
-        json_mode = (
-            isinstance(response_format, dict) and response_format.get("type") == "json_object"
-        )
+        result, deltas = completed
         ident = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
-        deltas: list[str] = []
-        try:
-            result = self.server.model.chat(
-                messages, tools=tools, json_mode=json_mode, on_text=deltas.append
-            )
-        except Exception as exc:  # the client should get an answer, not a dropped socket
-            message = f"The offline model failed: {type(exc).__name__}: {exc}"
-            self._send_json(500, _error(message, "server_error", None))
-            return
-        with self.server.lock:
-            told = self.server.replies.pop(0) if self.server.replies else None
-        if told is not None:
-            result = ChatResult(told, [], result.usage, result.model, "stop")
-            deltas = _ARG_PIECE.findall(told)
         if request.get("stream"):
             options = request.get("stream_options")
             usage_chunk = isinstance(options, dict) and bool(options.get("include_usage"))
-            stream = _Stream(self, ident, created, model, usage_chunk)
-            stream.run(result, deltas, early=stream.ending_early())
+            self.stream_class(self, ident, created, model, usage_chunk).run(result, deltas)
             return
         message: dict[str, Any] = {
             "role": "assistant",
@@ -393,12 +311,37 @@ class _Handler(BaseHTTPRequestHandler):
         }
         self._send_json(200, payload)
 
+    def complete(
+        self, request: dict[str, Any], model: str, messages: list[Any]
+    ) -> tuple[ChatResult, list[str]] | None:
+        """The offline model's reply to a chat request and the text deltas it streamed, or
+        None when the request was answered already (an error)."""
+        tools = request.get("tools") if isinstance(request.get("tools"), list) else None
+        response_format = request.get("response_format")
+        json_mode = (
+            isinstance(response_format, dict) and response_format.get("type") == "json_object"
+        )
+        deltas: list[str] = []
+        try:
+            result = self.server.model.chat(
+                messages, tools=tools, json_mode=json_mode, on_text=deltas.append
+            )
+        except Exception as exc:  # the client should get an answer, not a dropped socket
+            message = f"The offline model failed: {type(exc).__name__}: {exc}"
+            self._send_json(500, _error(message, "server_error", None))
+            return None
+        return result, deltas
 
-class _Stream:
+    @property
+    def stream_class(self) -> type[SSEStream]:
+        return SSEStream
+
+
+class SSEStream:
     """Server-sent events in OpenAI's chunk format, written as HTTP/1.1 chunked transfer."""
 
     def __init__(
-        self, handler: _Handler, ident: str, created: int, model: str, usage_chunk: bool
+        self, handler: OfflineHandler, ident: str, created: int, model: str, usage_chunk: bool
     ) -> None:
         self.handler = handler
         self.ident = ident
@@ -406,29 +349,35 @@ class _Stream:
         self.model = model
         self.usage_chunk = usage_chunk
 
-    def run(self, result: ChatResult, deltas: list[str], early: bool | None = None) -> None:
-        """Send the text deltas the model produced, then its tool calls, finish and usage;
-        ``early`` ends the stream before any chunk (False) or after the text (True)."""
+    def run(self, result: ChatResult, deltas: list[str]) -> None:
+        """Send the text deltas the model produced, then its tool calls, finish and usage."""
+        self.start()
+        self.text(deltas)
+        self.finish(result)
+
+    def start(self) -> None:
+        """The response head: HTTP 200, an event stream in chunked transfer."""
         handler = self.handler
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
         handler.send_header("Cache-Control", "no-cache")
         handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
-        if early is False:  # no chunk at all: the stream just ends
-            self._write(b"")
-            return
+
+    def text(self, deltas: list[str]) -> None:
+        """The assistant role chunk, then one chunk per text delta."""
         self._choice({"role": "assistant", "content": ""})
         for text in deltas:
             self._choice({"content": text})
-            if self._dropping():
-                handler.close_connection = True
-                handler.connection.shutdown(socket.SHUT_RDWR)
-                return
-        if early is True:  # the text, then the end, with no finish_reason
+
+    def end(self, *, done: bool = True) -> None:
+        """``data: [DONE]`` (unless ``done`` is False) and the terminating empty chunk."""
+        if done:
             self._write(b"data: [DONE]\n\n")
-            self._write(b"")
-            return
+        self._write(b"")
+
+    def finish(self, result: ChatResult) -> None:
+        """The tool calls, the ``finish_reason``, the usage chunk when asked, and the end."""
         for index, call in enumerate(result.tool_calls):
             head = {
                 "index": index,
@@ -437,27 +386,12 @@ class _Stream:
                 "function": {"name": call.name, "arguments": ""},
             }
             self._choice({"tool_calls": [head]})
-            for piece in _ARG_PIECE.findall(call.arguments):
+            for piece in ARG_PIECE.findall(call.arguments):
                 self._choice({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         self._choice({}, finish_reason=result.finish_reason)
         if self.usage_chunk:
             self._event(self._chunk([], usage=_usage(result)))
-        self._write(b"data: [DONE]\n\n")
-        self._write(b"")
-
-    def ending_early(self) -> bool | None:
-        """None normally; else whether the text goes out before the stream ends early."""
-        server = self.handler.server
-        with server.lock:
-            return server.early_ends.pop(0) if server.early_ends else None
-
-    def _dropping(self) -> bool:
-        server = self.handler.server
-        with server.lock:
-            if server.drops:
-                server.drops -= 1
-                return True
-        return False
+        self.end()
 
     def _chunk(self, choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> dict:
         chunk = {
@@ -503,17 +437,13 @@ def start_server(
     port: int = 0,
     api_key: str | None = None,
     models: Iterable[str] = ("offline",),
-    context_window: int | None = None,
-    overflow: str = "error",
 ) -> ServerHandle:
-    """Serve the offline model in a background thread; ``port=0`` picks a free port.
+    """Serve the offline model in a background thread; ``port=0`` picks a free port."""
+    return serve(OfflineServer((host, port), api_key, models))
 
-    ``context_window`` makes chat requests whose messages exceed it fail as OpenAI's do
-    (400, ``context_length_exceeded``), to try a client against a small model; with
-    ``overflow="empty"`` a streamed one gets what llama.cpp's server sends instead: HTTP
-    200 and a stream that ends with no chunk.
-    """
-    httpd = _Server((host, port), api_key, models, context_window, overflow)
+
+def serve(httpd: OfflineServer, handle: type[ServerHandle] = ServerHandle) -> ServerHandle:
+    """Run ``httpd`` in a background daemon thread and return its handle."""
     thread = threading.Thread(
         target=httpd.serve_forever,
         kwargs={"poll_interval": 0.05},  # so stop() returns promptly
@@ -521,7 +451,7 @@ def start_server(
         daemon=True,
     )
     thread.start()
-    return ServerHandle(httpd, thread)
+    return handle(httpd, thread)
 
 
 def _port(text: str) -> int:

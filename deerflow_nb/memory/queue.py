@@ -6,6 +6,10 @@ One daemon worker per home per process waits for the debounce (restarted by ever
 enqueue), claims due rows, and hands them to the fold function. A row is claimed by
 ``host:pid`` so two kernels never fold the same snapshot at once; a claim whose
 process is gone, or whose lease ran out, is taken over.
+
+Due times are wall-clock seconds read from ``clock`` (``time.time``), which a test may
+replace with a clock it moves by hand; after moving it, ``QueueWorker.notify`` makes the
+worker look again.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ MAX_ATTEMPTS = 3
 BACKOFF_SECONDS = (5.0, 30.0, 120.0)
 LEASE_SECONDS = 600.0
 EXIT_FLUSH_SECONDS = 30.0
+clock = time.time  # the queue's "now": due times, leases, backoff
 
 
 def _me() -> str:
@@ -59,7 +64,7 @@ def upsert(
     """Inside the caller's journal transaction (the one that read the snapshot, so a fold
     finishing meanwhile cannot leave it stale): replace the thread's pending snapshot and
     restart the debounce for every pending row."""
-    now = time.time()
+    now = clock()
     due = now + debounce
     db.execute(
         "UPDATE memory_queue SET due_at = ? WHERE status = 'pending' AND due_at < ?", [due, due]
@@ -81,7 +86,7 @@ def upsert(
 
 def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | None:
     """Take the row for folding, or None if it is gone, not due, or held by a live process."""
-    now = time.time()
+    now = clock()
     with journal.transaction() as db:
         rows = list(db["memory_queue"].rows_where("thread_id = ?", [thread_id]))
         if not rows:
@@ -174,7 +179,7 @@ def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
                 attempts,
                 redact(encodable(error[:2000])),
                 status,
-                time.time() + delay,
+                clock() + delay,
                 row["thread_id"],
                 row["enqueued_at"],
             ],
@@ -256,8 +261,8 @@ class QueueWorker:
                     due = next_due(self.journal)
                 except Exception as exc:  # a locked or vanished journal: try again shortly
                     log.warning("memory queue could not read journal.db: %s", exc)
-                    due = time.time() + 5
-                wait = None if due is None else max(0.0, due - time.time())
+                    due = clock() + 5
+                wait = None if due is None else max(0.0, due - clock())
                 if wait is None or wait > 0:
                     self._wake.wait(timeout=wait)
                     continue

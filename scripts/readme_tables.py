@@ -1,0 +1,178 @@
+"""The README's tables that come from code, written by cog so they cannot drift.
+
+README.md holds ``[[[cog ... ]]]`` blocks (inside HTML comments) that call these functions;
+each returns the Markdown the block holds:
+
+    .venv/bin/cog -I scripts -r README.md       # rewrite the blocks (make readme)
+    .venv/bin/cog -I scripts --check README.md  # fail if one is stale (make lint, make test)
+
+- ``memory_commands()``: the ``%memory`` subcommands, from ``memory_magic.build_parser``;
+- ``agent_synopsis()``, ``agent_flags()``: ``%%agent``'s flags, from ``agent/magic.py``'s parser;
+- ``config_yaml()``: every config.yaml key with its default, from ``schema.SETTINGS_SECTIONS``
+  (the comments are the ones below, each checked to name a real key);
+- ``notebooks()``: the example notebooks, from their ``.md`` front matter
+  (``deerflow_nb: {shows: ...}``) or, without it, their title.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: pipes escaped."""
+    return text.replace("|", "\\|")
+
+
+def _metavar(action: argparse.Action) -> str:
+    if action.metavar:
+        return str(action.metavar)
+    if action.choices is not None and len(action.choices) <= 3:
+        return "|".join(str(c) for c in action.choices)
+    return action.dest.upper()
+
+
+def _synopsis(action: argparse.Action) -> str:
+    """One argument as a usage fragment: ``[--sort confidence|created]``, ``ID...``."""
+    if not action.option_strings:
+        name = _metavar(action)
+        return {
+            "+": f"{name}...",
+            "*": f"[{name}...]",
+            "?": f"[{name}]",
+        }.get(action.nargs, name)  # type: ignore[arg-type]
+    flags = "/".join(sorted(action.option_strings, key=len))
+    if action.nargs == 0:
+        return f"[{flags}]"
+    return f"[{flags} {_metavar(action)}]"
+
+
+def _arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+
+
+def memory_commands() -> str:
+    """The ``%memory`` table: one row per subcommand, its arguments and its help."""
+    from deerflow_nb.memory_magic import PROG, build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {choice.dest: choice.help for choice in sub._choices_actions}
+    rows = ["| command | what it does |", "|---|---|"]
+    rows.append(f"| `{PROG}` | {_cell(parser.description or '')} |")
+    for name, subparser in sub.choices.items():
+        usage = " ".join([PROG, name] + [_synopsis(a) for a in _arguments(subparser)])
+        rows.append(f"| `{_cell(usage)}` | {_cell(helps[name] or '')} |")
+    from deerflow_nb.schema import CATEGORIES
+
+    rows.append("")
+    rows.append(f"CATEGORY is one of {', '.join(f'`{c}`' for c in CATEGORIES)}.")
+    return "\n".join(rows) + "\n"
+
+
+def _agent_parser() -> argparse.ArgumentParser:
+    from deerflow_nb.agent import magic
+
+    return magic._parser()
+
+
+def agent_synopsis() -> str:
+    """``%%agent [-h] [-t/--thread NAME] …``, wrapped as the README's code block shows it."""
+    from deerflow_nb.agent.magic import PROG
+
+    words = [f"%{PROG}" if not PROG.startswith("%%") else PROG]
+    words += [_synopsis(a) for a in _arguments(_agent_parser())]
+    lines, line = [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > 88:
+            lines.append(line)
+            line = " " * (len(words[0]) + 1) + word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return "```\n" + "\n".join(lines) + "\n```\n"
+
+
+def agent_flags() -> str:
+    """The ``%%agent`` flags table: each flag, its value, what it does."""
+    rows = ["| flag | what it does |", "|---|---|"]
+    for action in _arguments(_agent_parser()):
+        flags = ", ".join(sorted(action.option_strings, key=len))
+        if action.nargs != 0:
+            flags += f" {_metavar(action)}"
+        rows.append(f"| `{_cell(flags)}` | {_cell(action.help or '')} |")
+    return "\n".join(rows) + "\n"
+
+
+# Comments shown beside config.yaml keys; each must name a key the settings have.
+CONFIG_COMMENTS = {
+    "model.name": "default gpt-4o-mini when a key or base URL is set",
+    "model.base_url": "any OpenAI-compatible server: Azure, Ollama, vLLM, LM Studio",
+    "model.send_openai_key_to_base_url": "OPENAI_API_KEY is not sent to a custom base URL "
+    "unless true",
+    "model.max_retries": "429, 5xx and timeouts, with backoff",
+    "memory.model_name": "a cheaper model for extraction",
+    "memory.embeddings": "local:<name or path> | openai:<model>",
+    "memory.review": "folds wait for %memory approve",
+    "summarization.trigger": "any of tokens | messages | fraction",
+    "summarization.keep": "messages | tokens | fraction",
+}
+
+
+def _yaml(value: Any) -> str:
+    """A default as the README writes it: flow style, whole floats without ``.0``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_yaml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_yaml(v) for v in value) + "]"
+    return str(value)
+
+
+def config_yaml() -> str:
+    """config.yaml with every key at its default, in a ```` ```yaml ```` block."""
+    from deerflow_nb.schema import SETTINGS_SECTIONS
+
+    lines, seen = [], set()
+    for section, model in SETTINGS_SECTIONS.items():
+        lines.append(f"{section}:")
+        for key, value in model().model_dump().items():
+            seen.add(f"{section}.{key}")
+            line = f"  {key}: {_yaml(value)}"
+            comment = CONFIG_COMMENTS.get(f"{section}.{key}")
+            if comment:
+                line = f"{line:<32}# {comment}" if len(line) < 32 else f"{line}   # {comment}"
+            lines.append(line)
+    unknown = sorted(set(CONFIG_COMMENTS) - seen)
+    if unknown:
+        raise SystemExit(f"readme_tables.CONFIG_COMMENTS names unknown keys: {unknown}")
+    return "```yaml\n" + "\n".join(lines) + "\n```\n"
+
+
+def notebooks() -> str:
+    """The example notebooks table, from each ``.md``'s front matter (or title)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import jupytext
+    import sync_notebooks
+
+    rows = ["| notebook | shows |", "|---|---|"]
+    for source in sorted(sync_notebooks.sources(), key=lambda p: (p.stem != "quickstart", p.stem)):
+        nb = jupytext.read(source)
+        shows = (nb.metadata.get("deerflow_nb") or {}).get("shows")
+        if not shows:
+            title = next((c.source for c in nb.cells if c.cell_type == "markdown"), "")
+            shows = title.splitlines()[0].lstrip("# ") if title else source.stem
+        rows.append(f"| [`{source.stem}`](example_notebooks/{source.name}) | {_cell(shows)} |")
+    return "\n".join(rows) + "\n"
