@@ -1,4 +1,5 @@
-"""The memory panel: profile, facts, preview, pending changes and history in one widget.
+"""The memory panel: profile, facts, preview, pending changes, history and a recall search
+of past conversations in one widget.
 
 Every button calls the same public ``Memory`` API as ``%memory`` and the agent, so a
 click is journaled and atomic like any other change. The panel subscribes to
@@ -29,7 +30,11 @@ from .untrusted import escape_html
 if TYPE_CHECKING:
     from .memory import Memory
 
-TAB_TITLES = ("Profile", "Facts", "Preview", "Pending", "History")
+TAB_TITLES = ("Profile", "Facts", "Preview", "Pending", "History", "Recall")
+PENDING_TAB = TAB_TITLES.index("Pending")
+ALL = "all"  # the Category filter's "no filter" (ipywidgets 8 shows a None value as blank)
+RECALL_K = 10
+WIDE = {"width": "auto", "flex": "1 1 auto"}  # a text box taking the rest of its row
 
 
 class MemoryPanel:
@@ -51,9 +56,7 @@ class MemoryPanel:
 
         self.profile = w.HTML()
 
-        self.category = w.Dropdown(
-            options=[("all", None), *((c, c) for c in CATEGORIES)], description="Category"
-        )
+        self.category = w.Dropdown(options=[ALL, *CATEGORIES], value=ALL, description="Category")
         self.min_confidence = w.FloatSlider(
             value=0.0, min=0.0, max=1.0, step=0.05, description="Min conf."
         )
@@ -63,18 +66,37 @@ class MemoryPanel:
         self.fact_rows = w.VBox()
         self.fact_checks: dict[str, w.Checkbox] = {}
         self.forget_button = w.Button(description="Forget selected", button_style="danger")
-        self.forget_button.on_click(lambda _: self._act(self._forget_selected))
-        self.edit_text = w.Text(placeholder="select one fact, change its text", description="Edit")
+        self.forget_button.on_click(lambda _: self._act(self._ask_forget))
+        # "Forget selected" only asks; these two answer (the ids asked about are kept, so a
+        # selection changed in between forgets nothing it did not name).
+        self.confirm_text = w.HTML()
+        self.confirm_button = w.Button(description="Yes, forget", button_style="danger")
+        self.cancel_button = w.Button(description="Cancel")
+        self.confirm_button.on_click(lambda _: self._act(self._forget_confirmed))
+        self.cancel_button.on_click(lambda _: self._act(self._cancel_forget))
+        self.confirm_row = w.HBox(
+            [self.confirm_text, self.confirm_button, self.cancel_button],
+            layout=w.Layout(display="none"),
+        )
+        self._to_forget: list[str] = []
+        self._editing: str | None = None  # the fact whose text the Edit box was filled with
+        self.edit_text = w.Text(
+            placeholder="select one fact, change its text",
+            description="Edit",
+            layout=w.Layout(**WIDE),
+        )
         self.edit_button = w.Button(description="Save edit")
         self.edit_button.on_click(lambda _: self._act(self._edit_selected))
-        self.add_text = w.Text(placeholder="a new fact", description="Add")
+        self.add_text = w.Text(placeholder="a new fact", description="Add", layout=w.Layout(**WIDE))
         self.add_category = w.Dropdown(options=list(CATEGORIES), value="context")
         self.add_button = w.Button(description="Add fact")
         self.add_button.on_click(lambda _: self._act(self._add))
 
         budget = int(memory.settings.memory.max_injection_tokens)
         self.context = w.Textarea(
-            placeholder="the next turn's text, for ranking", description="Context"
+            placeholder="the next turn's text, for ranking",
+            description="Context",
+            layout=w.Layout(width="100%"),
         )
         self.budget = w.IntSlider(
             value=budget, min=50, max=max(4000, 2 * budget), step=50, description="Budget"
@@ -99,6 +121,15 @@ class MemoryPanel:
 
         self.history = w.HTML()
 
+        self.recall_query = w.Text(
+            placeholder="words from a past conversation",
+            description="Recall",
+            layout=w.Layout(**WIDE),
+        )
+        self.recall_button = w.Button(description="Search", icon="search")
+        self.recall_button.on_click(lambda _: self._act(self._recall))
+        self.recall_results = w.HTML()
+
         self.tabs = w.Tab(
             children=[
                 self.profile,
@@ -106,6 +137,7 @@ class MemoryPanel:
                     w.HBox([self.category, self.min_confidence, self.text_filter]),
                     self.fact_rows,
                     w.HBox([self.forget_button, self.edit_text, self.edit_button]),
+                    self.confirm_row,
                     w.HBox([self.add_text, self.add_category, self.add_button]),
                 ]),
                 w.VBox([self.context, self.budget, self.preview_count, self.preview_block]),
@@ -115,9 +147,11 @@ class MemoryPanel:
                     w.HBox([self.approve_button, self.reject_button, self.approve_all_button]),
                 ]),
                 self.history,
+                w.VBox([w.HBox([self.recall_query, self.recall_button]), self.recall_results]),
             ]
         )  # fmt: skip
         self.tabs.titles = TAB_TITLES
+        self.tabs.observe(self._on_tab, names="selected_index")
         self.widget = w.VBox(
             [w.HBox([self.header, self.refresh_button, self.flush_button]), self.tabs, self.message]
         )
@@ -168,7 +202,15 @@ class MemoryPanel:
                 return
             self.unreadable = False
             self._facts = list(data.get("facts", []))
-            self.header.value = f"<b>Memory</b> — {views.count_of(len(self._facts), 'fact')}"
+            pending = self.memory.pending_count()
+            verb = "awaits" if pending == 1 else "await"
+            waiting = f" · {views.count_of(pending, 'change')} {verb} review" if pending else ""
+            self.header.value = (
+                f"<b>Memory</b> — {views.count_of(len(self._facts), 'fact')}{waiting}"
+            )
+            titles = list(TAB_TITLES)
+            titles[PENDING_TAB] += f" ({pending})" if pending else ""
+            self.tabs.titles = tuple(titles)
             self.profile.value = views.SummaryView(data)._repr_html_()
             self._draw_facts()
             self._draw_preview()
@@ -183,7 +225,7 @@ class MemoryPanel:
         return [
             f
             for f in self._facts
-            if (self.category.value is None or f.get("category") == self.category.value)
+            if (self.category.value == ALL or f.get("category") == self.category.value)
             and float(f.get("confidence") or 0.0) >= self.min_confidence.value
             and (not needle or needle in str(f.get("content", "")).lower())
         ]
@@ -211,6 +253,9 @@ class MemoryPanel:
                 ])
             )  # fmt: skip
         _replace_children(self.fact_rows, rows or [w.HTML("<i>No facts.</i>")])
+        if self._editing is not None and not any(f["id"] == self._editing for f in self._facts):
+            self._editing = None  # forgotten (here or elsewhere): its text goes too
+            self.edit_text.value = ""
 
     def _draw_preview(self) -> None:
         try:
@@ -264,16 +309,61 @@ class MemoryPanel:
         return [fid for fid, box in self.fact_checks.items() if box.value]
 
     def _on_select(self, _: Any) -> None:
+        self._hide_confirm()  # the question named the old selection
         ids = self.selected_fact_ids()
         if len(ids) == 1:
+            self._editing = ids[0]
             self.edit_text.value = next(f["content"] for f in self._facts if f["id"] == ids[0])
+        elif self._editing is not None:  # the box no longer speaks for one selected fact
+            self._editing = None
+            self.edit_text.value = ""
 
-    def _forget_selected(self) -> str:
+    def _ask_forget(self) -> str:
+        """The first click: ask before anything is removed."""
         ids = self.selected_fact_ids()
         if not ids:
             raise ValueError("select the facts to forget first")
+        self._to_forget = ids
+        self.confirm_text.value = (
+            f"<b>Forget {views.count_of(len(ids), 'fact')}?</b> "
+            f"<small>{escape_html(', '.join(ids))}</small>"
+        )
+        self.confirm_row.layout.display = "flex"
+        return ""
+
+    def _forget_confirmed(self) -> str:
+        ids, self._to_forget = self._to_forget, []
+        self._hide_confirm()
+        if not ids:
+            raise ValueError("select the facts to forget first")
         self.memory.forget_many(ids)
-        return f"Forgot {len(ids)} fact{'s' * (len(ids) != 1)}: {', '.join(ids)}"
+        return (
+            f"Forgot {views.count_of(len(ids), 'fact')}: {', '.join(ids)} "
+            "(%memory rollback restores them)"
+        )
+
+    def _cancel_forget(self) -> str:
+        self._hide_confirm()
+        return "Nothing forgotten"
+
+    def _hide_confirm(self) -> None:
+        self._to_forget = []
+        self.confirm_row.layout.display = "none"
+        self.confirm_text.value = ""
+
+    def _on_tab(self, _: Any) -> None:
+        """A new tab starts with no word about what was done in another."""
+        self.message.value = ""
+        self._hide_confirm()
+
+    def _recall(self) -> str:
+        query = self.recall_query.value.strip()
+        if not query:
+            raise ValueError("type words to look for in past conversations first")
+        results = self.memory.recall(query, k=RECALL_K)
+        view = views.RecallResults(query, tuple(results))
+        self.recall_results.value = view._repr_html_()
+        return f"Recall: {views.count_of(len(results), 'message')} found"
 
     def _edit_selected(self) -> str:
         ids = self.selected_fact_ids()

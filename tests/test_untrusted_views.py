@@ -236,9 +236,18 @@ def test_the_panel_shows_hostile_memory_as_text(shell: InteractiveShell) -> None
     from deerflow_nb.widgets import MemoryPanel
 
     mem = seed_hostile_memory(shell)
+    thread = "t-<img src=x onerror=alert(1)>"
+    mem.journal.ensure_thread(thread)
+    mem.journal.add_message(thread, {"role": "user", "content": "Recall me " + HOSTILE_LINE})
     panel = MemoryPanel(mem)
     try:
         panel.context.value = "onerror alert"
+        panel.recall_query.value = "recall me onerror alert"
+        panel.recall_button.click()  # the Recall tab: journal text and thread names
+        assert "Recall me" in text_of(panel.recall_results.value)
+        panel.fact_checks[next(iter(panel.fact_checks))].value = True
+        panel.forget_button.click()  # the question it asks before forgetting
+        assert "Forget 1 fact?" in text_of(panel.confirm_text.value)
         panel._say_error(KeyError(HOSTILE_LINE))
         values = [h.value for h in html_widgets(panel.widget)]
         assert len(values) >= 10
@@ -247,7 +256,11 @@ def test_the_panel_shows_hostile_memory_as_text(shell: InteractiveShell) -> None
             assert not any(c in value for c in "\x1b\x07\u202e\u200b"), value
         everything = text_of(" ".join(values))
         assert everything.count("<img src=x onerror=alert(1)>") >= 5, everything
-        for tab in (panel.profile, panel.history, panel.preview_block, panel.message):
+        assert "Pending (1)" in panel.tabs.titles and "1 change awaits review" in text_of(
+            panel.header.value
+        )
+        tabs = (panel.profile, panel.history, panel.preview_block, panel.message)
+        for tab in (*tabs, panel.recall_results):
             assert "onerror=alert(1)" in text_of(tab.value), tab
         assert_inert(formatted(shell, panel), "panel")
     finally:

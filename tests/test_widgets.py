@@ -70,7 +70,7 @@ def new_fact_diff(content: str) -> dict[str, Any]:
     return {"newFacts": [{"content": content, "category": "preference", "confidence": 0.9}]}
 
 
-def test_panel_has_the_five_tabs_and_shows_memory(memory: Memory) -> None:
+def test_panel_has_the_six_tabs_and_shows_memory(memory: Memory) -> None:
     fact = memory.add_fact("Prefers polars over pandas", category="preference", confidence=0.8)
     panel = MemoryPanel(memory)
     assert (
@@ -82,6 +82,7 @@ def test_panel_has_the_five_tabs_and_shows_memory(memory: Memory) -> None:
             "Preview",
             "Pending",
             "History",
+            "Recall",
         )
     )
     assert "Work context" in panel.profile.value
@@ -100,6 +101,7 @@ def test_clicking_forget_removes_the_fact_and_journals_it(memory: Memory, home: 
     panel = MemoryPanel(memory)
     panel.fact_checks[gone["id"]].value = True
     panel.forget_button.click()
+    panel.confirm_button.click()
     assert [f["id"] for f in memory_json(home)["facts"]] == [keep["id"]]
     last = events(home)[-1]
     assert (last["kind"], last["fact_id"]) == ("remove", gone["id"])
@@ -139,7 +141,7 @@ def test_filters_narrow_the_facts_table(memory: Memory) -> None:
     panel = MemoryPanel(memory)
     panel.category.value = "goal"
     assert list(panel.fact_checks) == [goal["id"]]
-    panel.category.value = None
+    panel.category.value = "all"
     panel.min_confidence.value = 0.9
     assert list(panel.fact_checks) == [pref["id"]]
     panel.min_confidence.value = 0.0
@@ -278,3 +280,129 @@ def test_a_damaged_memory_json_is_said_in_the_panel_not_raised(memory: Memory, h
     panel.add_button.click()
     assert "rollback" in panel.message.value
     assert (home / "memory.json").read_text(encoding="utf-8") == "{broken"
+
+
+# -- issue 22 item 6: the Facts tab's rough edges; item 3: pending changes in sight ------
+def test_the_category_dropdown_reads_all_on_load_and_after_choosing_it(memory: Memory) -> None:
+    pref = memory.add_fact("Prefers polars", category="preference")
+    goal = memory.add_fact("Wants to learn Rust", category="goal")
+    panel = MemoryPanel(memory)
+    # ipywidgets 8 shows a None value as no selection (a blank dropdown): "all" is a value
+    assert (panel.category.value, panel.category.index, panel.category.label) == ("all", 0, "all")
+    assert sorted(panel.fact_checks) == sorted([pref["id"], goal["id"]])
+    panel.category.value = "goal"
+    assert list(panel.fact_checks) == [goal["id"]]
+    panel.category.value = "all"
+    assert panel.category.index == 0 and sent_values(panel.category, "index")[-1] == 0
+    assert sorted(panel.fact_checks) == sorted([pref["id"], goal["id"]])
+
+
+def test_forget_selected_asks_first_and_cancel_keeps_the_fact(memory: Memory, home: Path) -> None:
+    fact = memory.add_fact("Prefers tabs over spaces", category="preference")
+    panel = MemoryPanel(memory)
+    assert panel.confirm_row.layout.display == "none"
+    panel.fact_checks[fact["id"]].value = True
+    before = memory_json(home), events(home)
+    panel.forget_button.click()
+    assert (memory_json(home), events(home)) == before  # one click removes nothing
+    assert panel.confirm_row.layout.display != "none"
+    assert "Forget 1 fact?" in panel.confirm_text.value and fact["id"] in panel.confirm_text.value
+    panel.cancel_button.click()
+    assert panel.confirm_row.layout.display == "none"
+    assert (memory_json(home), events(home)) == before
+    assert "Nothing forgotten" in panel.message.value
+    # a question about one selection is withdrawn when the selection changes
+    panel.forget_button.click()
+    panel.fact_checks[fact["id"]].value = False
+    assert panel.confirm_row.layout.display == "none"
+    panel.confirm_button.click()
+    assert memory_json(home) == before[0]
+    panel.fact_checks[fact["id"]].value = True
+    panel.forget_button.click()
+    panel.confirm_button.click()
+    assert memory_json(home)["facts"] == []
+    assert panel.confirm_row.layout.display == "none"
+
+
+def test_the_edit_box_lets_go_of_a_forgotten_facts_text(memory: Memory) -> None:
+    fact = memory.add_fact("Uses pandas 1.5", category="knowledge")
+    other = memory.add_fact("Lives in Lisbon")
+    panel = MemoryPanel(memory)
+    panel.fact_checks[fact["id"]].value = True
+    assert panel.edit_text.value == "Uses pandas 1.5"
+    panel.forget_button.click()
+    panel.confirm_button.click()
+    assert panel.edit_text.value == ""
+    # forgotten elsewhere (%memory forget, another kernel): the box empties on the redraw
+    panel.fact_checks[other["id"]].value = True
+    assert panel.edit_text.value == "Lives in Lisbon"
+    memory.forget(other["id"])
+    assert panel.edit_text.value == ""
+    # and unselecting the row empties it too
+    third = memory.add_fact("Works in Porto")
+    panel.fact_checks[third["id"]].value = True
+    panel.fact_checks[third["id"]].value = False
+    assert panel.edit_text.value == ""
+
+
+def test_the_status_line_does_not_follow_into_another_tab(memory: Memory) -> None:
+    panel = MemoryPanel(memory)
+    panel.add_text.value = "Uses vim"
+    panel.add_button.click()
+    assert "Added" in panel.message.value
+    panel.tabs.selected_index = TAB_TITLES.index("History")
+    assert panel.message.value == ""
+
+
+def test_the_text_boxes_take_the_rows_width(memory: Memory) -> None:
+    panel = MemoryPanel(memory)
+    assert panel.edit_text.layout.flex == "1 1 auto" and panel.edit_text.layout.width == "auto"
+    assert panel.add_text.layout.flex == "1 1 auto"
+    assert panel.context.layout.width == "100%"
+
+
+def test_the_pending_count_shows_in_the_header_and_the_tab_title(memory: Memory) -> None:
+    panel = MemoryPanel(memory)
+    assert "await" not in panel.header.value and panel.tabs.titles[3] == "Pending"
+    memory.review = True
+    memory.apply(new_fact_diff("Prefers uv over pip"), source="thread-a")
+    memory.apply(new_fact_diff("Prefers ruff over flake8"), source="thread-b")
+    assert "2 changes await review" in panel.header.value
+    assert panel.tabs.titles[3] == "Pending (2)"
+    assert any("Pending (2)" in t for t in sent_values(panel.tabs, "titles"))  # live
+    first = min(panel.pending_checks)
+    panel.pending_checks[first].value = True
+    panel.approve_button.click()
+    assert "1 change awaits review" in panel.header.value
+    assert panel.tabs.titles[3] == "Pending (1)"
+    panel.approve_all_button.click()
+    assert "await" not in panel.header.value and panel.tabs.titles[3] == "Pending"
+
+
+def test_the_recall_box_lists_past_messages_escaped(memory: Memory) -> None:
+    journal_turn(
+        memory,
+        "berlin-data",
+        "The Berlin dataset has <b>bold</b> <script>alert(1)</script> quirks in its dates.",
+        reply="Noted about Berlin.",
+    )
+    journal_turn(memory, "other", "I like rivers and lakes.")
+    panel = MemoryPanel(memory)
+    assert panel.tabs.children[TAB_TITLES.index("Recall")].children[0].children == (
+        panel.recall_query,
+        panel.recall_button,
+    )
+    panel.recall_button.click()
+    assert "type words to look for" in panel.message.value  # nothing typed yet
+    panel.recall_query.value = "what did I say about the Berlin dataset?"
+    panel.recall_button.click()
+    html = panel.recall_results.value
+    assert "berlin-data" in html and ">role</th>" in html and ">score</th>" in html
+    assert "user" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
+    assert "<b>bold</b>" not in html
+    assert "rivers" not in html
+    assert "found" in panel.message.value
+    panel.recall_query.value = "zzzqqq"
+    panel.recall_button.click()
+    assert "No message matches" in panel.recall_results.value

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..untrusted import SafeMarkdown, clean_text, code_block, code_span, escape_markdown
 
 if TYPE_CHECKING:
+    from ..memory import Memory
     from .core import TurnResult
 
 THROTTLE = 0.05
@@ -35,8 +36,9 @@ _SUBAGENT_MARKS = {
 }
 
 
-def footer(result: TurnResult) -> str:
-    """``model · thread · tokens in/out · N facts injected`` (plus the status if not ok)."""
+def footer(result: TurnResult, memory: Memory | None = None) -> str:
+    """``model · thread · tokens in/out · N facts injected`` (plus the status if not ok,
+    and with ``memory`` in review mode, what waits for review: ``review_note``)."""
     facts = result.facts_injected
     parts = [
         result.model,
@@ -46,7 +48,35 @@ def footer(result: TurnResult) -> str:
     ]
     if result.status != "ok":
         parts.append(result.status)
+    note = review_note(memory, result.thread) if memory is not None else None
+    if note:
+        parts.append(note)
     return " · ".join(parts)
+
+
+def review_note(memory: Memory, thread: str) -> str | None:
+    """``memory: review mode — …`` when review mode is on and something waits for it: the
+    thread's queued fold (it becomes a proposal, not facts, after the debounce) and the
+    proposals already pending; None otherwise (and when memory cannot be read: the footer
+    is no place for that error)."""
+    from ..memory import queue
+
+    try:
+        if not memory.review:
+            return None
+        queued = queue.is_queued(memory.journal, thread)
+        pending = memory.pending_count()
+    except Exception:  # a locked or damaged journal: %memory status says so, not the footer
+        return None
+    says = []
+    if queued:
+        says.append("this turn's fold will wait for review")
+    if pending:
+        verb = "awaits" if pending == 1 else "await"
+        says.append(f"{pending} change{'s' * (pending != 1)} {verb} review")
+    if not says:
+        return None
+    return f"memory: review mode — {'; '.join(says)} (%memory pending)"
 
 
 def subagent_line(event: dict[str, Any], markdown: bool = False) -> str:
@@ -87,9 +117,11 @@ def summary_line(event: dict[str, Any]) -> str:
 
 
 class TurnView:
-    """The cell's live output for one turn."""
+    """The cell's live output for one turn; with ``memory``, the footer says what waits for
+    review (``review_note``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, memory: Memory | None = None) -> None:
+        self.memory = memory
         self.lines: list[tuple[str, str]] = []  # (Markdown, plain text) of each line
         self._subagents: dict[str, int] = {}  # run id -> index in lines
         self.reply = ""
@@ -148,7 +180,7 @@ class TurnView:
     def finish(self, result: TurnResult | None) -> None:
         if result is not None:
             self.reply = result.reply
-            self.footer = footer(result)
+            self.footer = footer(result, self.memory)
         self.refresh()
 
     def refresh(self) -> None:
@@ -162,7 +194,8 @@ class TerminalTurnView:
     """The turn for terminal IPython, which cannot redraw what it printed: progress lines
     and the reply are written as they come, the footer once at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, memory: Memory | None = None) -> None:
+        self.memory = memory
         self.reply = ""  # streamed since the last tool call
         self._statuses: dict[str, str] = {}  # sub-agent run id -> last status printed
         self._at_line_start = True
@@ -193,7 +226,7 @@ class TerminalTurnView:
                 self._write(result.reply[len(self.reply) :])
             else:  # not what was streamed (a reply that came whole): write it out
                 self._line(result.reply)
-            self._line(f"---\n{footer(result)}")
+            self._line(f"---\n{footer(result, self.memory)}")
         elif not self._at_line_start:
             self._write("\n")
 
@@ -208,10 +241,15 @@ class TerminalTurnView:
             self._at_line_start = text.endswith("\n")
 
 
-def turn_view(shell: Any) -> TurnView | TerminalTurnView:
-    """The live view that suits ``shell``'s frontend."""
+def turn_view(shell: Any, memory: Memory | None = None) -> TurnView | TerminalTurnView:
+    """The live view that suits ``shell``'s frontend, its footer reading ``memory`` (by
+    default the shell's session memory, the one ``%%agent``'s agents use)."""
+    if memory is None:
+        from ..session import get_session
+
+        memory = get_session(shell).memory
     terminal = any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__)
-    return TerminalTurnView() if terminal else TurnView()
+    return TerminalTurnView(memory) if terminal else TurnView(memory)
 
 
 def show_markdown(text: str) -> None:

@@ -118,6 +118,18 @@ class ApplyReport:
         }
 
 
+def changes_anything(diff: dict[str, Any]) -> bool:
+    """Whether a (checked) diff would change memory: a new fact, a removal, or a section
+    marked for update. One that would not is no proposal to review."""
+    if diff.get("newFacts") or diff.get("factsToRemove"):
+        return True
+    return any(
+        isinstance(section, dict) and section.get("shouldUpdate")
+        for group in ("user", "history")
+        for section in (diff.get(group) or {}).values()
+    )
+
+
 @dataclass
 class FlushReport:
     """Threads folded, proposed for review, failed (with the error), and rows left pending."""
@@ -376,6 +388,14 @@ class Memory:
     ) -> ApplyReport:
         left_out = [item.to_dict() for item in diff.left_out]
         clean = diff.to_dict()
+        if self.review and not changes_anything(clean):
+            # Nothing to review: no pending entry to approve, only the fold's record.
+            report = ApplyReport(left_out=fold_log.bounded(left_out), outcome=fold_log.NOTHING)
+            with self.journal.transaction() as db:
+                self._record_fold(db, source, report)
+                if finish:
+                    finish(db)
+            return report
         if self.review:
             with self.journal.transaction() as db:
                 pending_id = self._propose(db, source, clean)
@@ -817,6 +837,10 @@ class Memory:
             db["memory_settings"].upsert(
                 {"key": _REVIEW_KEY, "value": "1" if value else "0"}, pk="key"
             )
+
+    def pending_count(self) -> int:
+        """How many proposals wait for approval (without reading their diffs)."""
+        return int(self.journal.db["pending_changes"].count_where("status = 'pending'"))
 
     def pending(self) -> list[dict[str, Any]]:
         rows = self.journal.db["pending_changes"].rows_where("status = 'pending'", order_by="id")
