@@ -181,16 +181,26 @@ def summary_strip(
     c5.metric("Read at (UTC)", datetime.now(UTC).strftime("%H:%M:%S"))
 
 
-def when(iso: object, *, seconds: bool = False) -> str:
+def clock(iso: object, *, seconds: bool = False) -> str | None:
     """An ISO timestamp as ``YYYY-MM-DD HH:MM`` (UTC, 24-hour), or as ``HH:MM:SS`` with
-    ``seconds``; other text escaped as is."""
+    ``seconds``; None when it is not one."""
     try:
         ts = datetime.fromisoformat(str(iso))
     except ValueError:
-        return md(iso)
+        return None
     if ts.tzinfo is not None:
         ts = ts.astimezone(UTC)
     return ts.strftime("%H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def when(iso: object, *, seconds: bool = False) -> str:
+    """``clock`` for Markdown: other text escaped as it is."""
+    return clock(iso, seconds=seconds) or md(iso)
+
+
+def table(df: Any, **kwargs: Any) -> Any:
+    """``st.dataframe`` the inspector's way: no index, and an empty cell left blank."""
+    return st.dataframe(df, hide_index=True, placeholder="", **kwargs)
 
 
 def time_column(label: str, width: int | str = 135) -> Any:
@@ -326,9 +336,8 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
         f"last updated {when(memory.get('lastUpdated'))} UTC"
     )
     if rows:
-        st.dataframe(
+        table(
             data.frame(rows, ("createdAt", "updatedAt")),
-            hide_index=True,
             column_order=(
                 "content",
                 "category",
@@ -671,9 +680,8 @@ def history_page(db: Any) -> None:
         st.caption("No saved versions yet.")
     if events:
         with st.expander(f"Event log ({len(events)})"):
-            st.dataframe(
+            table(
                 data.frame(data.event_rows(events), ("time",)),
-                hide_index=True,
                 column_config={
                     "time": time_column("time"),
                     "kind": st.column_config.TextColumn("kind", width=80),
@@ -737,9 +745,8 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
             for name in ("total", "relevance", "lexical", "dense", "confidence", "recency",
                          "specificity")
         }  # fmt: skip
-        st.dataframe(
+        table(
             data.frame(preview["facts"]),
-            hide_index=True,
             column_order=(
                 "rank", "content", "total", "relevance", "confidence", "recency", "specificity",
                 "lexical", *(("dense",) if dense else ()), "id",
@@ -889,9 +896,8 @@ def thread_detail(db: Any, node: dict[str, Any]) -> None:
     turns = data.turn_rows(db, node)
     if turns:
         st.markdown(f"**{_count(len(turns), 'turn')}**")
-        st.dataframe(
+        table(
             data.frame(turns, ("started",)),
-            hide_index=True,
             column_config={
                 "started": time_column("started"),
                 "message": st.column_config.TextColumn("message", width=180),
@@ -954,7 +960,8 @@ def versions_page(home: Path, db: Any) -> None:
 
     def label(v: int) -> str:
         row = by_id[v]
-        return plain(f"v{v} · {row['reason']} · {row['created_at']} · {row['fact_count']} facts")
+        saved = clock(row["created_at"]) or row["created_at"]
+        return plain(f"v{v} · {row['reason']} · {saved} · {row['fact_count']} facts")
 
     ids = list(by_id)
     c1, c2 = st.columns(2)
@@ -1003,7 +1010,16 @@ def versions_page(home: Path, db: Any) -> None:
     )
     _confirmation(home, ("rollback",))
     with st.expander(f"All versions ({len(listed)})"):
-        st.dataframe(data.frame(listed), hide_index=True)
+        table(
+            data.frame(listed, ("created_at",)),
+            column_config={
+                "id": st.column_config.NumberColumn("version", width=70),
+                "created_at": time_column("saved"),
+                "reason": st.column_config.TextColumn("reason", width=100),
+                "source": st.column_config.TextColumn("source", width=200),
+                "fact_count": st.column_config.NumberColumn("facts", width=70),
+            },
+        )
 
 
 # -- Status ------------------------------------------------------------------------------------
@@ -1038,9 +1054,8 @@ def status_page(info: dict[str, Any], folds: dict[str, Any]) -> None:
         st.markdown("**Last error**: none")
     if info["queue"]:
         st.markdown("**Queue**")
-        st.dataframe(
+        table(
             data.frame(info["queue"], ("enqueued_at",)),
-            hide_index=True,
             column_order=(
                 "thread_id", "status", "folding_now", "attempts", "enqueued_at", "last_error",
             ),
@@ -1055,9 +1070,8 @@ def status_page(info: dict[str, Any], folds: dict[str, Any]) -> None:
         )  # fmt: skip
     if folds["recent"]:
         with st.expander(f"Recent folds ({len(folds['recent'])})"):
-            st.dataframe(
+            table(
                 data.frame(data.fold_rows(folds["recent"]), ("time",)),
-                hide_index=True,
                 column_config={
                     "time": time_column("time"),
                     "thread": st.column_config.TextColumn("thread", width=150),
@@ -1067,9 +1081,8 @@ def status_page(info: dict[str, Any], folds: dict[str, Any]) -> None:
                 },
             )
     st.markdown("**Files**")
-    st.dataframe(
+    table(
         data.frame(info["files"]),
-        hide_index=True,
         column_config={
             "file": st.column_config.TextColumn("file", width=110),
             "path": st.column_config.TextColumn("path", width=620),
@@ -1108,7 +1121,7 @@ def last_fold(info: dict[str, Any], fold: dict[str, Any] | None) -> None:
         counts.append(f"{len(fold['left_out'])} left out")
         st.caption(" · ".join(counts))
         if fold["left_out"]:
-            st.dataframe(
+            table(
                 data.frame(
                     [
                         {
@@ -1119,7 +1132,6 @@ def last_fold(info: dict[str, Any], fold: dict[str, Any] | None) -> None:
                         for x in fold["left_out"]
                     ]
                 ),
-                hide_index=True,
                 column_config={
                     "item": st.column_config.TextColumn("left out", width=140),
                     "reason": st.column_config.TextColumn("reason", width=360),
