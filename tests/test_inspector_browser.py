@@ -2,10 +2,10 @@
 
 Starts the app the way a user does (the CLI, which runs ``streamlit run`` bound to
 127.0.0.1 on a free port), waits for Streamlit's health endpoint, opens the page in
-Debian's Chromium through Playwright, checks that the Facts tab shows a seeded fact
-and saves a screenshot in the test's temporary folder. With
-``DEERFLOW_NB_UPDATE_SCREENSHOT=1`` the screenshot also replaces docs/inspector.png,
-the one the README shows.
+Debian's Chromium through Playwright, and looks at every tab at 1280 and 1920 px wide:
+a screenshot of each in the test's temporary folder, no table cut off on the right,
+charts inside their column. The Facts tab at 1440 px is the README's picture: with
+``DEERFLOW_NB_UPDATE_SCREENSHOT=1`` it replaces docs/inspector.png.
 """
 
 from __future__ import annotations
