@@ -277,6 +277,28 @@ def test_recall_search_lists_results_and_opens_their_thread(home, seeded, monkey
     assert "No message matches this search." in texts(at)
 
 
+def test_a_long_thread_list_shows_the_newest_and_recall_opens_older_ones(home, monkeypatch):
+    journal = Journal(home / "journal.db")
+    try:
+        for i in range(53):
+            thread = f"thread-{i:02d}"
+            journal.ensure_thread(thread, model="offline")
+            words = "the quarterly zeppelin budget" if i == 0 else f"routine note {i}"
+            journal.add_message(thread, {"role": "user", "content": f"Remember {words}."})
+            journal.add_message(thread, {"role": "assistant", "content": "Noted."})
+    finally:
+        journal.close()
+    at = run_app(home, monkeypatch)
+    radio = at.radio(key="thread_pick")
+    assert len(radio.options) == 50 and radio.value == "thread-52"
+    assert "The 50 most recent are listed; search above to open any of the 3 older" in texts(at)
+    at.text_input(key="recall_query").input("zeppelin budget").run()
+    at.button(key="recall_open_0").click().run()
+    assert not at.exception
+    assert at.radio(key="thread_pick").value == "thread-00"
+    assert ("user", "Remember the quarterly zeppelin budget.") in transcript(at)
+
+
 # -- Versions -------------------------------------------------------------------------------------
 def test_versions_diff_and_rollback_with_confirmation(home, seeded, monkeypatch):
     at = run_app(home, monkeypatch)

@@ -765,6 +765,7 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
 
 # -- Threads -----------------------------------------------------------------------------------
 RECALL_K = 10
+THREADS_LISTED = 50  # lead threads in the list (newest first), with their sub-agents
 
 
 @st.cache_data(max_entries=32, show_spinner="Searching the journal…")
@@ -797,14 +798,24 @@ def threads_page(home: Path, db: Any) -> None:
     recall_box(home, by_id)
     if st.session_state.get("thread_pick") not in by_id:
         st.session_state["thread_pick"] = flat[0]["id"]
+    listed = [n["id"] for root in tree[:THREADS_LISTED] for n in (root, *root["children"])]
+    picked = st.session_state["thread_pick"]
+    if picked not in listed:  # an older thread opened from a recall result
+        listed.append(picked)
     left, right = st.columns([1, 2.4], gap="large")
     with left:
+        more = len(tree) - THREADS_LISTED
         st.radio(
             f"Threads ({len(tree)})",
-            list(by_id),
+            listed,
             key="thread_pick",
             format_func=lambda i: _thread_label(by_id[i]),
         )
+        if more > 0:
+            st.caption(
+                f"The {THREADS_LISTED} most recent are listed; search above to open any of "
+                f"the {more} older ones."
+            )
     with right:
         thread_detail(db, by_id[st.session_state["thread_pick"]])
 
