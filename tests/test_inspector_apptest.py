@@ -73,6 +73,7 @@ def test_facts_page_lists_filters_and_sorts(home, seeded, monkeypatch):
     at = run_app(home, monkeypatch)
     assert [t.label for t in at.tabs] == [
         "Facts",
+        "Pending changes",
         "Confidence history",
         "Injection preview",
         "Threads",
@@ -202,30 +203,100 @@ def test_injection_preview_shows_the_exact_block_and_why(home, seeded, monkeypat
 
 
 # -- Threads --------------------------------------------------------------------------------------
-def test_threads_nest_subagents_mark_summaries_and_show_usage(home, seeded, monkeypatch):
+def thread_options(at: AppTest) -> list[str]:
+    """The thread list's lines as read (its options are Markdown, escaped)."""
+    return [shown(o) for o in at.radio(key="thread_pick").options]
+
+
+def transcript(at: AppTest) -> list[tuple[str, str]]:
+    """The shown transcript: (role, text) of each chat message."""
+    return [(m.name, shown("\n".join(x.value for x in m.markdown))) for m in at.chat_message]
+
+
+def test_threads_list_beside_the_picked_thread_with_turns_in_words(home, seeded, monkeypatch):
     at = run_app(home, monkeypatch)
-    labels = [e.label for e in at.expander]
-    sales = next(e for e in at.expander if "Sales analysis" in e.label)
-    assert "2 turns" in sales.label and "1030 in / 246 out tokens" in sales.label
-    assert "1 sub-agent ·" in sales.label and "summarized" in sales.label
-    # Named as `%%agent -t NAME` named it, then its first message; "1 turn", not "1 turns".
-    assert shown(sales.label).startswith("**thread-sales** · “Sales analysis” · 2 turns")
-    notes = next(label for label in labels if "Reading notes" in label)
-    assert "1 turn ·" in notes and "summarized" not in notes
+    lines = thread_options(at)
+    # Named as `%%agent -t NAME` named it, then its first message; "1 turn", not "1 turns";
+    # the sub-agent right under its parent, not a thread of its own.
+    assert lines == [
+        "**thread-notes** · “Reading notes” · 1 turn",
+        "**thread-sales** · “Sales analysis” · 2 turns · 1 sub-agent · summarized",
+        "↳ sub-agent · Research: plotting libraries (of thread-sales) · 1 turn",
+    ]
+    # The newest thread is shown at once: its transcript beside the list, not in a dropdown.
+    assert transcript(at) == [("user", "I want to learn Rust."), ("assistant", "Good plan.")]
 
-    inside = [shown(m.value) for m in sales.markdown]
-    assert (
-        ":material/subdirectory_arrow_right: **sub-agent** · Research: plotting libraries" in inside
-    )
-    assert any("**Summary** of messages 1–2" in i.value for i in sales.info)
-    usage = [df.value for df in sales.dataframe]
-    assert list(usage[0]["input_tokens"]) == [420, 610]  # the lead thread, per turn
-    assert list(usage[1]["input_tokens"]) == [200]  # the sub-agent under it
-    assert all("Research" not in label for label in labels)  # not a top-level thread
+    at.radio(key="thread_pick").set_value("thread-sales").run()
+    assert not at.exception
+    shown_text = texts(at)
+    assert "**thread-sales** · “Sales analysis”" in shown_text
+    assert "1030 in / 246 out tokens" in shown_text
+    assert any("**Summary** of messages 1–2" in i.value for i in at.info)
+    assert "**sub-agent** · Research: plotting libraries · 1 turn · 200 in / 40 out" in shown_text
+    turns = table(at, "started", "message", "reply")
+    # Each turn by what was said, not by its id.
+    assert list(turns["message"]) == ["I prefer polars over pandas.", "Plot monthly sales."]
+    assert list(turns["reply"]) == ["Noted.", "Here is the plot."]
+    assert list(turns["input_tokens"]) == [420, 610]
+    assert "turn" not in turns.columns
+    assert [text for _, text in transcript(at)] == [
+        "I prefer polars over pandas.", "Noted.", "Plot monthly sales.", "Here is the plot.",
+    ]  # fmt: skip
 
-    at.selectbox(key="thread_pick").select("thread-sales-sub").run()
-    transcript = table(at, "seq", "role", "content")
-    assert list(transcript["content"]) == ["Compare plotting libraries.", "Altair."]
+    at.radio(key="thread_pick").set_value("thread-sales-sub").run()
+    assert transcript(at) == [
+        ("user", "Compare plotting libraries."),
+        ("assistant", "Altair."),
+    ]
+
+
+def test_recall_search_lists_results_and_opens_their_thread(home, seeded, monkeypatch):
+    at = run_app(home, monkeypatch)
+    assert at.radio(key="thread_pick").value == "thread-notes"
+    at.text_input(key="recall_query").input("monthly sales plot").run()
+    assert not at.exception
+    results = [shown(m.value) for m in at.markdown if " · score " in m.value]
+    assert results, texts(at)
+    # thread, date, role, excerpt, score; best first
+    first = results[0]
+    assert first.startswith("**thread-sales** · 20") and " · user · score " in first
+    assert first.endswith("Plot monthly sales.")
+    with quiet_memory(home) as mem:
+        expected = mem.recall("monthly sales plot", 10)
+    assert len(results) == len(expected)
+    assert [r.split(" · ")[0].strip("*") for r in results] == [e["thread"] for e in expected]
+    # The sub-agent's "Compare plotting libraries." is not recalled (lead threads only).
+    assert not any("Compare plotting" in r for r in results)
+
+    at.button(key="recall_open_0").click().run()
+    assert not at.exception
+    assert at.radio(key="thread_pick").value == "thread-sales"
+    assert ("user", "Plot monthly sales.") in transcript(at)
+
+    at.text_input(key="recall_query").input("zeppelin quaternion").run()
+    assert "No message matches this search." in texts(at)
+
+
+def test_a_long_thread_list_shows_the_newest_and_recall_opens_older_ones(home, monkeypatch):
+    journal = Journal(home / "journal.db")
+    try:
+        for i in range(53):
+            thread = f"thread-{i:02d}"
+            journal.ensure_thread(thread, model="offline")
+            words = "the quarterly zeppelin budget" if i == 0 else f"routine note {i}"
+            journal.add_message(thread, {"role": "user", "content": f"Remember {words}."})
+            journal.add_message(thread, {"role": "assistant", "content": "Noted."})
+    finally:
+        journal.close()
+    at = run_app(home, monkeypatch)
+    radio = at.radio(key="thread_pick")
+    assert len(radio.options) == 50 and radio.value == "thread-52"
+    assert "The 50 most recent are listed; search above to open any of the 3 older" in texts(at)
+    at.text_input(key="recall_query").input("zeppelin budget").run()
+    at.button(key="recall_open_0").click().run()
+    assert not at.exception
+    assert at.radio(key="thread_pick").value == "thread-00"
+    assert ("user", "Remember the quarterly zeppelin budget.") in transcript(at)
 
 
 # -- Versions -------------------------------------------------------------------------------------
@@ -265,11 +336,156 @@ def test_status_shows_queue_last_fold_error_and_files(home, seeded, monkeypatch)
     assert metrics["Failed folds"] == "0"
     assert metrics["Folding now"] == "0"
     shown = texts(at)
-    assert "**Last fold**: v4" in shown and "`thread-sales`" in shown
+    assert "**Last fold**: applied → v4 · 20" in shown and "thread `thread-sales`" in shown
+    assert "1 reinforced · 0 left out" in shown
     assert "ModelError: the model server did not answer" in shown
     files = table(at, "file", "path", "exists")
     assert str(home / "memory.json") in set(files["path"])
     assert str(home / "journal.db") in set(files["path"])
+
+
+def test_status_shows_the_last_fold_report_and_failures_in_a_row(home, seeded, monkeypatch):
+    from deerflow_nb.memory import folds
+
+    with quiet_memory(home) as mem:
+        mem.apply(
+            {
+                "newFacts": [
+                    {"content": "Uses VS Code", "category": "context", "confidence": 0.9},
+                    {"content": "", "category": "context", "confidence": 0.9},
+                    {"content": "Likes tea", "category": "context", "confidence": 7},
+                ]
+            },
+            source="thread-notes",
+        )
+    at = run_app(home, monkeypatch)
+    shown = texts(at)
+    assert "**Last fold**: partly applied → v7 · 20" in shown
+    assert "thread `thread-notes`" in shown and "1 added · 2 left out" in shown
+    left_out = table(at, "item", "reason", "value")
+    assert list(left_out["reason"]) == [
+        "content is empty",
+        "confidence 7 is not a number from 0 to 1",
+    ]
+    assert {m.label: m.value for m in at.metric}["Failures in a row"] == "0"
+    assert {m.label: m.value for m in at.metric}["Last fold"] == "partly applied"
+
+    journal = Journal(home / "journal.db")  # what the fold queue journals when the model fails
+    try:
+        for _ in range(2):
+            with journal.transaction() as db:
+                folds.record(
+                    db, source="thread-notes", outcome=folds.FAILED, error="ModelError: timed out"
+                )
+    finally:
+        journal.close()
+    at.button(key="refresh").click().run()
+    assert {m.label: m.value for m in at.metric}["Failures in a row"] == "2"
+    assert any("failed the last 2 folds in a row" in w.value for w in at.warning)
+    shown = texts(at)
+    assert "**Last fold**: failed · 20" in shown and "Error: ModelError: timed out" in shown
+    recent = table(at, "time", "thread", "outcome", "what it did")
+    assert list(recent["outcome"])[:3] == ["failed", "failed", "partly applied"]
+    assert "left out 2 (newFacts[1]: content is empty" in recent["what it did"].iloc[2]
+
+
+# -- Pending changes ---------------------------------------------------------------------------
+def test_pending_changes_are_listed_and_approved_or_rejected(home, seeded, monkeypatch):
+    with quiet_memory(home) as mem:
+        mem.review = True
+        duckdb = mem.apply(
+            {"newFacts": [{"content": "Uses DuckDB for SQL", "category": "knowledge",
+                           "confidence": 0.9}]},
+            source="thread-sales",
+        ).pending_id  # fmt: skip
+        drop_rust = mem.apply(
+            {
+                "factsToRemove": [seeded["rust"]],
+                "user": {
+                    "topOfMind": {"summary": "Shipping the churn model", "shouldUpdate": True}
+                },
+            },
+            source="thread-notes",
+        ).pending_id
+        vscode = mem.apply(
+            {"newFacts": [{"content": "Uses VS Code", "category": "context", "confidence": 0.8}]},
+            source="thread-notes",
+        ).pending_id
+    at = run_app(home, monkeypatch)
+    assert {m.label: m.value for m in at.metric}["Pending changes"] == "3"
+    shown = texts(at)
+    assert "Review mode is **on**" in shown
+    assert "**3 changes waiting for review**" in shown
+    assert f"**Change #{duckdb}** · from thread `thread-sales` · 20" in shown
+    # What each would do, in words: a removal names the fact's text, not just its id.
+    assert ":material/add: add Uses DuckDB for SQL (knowledge, 0.90)" in shown
+    assert f":material/remove: remove {seeded['rust']}: {RUST}" in shown
+    assert ":material/notes: section user.topOfMind: Shipping the churn model" in shown
+
+    at.button(key=f"pending_approve_{duckdb}").click().run()
+    assert not at.exception
+    assert any(f"Approved 1 change (change #{duckdb})" in x.value for x in at.success)
+    assert "Uses DuckDB for SQL" in {f["content"] for f in memory_json(home)["facts"]}
+    assert "Uses DuckDB for SQL" in set(facts_table(at)["content"])
+
+    at.button(key=f"pending_reject_{drop_rust}").click().run()
+    assert any(f"Rejected 1 change (change #{drop_rust})" in x.value for x in at.success)
+    assert RUST in {f["content"] for f in memory_json(home)["facts"]}  # not removed
+    with quiet_memory(home) as mem:
+        assert [p["id"] for p in mem.pending()] == [vscode]
+    assert {m.label: m.value for m in at.metric}["Pending changes"] == "1"
+
+    # Rejecting all asks first; Cancel keeps them.
+    at.button(key="pending_reject_all").click().run()
+    assert any("Reject all 1 pending change?" in w.value for w in at.warning)
+    at.button(key="confirm_no").click().run()
+    with quiet_memory(home) as mem:
+        assert [p["id"] for p in mem.pending()] == [vscode]
+    at.button(key="pending_reject_all").click().run()
+    at.button(key="confirm_yes").click().run()
+    assert any("Rejected 1 change (all pending changes)" in x.value for x in at.success)
+    assert "No pending changes" in texts(at)
+    journal = Journal(home / "journal.db")
+    statuses = dict(journal.db.execute("SELECT id, status FROM pending_changes").fetchall())
+    journal.close()
+    assert statuses == {duckdb: "approved", drop_rust: "rejected", vscode: "rejected"}
+    assert "Uses VS Code" not in {f["content"] for f in memory_json(home)["facts"]}
+
+
+def test_approve_all_asks_then_applies_every_pending_change(home, seeded, monkeypatch):
+    with quiet_memory(home) as mem:
+        mem.review = True
+        for content in ("Uses DuckDB for SQL", "Uses VS Code"):
+            mem.apply(
+                {"newFacts": [{"content": content, "category": "context", "confidence": 0.9}]},
+                source="thread-notes",
+            )
+    at = run_app(home, monkeypatch)
+    at.button(key="pending_approve_all").click().run()
+    assert any("Apply all 2 pending changes" in w.value for w in at.warning)
+    assert len(memory_json(home)["facts"]) == 3  # nothing written yet
+    at.button(key="confirm_yes").click().run()
+    assert any("Approved 2 changes" in x.value for x in at.success)
+    contents = {f["content"] for f in memory_json(home)["facts"]}
+    assert {"Uses DuckDB for SQL", "Uses VS Code"} <= contents
+    with quiet_memory(home) as mem:
+        assert mem.pending() == []
+
+
+def test_a_change_decided_elsewhere_is_reported_not_applied_twice(home, seeded, monkeypatch):
+    with quiet_memory(home) as mem:
+        mem.review = True
+        change = mem.apply(
+            {"newFacts": [{"content": "Uses VS Code", "category": "context", "confidence": 0.9}]},
+            source="thread-notes",
+        ).pending_id
+    at = run_app(home, monkeypatch)
+    with quiet_memory(home) as mem:  # another kernel rejects it meanwhile
+        assert mem.reject([change]) == 1
+    at.button(key=f"pending_approve_{change}").click().run()
+    assert not at.exception
+    assert any(f"change #{change} was decided meanwhile" in e.value for e in at.error)
+    assert "Uses VS Code" not in {f["content"] for f in memory_json(home)["facts"]}
 
 
 # -- Live reading ---------------------------------------------------------------------------------
@@ -389,7 +605,7 @@ def test_corrupted_memory_json_shows_error_and_recovery_not_a_traceback(home, se
     assert "never writes" not in error and "roll back from the Versions tab" in error
     assert (home / "memory.json").read_bytes() == bad  # never overwritten by the inspector
     # The journal-backed pages still work.
-    assert any("Sales analysis" in e.label for e in at.expander)
+    assert any("Sales analysis" in line for line in thread_options(at))
     assert {m.label: m.value for m in at.metric}["Pending folds"] == "1"
 
     at.selectbox(key="ver_rollback").select(6).run()
@@ -468,6 +684,8 @@ def markdown_bodies(at: AppTest) -> list[tuple[str, str]]:
         fields = ["label", "help"]
         if kind in MARKDOWN_VALUES or kind == "metric":
             fields.append("value")
+        if kind == "radio":  # its options are Markdown too
+            bodies.extend((f"{kind}.option", o) for o in node.options)
         for field in fields:
             text = getattr(node, field, None)
             if isinstance(text, str) and text:
@@ -503,6 +721,13 @@ def live_markup(body: str) -> tuple[list[str], str]:
     return live, " ".join(shown)
 
 
+#: Where hostile text is planted (``seed_hostile_home``) and must be shown, as text.
+TAGS = (
+    "fact", "edited", "user", "history", "title", "subtitle", "summary", "error", "pending",
+    "user-msg", "reply", "sub-reply",
+)  # fmt: skip
+
+
 def test_hostile_text_is_shown_literally_on_every_page(home, monkeypatch):
     """A fact, the summaries, thread titles, a thread summary, journal messages, last_error
     and a pending change holding HTML, a script, a frame, a javascript: link and remote
@@ -524,7 +749,17 @@ def test_hostile_text_is_shown_literally_on_every_page(home, monkeypatch):
     seen += markdown_bodies(at)
     at.button(key="confirm_yes").click().run()
     seen += markdown_bodies(at)  # the flash message, the new diff
-    at.selectbox(key="thread_pick").select("thread-evil").run()
+    at.radio(key="thread_pick").set_value("thread-evil").run()
+    seen += markdown_bodies(at)  # the thread, its turns and transcript
+    at.radio(key="thread_pick").set_value("thread-evil-sub").run()
+    seen += markdown_bodies(at)
+    at.text_input(key="recall_query").input("img onerror alert").run()
+    assert any(" · score " in m.value for m in at.markdown)  # hostile messages recalled
+    seen += markdown_bodies(at)
+    at.button(key="recall_open_0").click().run()
+    at.button(key="pending_reject_all").click().run()
+    seen += markdown_bodies(at)  # the confirmation
+    at.button(key="confirm_no").click().run()
     oldest = len(at.selectbox(key="ver_from").options) - 1
     at.selectbox(key="ver_from").select_index(oldest).run()  # against the newest version
     seen += markdown_bodies(at)
@@ -538,14 +773,12 @@ def test_hostile_text_is_shown_literally_on_every_page(home, monkeypatch):
         live, shown = live_markup(body)
         if live:
             leaks.append(f"{where}: {live} in {body[:120]!r}")
-        for tag in ("fact", "edited", "user", "history", "title", "subtitle", "summary", "error"):
+        for tag in TAGS:
             if f"?{tag}-img onerror=alert(1)>" in shown:  # the raw tag, as text
                 shown_tags.add(tag)
     assert not leaks, "\n".join(dict.fromkeys(leaks))
     # ...and the hostile text is there, as text, in each place that shows it.
-    assert shown_tags == {
-        "fact", "edited", "user", "history", "title", "subtitle", "summary", "error",
-    }  # fmt: skip
+    assert shown_tags == set(TAGS)
 
 
 def test_status_counts_the_journal_with_its_write_ahead_log(home, seeded, monkeypatch):

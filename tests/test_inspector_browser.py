@@ -2,10 +2,10 @@
 
 Starts the app the way a user does (the CLI, which runs ``streamlit run`` bound to
 127.0.0.1 on a free port), waits for Streamlit's health endpoint, opens the page in
-Debian's Chromium through Playwright, checks that the Facts tab shows a seeded fact
-and saves a screenshot in the test's temporary folder. With
-``DEERFLOW_NB_UPDATE_SCREENSHOT=1`` the screenshot also replaces docs/inspector.png,
-the one the README shows.
+Debian's Chromium through Playwright, and looks at every tab at 1280 and 1920 px wide:
+a screenshot of each in the test's temporary folder, no table cut off on the right,
+charts inside their column. The Facts tab at 1440 px is the README's picture: with
+``DEERFLOW_NB_UPDATE_SCREENSHOT=1`` it replaces docs/inspector.png.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from inspector_seed import POLARS, seed_home, seed_hostile_home, served_inspector
+from inspector_seed import POLARS, quiet_memory, seed_home, seed_hostile_home, served_inspector
 
 from deerflow_nb.inspector.pages import TABS
 
@@ -45,10 +45,135 @@ pytestmark = [
 ]
 
 
-def test_facts_page_in_real_chromium(tmp_path: Path, home: Path) -> None:
+#: Each visible table whose columns do not fit its width (it would scroll sideways, hiding
+#: its right-hand columns): [scrollWidth, clientWidth, first header] of its grid.
+CUT_OFF_TABLES = """() => {
+  const bad = [];
+  for (const frame of document.querySelectorAll('[data-testid="stDataFrame"]')) {
+    if (!frame.offsetParent) continue;  // on a hidden tab or in a closed expander
+    const grid = frame.querySelector('.dvn-scroller');
+    if (!grid) { bad.push(['no grid']); continue; }
+    if (grid.scrollWidth > grid.clientWidth + 1) {
+      const head = frame.querySelector('[role="columnheader"]');
+      bad.push([grid.scrollWidth, grid.clientWidth, head ? head.textContent : '']);
+    }
+  }
+  return bad;
+}"""
+#: Visible charts: [width of the drawing, width of its container, height of the drawing].
+CHARTS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+  .filter(c => c.offsetParent)
+  .map(c => { const d = c.querySelector('canvas, svg.marks');
+              const r = d ? d.getBoundingClientRect() : {width: -1, height: -1};
+              return [r.width, c.getBoundingClientRect().width, r.height]; })"""
+#: How tall the page's content is (Streamlit scrolls an inner element, not the document).
+CONTENT_HEIGHT = """() => {
+  const main = document.querySelector('[data-testid="stMain"]') || document.body;
+  return Math.ceil(main.scrollHeight);
+}"""
+
+
+#: True while the app runs its script (Streamlit shows "Running…"/"Stop" then).
+RUNNING = """() => !!document.querySelector('[data-testid="stStatusWidget"] button, \
+[data-testid="stStatusWidget"] img')"""
+
+
+def settle(page) -> None:
+    """Wait until the app has finished its rerun, and move the pointer out of the way."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(f"() => !({RUNNING})()", timeout=60_000)
+    page.mouse.move(1, 1)
+    page.wait_for_timeout(500)
+
+
+def seed_dashboard(home: Path) -> None:
+    """The seeded home, and a fold waiting for review (so every page has something)."""
+    seed_home(home)
+    with quiet_memory(home) as mem:
+        mem.review = True
+        mem.apply(
+            {"newFacts": [{"content": "Uses DuckDB for ad-hoc SQL over parquet files",
+                           "category": "knowledge", "confidence": 0.9}]},
+            source="thread-sales",
+        )  # fmt: skip
+
+
+def open_everything(page, panel) -> None:
+    """Open each expander of the visible tab, so the tables in them are measured too."""
+    for summary in panel.locator('[data-testid="stExpander"] summary').all():
+        if summary.locator("xpath=..").get_attribute("open") is None:
+            summary.click()
+    page.wait_for_timeout(500)
+
+
+def shoot(page, path: Path, width: int) -> None:
+    """A screenshot of the whole page: the window made as tall as the content first."""
+    height = min(max(page.evaluate(CONTENT_HEIGHT), 900), 6000)
+    page.set_viewport_size({"width": width, "height": height})
+    settle(page)  # the grids and charts redraw at the new size
+    page.screenshot(path=str(path))
+    page.set_viewport_size({"width": width, "height": 1000})
+
+
+def test_every_page_fits_1280_and_1920_px_in_real_chromium(tmp_path: Path, home: Path) -> None:
+    """Each tab at 1280 and 1920 px wide: screenshots in the test's folder, no table wider
+    than its place (right-hand columns cut off), charts inside their column, the
+    confidence chart at least 300 px tall."""
     from playwright.sync_api import expect, sync_playwright
 
-    seed_home(home)
+    seed_dashboard(home)
+    problems: list[str] = []
+    shots: list[Path] = []
+    with served_inspector(home, tmp_path) as port, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            for width in (1280, 1920):
+                page = browser.new_page(viewport={"width": width, "height": 1000})
+                page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
+                expect(page.get_by_role("tab", name="Facts")).to_be_visible(timeout=60_000)
+                expect(page.get_by_text("3 of 3 facts")).to_be_visible(timeout=30_000)
+                for tab in TABS:
+                    page.get_by_role("tab", name=tab).click()
+                    panel = page.locator('[role="tabpanel"]:visible')
+                    if tab == "Threads":  # a recall search, its results above the thread
+                        box = panel.get_by_role(
+                            "textbox", name="Search every conversation (recall)"
+                        )
+                        box.fill("monthly sales plot")
+                        box.press("Enter")
+                        expect(panel.get_by_text("results, best first")).to_be_visible(
+                            timeout=30_000
+                        )
+                        panel.get_by_role("button", name="Open").first.click()
+                        expect(panel.get_by_text("Plot monthly sales.").last).to_be_visible(
+                            timeout=30_000
+                        )
+                    open_everything(page, panel)
+                    settle(page)
+                    page.wait_for_timeout(500)  # the grids draw
+                    for bad in page.evaluate(CUT_OFF_TABLES):
+                        problems.append(f"{width} px, {tab}: table cut off {bad}")
+                    charts = page.evaluate(CHARTS)
+                    for drawn, room, _ in charts:
+                        if drawn > room + 1:
+                            problems.append(f"{width} px, {tab}: chart {drawn} > {room} px wide")
+                    if tab == "Confidence history" and not (charts and charts[0][2] >= 300):
+                        problems.append(f"{width} px, {tab}: confidence chart {charts[:1]}")
+                    shot = tmp_path / f"inspector-{width}-{tab.lower().replace(' ', '-')}.png"
+                    shoot(page, shot, width)
+                    shots.append(shot)
+                page.close()
+        finally:
+            browser.close()
+    assert not problems, "\n".join(problems)
+    assert len(shots) == 2 * len(TABS) and all(s.stat().st_size > 10_000 for s in shots)
+
+
+def test_facts_page_in_real_chromium(tmp_path: Path, home: Path) -> None:
+    """The README's picture: the Facts tab at 1440 px, as the issue's user saw it."""
+    from playwright.sync_api import expect, sync_playwright
+
+    seed_dashboard(home)
     with served_inspector(home, tmp_path) as port:
         shot = tmp_path / "inspector.png"
         with sync_playwright() as pw:
@@ -63,7 +188,9 @@ def test_facts_page_in_real_chromium(tmp_path: Path, home: Path) -> None:
                 cell = page.locator('[data-testid="stDataFrame"] td[role="gridcell"]')
                 expect(cell.filter(has_text=POLARS).first).to_be_attached(timeout=30_000)
                 assert str(home) in page.inner_text("body")  # --home was honoured
+                settle(page)
                 page.wait_for_timeout(1000)  # let the grid and fonts settle for the picture
+                assert page.evaluate(CUT_OFF_TABLES) == []
                 page.screenshot(path=str(shot), full_page=False)
             finally:
                 browser.close()
@@ -160,6 +287,24 @@ def test_hostile_memory_and_journal_text_stays_inert_in_real_chromium(
                     if tab == "Facts":
                         panel.get_by_role("button", name="Forget…").click()
                         expect(page.get_by_text("Forget fact")).to_be_visible(timeout=30_000)
+                    if tab == "Pending changes":
+                        panel.get_by_role("button", name="Reject all…").click()
+                        expect(page.get_by_text("Reject all 1 pending change?")).to_be_visible(
+                            timeout=30_000
+                        )
+                    if tab == "Threads":  # recall results, then the hostile thread itself
+                        box = panel.get_by_role("textbox", name="Search every conversation")
+                        box.fill("img onerror alert")
+                        box.press("Enter")
+                        expect(panel.get_by_text("best first")).to_be_visible(timeout=30_000)
+                        found = page.evaluate(LIVE_MARKUP, origin)
+                        if found:
+                            bad["Threads (recall)"] = found
+                        panel.locator('[data-testid="stRadio"] label').filter(
+                            has_text="“title"
+                        ).first.click()
+                        expect(panel.get_by_text("Transcript")).to_be_visible(timeout=30_000)
+                        page.wait_for_timeout(1000)
                     page.wait_for_timeout(1000)  # anything that would load, loads
                     found = page.evaluate(LIVE_MARKUP, origin)
                     if found:

@@ -60,6 +60,28 @@ def rollback(home: Path, version_id: int) -> None:
         mem.rollback(version_id)
 
 
+def approve(home: Path, ids: list[int] | str) -> int:
+    """Apply pending changes (``"all"`` or ids) as folds; how many were applied."""
+    with _memory(home) as mem:
+        return mem.approve(ids)
+
+
+def reject(home: Path, ids: list[int] | str) -> int:
+    """Drop pending changes (``"all"`` or ids); how many were dropped."""
+    with _memory(home) as mem:
+        return mem.reject(ids)
+
+
+def recall(home: Path, query: str, k: int = 10) -> list[dict[str, Any]]:
+    """``Memory.recall``: journaled messages of lead threads matching ``query``, best first.
+
+    The one read that goes through ``Memory``: the search catches its index up with the
+    journal first (``recall_*`` tables), which a read-only connection cannot do.
+    """
+    with _memory(home) as mem:
+        return mem.recall(query, k)
+
+
 def run(action: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[bool, Any]:
     """Call ``action`` and turn an expected failure into ``(False, message)`` for the page."""
     try:

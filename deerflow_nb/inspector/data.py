@@ -38,6 +38,10 @@ SORTS = {
     "category": ("category", False),
     "content": ("content", False),
 }
+#: How much of a fact's text names it in the confidence chart's legend and picker.
+FACT_LABEL_CHARS = 90
+#: How much of a message the turn, transcript and recall tables show in a cell.
+EXCERPT_CHARS = 160
 #: memory_events kinds that take a fact out of memory (rollback, import and reset events
 #: say so by their fields instead: an old confidence and no new one).
 REMOVAL_KINDS = frozenset({"remove", "evict"})
@@ -250,7 +254,7 @@ def confidence_series(event_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "ts": ev.get("ts"),
                 "fact_id": fid,
-                "fact": f"{fid}: {label[:48]}",
+                "fact": f"{fid}: {_short(label, FACT_LABEL_CHARS)}",
                 "confidence": float(conf),
                 "event": mark,
                 "kind": kind,
@@ -258,6 +262,46 @@ def confidence_series(event_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return points
+
+
+def dodge(points: list[dict[str, Any]], step: float = 9.0) -> list[dict[str, Any]]:
+    """The points with ``offset``: pixels to shift each sideways so that points of the
+    same minute and confidence (a fold adds several facts at once) sit side by side
+    instead of on top of each other (0, +step, -step, +2 step, ...)."""
+    seen: dict[tuple[str, float], int] = {}
+    out = []
+    for p in points:
+        spot = (str(p.get("ts") or "")[:16], round(float(p["confidence"]), 2))
+        n = seen.get(spot, 0)
+        seen[spot] = n + 1
+        out.append({**p, "offset": step * ((n + 1) // 2) * (1 if n % 2 else -1)})
+    return out
+
+
+def event_rows(event_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The event log, newest first: when, what kind, which fact, what changed."""
+
+    def conf(value: Any) -> str:
+        return "–" if value is None else f"{float(value):.2f}"
+
+    rows = []
+    for ev in reversed(event_rows):
+        old, new = ev.get("old_content"), ev.get("new_content")
+        change = f"{old} → {new}" if old and new and old != new else new or old or ""
+        before, after = ev.get("old_confidence"), ev.get("new_confidence")
+        rows.append(
+            {
+                "time": ev.get("ts") or "",
+                "kind": ev.get("kind") or "",
+                "fact": ev.get("fact_id") or "",
+                "change": _short(change, 300),
+                "confidence": conf(after)
+                if before is None or before == after
+                else f"{conf(before)} → {conf(after)}",
+                "source": ev.get("source") or "",
+            }
+        )
+    return rows
 
 
 def size_series(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
@@ -352,18 +396,176 @@ def thread_tree(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
 
 
 def thread_messages(db: sqlite_utils.Database | None, thread_id: str) -> list[dict[str, Any]]:
-    """One thread's messages, oldest first, for the transcript view."""
+    """One thread's messages, oldest first, for the transcript view (a tool call is shown
+    by its name and arguments when the message has no text)."""
     return [
         {
             "seq": m["seq"],
+            "time": m.get("created_at") or "",
             "role": m["role"],
-            "content": m.get("content") or "",
-            "tool_calls": m.get("tool_calls") or "",
+            "content": m.get("content") or _tool_calls_text(m.get("tool_calls")),
             "tokens": m.get("tokens") or 0,
         }
         for m in _rows(
             db, "messages", where="thread_id = ?", where_args=[thread_id], order_by="seq"
         )
+    ]
+
+
+def turn_rows(db: sqlite_utils.Database | None, thread: dict[str, Any]) -> list[dict[str, Any]]:
+    """A thread's turns (``thread_tree``'s node), oldest first, each with the words of its
+    user message and of its final reply instead of the turn's id."""
+    said: dict[str, dict[str, str]] = {}
+    for m in _rows(
+        db,
+        "messages",
+        select="turn_id, role, content",
+        where="thread_id = ? AND turn_id IS NOT NULL AND role IN ('user', 'assistant') "
+        "AND content IS NOT NULL AND content != ''",
+        where_args=[thread["id"]],
+        order_by="seq",
+    ):
+        texts = said.setdefault(m["turn_id"], {})
+        if m["role"] == "user":
+            texts.setdefault("message", m["content"])
+        else:
+            texts["reply"] = m["content"]  # the last one: the turn's answer
+    return [
+        {
+            "started": t["started"],
+            "message": _short(said.get(t["turn"], {}).get("message", ""), EXCERPT_CHARS),
+            "reply": _short(said.get(t["turn"], {}).get("reply", ""), EXCERPT_CHARS),
+            "status": t["status"],
+            "input_tokens": t["input_tokens"],
+            "output_tokens": t["output_tokens"],
+            "facts_injected": t["facts_injected"],
+        }
+        for t in thread["turns"]
+    ]
+
+
+def recall_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``Memory.recall`` results for the results list: thread, date, role, excerpt, score."""
+    return [
+        {
+            "thread": r.get("thread") or "",
+            "seq": r.get("seq"),
+            "date": r.get("created_at") or "",
+            "role": r.get("role") or "",
+            "excerpt": _short(r.get("content") or "", EXCERPT_CHARS * 2),
+            "score": round(float(r.get("score") or 0.0), 3),
+        }
+        for r in results
+    ]
+
+
+def _tool_calls_text(raw: Any) -> str:
+    """``name(arguments)`` for each call of a stored ``tool_calls`` JSON list."""
+    import json
+
+    if not raw:
+        return ""
+    try:
+        calls = json.loads(raw)
+        return "; ".join(
+            f"{c['function']['name']}({c['function'].get('arguments') or ''})" for c in calls
+        )
+    except (ValueError, TypeError, KeyError):
+        return str(raw)
+
+
+def _short(text: Any, limit: int) -> str:
+    """One line of at most ``limit`` characters (an ellipsis marks a cut)."""
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def review_mode(db: sqlite_utils.Database | None, home: Path) -> bool:
+    """Whether folds wait for review (``Memory.review``: the journal's setting, else
+    config.yaml's ``memory.review``)."""
+    rows = _rows(db, "memory_settings", where="key = ?", where_args=["review"])
+    if rows:
+        return rows[0]["value"] == "1"
+    try:
+        return bool(load_settings(home).memory.review)
+    except Exception:  # a bad config.yaml is reported on the Injection preview page
+        return False
+
+
+def pending_changes(
+    db: sqlite_utils.Database | None, memory: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The changes waiting for review (``Memory.pending()``'s rows, read on the inspector's
+    read-only connection), oldest first, each with ``lines``: what it would do, one
+    readable line each (a removal names the fact's current text)."""
+    import json
+
+    known = {f.get("id"): f for f in (memory or {}).get("facts", [])}
+    changes = []
+    for row in _rows(
+        db, "pending_changes", where="status = ?", where_args=["pending"], order_by="id"
+    ):
+        try:
+            diff = json.loads(row.get("diff") or "{}")
+        except ValueError:
+            diff = {}
+        changes.append(
+            {
+                "id": row["id"],
+                "source": row.get("source") or "",
+                "created_at": row.get("created_at") or "",
+                "lines": diff_lines(diff if isinstance(diff, dict) else {}, known),
+            }
+        )
+    return changes
+
+
+def diff_lines(diff: dict[str, Any], known: dict[str, Any]) -> list[tuple[str, str]]:
+    """An extraction diff as ``(kind, text)`` lines: ``add``, ``remove``, ``section``."""
+    lines: list[tuple[str, str]] = []
+    for fact in diff.get("newFacts") or []:
+        if isinstance(fact, dict):
+            conf = fact.get("confidence")
+            conf = f"{float(conf):.2f}" if isinstance(conf, int | float) else "?"
+            lines.append(
+                ("add", f"{fact.get('content', '')} ({fact.get('category', 'context')}, {conf})")
+            )
+    for fid in diff.get("factsToRemove") or []:
+        fact = known.get(fid)
+        lines.append(("remove", f"{fid}: {fact.get('content', '')}" if fact else f"{fid}"))
+    for group in SECTIONS:
+        for name, section in (diff.get(group) or {}).items():
+            if isinstance(section, dict) and section.get("shouldUpdate"):
+                lines.append(("section", f"{group}.{name}: {section.get('summary', '')}"))
+    return lines or [("none", "no changes")]
+
+
+def fold_reports(db: sqlite_utils.Database | None, limit: int = 10) -> dict[str, Any]:
+    """What the latest folds did (``memory.folds``: newest first) and how many failed in
+    a row since the memory model last answered with a diff."""
+    from ..memory import folds
+
+    if db is None:
+        return {"recent": [], "consecutive_failures": 0}
+    return {
+        "recent": folds.recent(db, limit),
+        "consecutive_failures": folds.consecutive_failures(db),
+    }
+
+
+def fold_rows(recent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recent fold reports as table rows: when, thread, outcome, version, what it did."""
+    from ..memory_views import fold_summary
+
+    return [
+        {
+            "time": f.get("at") or "",
+            "thread": f.get("source") or "",
+            "outcome": f.get("outcome") or "",
+            "version": f.get("version"),
+            "what it did": fold_summary(f, with_head=False),
+        }
+        for f in recent
     ]
 
 
@@ -480,5 +682,5 @@ def frame(rows: list[dict[str, Any]], time_columns: tuple[str, ...] = ()) -> pd.
     df = pd.DataFrame(rows)
     for column in time_columns:
         if column in df:
-            df[column] = pd.to_datetime(df[column], utc=True, format="ISO8601")
+            df[column] = pd.to_datetime(df[column], utc=True, format="ISO8601", errors="coerce")
     return df

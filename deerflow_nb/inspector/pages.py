@@ -2,7 +2,10 @@
 
 The pages only lay out what ``data`` computes and hand writes to ``actions``. Writes
 are asked for with one click and carried out with a second (the confirmation), both in
-widget callbacks, so the page that follows already reads the files as they now are.
+widget callbacks, so the page that follows already reads the files as they now are; the
+one exception is the Approve or Reject button of a single pending change, which names
+the change it acts on (approving or rejecting them all asks first). The recall search
+(Threads tab) also goes through ``actions``: ``Memory.recall`` catches its index up.
 
 Everything read from the home (memory.json, journal.db, config errors, exception
 messages) is untrusted: a prompt injection or an imported memory.json can hold
@@ -11,8 +14,8 @@ captions, alerts, expander and metric labels, and loads any image it finds there
 such text reaches those only through ``md``/``md_lines`` (every ASCII punctuation
 backslash-escaped: literal in CommonMark) or ``code`` (an id or path in code style when
 it is plain, escaped otherwise); option labels of a select box are plain text and go
-through ``plain``; tables (``st.dataframe``) and ``st.code`` show text as text.
-``unsafe_allow_html`` is never used.
+through ``plain`` (a radio's options are Markdown: ``md``); tables (``st.dataframe``)
+and ``st.code`` show text as text. ``unsafe_allow_html`` is never used.
 """
 
 from __future__ import annotations
@@ -29,7 +32,15 @@ from ..config import ConfigError, load_settings, resolve_home
 from ..untrusted import clean_text, escape_markdown
 from . import actions, data
 
-TABS = ("Facts", "Confidence history", "Injection preview", "Threads", "Versions", "Status")
+TABS = (
+    "Facts",
+    "Pending changes",
+    "Confidence history",
+    "Injection preview",
+    "Threads",
+    "Versions",
+    "Status",
+)
 _CONFIRM = "inspector_confirm"
 _FLASH = "inspector_flash"
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_./-][A-Za-z0-9_./ -]{0,300}")
@@ -62,38 +73,49 @@ def plain(text: object, limit: int | None = None) -> str:
 
 
 # -- the frame -----------------------------------------------------------------------------
+TIME_FORMAT = "YYYY-MM-DD HH:mm"  # tables (a 24-hour clock, UTC like the journal)
+
+
 def main() -> None:
-    """The whole app: page setup, sidebar controls, then the tabs (live when asked)."""
+    """The whole app: page setup, the header with its controls, then the tabs (live when
+    asked)."""
     # An emoji icon is drawn in the page (a data: URL); a ``:material/…:`` one would be
     # fetched from fonts.gstatic.com, and the inspector fetches nothing from anywhere.
-    st.set_page_config(page_title="deerflow_nb inspector", page_icon="🧠", layout="wide")
+    st.set_page_config(
+        page_title="deerflow_nb inspector",
+        page_icon="🧠",
+        layout="wide",
+        initial_sidebar_state="collapsed",
+    )
     home = resolve_home(None)
-    auto, every = sidebar(home)
+    auto, every = controls(home)
     if auto:
         st.fragment(run_every=every)(render)(home)
     else:
         render(home)
 
 
-def sidebar(home: Path) -> tuple[bool, float]:
-    """Home, the refresh button and the auto-refresh switch; returns (auto, seconds)."""
-    with st.sidebar:
-        st.markdown("### :material/psychology: deerflow_nb")
-        st.caption(f"Home: {code(home)}")
-        st.button(
-            "Refresh", key="refresh", icon=":material/refresh:", help="Read the files again now"
-        )
-        auto = st.toggle("Auto-refresh", key="auto_refresh", help="Re-read the files on a timer")
-        every = st.number_input(
-            "Every (seconds)", min_value=1.0, max_value=600.0, value=5.0, step=1.0, key="every"
-        )
+def controls(home: Path) -> tuple[bool, float]:
+    """Title, home, the refresh button and the auto-refresh switch, in one row at the top
+    (no sidebar: the tables get the whole width); returns (auto, seconds)."""
+    title, refresh, auto_col, every_col = st.columns(
+        [6, 1.2, 1.4, 1.4], vertical_alignment="bottom"
+    )
+    with title:
+        st.title("What the agent knows")
+    refresh.button(
+        "Refresh", key="refresh", icon=":material/refresh:", help="Read the files again now"
+    )
+    auto = auto_col.toggle("Auto-refresh", key="auto_refresh", help="Re-read the files on a timer")
+    every = every_col.number_input(
+        "Every (seconds)", min_value=1.0, max_value=600.0, value=5.0, step=1.0, key="every"
+    )
+    st.caption(f"Home: {code(home)}")
     return auto, float(every)
 
 
 def render(home: Path) -> None:
-    """Read the home once and draw every tab from that one reading."""
-    st.title("What the agent knows")
-    st.caption(f"Read at {datetime.now(UTC).strftime('%H:%M:%S')} UTC")
+    """Read the home once and draw the summary strip and every tab from that one reading."""
     _show_flash()
     if home.exists() and not home.is_dir():
         st.error(
@@ -116,19 +138,77 @@ def render(home: Path) -> None:
         except data.HomeError as exc:  # a damaged journal: memory.json's pages still work
             st.error(f"**journal.db cannot be read.** {md(exc)}", icon=":material/healing:")
             db = None
+        info = data.status(home, db)
+        folds = data.fold_reports(db)
+        pending = data.pending_changes(db, memory)
+        summary_strip(memory, info, folds, pending)
         tabs = st.tabs(list(TABS))
         with tabs[0]:
             facts_page(home, memory)
         with tabs[1]:
-            history_page(db)
+            pending_page(home, db, pending)
         with tabs[2]:
-            injection_page(home, memory)
+            history_page(db)
         with tabs[3]:
-            threads_page(db)
+            injection_page(home, memory)
         with tabs[4]:
-            versions_page(home, db)
+            threads_page(home, db)
         with tabs[5]:
-            status_page(home, db)
+            versions_page(home, db)
+        with tabs[6]:
+            status_page(info, folds)
+
+
+def summary_strip(
+    memory: dict[str, Any] | None,
+    info: dict[str, Any],
+    folds: dict[str, Any],
+    pending: list[dict[str, Any]],
+) -> None:
+    """The numbers a user glances at: facts, changes awaiting review, queued folds, and
+    what the last fold did, with the time of this reading."""
+    c1, c2, c3, c4, c5 = st.columns([1, 1, 1, 2, 1.2])
+    c1.metric("Facts", "–" if memory is None else len(memory.get("facts", [])))
+    c2.metric(
+        "Pending changes",
+        len(pending),
+        help="Folds held for review: approve or reject them on the Pending changes tab.",
+    )
+    c3.metric("Queued folds", info["pending"] + info["failed"])
+    last = folds["recent"][0] if folds["recent"] else None
+    c4.metric(
+        "Last fold",
+        md(last["outcome"]) if last else "none yet",
+        help=None if last is None else f"At {when(last['at'])} UTC from {code(last['source'])}",
+    )
+    c5.metric("Read at (UTC)", datetime.now(UTC).strftime("%H:%M:%S"))
+
+
+def clock(iso: object, *, seconds: bool = False) -> str | None:
+    """An ISO timestamp as ``YYYY-MM-DD HH:MM`` (UTC, 24-hour), or as ``HH:MM:SS`` with
+    ``seconds``; None when it is not one."""
+    try:
+        ts = datetime.fromisoformat(str(iso))
+    except ValueError:
+        return None
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(UTC)
+    return ts.strftime("%H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def when(iso: object, *, seconds: bool = False) -> str:
+    """``clock`` for Markdown: other text escaped as it is."""
+    return clock(iso, seconds=seconds) or md(iso)
+
+
+def table(df: Any, **kwargs: Any) -> Any:
+    """``st.dataframe`` the inspector's way: no index, and an empty cell left blank."""
+    return st.dataframe(df, hide_index=True, placeholder="", **kwargs)
+
+
+def time_column(label: str, width: int | str = 135) -> Any:
+    """A table column of timestamps on a 24-hour clock."""
+    return st.column_config.DatetimeColumn(label, format=TIME_FORMAT, width=width)
 
 
 def empty_state(home: Path) -> None:
@@ -197,6 +277,21 @@ def _confirm(home: Path) -> None:
         message = (
             f"Forgot fact {code(action['fact_id'])}." if ok else f"Forget failed: {md(result)}"
         )
+    elif op in ("approve", "reject"):
+        write = actions.approve if op == "approve" else actions.reject
+        ok, result = actions.run(write, home, action["ids"])
+        which = (
+            "all pending changes"
+            if action["ids"] == "all"
+            else ("change " + ", ".join(f"#{i}" for i in action["ids"]))
+        )
+        if not ok:
+            message = f"{op.capitalize()} failed: {md(result)}"
+        elif result == 0:
+            ok, message = False, f"Nothing to {op}: {which} was decided meanwhile."
+        else:
+            done = "Approved" if op == "approve" else "Rejected"
+            message = f"{done} {_count(result, 'change')} ({which})."
     else:
         ok, result = actions.run(actions.rollback, home, action["version"])
         message = (
@@ -240,17 +335,31 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
     sort = c4.selectbox("Sort", list(data.SORTS), key="facts_sort")
     rows = data.fact_rows(memory, categories=categories, confidence=low_high, text=text, sort=sort)
     st.caption(
-        f"{len(rows)} of {len(all_facts)} facts · last updated {md(memory.get('lastUpdated'))}"
+        f"{len(rows)} of {len(all_facts)} facts · "
+        f"last updated {when(memory.get('lastUpdated'))} UTC"
     )
     if rows:
-        st.dataframe(
-            data.frame(rows),
-            hide_index=True,
+        table(
+            data.frame(rows, ("createdAt", "updatedAt")),
+            column_order=(
+                "content",
+                "category",
+                "confidence",
+                "updatedAt",
+                "createdAt",
+                "source",
+                "id",
+            ),
             column_config={
+                "content": st.column_config.TextColumn("content", width=360),
+                "category": st.column_config.TextColumn("category", width=90),
                 "confidence": st.column_config.ProgressColumn(
-                    "confidence", min_value=0.0, max_value=1.0, format="%.2f"
+                    "confidence", min_value=0.0, max_value=1.0, format="%.2f", width=100
                 ),
-                "content": st.column_config.TextColumn("content", width="large"),
+                "updatedAt": time_column("updatedAt"),
+                "createdAt": time_column("createdAt"),
+                "source": st.column_config.TextColumn("source", width=110),
+                "id": st.column_config.TextColumn("id", width=110),
             },
         )
     else:
@@ -263,7 +372,7 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
         with st.expander(f"User and history summaries ({len(sections)})"):
             for s in sections:
                 st.markdown(
-                    f"**{md(s['section'])}** · _{md(s['updatedAt'])}_\n\n{md_lines(s['summary'])}"
+                    f"**{md(s['section'])}** · _{when(s['updatedAt'])}_\n\n{md_lines(s['summary'])}"
                 )
     if rows:
         _fact_editor(home, rows)
@@ -335,6 +444,151 @@ def _fact_editor(home: Path, rows: list[dict[str, Any]]) -> None:
     _confirmation(home, ("edit", "forget"))
 
 
+# -- Pending changes -----------------------------------------------------------------------------
+_LINE_ICONS = {
+    "add": ":material/add:",
+    "remove": ":material/remove:",
+    "section": ":material/notes:",
+    "none": ":material/block:",
+}
+
+
+def pending_page(home: Path, db: Any, pending: list[dict[str, Any]]) -> None:
+    """Folds held for review: what each would change, approved or rejected one by one or
+    all at once (rejecting all asks first). Writes go through ``Memory.approve/reject``."""
+    review = data.review_mode(db, home)
+    mode = (
+        "Review mode is **on**: every fold waits here until you approve it "
+        "(`%memory review off` in a notebook turns it off)."
+        if review
+        else "Review mode is **off**: folds apply at once; a fold the wipe guard holds back "
+        "still waits here."
+    )
+    st.caption(mode)
+    if not pending:
+        st.info("No pending changes: nothing waits for review.", icon=":material/task_alt:")
+        return
+    st.markdown(f"**{_count(len(pending), 'change')} waiting for review**, oldest first.")
+    b1, b2, _ = st.columns([1, 1, 4])
+    b1.button(
+        "Approve all…",
+        key="pending_approve_all",
+        icon=":material/done_all:",
+        on_click=_ask,
+        args=(
+            {
+                "op": "approve",
+                "ids": "all",
+                "question": f"Apply all {_count(len(pending), 'pending change')} to memory? "
+                "Each is journaled as a fold and can be rolled back from the Versions tab.",
+            },
+        ),
+    )
+    b2.button(
+        "Reject all…",
+        key="pending_reject_all",
+        icon=":material/delete_sweep:",
+        on_click=_ask,
+        args=(
+            {
+                "op": "reject",
+                "ids": "all",
+                "question": f"Reject all {_count(len(pending), 'pending change')}? They are "
+                "dropped for good: memory stays as it is, and the threads are not folded again.",
+            },
+        ),
+    )
+    _confirmation(home, ("approve", "reject"))
+    for change in pending:
+        with st.container(border=True):
+            head, approve, reject = st.columns([6, 1, 1], vertical_alignment="center")
+            head.markdown(
+                f"**Change #{change['id']}** · from thread {code(change['source'])} · "
+                f"{when(change['created_at'])} UTC"
+            )
+            approve.button(
+                "Approve",
+                key=f"pending_approve_{change['id']}",
+                icon=":material/check:",
+                type="primary",
+                on_click=_decide,
+                args=(home, "approve", change["id"]),
+            )
+            reject.button(
+                "Reject",
+                key=f"pending_reject_{change['id']}",
+                icon=":material/close:",
+                on_click=_decide,
+                args=(home, "reject", change["id"]),
+            )
+            st.markdown(
+                "\n".join(
+                    f"- {_LINE_ICONS.get(kind, '')} {kind} {md(text)}"
+                    for kind, text in change["lines"]
+                )
+            )
+
+
+def _decide(home: Path, op: str, change_id: int) -> None:
+    """Approve or reject one pending change (one click: it names the change it acts on)."""
+    _cancel()
+    st.session_state[_CONFIRM] = {"op": op, "ids": [change_id]}
+    _confirm(home)
+
+
+CHART_HEIGHT = 360  # the confidence chart's plot area, axis and legend not counted
+LEGEND_MAX = 15  # facts named in the legend; more are told apart by tooltip and picker
+_MIN_SPAN_MS = 10 * 60 * 1000  # a time axis spans at least ten minutes
+
+
+def time_axis(times: Any) -> Any:
+    """The time axis of a chart: UTC on a 24-hour clock, the date added when the data
+    spans more than a day, and at least ten minutes wide (a demo's events, seconds apart,
+    would otherwise get ticks every few milliseconds)."""
+    import altair as alt
+
+    valid = times.dropna()
+    if valid.empty:
+        return alt.X("ts:T", title="time (UTC)")
+    low, high = valid.min(), valid.max()
+    pad = max(pd_timedelta(0), pd_timedelta(_MIN_SPAN_MS) - (high - low)) / 2
+    spec = "%H:%M" if (high - low).total_seconds() < 86_400 else "%Y-%m-%d %H:%M"
+
+    def point(ts: Any) -> Any:  # a domain end (Streamlit's renderer drops plain numbers)
+        ts = ts.tz_convert("UTC")
+        return alt.DateTime(
+            year=ts.year, month=ts.month, date=ts.day, hours=ts.hour, minutes=ts.minute,
+            seconds=ts.second, milliseconds=ts.microsecond // 1000, utc=True,
+        )  # fmt: skip
+
+    # The label is written by ``utcFormat`` itself: Streamlit's renderer ignores an axis
+    # ``format`` whose ``formatType`` is "utc" and falls back to a 12-hour clock.
+    return alt.X(
+        "ts:T",
+        title="time (UTC)",
+        scale=alt.Scale(type="utc", domain=[point(low - pad), point(high + pad)], nice=False),
+        axis=alt.Axis(
+            labelExpr=f"utcFormat(datum.value, '{spec}')",
+            tickMinStep=60_000,  # never two ticks in one minute (their labels would repeat)
+            labelOverlap=True,
+            labelAngle=0,
+            labelFlush=True,
+        ),
+    )
+
+
+def pd_timedelta(ms: int) -> Any:
+    import pandas as pd
+
+    return pd.Timedelta(milliseconds=ms)
+
+
+def _stamp(df: Any) -> Any:
+    """``df`` with ``at``: its ``ts`` as ``YYYY-MM-DD HH:MM:SS`` text, for tooltips."""
+    df["at"] = df["ts"].dt.strftime("%Y-%m-%d %H:%M:%S")
+    return df
+
+
 # -- Confidence history ------------------------------------------------------------------------
 def history_page(db: Any) -> None:
     """Each fact's confidence over time with additions and removals marked; memory size."""
@@ -357,14 +611,23 @@ def history_page(db: Any) -> None:
             placeholder=f"all {len(facts)} facts",
             format_func=plain,
         )
-        shown = [p for p in points if not chosen or p["fact"] in chosen]
-        df = data.frame(shown, ("ts",))
-        base = alt.Chart(df).encode(
-            x=alt.X("ts:T", title="time"),
-            y=alt.Y("confidence:Q", scale=alt.Scale(domain=[0, 1]), title="confidence"),
-            color=alt.Color("fact:N", legend=alt.Legend(orient="bottom", columns=2, title=None)),
+        shown = data.dodge([p for p in points if not chosen or p["fact"] in chosen])
+        df = _stamp(data.frame(shown, ("ts",)))
+        named = len({p["fact"] for p in shown})
+        legend = (
+            alt.Legend(orient="bottom", direction="vertical", columns=1, labelLimit=0, title=None)
+            if named <= LEGEND_MAX
+            else None
         )
-        marks = base.mark_point(filled=True, size=110, opacity=1).encode(
+        base = alt.Chart(df).encode(
+            x=time_axis(df["ts"]),
+            xOffset=alt.XOffset("offset:Q", scale=None),
+            y=alt.Y("confidence:Q", scale=alt.Scale(domain=[0, 1]), title="confidence"),
+            color=alt.Color("fact:N", legend=legend),
+        )
+        marks = base.mark_point(
+            filled=True, size=110, opacity=0.95, stroke="white", strokeWidth=1
+        ).encode(
             shape=alt.Shape(
                 "event:N",
                 scale=alt.Scale(
@@ -372,10 +635,24 @@ def history_page(db: Any) -> None:
                     range=["triangle-up", "circle", "cross"],
                 ),
                 title="event",
+                legend=alt.Legend(
+                    orient="right", symbolFillColor="#555", symbolStrokeColor="#555", symbolSize=110
+                ),
             ),
-            tooltip=["fact", "event", "kind", "confidence", "ts:T", "source"],
+            tooltip=["fact", "event", "kind", alt.Tooltip("confidence:Q", format=".2f"),
+                     alt.Tooltip("at:N", title="time (UTC)"), "source"],
+        )  # fmt: skip
+        # The chart's height holds the axis and the legend too: add room for them.
+        height = CHART_HEIGHT + 60 + (22 * named + 10 if legend is not None else 0)
+        st.altair_chart(
+            (base.mark_line(strokeWidth=1.5, opacity=0.6) + marks).properties(height=height),
+            key="history_chart",
         )
-        st.altair_chart(base.mark_line() + marks, key="history_chart")
+        if legend is None:
+            st.caption(
+                f"{named} facts: hover a point to see which, or pick facts above to name them "
+                "in a legend."
+            )
         counts = {k: sum(p["event"] == k for p in shown) for k in ("added", "changed", "removed")}
         st.caption(
             f"{counts['added']} added (triangles) · {counts['changed']} changed (circles) · "
@@ -384,25 +661,38 @@ def history_page(db: Any) -> None:
     sizes = data.size_series(db)
     st.subheader("Memory size over time")
     if sizes:
+        df = _stamp(data.frame(sizes, ("ts",)))
         size_chart = (
-            alt.Chart(data.frame(sizes, ("ts",)))
+            alt.Chart(df)
             .mark_line(interpolate="step-after", point=True)
             .encode(
-                x=alt.X("ts:T", title="time"),
+                x=time_axis(df["ts"]),
                 y=alt.Y("facts:Q", title="facts"),
-                tooltip=["version", "reason", "facts", "kilobytes", "ts:T"],
-            )
+                tooltip=[
+                    "version",
+                    "reason",
+                    "facts",
+                    "kilobytes",
+                    alt.Tooltip("at:N", title="time (UTC)"),
+                ],
+            )  # fmt: skip
+            .properties(height=260)
         )
         st.altair_chart(size_chart, key="size_chart")
     else:
         st.caption("No saved versions yet.")
     if events:
         with st.expander(f"Event log ({len(events)})"):
-            st.dataframe(
-                data.frame(
-                    [{k: v for k, v in e.items() if k != "details"} for e in reversed(events)]
-                ),
-                hide_index=True,
+            table(
+                data.frame(data.event_rows(events), ("time",)),
+                column_config={
+                    "time": time_column("time"),
+                    "kind": st.column_config.TextColumn("kind", width=80),
+                    "fact": st.column_config.TextColumn("fact", width=110),
+                    "change": st.column_config.TextColumn("change", width=440),
+                    "confidence": st.column_config.TextColumn("confidence", width=100),
+                    "source": st.column_config.TextColumn("source", width=120),
+                },
             )
 
 
@@ -452,42 +742,139 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
             "**Why these facts**, in the order of the block: `total` combines relevance, "
             "confidence, recency and specificity; `rank` is the fact's place in the whole ranking."
         )
-        st.dataframe(data.frame(preview["facts"]), hide_index=True)
+        dense = any(f["dense"] is not None for f in preview["facts"])
+        score = {
+            name: st.column_config.NumberColumn(name, format="%.3f", width=90)
+            for name in ("total", "relevance", "lexical", "dense", "confidence", "recency",
+                         "specificity")
+        }  # fmt: skip
+        table(
+            data.frame(preview["facts"]),
+            column_order=(
+                "rank", "content", "total", "relevance", "confidence", "recency", "specificity",
+                "lexical", *(("dense",) if dense else ()), "id",
+            ),
+            column_config={
+                "rank": st.column_config.NumberColumn("rank", width=55),
+                "content": st.column_config.TextColumn("content", width=360),
+                "id": st.column_config.TextColumn("id", width=110),
+                **score,
+            },
+        )  # fmt: skip
 
 
 # -- Threads -----------------------------------------------------------------------------------
-def threads_page(db: Any) -> None:
-    """Conversations from the journal, sub-agents under their parent, with token usage."""
+RECALL_K = 10
+THREADS_LISTED = 50  # lead threads in the list (newest first), with their sub-agents
+
+
+@st.cache_data(max_entries=32, show_spinner="Searching the journal…")
+def _recall(home: str, query: str, k: int, stamp: tuple[int, ...]) -> tuple[bool, Any]:
+    """``Memory.recall`` once per query and state of the journal (``stamp``), so an
+    auto-refresh does not search again until something new is journaled."""
+    return actions.run(actions.recall, Path(home), query, k)
+
+
+def _journal_stamp(home: Path) -> tuple[int, ...]:
+    stamp: list[int] = []
+    for name in (data.JOURNAL_FILENAME, data.JOURNAL_FILENAME + "-wal"):
+        try:
+            st_ = (home / name).stat()
+            stamp += [st_.st_mtime_ns, st_.st_size]
+        except OSError:
+            stamp += [0, 0]
+    return tuple(stamp)
+
+
+def threads_page(home: Path, db: Any) -> None:
+    """Recall over every conversation on top; below, the threads (sub-agents under their
+    parent) beside the one picked: its summary, its turns in words, its transcript."""
     tree = data.thread_tree(db)
     if not tree:
         st.info("No conversations journaled yet.", icon=":material/forum:")
         return
-    for node in tree:
-        label = (
-            f"{_thread_name(node, markdown=True)} · {_count(len(node['turns']), 'turn')} · "
-            f"{node['input_tokens']} in / {node['output_tokens']} out tokens"
-        )
-        if node["children"]:
-            label += f" · {_count(len(node['children']), 'sub-agent')}"
-        if node["summaries"]:
-            label += " · summarized"
-        with st.expander(label, icon=":material/forum:"):
-            _thread_body(node)
-            for child in node["children"]:
-                with st.container(border=True):
-                    st.markdown(
-                        f":material/subdirectory_arrow_right: **sub-agent** · {md(child['title'])}"
-                    )
-                    _thread_body(child)
     flat = [n for root in tree for n in (root, *root["children"])]
-    titles = {n["id"]: plain(_thread_name(n)) for n in flat}
-    picked = st.selectbox(
-        "Transcript", list(titles), key="thread_pick", format_func=titles.__getitem__
-    )
-    if picked:
-        messages = data.thread_messages(db, picked)
-        if messages:
-            st.dataframe(data.frame(messages), hide_index=True)
+    by_id = {n["id"]: n for n in flat}
+    recall_box(home, by_id)
+    if st.session_state.get("thread_pick") not in by_id:
+        st.session_state["thread_pick"] = flat[0]["id"]
+    listed = [n["id"] for root in tree[:THREADS_LISTED] for n in (root, *root["children"])]
+    picked = st.session_state["thread_pick"]
+    if picked not in listed:  # an older thread opened from a recall result
+        listed.append(picked)
+    left, right = st.columns([1, 2.4], gap="large")
+    with left:
+        more = len(tree) - THREADS_LISTED
+        st.radio(
+            f"Threads ({len(tree)})",
+            listed,
+            key="thread_pick",
+            format_func=lambda i: _thread_label(by_id[i]),
+        )
+        if more > 0:
+            st.caption(
+                f"The {THREADS_LISTED} most recent are listed; search above to open any of "
+                f"the {more} older ones."
+            )
+    with right:
+        thread_detail(db, by_id[st.session_state["thread_pick"]])
+
+
+def recall_box(home: Path, by_id: dict[str, dict[str, Any]]) -> None:
+    """The recall search: journaled user messages and replies of lead threads, best first
+    (``Memory.recall``); Open shows a result's thread below."""
+    query = st.text_input(
+        "Search every conversation (recall)",
+        key="recall_query",
+        placeholder="e.g. what did I say about the sales data?",
+        help="Searches the user messages and final replies of every lead thread in the "
+        "journal, as the agent's recall tool does.",
+    ).strip()
+    if not query:
+        return
+    ok, results = _recall(str(home), query, RECALL_K, _journal_stamp(home))
+    if not ok:
+        st.error(f"Recall failed: {md(results)}", icon=":material/error:")
+        return
+    rows = data.recall_rows(results)
+    if not rows:
+        st.info("No message matches this search.", icon=":material/search_off:")
+        return
+    with st.container(border=True):
+        st.caption(f"{_count(len(rows), 'result')}, best first")
+        for i, row in enumerate(rows):
+            node = by_id.get(row["thread"])
+            name = f"**{md(row['thread'])}**" if node else md(row["thread"])
+            go, text = st.columns([1, 9], vertical_alignment="top")
+            go.button(
+                "Open",
+                key=f"recall_open_{i}",
+                icon=":material/arrow_downward:",
+                disabled=node is None,
+                on_click=_open_thread,
+                args=(row["thread"],),
+                help="Show this thread and its transcript below",
+            )
+            text.markdown(
+                f"{name} · {when(row['date'])} · {md(row['role'])} · score {row['score']:.3f}"
+                f"  \n{md(row['excerpt'])}"
+            )
+
+
+def _open_thread(thread_id: str) -> None:
+    st.session_state["thread_pick"] = thread_id
+
+
+def _thread_label(node: dict[str, Any]) -> str:
+    """A thread's line in the list (Markdown, escaped): name, turns, tokens, marks."""
+    label = f"{_thread_name(node, markdown=True)} · {_count(len(node['turns']), 'turn')}"
+    if node["kind"] == "subagent":
+        label = f"↳ {label}"
+    if node["children"]:
+        label += f" · {_count(len(node['children']), 'sub-agent')}"
+    if node["summaries"]:
+        label += " · summarized"
+    return label
 
 
 def _count(n: int, word: str) -> str:
@@ -505,20 +892,73 @@ def _thread_name(node: dict[str, Any], *, markdown: bool = False) -> str:
     return name if node["title"] == node["id"] else f"{name} · “{esc(first)}”"
 
 
-def _thread_body(node: dict[str, Any]) -> None:
+def thread_detail(db: Any, node: dict[str, Any]) -> None:
+    """One thread: who, when, usage, its summaries, turns, sub-agents and transcript."""
+    st.markdown(f"#### {_thread_name(node, markdown=True)}")
     st.caption(
         f"{code(node['id'])} · {md(node['kind'])} · model {md(node['model'] or '?')} · "
         f"{node['messages']} messages ({node['message_tokens']} tokens) · "
-        f"started {md(node['created_at'])}"
+        f"{node['input_tokens']} in / {node['output_tokens']} out tokens · "
+        f"started {when(node['created_at'])} · last {when(node['updated_at'])} UTC"
     )
     for s in node["summaries"]:
         st.info(
             f"**Summary** of messages 1–{md(s['covers_until_seq'])} "
-            f"({md(s['tokens'])} tokens, {md(s['created_at'])}):\n\n{md_lines(s['content'])}",
+            f"({md(s['tokens'])} tokens, {when(s['created_at'])}):\n\n{md_lines(s['content'])}",
             icon=":material/summarize:",
         )
-    if node["turns"]:
-        st.dataframe(data.frame(node["turns"]), hide_index=True)
+    turns = data.turn_rows(db, node)
+    if turns:
+        st.markdown(f"**{_count(len(turns), 'turn')}**")
+        table(
+            data.frame(turns, ("started",)),
+            column_config={
+                "started": time_column("started"),
+                "message": st.column_config.TextColumn("message", width=180),
+                "reply": st.column_config.TextColumn("reply", width=180),
+                "status": st.column_config.TextColumn("status", width=70),
+                "input_tokens": st.column_config.NumberColumn("in", width=55),
+                "output_tokens": st.column_config.NumberColumn("out", width=55),
+                "facts_injected": st.column_config.NumberColumn("facts", width=55),
+            },
+        )
+    if node["children"]:
+        st.markdown(f"**{_count(len(node['children']), 'sub-agent')}** (pick one on the left)")
+        for child in node["children"]:
+            st.markdown(
+                f"- :material/subdirectory_arrow_right: **sub-agent** · {md(child['title'])} · "
+                f"{_count(len(child['turns']), 'turn')} · {child['input_tokens']} in / "
+                f"{child['output_tokens']} out tokens"
+            )
+    transcript(data.thread_messages(db, node["id"]))
+
+
+TRANSCRIPT_MAX = 200  # messages shown at once (the newest)
+_AVATARS = {"user": "user", "assistant": "assistant"}
+
+
+def transcript(messages: list[dict[str, Any]]) -> None:
+    """A thread's messages as a conversation, newest last; a tool's result as text in a
+    collapsed block (a DataFrame's head keeps its columns)."""
+    if not messages:
+        return
+    st.markdown(f"**Transcript** · {_count(len(messages), 'message')}")
+    if len(messages) > TRANSCRIPT_MAX:
+        st.caption(f"The newest {TRANSCRIPT_MAX} are shown.")
+        messages = messages[-TRANSCRIPT_MAX:]
+    for m in messages:
+        role = m["role"]
+        avatar = _AVATARS.get(role, ":material/build:" if role == "tool" else ":material/info:")
+        with st.chat_message(_AVATARS.get(role, "ai"), avatar=avatar):
+            st.caption(
+                f"{md(role)} · #{m['seq']} · {when(m['time'], seconds=True)} · "
+                f"{_count(m['tokens'], 'token')}"
+            )
+            if role == "tool":
+                with st.expander(f"Tool result ({_count(len(m['content']), 'character')})"):
+                    st.code(m["content"], language=None, wrap_lines=True)
+            elif m["content"]:
+                st.markdown(md_lines(m["content"]))
 
 
 # -- Versions ----------------------------------------------------------------------------------
@@ -534,7 +974,8 @@ def versions_page(home: Path, db: Any) -> None:
 
     def label(v: int) -> str:
         row = by_id[v]
-        return plain(f"v{v} · {row['reason']} · {row['created_at']} · {row['fact_count']} facts")
+        saved = clock(row["created_at"]) or row["created_at"]
+        return plain(f"v{v} · {row['reason']} · {saved} · {row['fact_count']} facts")
 
     ids = list(by_id)
     c1, c2 = st.columns(2)
@@ -583,25 +1024,40 @@ def versions_page(home: Path, db: Any) -> None:
     )
     _confirmation(home, ("rollback",))
     with st.expander(f"All versions ({len(listed)})"):
-        st.dataframe(data.frame(listed), hide_index=True)
+        table(
+            data.frame(listed, ("created_at",)),
+            column_config={
+                "id": st.column_config.NumberColumn("version", width=70),
+                "created_at": time_column("saved"),
+                "reason": st.column_config.TextColumn("reason", width=100),
+                "source": st.column_config.TextColumn("source", width=200),
+                "fact_count": st.column_config.NumberColumn("facts", width=70),
+            },
+        )
 
 
 # -- Status ------------------------------------------------------------------------------------
-def status_page(home: Path, db: Any) -> None:
-    """Pending folds, last fold, last error and file locations."""
-    info = data.status(home, db)
-    c1, c2, c3, c4 = st.columns(4)
+def status_page(info: dict[str, Any], folds: dict[str, Any]) -> None:
+    """The fold queue, what the last fold did (and why items were left out), the last
+    error, recent folds and where every file is."""
+    c1, c2, c3, c4, c5 = st.columns(5)
     c1.metric("Pending folds", info["pending"])
     c2.metric("Folding now", info["folding_now"])
     c3.metric("Failed folds", info["failed"])
     c4.metric("Awaiting review", info["awaiting_review"])
-    fold = info["last_fold"]
-    if fold:
-        st.markdown(
-            f"**Last fold**: v{fold['version']} at {md(fold['at'])} from {code(fold['source'])}"
+    c5.metric(
+        "Failures in a row",
+        folds["consecutive_failures"],
+        help="Folds the memory model failed since it last answered with a diff.",
+    )
+    if folds["consecutive_failures"] >= 2:
+        st.warning(
+            f"The memory model failed the last {folds['consecutive_failures']} folds in a row: "
+            "check the last error below, `memory.model_name` and the model server "
+            "(`deerflow-nb doctor`).",
+            icon=":material/error:",
         )
-    else:
-        st.markdown("**Last fold**: none yet")
+    last_fold(info, folds["recent"][0] if folds["recent"] else None)
     err = info["last_error"]
     if err:
         st.warning(
@@ -612,6 +1068,93 @@ def status_page(home: Path, db: Any) -> None:
         st.markdown("**Last error**: none")
     if info["queue"]:
         st.markdown("**Queue**")
-        st.dataframe(data.frame(info["queue"]), hide_index=True)
+        table(
+            data.frame(info["queue"], ("enqueued_at",)),
+            column_order=(
+                "thread_id", "status", "folding_now", "attempts", "enqueued_at", "last_error",
+            ),
+            column_config={
+                "thread_id": st.column_config.TextColumn("thread", width=160),
+                "status": st.column_config.TextColumn("status", width=80),
+                "folding_now": st.column_config.CheckboxColumn("folding now", width=90),
+                "attempts": st.column_config.NumberColumn("attempts", width=75),
+                "enqueued_at": time_column("enqueued"),
+                "last_error": st.column_config.TextColumn("last error", width=420),
+            },
+        )  # fmt: skip
+    if folds["recent"]:
+        with st.expander(f"Recent folds ({len(folds['recent'])})"):
+            table(
+                data.frame(data.fold_rows(folds["recent"]), ("time",)),
+                column_config={
+                    "time": time_column("time"),
+                    "thread": st.column_config.TextColumn("thread", width=150),
+                    "outcome": st.column_config.TextColumn("outcome", width=120),
+                    "version": st.column_config.NumberColumn("version", width=70),
+                    "what it did": st.column_config.TextColumn("what it did", width=520),
+                },
+            )
     st.markdown("**Files**")
-    st.dataframe(data.frame(info["files"]), hide_index=True)
+    table(
+        data.frame(info["files"]),
+        column_config={
+            "file": st.column_config.TextColumn("file", width=110),
+            "path": st.column_config.TextColumn("path", width=620),
+            "exists": st.column_config.CheckboxColumn("exists", width=70),
+            "bytes": st.column_config.NumberColumn("bytes", width=110),
+        },
+    )
+
+
+def last_fold(info: dict[str, Any], fold: dict[str, Any] | None) -> None:
+    """The last fold's report from the fold log: outcome, what it added, reinforced,
+    removed and evicted, the items it left out and why, what it held for review."""
+    if fold is None:
+        old = info["last_fold"]  # a journal from before fold reports: its last fold version
+        if old:
+            st.markdown(
+                f"**Last fold**: v{old['version']} at {when(old['at'])} UTC from "
+                f"{code(old['source'])}"
+            )
+        else:
+            st.markdown("**Last fold**: none yet")
+        return
+    version = f" → v{fold['version']}" if fold.get("version") else ""
+    with st.container(border=True):
+        st.markdown(
+            f"**Last fold**: {md(fold['outcome'])}{version} · {when(fold['at'])} UTC · "
+            f"thread {code(fold['source'])}"
+        )
+        if fold["outcome"] == "failed":
+            st.markdown(f"Error: {md_lines(fold.get('error') or 'unknown')}")
+        counts = [
+            f"{len(fold[key])} {key}"
+            for key in ("added", "reinforced", "removed", "evicted", "sections")
+            if fold.get(key)
+        ]
+        counts.append(f"{len(fold['left_out'])} left out")
+        st.caption(" · ".join(counts))
+        if fold["left_out"]:
+            table(
+                data.frame(
+                    [
+                        {
+                            "item": str(x.get("item", "")),
+                            "reason": str(x.get("reason", "")),
+                            "value": str(x.get("value", "")),
+                        }
+                        for x in fold["left_out"]
+                    ]
+                ),
+                column_config={
+                    "item": st.column_config.TextColumn("left out", width=140),
+                    "reason": st.column_config.TextColumn("reason", width=360),
+                    "value": st.column_config.TextColumn("value", width=360),
+                },
+            )
+        for held in fold.get("held") or []:
+            change = f" as change #{fold['pending_id']}" if fold.get("pending_id") else ""
+            st.markdown(
+                f":material/pending: Held for review{change}: {md(held.get('item', ''))} "
+                f"({md(held.get('reason', ''))}); see the Pending changes tab."
+            )
