@@ -15,7 +15,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..tokens import truncate_to_tokens
+from ..tokens import count_tokens, truncate_to_tokens
 
 if TYPE_CHECKING:
     from ..llm.base import ToolCall
@@ -461,7 +461,7 @@ class MemoryTools(_ToolSet):
                 f"{miss}the {len(hits)} most confident of {total} facts "
                 "(id | category | confidence | fact):"
             )
-        return "\n".join([head, *(_fact_line(f) for f in hits)])
+        return _fit(head, [_fact_line(f) for f in hits])
 
     def recall(self, query: str, thread: str | None = None, k: int = RECALL_K) -> str:
         from ..memory.injection import escape
@@ -477,10 +477,11 @@ class MemoryTools(_ToolSet):
         where = f" in thread {escape(thread)}" if thread else ""
         if not hits:
             return f'Nothing in earlier conversations{where} matches "{escape(query)}".'
-        lines = [
+        head = (
             f'{len(hits)} earlier messages{where} match "{escape(query)}", best first '
             "(date | thread | message number and speaker: excerpt):"
-        ]
+        )
+        lines = []
         for hit in hits:
             stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
             text = escape(excerpt(str(hit.get("content") or ""), query))
@@ -488,7 +489,7 @@ class MemoryTools(_ToolSet):
                 f"- {escape(stamp)} | {escape(str(hit['thread']))} | "
                 f"#{hit['seq']} {escape(str(hit['role']))}: {text}"
             )
-        return "\n".join(lines)
+        return _fit(head, lines)
 
     def remember(self, content: str, category: str = "context") -> str:
 
@@ -522,6 +523,22 @@ class MemoryTools(_ToolSet):
         return {(r[0], int(r[1])) for r in rows}
 
 
+def _fit(head: str, lines: list[str]) -> str:
+    """``head`` and as many whole ``lines`` as fit in a tool result, then how many did not."""
+    budget = MAX_RESULT_TOKENS - count_tokens(head) - 20
+    kept: list[str] = []
+    for line in lines:
+        budget -= count_tokens(line) + 1
+        if budget < 0:
+            break
+        kept.append(line)
+    if len(kept) < len(lines):
+        kept.append(
+            f"({len(lines) - len(kept)} more not shown: ask for fewer, or narrow the query)"
+        )
+    return "\n".join([head, *kept])
+
+
 def _fact_line(fact: dict[str, Any]) -> str:
     from ..memory.injection import escape
 
@@ -548,7 +565,10 @@ def excerpt(text: str, query: str, limit: int = EXCERPT_CHARS) -> str:
     if start > 0 and (space := text.find(" ", start, start + 20)) >= 0:
         start = space + 1
     end = start + limit
-    return ("…" if start else "") + text[start:end].rstrip() + ("…" if end < len(text) else "")
+    if end < len(text) and (space := text.rfind(" ", end - 20, end)) > start:
+        end = space  # a whole word last
+    # "...", not "…": escape() would turn the one into the other anyway (NFKC).
+    return ("..." if start else "") + text[start:end].rstrip() + ("..." if end < len(text) else "")
 
 
 def _text_argument(value: Any, name: str, *, required: bool = True) -> str:
