@@ -13,6 +13,7 @@ from IPython.utils.capture import capture_output
 from markdown_it import MarkdownIt
 
 from deerflow_nb import Agent, Memory
+from deerflow_nb.memory import recall as recall_module
 from deerflow_nb.memory.embeddings import Embedder
 from deerflow_nb.memory_views import RecallResults
 from deerflow_nb.session import get_session
@@ -81,6 +82,58 @@ def test_the_named_person_and_the_named_date_come_first(memory: Memory) -> None:
     assert top["thread"] == "d"
     assert memory.recall("Which features did we tune in March?")[0]["thread"] == "d"
     assert memory.recall("Which features did we tune in June?")[0]["thread"] == "c"
+
+
+def test_a_transcript_speaker_the_query_names_comes_before_one_naming_them(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Name: text`` messages: what Melanie said about camping, not what Caroline said to
+    her about it, even with her name said three times."""
+    say(memory, "a", "Caroline: Melanie, Melanie! Camping at the lake, Melanie?", "Tim: Hi.")
+    say(memory, "b", "Melanie: Camping at the lake was lovely.", "Tim: Hi.")
+    top = memory.recall("Where did Melanie go camping?", k=1)[0]
+    assert top["content"] == "Melanie: Camping at the lake was lovely."
+    monkeypatch.setattr(recall_module, "MENTION_GATE", 1.0)  # a mention as good as speaking
+    top = memory.recall("Where did Melanie go camping?", k=1)[0]
+    assert top["content"].startswith("Caroline: ")
+
+
+def test_a_message_in_a_thread_about_the_query_comes_first(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two messages match alike; the one whose thread is about the query's topic wins."""
+    say(
+        memory,
+        "trip",
+        "We planned the lake camping trip for June.",
+        "The campsite by the lake is booked.",
+        "Which sleeping bag should I pack?",
+        "A warm one: nights by the lake are cold.",
+    )
+    say(memory, "office", "Which sleeping bag should I pack?", "Any.", "Quarterly report due.")
+    query = "Which sleeping bag should I pack for the lake camping trip?"  # no names
+    found = [(r["thread"], r["content"]) for r in memory.recall(query)]
+    assert found.index(("trip", "Which sleeping bag should I pack?")) < found.index(
+        ("office", "Which sleeping bag should I pack?")
+    )
+    monkeypatch.setattr(recall_module, "THREAD_WEIGHT", 0.0)
+    monkeypatch.setattr(recall_module, "NEIGHBOUR_WEIGHT", 0.0)
+    found = [(r["thread"], r["content"]) for r in memory.recall(query)]
+    assert found.index(("trip", "Which sleeping bag should I pack?")) > found.index(
+        ("office", "Which sleeping bag should I pack?")
+    )  # newer first among equals: the thread is what put "trip" ahead
+
+
+def test_a_reply_gains_more_from_what_it_answers_than_from_what_follows(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    say(memory, "t", "Anything new?", "How was the Tahoe camping trip?", "Great, all of it.")
+    scores = {r["content"]: r["score"] for r in memory.recall("Tahoe camping trip")}
+    assert scores["Great, all of it."] > scores["Anything new?"]
+    monkeypatch.setattr(recall_module, "BEFORE_SHARE", 1.0)
+    monkeypatch.setattr(recall_module, "AFTER_SHARE", 1.0)
+    scores = {r["content"]: r["score"] for r in memory.recall("Tahoe camping trip")}
+    assert scores["Great, all of it."] == pytest.approx(scores["Anything new?"], abs=2e-3)
 
 
 def test_leaves_out_tool_traffic_subagents_and_no_memory_turns(memory: Memory) -> None:

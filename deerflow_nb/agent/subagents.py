@@ -2,11 +2,12 @@
 
 Each run is a fresh conversation (its system prompt and the task, nothing else) in its
 own journaled thread ``subagent-<uuid>`` linked to the lead's thread, with the notebook
-read tools but no ``task`` (no nesting) and no ``run_code`` (the kernel is not
-thread-safe). Runs execute in a thread pool, at most ``max_concurrent`` per model
-response and ``max_per_turn`` per lead turn; extra calls get a tool error the model
-can read. Only the final answer goes back to the lead, and sub-agent threads are never
-enqueued for memory extraction.
+read tools but no ``task`` (no nesting), no ``run_code`` (the kernel is not
+thread-safe) and none of the memory tools (``search_memory``, ``recall``, ``remember``
+are the lead's: a sub-agent neither reads nor writes the user's memory). Runs execute
+in a thread pool, at most ``max_concurrent`` per model response and ``max_per_turn`` per
+lead turn; extra calls get a tool error the model can read. Only the final answer goes
+back to the lead, and sub-agent threads are never enqueued for memory extraction.
 
 Progress events are produced in worker threads but delivered from the calling
 (main) thread, so notebook display updates always happen where the kernel expects.

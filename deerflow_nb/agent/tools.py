@@ -15,13 +15,24 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..tokens import truncate_to_tokens
+from ..tokens import count_tokens, truncate_to_tokens
 
 if TYPE_CHECKING:
     from ..llm.base import ToolCall
 
 READ_TOOLS = ("list_variables", "describe_variable", "read_cell")
+# The lead agent's memory tools (never a sub-agent's): facts, the journal, and "remember".
+MEMORY_TOOLS = ("search_memory", "recall", "remember")
+# schema.CATEGORIES, spelled out so this module does not import pydantic (a test keeps
+# the two equal).
+FACT_CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
 MAX_RESULT_TOKENS = 2000
+SEARCH_K = 10  # facts search_memory lists by default
+RECALL_K = 8  # messages recall lists by default
+MAX_K = 20
+EXCERPT_CHARS = 280  # of one recalled message
+REMEMBER_CONFIDENCE = 0.95  # the user asked for it in so many words
+MAX_REMEMBER_CHARS = 500
 VARIABLES_IN_PROMPT = 20  # at most this many names in the lead's system prompt
 SUBAGENT_TYPES = {
     "general-purpose": "Work through the task step by step with the notebook tools you have.",
@@ -76,6 +87,53 @@ _SPECS: dict[str, dict[str, Any]] = {
             "required": ["code"],
         },
     },
+    "search_memory": {
+        "description": (
+            "Search the facts remembered about the user, best match first, including those "
+            "the memory section of the prompt left out for space. Use it when the user asks "
+            "what you know or remember about them, or when a fact might help but is not shown."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "what to look for; '' lists all"},
+                "k": {"type": "integer", "description": f"how many facts (default {SEARCH_K})"},
+            },
+            "required": ["query"],
+        },
+    },
+    "recall": {
+        "description": (
+            "Search earlier conversations (the user's messages and your replies in every "
+            "thread) for what was said, best match first, with thread, date and an excerpt. "
+            "Use it when the user refers to the past: 'last time', 'what did we discuss "
+            "about ...', 'what did I tell you about ...'."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "words, names or dates to find"},
+                "thread": {"type": "string", "description": "only this thread (optional)"},
+                "k": {"type": "integer", "description": f"how many messages (default {RECALL_K})"},
+            },
+            "required": ["query"],
+        },
+    },
+    "remember": {
+        "description": (
+            "Store one fact about the user in long-term memory now. Only when the user asks "
+            "you to remember something. Write it as one short third-person statement, for "
+            "example 'Prefers polars over pandas' or 'The test set is the last 3 months'."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "content": {"type": "string", "description": "the fact, one sentence"},
+                "category": {"type": "string", "enum": list(FACT_CATEGORIES)},
+            },
+            "required": ["content", "category"],
+        },
+    },
     "task": {
         "description": (
             "Hand a self-contained sub-task to a sub-agent. It starts with no conversation "
@@ -103,53 +161,10 @@ def tool_specs(names: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": n, **_SPECS[n]}} for n in names]
 
 
-class NotebookTools:
-    """The read tools (and optionally ``run_code``) bound to one namespace and shell."""
+class _ToolSet:
+    """Running a model's tool calls on the methods named in ``names``."""
 
-    def __init__(
-        self,
-        namespace: dict[str, Any],
-        shell: Any = None,
-        *,
-        allow_code: bool = False,
-        show: Callable[[str], None] | None = None,
-        propose: bool = True,
-    ) -> None:
-        self.namespace = namespace
-        self.shell = shell
-        self.allow_code = allow_code and shell is not None
-        self._show = show
-        # propose_cell: only with a shell to put the cell in, and only from the thread that
-        # made these tools (the lead's); the proposals of one turn, combined into one cell.
-        self.propose = propose and hasattr(shell, "set_next_input")
-        self._owner = threading.get_ident()
-        self._proposed: list[str] = []
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        names = (*READ_TOOLS, "run_code") if self.allow_code else READ_TOOLS
-        return (*names, "propose_cell") if self.propose else names
-
-    def read_only(self) -> NotebookTools:
-        """The same tools without ``run_code`` and ``propose_cell`` (for sub-agents, which
-        run off the main thread)."""
-        return NotebookTools(self.namespace, self.shell, allow_code=False, propose=False)
-
-    def variables_brief(self, limit: int = VARIABLES_IN_PROMPT) -> str:
-        """The notebook's variables for the lead's system prompt, at most ``limit``:
-        ``<notebook_variables>`` with ``- name: type`` lines, and ``- … and N more`` when
-        capped; "" when there are none. Names are identifiers and types word characters,
-        so nothing in them can close the tag (types are never sized: ``len`` may run a
-        lazy query)."""
-        items = [(n, o) for n, o in self._user_items() if isinstance(n, str) and n.isidentifier()]
-        if not items:
-            return ""
-        shown = items[:limit]
-        lines = [f"- {name}: {_safe_type_name(obj)}" for name, obj in shown]
-        if len(items) > limit:
-            lines.append(f"- … and {len(items) - limit} more (list_variables lists them all)")
-        head = f"The user's notebook variables (name: type), {len(shown)} of {len(items)}:"
-        return "<notebook_variables>\n" + "\n".join([head, *lines]) + "\n</notebook_variables>"
+    names: tuple[str, ...] = ()
 
     def run_call(self, call: ToolCall) -> str:
         """Run a model's tool call; bad JSON arguments become an ``Error: ...`` result too."""
@@ -173,6 +188,55 @@ class NotebookTools:
         except Exception as exc:  # the user's objects can fail in any way when inspected
             return f"Error: {name} failed: {type(exc).__name__}: {exc}"
         return truncate_to_tokens(result, MAX_RESULT_TOKENS)
+
+
+class NotebookTools(_ToolSet):
+    """The read tools (and optionally ``run_code``) bound to one namespace and shell."""
+
+    def __init__(
+        self,
+        namespace: dict[str, Any],
+        shell: Any = None,
+        *,
+        allow_code: bool = False,
+        show: Callable[[str], None] | None = None,
+        propose: bool = True,
+    ) -> None:
+        self.namespace = namespace
+        self.shell = shell
+        self.allow_code = allow_code and shell is not None
+        self._show = show
+        # propose_cell: only with a shell to put the cell in, and only from the thread that
+        # made these tools (the lead's); the proposals of one turn, combined into one cell.
+        self.propose = propose and hasattr(shell, "set_next_input")
+        self._owner = threading.get_ident()
+        self._proposed: list[str] = []
+
+    @property
+    def names(self) -> tuple[str, ...]:  # type: ignore[override]
+        names = (*READ_TOOLS, "run_code") if self.allow_code else READ_TOOLS
+        return (*names, "propose_cell") if self.propose else names
+
+    def read_only(self) -> NotebookTools:
+        """The same tools without ``run_code`` and ``propose_cell`` (for sub-agents, which
+        run off the main thread)."""
+        return NotebookTools(self.namespace, self.shell, allow_code=False, propose=False)
+
+    def variables_brief(self, limit: int = VARIABLES_IN_PROMPT) -> str:
+        """The notebook's variables for the lead's system prompt, at most ``limit``:
+        ``<notebook_variables>`` with ``- name: type`` lines, and ``- … and N more`` when
+        capped; "" when there are none. Names are identifiers and types word characters,
+        so nothing in them can close the tag (types are never sized: ``len`` may run a
+        lazy query)."""
+        items = [(n, o) for n, o in self._user_items() if isinstance(n, str) and n.isidentifier()]
+        if not items:
+            return ""
+        shown = items[:limit]
+        lines = [f"- {name}: {_safe_type_name(obj)}" for name, obj in shown]
+        if len(items) > limit:
+            lines.append(f"- … and {len(items) - limit} more (list_variables lists them all)")
+        head = f"The user's notebook variables (name: type), {len(shown)} of {len(items)}:"
+        return "<notebook_variables>\n" + "\n".join([head, *lines]) + "\n</notebook_variables>"
 
     # -- tools -------------------------------------------------------------------
     def list_variables(self) -> str:
@@ -349,3 +413,175 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolError("arguments must be a JSON object")
     return value
+
+
+# -- memory tools (the lead agent's only) ---------------------------------------------
+class MemoryTools(_ToolSet):
+    """``search_memory``, ``recall`` and ``remember``, bound to one ``Memory`` and the
+    turn's thread. Only the lead agent gets them: sub-agents take
+    ``NotebookTools.read_only()``, which has none.
+
+    Facts and journal text are untrusted (an imported memory.json or an old reply can
+    hold anything): each fact or excerpt becomes one line with ``&``, ``<`` and ``>`` as
+    entities and no control, bidi or zero-width characters (``injection.escape``), so
+    nothing in a result can forge or close a tag of the prompt.
+    """
+
+    names = MEMORY_TOOLS
+
+    def __init__(
+        self,
+        memory: Any,
+        thread: str,
+        *,
+        current_turn: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.memory = memory
+        self.thread = thread
+        self._current_turn = current_turn  # its messages are never "the past"
+
+    def search_memory(self, query: str = "", k: int = SEARCH_K) -> str:
+        from ..memory.injection import escape
+
+        query = _text_argument(query, "query", required=False)
+        k = _count(k, SEARCH_K)
+        hits = [fact for fact, _ in self.memory.search(query, k=k)] if query.strip() else []
+        total = len(self.memory.data.get("facts", []))
+        if hits:
+            head = (
+                f'{len(hits)} of {total} remembered facts match "{escape(query)}", best first '
+                "(id | category | confidence | fact):"
+            )
+        else:
+            hits = self.memory.facts()[:k]
+            if not hits:
+                return "Memory holds no facts about the user yet."
+            miss = f'No remembered fact matches "{escape(query)}"; ' if query.strip() else ""
+            head = (
+                f"{miss}the {len(hits)} most confident of {total} facts "
+                "(id | category | confidence | fact):"
+            )
+        return _fit(head, [_fact_line(f) for f in hits])
+
+    def recall(self, query: str, thread: str | None = None, k: int = RECALL_K) -> str:
+        from ..memory.injection import escape
+
+        query = _text_argument(query, "query")
+        if thread is not None and not isinstance(thread, str):
+            raise ToolError("thread must be a thread's name, or left out for every thread")
+        thread = thread.strip() or None if isinstance(thread, str) else None
+        k = _count(k, RECALL_K)
+        skip = self._this_turn()
+        hits = self.memory.recall(query, k=k + len(skip), thread=thread)
+        hits = [h for h in hits if (h["thread"], h["seq"]) not in skip][:k]
+        where = f" in thread {escape(thread)}" if thread else ""
+        if not hits:
+            return f'Nothing in earlier conversations{where} matches "{escape(query)}".'
+        head = (
+            f'{len(hits)} earlier messages{where} match "{escape(query)}", best first '
+            "(date | thread | message number and speaker: excerpt):"
+        )
+        lines = []
+        for hit in hits:
+            stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
+            text = escape(excerpt(str(hit.get("content") or ""), query))
+            lines.append(
+                f"- {escape(stamp)} | {escape(str(hit['thread']))} | "
+                f"#{hit['seq']} {escape(str(hit['role']))}: {text}"
+            )
+        return _fit(head, lines)
+
+    def remember(self, content: str, category: str = "context") -> str:
+
+        content = " ".join(_text_argument(content, "content").split())
+        if len(content) > MAX_REMEMBER_CHARS:
+            raise ToolError(
+                f"a fact is one short sentence (at most {MAX_REMEMBER_CHARS} characters); "
+                "split it into several remember calls"
+            )
+        if category not in FACT_CATEGORIES:
+            raise ToolError(f"category must be one of: {', '.join(FACT_CATEGORIES)}")
+        before = {f.get("id") for f in self.memory.data.get("facts", [])}
+        try:
+            fact = self.memory.add_fact(content, category, REMEMBER_CONFIDENCE, source=self.thread)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        line = _fact_line(fact).removeprefix("- ")
+        if fact.get("id") in before:
+            return f"Already remembered, now confirmed: {line}"
+        return f"Remembered: {line} (stored now; the user can see it with %memory facts)"
+
+    def _this_turn(self) -> set[tuple[str, int]]:
+        """(thread, seq) of the current turn's messages: the question being asked is not
+        something said before."""
+        turn = self._current_turn() if self._current_turn is not None else None
+        if not turn:
+            return set()
+        rows = self.memory.journal.db.execute(
+            "SELECT thread_id, seq FROM messages WHERE turn_id = ?", [turn]
+        ).fetchall()
+        return {(r[0], int(r[1])) for r in rows}
+
+
+def _fit(head: str, lines: list[str]) -> str:
+    """``head`` and as many whole ``lines`` as fit in a tool result, then how many did not."""
+    budget = MAX_RESULT_TOKENS - count_tokens(head) - 20
+    kept: list[str] = []
+    for line in lines:
+        budget -= count_tokens(line) + 1
+        if budget < 0:
+            break
+        kept.append(line)
+    if len(kept) < len(lines):
+        kept.append(
+            f"({len(lines) - len(kept)} more not shown: ask for fewer, or narrow the query)"
+        )
+    return "\n".join([head, *kept])
+
+
+def _fact_line(fact: dict[str, Any]) -> str:
+    from ..memory.injection import escape
+
+    try:
+        confidence = float(fact.get("confidence", 0))
+    except (TypeError, ValueError):
+        confidence = 0.0
+    return (
+        f"- {escape(str(fact.get('id', '?')))} | {escape(str(fact.get('category', 'context')))}"
+        f" | {confidence:.2f} | {escape(str(fact.get('content', '')))}"
+    )
+
+
+def excerpt(text: str, query: str, limit: int = EXCERPT_CHARS) -> str:
+    """``text`` on one line, or at most ``limit`` characters of it around the first word
+    of ``query`` it contains, with ``…`` where it was cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    low = text.lower()
+    found = [at for word in re.findall(r"[^\W_]{3,}", query.lower()) if (at := low.find(word)) >= 0]
+    start = max(0, min(found) - limit // 4) if found else 0
+    start = min(start, len(text) - limit)
+    if start > 0 and (space := text.find(" ", start, start + 20)) >= 0:
+        start = space + 1
+    end = start + limit
+    if end < len(text) and (space := text.rfind(" ", end - 20, end)) > start:
+        end = space  # a whole word last
+    # "...", not "…": escape() would turn the one into the other anyway (NFKC).
+    return ("..." if start else "") + text[start:end].rstrip() + ("..." if end < len(text) else "")
+
+
+def _text_argument(value: Any, name: str, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ToolError(f"'{name}' must be a non-empty string")
+    return value
+
+
+def _count(value: Any, default: int) -> int:
+    """A result count the model asked for, within 1..MAX_K (its default when not a number)."""
+    try:
+        return max(1, min(int(value), MAX_K))
+    except (TypeError, ValueError):
+        return default

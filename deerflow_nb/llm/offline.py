@@ -136,6 +136,56 @@ _WRITE_CODE_RE = re.compile(
 )
 _CELL_RE = re.compile(r"\bcell\s*(?:#|number\s*)?(\d+)\b|\bIn\s*\[\s*(\d+)\s*\]", re.IGNORECASE)
 _TASK_RE = re.compile(r"\bsub-?\s?agents?\b|\bin parallel\b|\bdelegat", re.IGNORECASE)
+# Memory tools (the lead's): "remember that …" → remember; "what do you know about me" →
+# search_memory; a question about earlier conversations → recall.
+_QUESTION_WORDS = r"(?:what|when|where|who|whom|how|whether|if|why|which)\b"
+_REMEMBER_RE = re.compile(
+    r"^\s*(?:(?:please|ok(?:ay)?|and|also|now|hey)[,\s]+)*"
+    r"(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?"
+    r"(?:remember|note|keep\s+in\s+mind|don'?t\s+forget|make\s+a\s+note)"
+    r"(?:\s+that\b)?[\s:,]+(?!" + _QUESTION_WORDS + r")(\S.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_SEARCH_MEMORY_RE = re.compile(
+    r"\bwhat\s+(?:else\s+)?(?:do|did|can)\s+you\s+(?:remember|know|recall)\s+about\s+"
+    r"(?=(?:me|myself|us|my|our)\b)|"
+    r"\bwhat\s+(?:have\s+you|did\s+you)\s+(?:remembered|learned|learnt|stored|memori[sz]ed)\b"
+    r"(?:\s+about\b)?|"
+    r"\bwhat(?:'s|\s+is)\s+in\s+(?:your\s+)?memory\b(?:\s+about\b)?|"
+    r"\bsearch\s+(?:your\s+)?memory\s+(?:for\s+)?",
+    re.IGNORECASE,
+)
+_RECALL_VERBS = (
+    r"(?:discuss(?:ed)?|talk(?:ed)?|say|said|tell|told|mention(?:ed)?|decide[d]?|write|wrote|"
+    r"agree[d]?|chat(?:ted)?|plan(?:ned)?|cover(?:ed)?)"
+)
+_RECALL_RE = re.compile(
+    r"\b(?:what|which|when|where|how)\b(?:\s+\w+){0,3}?\s+(?:did|have|had)\s+(?:we|i|you)\s+"
+    r"(?:ever\s+|already\s+)?" + _RECALL_VERBS + r"\b(?:\s+(?:to\s+)?(?:you|me))?"
+    r"(?:\s+(?:about|on|regarding|for))?|"
+    r"\b(?:did|have)\s+(?:we|i)\s+(?:ever\s+|already\s+)?" + _RECALL_VERBS + r"\b"
+    r"(?:\s+(?:to\s+)?(?:you|me))?(?:\s+(?:about|on|regarding))?|"
+    r"\bdo\s+you\s+remember\s+(?!(?:me|myself)\b)(?:what|when|where|how|whether|if)?\b"
+    r"(?:\s+(?:we|i|you)\s+" + _RECALL_VERBS + r"(?:\s+(?:about|on))?)?|"
+    r"\bremember\s+(?:what|when|where|how|whether|if)\b"
+    r"(?:\s+(?:we|i|you)\s+" + _RECALL_VERBS + r"(?:\s+(?:about|on))?)?|"
+    r"\bremind\s+me\s+(?:what|of|about)\b|"
+    r"\b(?:last|the\s+other)\s+(?:time|day|week|session)\b|"
+    r"\b(?:earlier|previously|before)\b(?=[^?.!]*\b(?:we|i|you)\s+" + _RECALL_VERBS + r"\b)",
+    re.IGNORECASE,
+)
+_PLAIN_PRONOUNS = {
+    "i": "they", "me": "them", "my": "their", "mine": "theirs", "myself": "themself",
+    "i'm": "they're", "i've": "they've", "i'd": "they'd", "i'll": "they'll",
+    "we": "they", "us": "them", "our": "their", "ours": "theirs", "we're": "they're",
+}  # fmt: skip
+_CATEGORY_RULES = (
+    ("correction", re.compile(r"\b(?:no longer|not anymore|stopped|instead)\b", re.I)),
+    ("preference", re.compile(r"\b(?:prefers?|likes?|loves?|favou?rite|rather|enjoys?)\b", re.I)),
+    ("goal", re.compile(r"\b(?:wants? to|plans? to|goal|needs? to|deadline|aims? to)\b", re.I)),
+    ("behavior", re.compile(r"\b(?:always|usually|often|never|uses?|runs?)\b", re.I)),
+    ("knowledge", re.compile(r"\b(?:knows?|expert|studied|specializ)\w*", re.I)),
+)
 _MEMORY_RE = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)
 _FACT_RE = re.compile(r"^-\s*(?:\[[^\]]*\]\s*)?(?:\([^)]*\)\s*)?(.+)$")
 _ROLE_RE = re.compile(r"^(User|Assistant|Human|AI|Tool result)\s*:", re.MULTILINE | re.IGNORECASE)
@@ -339,6 +389,8 @@ def _choose_tools(
         ]
     if "propose_cell" in names and (request := _code_request(text)) is not None:
         return [_call("propose_cell", {"code": _code_stub(request, text)}, seed, 0)]
+    if memory := _memory_calls(text, names):
+        return [_call(name, args, seed, i) for i, (name, args) in enumerate(memory)]
     wanted: list[tuple[str, dict[str, Any]]] = []
     if "list_variables" in names and _LIST_RE.search(text):
         wanted.append(("list_variables", {}))
@@ -359,6 +411,63 @@ def _choose_tools(
         if run and fence and run.start() < fence.start():
             wanted.append(("run_code", {"code": fence.group(1).rstrip("\n")}))
     return [_call(name, args, seed, i) for i, (name, args) in enumerate(wanted)]
+
+
+def _memory_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The memory tool calls a message asks for: "remember that …" (one ``remember`` per
+    fact it states), "what do you know about me …" (``search_memory``), a question about
+    earlier conversations (``recall``, with the words that say "earlier" left out)."""
+    if "remember" in names and (match := _REMEMBER_RE.match(text)):
+        return [
+            ("remember", {"content": c, "category": k})
+            for c, k in _facts_to_remember(match.group(1))
+        ]
+    if "search_memory" in names and (match := _SEARCH_MEMORY_RE.search(text)):
+        rest = text[match.end() :]
+        rest = re.sub(r"^\s*(?:me|myself|us)\b[\s,]*(?:and\s+)?", "", rest, flags=re.I)
+        rest = re.sub(r"\b(?:so\s+far|yet|until\s+now|already)\b", " ", rest, flags=re.I)
+        query = " ".join(rest.split()).strip(" ?.!,;:")
+        return [("search_memory", {"query": query if content_words(query) else ""})]
+    if "recall" in names and _RECALL_RE.search(text):
+        query = " ".join(_RECALL_RE.sub(" ", text).split()).strip(" ?.!,;:")
+        query = re.sub(r"^(?:about|on|regarding|the\s+time)\s+", "", query, flags=re.I)
+        if not content_words(query):
+            query = " ".join(text.split()).strip(" ?.!")
+        return [("recall", {"query": query})]
+    return []
+
+
+def _facts_to_remember(statement: str) -> list[tuple[str, str]]:
+    """(content, category) for what "remember that …" states, in the third person: the
+    offline extractor's reading of the statement (public protocol: ``extract_diff``) when
+    it finds facts in it, else the statement with its pronouns turned and a category
+    from simple word rules."""
+    from .offline_extraction import extract_diff
+
+    statement = " ".join(statement.split()).strip(" .!;")
+    prompt = (
+        f"<current_memory>\n</current_memory>\n<conversation>\nUser: {statement}\n</conversation>"
+    )
+    diff = extract_diff([{"role": "user", "content": prompt}])
+    found = [
+        (str(f["content"]), str(f["category"]))
+        for f in diff.get("newFacts", [])
+        if isinstance(f, dict) and f.get("content")
+    ]
+    if found:
+        return found
+    words = re.sub(
+        r"(?<![\w'])[A-Za-z]+(?:'[A-Za-z]+)?(?![\w'])",
+        lambda m: (
+            _PLAIN_PRONOUNS.get(m.group(0).lower(), m.group(0))
+            if m.group(0) != "US"
+            else m.group(0)
+        ),
+        statement,
+    )
+    content = words[:1].upper() + words[1:]
+    category = next((c for c, rule in _CATEGORY_RULES if rule.search(statement)), "context")
+    return [(content, category)]
 
 
 def _known_variables(system: str) -> tuple[dict[str, str], bool] | None:

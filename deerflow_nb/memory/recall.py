@@ -59,9 +59,19 @@ SPREAD = 60
 # score, divided by its distance.
 WINDOW = 2
 NEIGHBOUR_WEIGHT = 0.3
+# Which side a message's neighbour sits on: a reply follows what it answers, so the
+# message before (BEFORE_SHARE) and after (AFTER_SHARE) may share differently.
+BEFORE_SHARE = 1.3
+AFTER_SHARE = 0.7
+# Thread topic: each message gains this weight of its thread's score (the sum of its best
+# THREAD_TOP messages' own relevance, relative to the best thread's).
+THREAD_WEIGHT = 0.4
+THREAD_TOP = 2
 # Entity gates (see the module docstring).
 ENTITY_GATE = 0.6
 THREAD_GATE = 0.3
+# A message written as "Name: text" by someone the query does not name, naming them.
+MENTION_GATE = 0.6
 # Dense fusion: the share of the dense score, and the dense candidates added.
 DENSE_SHARE = 0.5
 DENSE_POOL = 100
@@ -82,6 +92,8 @@ _BARE_MONTH = re.compile(
     rf"\b(?:in|during|since|early|late|mid-?)\s+({'|'.join(_MONTHS.split())})\b(?!,?\s+\d{{4}})",
     re.IGNORECASE,
 )
+# "Melanie: It was an awesome time" — a transcript's speaker (one or two capitalised words).
+_SPEAKER_RE = re.compile(r"\s*([A-Z][\w'-]*)(?: [A-Z][\w'-]*)?:\s")
 _TABLES = ("recall_docs", "recall_fts", "recall_state")
 # Which messages are indexed: text of a user message or a reply without tool calls, in a
 # thread that is not a sub-agent's, outside private (--no-memory) turns.
@@ -327,16 +339,22 @@ def search(
         meta.update(_rows(db, extra))
         base.update(_relevance(extra, meta, *signals))
     by_place = {(meta[i]["thread"], meta[i]["pos"]): i for i in base}
+    topic = _thread_scores(base, meta)
     total: dict[int, float] = {}
     for i, own in base.items():
         thread_id, pos = meta[i]["thread"], meta[i]["pos"]
         shared = 0.0
         for distance in range(1, WINDOW + 1):
-            for other in (pos - distance, pos + distance):
+            for other, side in ((pos - distance, BEFORE_SHARE), (pos + distance, AFTER_SHARE)):
                 j = by_place.get((thread_id, other))
                 if j is not None:
-                    shared += base[j] / distance
-        total[i] = own + NEIGHBOUR_WEIGHT * shared + RECENCY_WEIGHT * (i / max(ids[-1], 1))
+                    shared += side * base[j] / distance
+        total[i] = (
+            own
+            + NEIGHBOUR_WEIGHT * shared
+            + THREAD_WEIGHT * topic.get(thread_id, 0.0)
+            + RECENCY_WEIGHT * (i / max(ids[-1], 1))
+        )
     best_ids = sorted(total, key=lambda i: (-total[i], -i))[:k]
     top_score = max((total[i] for i in best_ids), default=0.0)
     if top_score <= 0:
@@ -357,6 +375,19 @@ def search(
             }
         )
     return results
+
+
+def _thread_scores(base: dict[int, float], meta: dict[int, dict[str, Any]]) -> dict[str, float]:
+    """Each thread's topic score in [0, 1]: the sum of its best ``THREAD_TOP`` messages'
+    own relevance, relative to the best thread's."""
+    if THREAD_WEIGHT <= 0:
+        return {}
+    by_thread: dict[str, list[float]] = {}
+    for i, own in base.items():
+        by_thread.setdefault(meta[i]["thread"], []).append(own)
+    sums = {t: sum(sorted(v, reverse=True)[:THREAD_TOP]) for t, v in by_thread.items()}
+    best = max(sums.values(), default=0.0)
+    return {t: v / best for t, v in sums.items()} if best > 0 else {}
 
 
 def _rows(db: Any, ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -404,16 +435,7 @@ def _relevance(
         rel = lex
     if known:
         pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, known)) + r")\b", re.IGNORECASE)
-        gate = np.array(
-            [
-                1.0
-                if pattern.search(meta[i]["content"])
-                else ENTITY_GATE
-                if meta[i]["thread"] in named_threads
-                else THREAD_GATE
-                for i in ids
-            ]
-        )
+        gate = np.array([_gate(meta[i], pattern, known, named_threads) for i in ids])
         rel = rel * gate
     if spans:
         ordinals = np.array([_ordinal(meta[i]["created_at"]) for i in ids])
@@ -421,6 +443,27 @@ def _relevance(
     if months:
         rel = rel + MONTH_WEIGHT * np.array([_month(meta[i]["created_at"]) in months for i in ids])
     return {i: float(r) for i, r in zip(ids, rel, strict=True)}
+
+
+def _gate(
+    row: dict[str, Any], pattern: re.Pattern[str], known: list[str], named_threads: set[str]
+) -> float:
+    """How much of its relevance a message keeps, given the names the query is about.
+
+    A message written as ``Name: text`` (a transcript, a chat export) says who speaks: one
+    spoken by a named person keeps all of it, one only mentioning them ``MENTION_GATE``.
+    Otherwise naming them is enough. Then the thread gates (``ENTITY_GATE``,
+    ``THREAD_GATE``)."""
+    content = row["content"]
+    speaker = _SPEAKER_RE.match(content)
+    if speaker is not None:
+        if speaker.group(1).lower() in known:
+            return 1.0
+        if pattern.search(content, speaker.end()):
+            return MENTION_GATE
+    elif pattern.search(content):
+        return 1.0
+    return ENTITY_GATE if row["thread"] in named_threads else THREAD_GATE
 
 
 def _dense_scores(
