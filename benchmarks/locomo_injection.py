@@ -28,6 +28,7 @@ injection, and the first call on a new memory revision.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import re
@@ -50,7 +51,12 @@ from deerflow_nb.memory.ranking import texts_to_embed  # noqa: E402
 from deerflow_nb.tokens import count_tokens  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev"
-FACT_CONFIDENCE = 0.9
+FACT_CONFIDENCE = 0.9  # the flat rows: every fact the same
+# The realistic rows: the few round values an extraction model writes, one per fact by a
+# hash of its text (stable across runs and machines, unlike Python's salted hash()).
+REALISTIC_CONFIDENCES = (0.8, 0.85, 0.9, 0.95)
+# The dev halves the ranking and the block were tuned on, each by the average of the two.
+HALVES = (("26", "30"), ("41", "42", "43"))
 CATEGORIES = (1, 2, 3, 4)
 PER_CONVERSATION_BUDGET = 2000
 MERGED_BUDGET = 500
@@ -66,8 +72,17 @@ def session_date(text: str) -> str:
     return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def load_conversation(path: Path, prefix: str = "") -> tuple[list[dict], list[dict]]:
-    """Facts (store order: session by session) and answerable questions of one file."""
+def realistic_confidence(text: str) -> float:
+    """One of ``REALISTIC_CONFIDENCES``, picked by a hash of ``text``."""
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=4).digest()
+    return REALISTIC_CONFIDENCES[int.from_bytes(digest, "big") % len(REALISTIC_CONFIDENCES)]
+
+
+def load_conversation(
+    path: Path, prefix: str = "", realistic: bool = True
+) -> tuple[list[dict], list[dict]]:
+    """Facts (store order: session by session) and answerable questions of one file;
+    confidences realistic (by a hash of each text) or flat (all ``FACT_CONFIDENCE``)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     sessions = sorted(
         int(key.split("_")[1]) for key in data if re.fullmatch(r"session_\d+_observation", key)
@@ -84,7 +99,7 @@ def load_conversation(path: Path, prefix: str = "") -> tuple[list[dict], list[di
                         "id": f"{prefix}f{len(facts)}",
                         "content": text,
                         "category": "context",
-                        "confidence": FACT_CONFIDENCE,
+                        "confidence": realistic_confidence(text) if realistic else FACT_CONFIDENCE,
                         "createdAt": created,
                         "source": ",".join(dia),
                     }
@@ -261,49 +276,87 @@ def local_embedder(journal_dir: Path) -> Any:
     return get_embedder(settings, Journal(journal_dir / "journal.db"))
 
 
-def quality_table(data_dir: Path, embeddings: bool) -> str:
-    files = sorted(data_dir.glob("*.json"))
-    per_conversation = [load_conversation(p) for p in files]
+Stores = list[tuple[list[dict], list[dict]]]
+
+
+def load_stores(files: list[Path], realistic: bool) -> tuple[Stores, Stores]:
+    """One store per conversation, and all of ``files`` merged into one store."""
+    per_conversation = [load_conversation(p, realistic=realistic) for p in files]
     merged_facts: list[dict] = []
     merged_questions: list[dict] = []
     for p in files:
-        facts, questions = load_conversation(p, prefix=f"{p.stem}:")
+        facts, questions = load_conversation(p, prefix=f"{p.stem}:", realistic=realistic)
         merged_facts += facts
         merged_questions += questions
-    merged = [(merged_facts, merged_questions)]
+    return per_conversation, [(merged_facts, merged_questions)]
 
+
+def rankings_for(embedder: Any, only: str | None = None) -> list[tuple[str, Callable]]:
     rankings: list[tuple[str, Callable]] = [
         ("confidence only (DeerFlow today)", ConfidenceOnly),
         ("TF-IDF 0.6 / confidence 0.4 (DeerFlow's plan)", TfidfPlan),
         ("BM25 (bm25s, plain)", PlainBM25),
         ("ours, lexical (default install)", Ours),
     ]
+    if embedder is not None:
+        rankings.append(("ours + MiniLM embeddings", lambda facts: Ours(facts, embedder)))
+    return [(name, make) for name, make in rankings if only is None or only in name]
+
+
+def quality_table(
+    data_dir: Path, embeddings: bool, *, only: str | None = None, halves: bool = False
+) -> str:
+    """The LOCOMO table: every ranking with realistic confidences, then with flat ones.
+
+    ``only`` keeps the rankings whose name contains it; ``halves`` adds, for each row, the
+    figures on each dev half alone (each half's conversations, merged among themselves for
+    the merged column): what tuning looks at.
+    """
+    files = sorted(data_dir.glob("*.json"))
     tmp = None
+    embedder = None
     if embeddings:
         tmp = tempfile.TemporaryDirectory()
         embedder = local_embedder(Path(tmp.name))
-        rankings.append(("ours + MiniLM embeddings", lambda facts: Ours(facts, embedder)))
-    n_questions = sum(len(q) for _, q in per_conversation)
-    lines = [
-        f"LOCOMO evidence recall: {len(files)} conversations, {n_questions} questions "
-        f"(categories 1-4), {len(merged_facts)} facts",
-        "",
-        f"| ranking | per-conversation @{PER_CONVERSATION_BUDGET} | merged @{MERGED_BUDGET} "
-        "| p50 ms / query |",
-        "|---|---|---|---|",
-    ]
-    for name, make in rankings:
-        conv, t1 = question_recalls(make, per_conversation, PER_CONVERSATION_BUDGET)
-        big, t2 = question_recalls(make, merged, MERGED_BUDGET)
-        p50 = statistics.median(t1 + t2) * 1000
-        lines.append(f"| {name} | {_cell(conv)} | {_cell(big)} | {p50:.2f} |")
+    rankings = rankings_for(embedder, only)
+    lines: list[str] = []
+    for realistic in (True, False):
+        per_conversation, merged = load_stores(files, realistic)
+        n_questions = sum(len(q) for _, q in per_conversation)
+        confidences = (
+            "realistic confidences: each fact 0.8, 0.85, 0.9 or 0.95 by a hash of its text"
+            if realistic
+            else f"flat confidences: every fact {FACT_CONFIDENCE}"
+        )
+        lines += [
+            f"LOCOMO evidence recall, {confidences}: {len(files)} conversations, "
+            f"{n_questions} questions (categories 1-4), {len(merged[0][0])} facts",
+            "",
+            f"| ranking | per-conversation @{PER_CONVERSATION_BUDGET} | merged @{MERGED_BUDGET} "
+            "| p50 ms / query |",
+            "|---|---|---|---|",
+        ]
+        for name, make in rankings:
+            conv, t1 = question_recalls(make, per_conversation, PER_CONVERSATION_BUDGET)
+            big, t2 = question_recalls(make, merged, MERGED_BUDGET)
+            p50 = statistics.median(t1 + t2) * 1000
+            lines.append(f"| {name} | {_cell(conv)} | {_cell(big)} | {p50:.2f} |")
+            if halves:
+                for half in HALVES:
+                    chosen = [p for p in files if p.stem in half]
+                    if not chosen:
+                        continue
+                    h_conv, h_big = load_stores(chosen, realistic)
+                    a = statistics.fmean(question_recalls(make, h_conv, PER_CONVERSATION_BUDGET)[0])
+                    b = statistics.fmean(question_recalls(make, h_big, MERGED_BUDGET)[0])
+                    lines.append(f"|   half {'+'.join(half)} | {a:.3f} | {b:.3f} | |")
+        lines.append("")
     if tmp is not None:
         tmp.cleanup()
-    lines += [
-        "",
+    lines.append(
         "Mean evidence recall per question; in brackets its 95% bootstrap interval "
-        f"({BOOTSTRAP_ROUNDS} resamples of the questions).",
-    ]
+        f"({BOOTSTRAP_ROUNDS} resamples of the questions)."
+    )
     return "\n".join(lines)
 
 
@@ -395,13 +448,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", nargs="?", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--no-embeddings", action="store_true", help="skip the MiniLM row")
+    parser.add_argument("--only", help="only the rankings whose name contains this text")
+    parser.add_argument("--halves", action="store_true", help="add each dev half's figures")
+    parser.add_argument("--no-speed", action="store_true", help="skip the speed section")
+    parser.add_argument("--no-quality", action="store_true", help="skip the LOCOMO table")
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
         print(f"error: no LOCOMO conversations (*.json) in {args.data_dir}", file=sys.stderr)
         return 2
-    print(quality_table(args.data_dir, embeddings=not args.no_embeddings))
-    print()
-    print(speed_section(args.data_dir))
+    if not args.no_quality:
+        print(
+            quality_table(args.data_dir, not args.no_embeddings, only=args.only, halves=args.halves)
+        )
+        print()
+    if not args.no_speed:
+        print(speed_section(args.data_dir))
     return 0
 
 

@@ -67,13 +67,15 @@ def mentioned_dates(text: str) -> list[Span]:
 
 def fact_ordinals(dates: list[str]) -> np.ndarray:
     """Each ``YYYY-MM-DD…`` as a day ordinal; NaN where the date is missing or unreadable."""
-    out = np.full(len(dates), np.nan)
-    for i, text in enumerate(dates):
-        try:
-            out[i] = date.fromisoformat(text[:10]).toordinal()
-        except ValueError:
-            continue
-    return out
+    seen: dict[str, float] = {}  # a memory holds far fewer days than facts
+    for text in dates:
+        day = text[:10]
+        if day not in seen:
+            try:
+                seen[day] = date.fromisoformat(day).toordinal()
+            except ValueError:
+                seen[day] = np.nan
+    return np.fromiter((seen[text[:10]] for text in dates), dtype=float, count=len(dates))
 
 
 def date_match(ordinals: np.ndarray, spans: list[Span]) -> np.ndarray:
