@@ -31,6 +31,8 @@ _PATTERNS = [
 ]
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE)
 
+_FOUR_DIGITS = re.compile(r"\d{4}")
+
 Span = tuple[int, int]  # first and last day, as proleptic Gregorian ordinals
 
 
@@ -40,6 +42,8 @@ def _month_number(name: str) -> int:
 
 def mentioned_dates(text: str) -> list[Span]:
     """The days (or whole months) ``text`` names, as ordinal spans; [] when none."""
+    if not _FOUR_DIGITS.search(text):  # every form names a year: most messages name none
+        return []
     spans: list[Span] = []
     taken: list[tuple[int, int]] = []
     for pattern in _PATTERNS:

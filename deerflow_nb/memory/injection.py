@@ -61,10 +61,9 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..tokens import count_tokens, truncate_to_tokens
 from ..untrusted import clean_text
@@ -248,8 +247,7 @@ def _fit_summaries(sections: list[Section], max_tokens: int) -> list[Section]:
     return current if count_tokens(_render(current, [])) <= max_tokens else []
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
     """How a block groups its facts: ``by_tag`` (tag headers, dates under them) or by date
     (date headers, tags under them), and the year its legend states (or None)."""
 
@@ -300,11 +298,15 @@ def _line(
     return cached
 
 
-def _headers(plan: _Plan, tag: str, date: str | None) -> tuple[str, str]:
-    """The outer and inner header lines of a fact's group under ``plan``."""
+@lru_cache(maxsize=8192)
+def _group(plan: _Plan, tag: str, date: str | None) -> tuple[str, str, int, int, bool, bool]:
+    """The outer and inner header lines of a fact's group under ``plan``, their costs, and
+    whether each is a date that leaves its year to the legend."""
     if plan.by_tag:
-        return tag_header(tag), date_header(date, plan.year)
-    return date_header(date, plan.year), tag_header(tag)
+        outer, inner = tag_header(tag), date_header(date, plan.year)
+        return outer, inner, _cost(outer), _cost(inner), False, _in_year(date, plan.year)
+    outer, inner = date_header(date, plan.year), tag_header(tag)
+    return outer, inner, _cost(outer), _cost(inner), _in_year(date, plan.year), False
 
 
 def _layout(
@@ -317,28 +319,22 @@ def _layout(
     fact, and so do the inner groups within each.
     """
     groups: dict[str, dict[str, list[int]]] = {}
+    yearless = False
     for i in accepted:
-        outer, inner = _headers(plan, *_line(index, facts, i)[:2])
+        outer, inner, _, _, short_outer, short_inner = _group(plan, *_line(index, facts, i)[:2])
         groups.setdefault(outer, {}).setdefault(inner, []).append(i)
+        yearless = yearless or short_outer or short_inner
     lines: list[str] = []
     listed: list[int] = []
-    yearless = False
+    cache = index.line_cache
     for outer, inners in groups.items():
         lines.append(outer)
-        yearless = yearless or _short_date(outer)
         for inner, members in inners.items():
             lines.append(inner)
-            yearless = yearless or _short_date(inner)
-            for i in members:
-                lines.append(_line(index, facts, i)[2])
-                listed.append(i)
+            lines += [cache[i][2] for i in members]
+            listed += members
     legends = [YEAR_LEGEND.format(year=plan.year)] if yearless else []
     return legends + lines, listed
-
-
-def _short_date(header: str) -> bool:
-    """Whether ``header`` (a tag or date header) is a date without its year (``03-01:``)."""
-    return len(header) == 6 and header[2] == "-" and header[5] == ":"
 
 
 def _pack(
@@ -371,14 +367,14 @@ def _pack(
         """Add fact ``i`` if its line and the headers it brings fit."""
         nonlocal used, year_legend
         tag, date, _, cost = _line(index, facts, i)
-        outer, inner = _headers(plan, tag, date)
+        outer, inner, outer_cost, inner_cost, short_outer, short_inner = _group(plan, tag, date)
         yearless = False
         if outer not in outers:
-            cost += _cost(outer)
-            yearless = _short_date(outer)
+            cost += outer_cost
+            yearless = short_outer
         if (outer, inner) not in pairs:
-            cost += _cost(inner)
-            yearless = yearless or _short_date(inner)
+            cost += inner_cost
+            yearless = yearless or short_inner
         if yearless and not year_legend:
             cost += year_legend_cost
         if used + cost > max_tokens:
@@ -438,7 +434,7 @@ def _compose(
     sections = _fit_summaries(_summaries(data), _summary_budget(max_tokens, facts))
     if not facts:
         return _render(sections, []), facts, [], index, scores
-    text, listed = _pack(index, facts, sections, scores.order, max_tokens)
+    text, listed = _pack(index, facts, sections, scores.ranked(), max_tokens)
     return text, facts, listed, index, scores
 
 

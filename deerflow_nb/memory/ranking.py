@@ -26,7 +26,7 @@ import operator
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -152,24 +152,67 @@ def analyze(text: str) -> list[str]:
     return _stemmer().stemWords(words) if words else []
 
 
-_ANALYZED_CACHE = 1 << 16
-_analyzed: dict[str, list[str]] = {}
+class Lexicon:
+    """Every term seen, numbered, and each analysed text's terms and their numbers:
+    remembered across revisions (a new revision mostly holds the facts of the last one, so
+    only new texts are analysed). Lists and arrays are shared: do not change them."""
+
+    LIMIT = 1 << 16  # texts remembered; past it, a new lexicon starts
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.texts: dict[str, tuple[list[str], np.ndarray]] = {}
+        self.lock = threading.Lock()
+
+    def analyze_many(self, texts: Sequence[str]) -> tuple[list[list[str]], list[np.ndarray]]:
+        """Each text's terms (``analyze``) and their numbers in this lexicon."""
+        known = self.texts
+        hits = [known.get(text) for text in texts]
+        if None in hits:
+            with self.lock:  # numbering new terms must not interleave
+                new = list(dict.fromkeys(t for t, h in zip(texts, hits, strict=True) if h is None))
+                ids = self.ids
+                for text, terms in zip(new, _analyze_batch(new), strict=True):
+                    numbers = np.array([ids.setdefault(t, len(ids)) for t in terms], np.int64)
+                    known[text] = (terms, numbers)
+            hits = [known[text] for text in texts]
+        return [h[0] for h in hits], [h[1] for h in hits]
 
 
-def analyze_many(texts: Sequence[str]) -> list[list[str]]:
-    """``analyze`` of each text, remembered across revisions (a new revision mostly holds
-    the facts of the last one, so only new texts are analysed). The lists are shared: do not
-    change them."""
-    cache = _analyzed
-    out = []
-    for text in texts:
-        terms = cache.get(text)
-        if terms is None:
-            if len(cache) >= _ANALYZED_CACHE:
-                cache.clear()
-            terms = cache[text] = analyze(text)
-        out.append(terms)
+# Joins texts for one pass of the analyser: a word of its own no text holds (else each
+# text is analysed alone); U+01C2 is a letter without case, outside every CJK range.
+_BATCH_SEPARATOR = "\u01c2\u01c2\u01c2"
+
+
+def _analyze_batch(texts: list[str]) -> list[list[str]]:
+    """``analyze`` of each text, in one pass over all of them (lowercasing, word splitting,
+    stopwords and stemming each called once): the same terms, a fraction of the calls."""
+    if len(texts) < 2 or any(_BATCH_SEPARATOR[0] in text for text in texts):
+        return [analyze(text) for text in texts]
+    text = f" {_BATCH_SEPARATOR} ".join(texts).lower()
+    if not text.isascii():
+        text = _CJK_RUN_RE.sub(_cjk_bigrams, text)
+    words = [w for w in _WORD_RE.findall(text) if w not in STOPWORDS]
+    stems = _stemmer().stemWords(words) if words else []
+    out: list[list[str]] = []
+    start = 0
+    for i, word in enumerate(words):
+        if word == _BATCH_SEPARATOR:
+            out.append(stems[start:i])
+            start = i + 1
+    out.append(stems[start:])
     return out
+
+
+_lexicon = Lexicon()
+
+
+def lexicon() -> Lexicon:
+    """The shared lexicon (a fresh one once the last remembers ``Lexicon.LIMIT`` texts)."""
+    global _lexicon
+    if len(_lexicon.texts) >= Lexicon.LIMIT:
+        _lexicon = Lexicon()
+    return _lexicon
 
 
 def vocabulary(texts: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -223,11 +266,13 @@ def _signature(raw: list[Any]) -> tuple:
     blank or non-string content), and values are stringified only if unhashable.
     """
     try:
-        key = tuple(map(_SIGNATURE_FIELDS, raw))
-        hash(key)
-        return key
+        return tuple(map(_SIGNATURE_FIELDS, raw))
     except (KeyError, TypeError, IndexError):
-        pass
+        return _careful_signature(raw)
+
+
+def _careful_signature(raw: list[Any]) -> tuple:
+    """``_signature`` for any list: hashable, None for a fact that cannot be injected."""
     key = tuple(
         [
             (c, f.get("category"), f.get("confidence"), f.get("createdAt"))
@@ -249,6 +294,30 @@ def _usable(fact: Any) -> bool:
 
 
 @dataclass
+class _Days:
+    """The dated facts grouped by day, for per-day maxima with ``np.maximum.reduceat``."""
+
+    perm: np.ndarray  # positions, grouped by day (undated ones in a group of their own)
+    starts: np.ndarray  # where each group starts in ``perm``
+    group: np.ndarray  # each fact's group number
+    dated: np.ndarray  # whether a fact has a day
+    same_as_previous: np.ndarray  # fact i + 1 is dated and of fact i's day (length n - 1)
+
+    @classmethod
+    def of(cls, day: np.ndarray) -> _Days | None:
+        dated = day >= 0
+        if not dated.any():
+            return None
+        perm = np.argsort(day, kind="stable")
+        sorted_days = day[perm]
+        starts = np.flatnonzero(np.r_[True, sorted_days[1:] != sorted_days[:-1]])
+        group = np.empty(len(day), dtype=np.int64)
+        group[perm] = np.cumsum(np.r_[False, sorted_days[1:] != sorted_days[:-1]])
+        same = (day[1:] == day[:-1]) & dated[1:]
+        return cls(perm, starts, group, dated, same)
+
+
+@dataclass
 class FactIndex:
     """Everything about one memory revision that a turn should not recompute."""
 
@@ -263,6 +332,8 @@ class FactIndex:
     bm25: BM25 | None
     window_bm25: BM25 | None  # each fact with its same-day store-order neighbours (CONTEXT_WINDOW)
     terms: list[list[str]] = field(default_factory=list)  # each fact's analysed words
+    days: _Days | None = None  # the facts grouped by day (None when none is dated)
+    prior: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the score's priors
     line_cache: dict[int, tuple[str, str | None, str, int]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)  # per-revision values of other modules
     dense: dict[str, np.ndarray] = field(default_factory=dict)
@@ -305,21 +376,28 @@ def _build(raw: list[Any]) -> FactIndex:
     # Stable sort on -confidence: DeerFlow's sorted(..., reverse=True) keeps store order on ties.
     confidence_order = np.argsort(-confidence, kind="stable")
     contents = [f["content"] for f in facts]
-    terms = analyze_many(contents)
-    bm25, window_bm25 = BM25.with_windows(terms, day, CONTEXT_WINDOW)
+    words = lexicon()
+    terms, numbers = words.analyze_many(contents)
+    bm25, window_bm25 = BM25.with_windows(words.ids, numbers, day, CONTEXT_WINDOW)
     ordinal = fact_ordinals(dates)
+    specificity = bm25.specificity() if bm25 is not None else np.zeros(0)
+    prior = (
+        CONFIDENCE_WEIGHT * confidence + RECENCY_WEIGHT * recency + SPECIFICITY_WEIGHT * specificity
+    )
     return FactIndex(
         positions,
         contents,
         confidence,
         recency,
-        bm25.specificity() if bm25 is not None else np.zeros(0),
+        specificity,
         day,
         ordinal,
         confidence_order,
         bm25,
         window_bm25,
         terms,
+        _Days.of(day),
+        prior,
     )
 
 
@@ -338,11 +416,11 @@ class BM25:
     where a general-purpose library spends most of a second.
     """
 
-    __slots__ = ("vocab", "indptr", "docs", "weights", "n", "_pairs")
+    __slots__ = ("lexicon", "terms", "indptr", "docs", "weights", "n", "_pairs")
 
     def __init__(
         self,
-        vocab: dict[str, int],
+        lexicon: tuple[dict[str, int], np.ndarray],
         n: int,
         term: np.ndarray,
         doc: np.ndarray,
@@ -350,11 +428,12 @@ class BM25:
         lengths: np.ndarray,
     ) -> None:
         """``(term, doc, tf)`` triples, sorted by term then document, unique; ``lengths``
-        per document (at least 1)."""
-        self.vocab = vocab
+        per document (at least 1). ``lexicon``: the numbers of all terms (``Lexicon.ids``),
+        and, sorted, the numbers of the terms here (``term`` indexes the latter)."""
+        self.lexicon, self.terms = lexicon
         self.n = n
-        df = np.bincount(term, minlength=len(vocab))
-        self.indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        df = np.bincount(term, minlength=len(self.terms))
+        self.indptr = np.zeros(len(self.terms) + 1, dtype=np.int64)
         np.cumsum(df, out=self.indptr[1:])
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
         norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / lengths.mean())
@@ -364,24 +443,22 @@ class BM25:
 
     @classmethod
     def with_windows(
-        cls, documents: list[list[str]], day: np.ndarray, width: int
+        cls, ids: dict[str, int], documents: list[np.ndarray], day: np.ndarray, width: int
     ) -> tuple[BM25 | None, BM25 | None]:
-        """The index of ``documents``, and the index of their windows: each document with
-        its ``width`` neighbours on each side that share its ``day`` (>= 0; a document of
-        day -1 is its own window)."""
+        """The index of ``documents`` (each an array of term numbers from ``ids``), and the
+        index of their windows: each document with its ``width`` neighbours on each side
+        that share its ``day`` (>= 0; a document of day -1 is its own window)."""
         n = len(documents)
         if n == 0:
             return None, None
-        vocab: dict[str, int] = {}
-        ids = np.fromiter(
-            (vocab.setdefault(t, len(vocab)) for d in documents for t in d), dtype=np.int64
-        )
         raw = np.fromiter(map(len, documents), dtype=np.int64, count=n)
+        numbers, local = np.unique(np.concatenate(documents), return_inverse=True)
+        lexicon = (ids, numbers)
         owner = np.repeat(np.arange(n, dtype=np.int64), raw)
-        key, tf = np.unique(ids * n + owner, return_counts=True)
+        key, tf = np.unique(local.astype(np.int64) * n + owner, return_counts=True)
         term, doc = np.divmod(key, n)
         # A document with no indexable word still has length 1 (as a placeholder word would).
-        index = cls(vocab, n, term, doc, tf.astype(float), np.maximum(raw, 1).astype(float))
+        index = cls(lexicon, n, term, doc, tf.astype(float), np.maximum(raw, 1).astype(float))
         keys, counts, lengths = [key], [tf], raw.copy()
         for offset in (o for o in range(-width, width + 1) if o):
             # Document j's words also count for document i = j - offset, on the same day.
@@ -397,12 +474,19 @@ class BM25:
         merged, inverse = np.unique(np.concatenate(keys), return_inverse=True)
         window_tf = np.bincount(inverse, weights=np.concatenate(counts).astype(float))
         w_term, w_doc = np.divmod(merged, n)
-        windows = cls(vocab, n, w_term, w_doc, window_tf, np.maximum(lengths, 1).astype(float))
+        windows = cls(lexicon, n, w_term, w_doc, window_tf, np.maximum(lengths, 1).astype(float))
         return index, windows
 
     def ids(self, terms: Sequence[str]) -> list[int]:
-        vocab = self.vocab
-        return [vocab[t] for t in terms if t in vocab]
+        """The rows of ``terms`` here, leaving out those no document holds."""
+        out = []
+        for t in terms:
+            number = self.lexicon.get(t)
+            if number is not None:
+                row = int(np.searchsorted(self.terms, number))
+                if row < len(self.terms) and self.terms[row] == number:
+                    out.append(row)
+        return out
 
     def get_scores(self, terms: Sequence[str]) -> np.ndarray:
         """BM25 of the query ``terms`` (a repeated term counts again) for every document."""
@@ -415,10 +499,10 @@ class BM25:
 
     def containing(self, term: str) -> np.ndarray:
         """The documents holding ``term``."""
-        t = self.vocab.get(term)
-        if t is None:
+        rows = self.ids([term])
+        if not rows:
             return np.zeros(0, dtype=np.int64)
-        return self.docs[self.indptr[t] : self.indptr[t + 1]]
+        return self.docs[self.indptr[rows[0]] : self.indptr[rows[0] + 1]]
 
     def specificity(self) -> np.ndarray:
         """Each document's mean IDF (``log(N / df)`` over its words, repeats included),
@@ -480,7 +564,11 @@ def get_index(memory_data: dict[str, Any] | None) -> tuple[list[dict[str, Any]],
     if last is not None and last[0] is raw and last[1] == key:
         index = last[2]
     else:
-        digest = hash(key)
+        try:
+            digest = hash(key)
+        except TypeError:  # an unhashable value (a list for a confidence, say)
+            key = _careful_signature(raw)
+            digest = hash(key)
         with _cache_lock:
             hit = _cache.get(digest)
             index = hit[1] if hit is not None and hit[0] == key else None
@@ -522,11 +610,38 @@ class Scores:
     dense: np.ndarray | None
     relevance: np.ndarray
     total: np.ndarray
-    order: np.ndarray
     # Facts whose own words match the turn (its words or feedback terms): what a search
     # lists; a match in a fact's window alone does not count.
     matched: np.ndarray
     date_match: np.ndarray | None = None  # when the message names a date (see ``dates``)
+    _order: np.ndarray | None = None
+
+    @property
+    def order(self) -> np.ndarray:
+        """Every fact, best first (ties in store order)."""
+        if self._order is None:
+            self._order = np.argsort(-self.total, kind="stable")
+        return self._order
+
+    def ranked(self, first: int = 256) -> Iterator[int]:
+        """``order``, lazily: the best ``first`` (and any tied with the last of them) are
+        sorted alone, the rest only if the caller reads past them (a block seldom does)."""
+        if self._order is not None or len(self.total) <= first:
+            yield from self.order.tolist()
+            return
+        top = top_stable(self.total, first)
+        yield from top.tolist()
+        yield from self.order[len(top) :].tolist()
+
+
+def top_stable(values: np.ndarray, k: int) -> np.ndarray:
+    """The first entries of ``np.argsort(-values, kind="stable")``: the ``k`` largest
+    values and every value tied with the ``k``-th, in that order, without sorting all."""
+    if len(values) <= k:
+        return np.argsort(-values, kind="stable")
+    threshold = np.partition(values, len(values) - k)[len(values) - k]
+    top = np.flatnonzero(values >= threshold)
+    return top[np.argsort(-values[top], kind="stable")]
 
 
 def _bm25(index: FactIndex, terms: list[str], bm25: BM25 | None = None) -> np.ndarray:
@@ -552,7 +667,7 @@ def _lexical(
     if top <= 0:  # no fact matches, so no window does either
         return scores, scores > 0
     feedback: dict[str, float] = {}
-    for i in np.argsort(-scores, kind="stable")[:PRF_DOCS]:
+    for i in top_stable(scores, PRF_DOCS)[:PRF_DOCS]:
         if scores[i] <= 0:
             break
         for term in set(index.terms[i]) - query_terms:
@@ -676,7 +791,7 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
         zeros = np.zeros(n)
         unmatched = np.zeros(n, dtype=bool)
         return Scores(
-            zeros, None, zeros, index.confidence.copy(), index.confidence_order, unmatched
+            zeros, None, zeros, index.confidence.copy(), unmatched, None, index.confidence_order
         )
     known, named = _known_entities(index, parts[0][0])
     lexical, matched = _lexical(index, parts, named)
@@ -690,28 +805,20 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
                 _said.add((embedder.model_id, str(exc)))
                 log.warning("ranking by words only, %s is unavailable: %s", embedder.model_id, exc)
     relevance = lexical if dense is None else (1 - DENSE_SHARE) * lexical + DENSE_SHARE * dense
-    dated = index.day >= 0
-    if dated.any():
+    if index.days is not None:
         base = relevance
-        best = np.zeros(int(index.day.max(initial=-1)) + 1)
-        np.maximum.at(best, index.day[dated], base[dated])
-        relevance = base + DAY_CLUSTER_WEIGHT * np.where(dated, best[index.day], 0.0)
+        # Each fact's day's best (facts grouped by day once per revision, see ``_Days``).
+        days = index.days
+        best = np.maximum.reduceat(base[days.perm], days.starts)
+        relevance = base + DAY_CLUSTER_WEIGHT * np.where(days.dated, best[days.group], 0.0)
         # Store-order neighbours of the same day.
-        same = (index.day[1:] == index.day[:-1]) & dated[1:]
         neighbour = np.zeros(n)
-        neighbour[1:] = np.where(same, base[:-1], 0.0)
-        neighbour[:-1] = np.maximum(neighbour[:-1], np.where(same, base[1:], 0.0))
+        neighbour[1:] = np.where(days.same_as_previous, base[:-1], 0.0)
+        neighbour[:-1] = np.maximum(neighbour[:-1], np.where(days.same_as_previous, base[1:], 0.0))
         relevance = relevance + NEIGHBOUR_WEIGHT * neighbour
         relevance = relevance / max(float(relevance.max()), 1e-12)
     spans = mentioned_dates(parts[0][0])
     on_date = date_match(index.ordinal, spans) if spans else None
     if on_date is not None:
         relevance = relevance + DATE_WEIGHT * on_date
-    total = (
-        relevance
-        + CONFIDENCE_WEIGHT * index.confidence
-        + RECENCY_WEIGHT * index.recency
-        + SPECIFICITY_WEIGHT * index.specificity
-    )
-    order = np.argsort(-total, kind="stable")
-    return Scores(lexical, dense, relevance, total, order, matched, on_date)
+    return Scores(lexical, dense, relevance, relevance + index.prior, matched, on_date)
