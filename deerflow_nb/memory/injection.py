@@ -62,7 +62,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
-from itertools import chain, islice
+from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..tokens import count_tokens, truncate_to_tokens
@@ -87,7 +87,9 @@ HISTORY_FIELDS = (
 )
 # A fact line never costs less than this ("- y\n"): below it, stop looking.
 _MIN_LINE_TOKENS = 3
-# The block's grouping and year legend are chosen from this many best candidates.
+# The block's grouping and year legend are chosen from the best candidates whose lines
+# would fill the budget, at least _HEAD_MIN and at most _HEAD_CANDIDATES of them.
+_HEAD_MIN = 8
 _HEAD_CANDIDATES = 40
 # A search naming a date also lists facts learned within about five days of it.
 _SEARCH_DATE_MATCH = 0.5
@@ -354,7 +356,14 @@ def _pack(
     # The block with an empty Facts section; each line then adds its own cost.
     used = count_tokens(_render(sections, ["\0"]).replace("\0\n", ""))  # "Facts:\n</memory>"
     order = iter(order)
-    head = [int(i) for i in islice(order, _HEAD_CANDIDATES)]
+    # The best candidates, about as many as the block can hold: what the plan is for.
+    head: list[int] = []
+    room = max_tokens - used
+    for i in order:
+        head.append(int(i))
+        room -= _line(index, facts, int(i))[3]
+        if len(head) >= _HEAD_CANDIDATES or (room <= 0 and len(head) >= _HEAD_MIN):
+            break
     plan = _plan(index, facts, head)
     year_legend_cost = _cost(YEAR_LEGEND.format(year=plan.year)) if plan.year else 0
     accepted: list[tuple[int, int]] = []  # (try number, position): sorted back to rank order
