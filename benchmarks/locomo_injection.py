@@ -38,6 +38,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -438,8 +439,8 @@ def speed_section(data_dir: Path) -> str:
     for r in range(REVISIONS):
         fact = memory["facts"][r * 997 % SPEED_FACTS]
         memory["facts"][r * 997 % SPEED_FACTS] = {**fact, "content": f"{fact['content']} ({r})"}
-        revised.append(_timed_ms(lambda: format_memory_for_injection(memory, 2000, questions[r])))
-        revised_classic.append(_timed_ms(lambda: deerflow_classic(memory, 2000)))
+        revised.append(_timed_ms(partial(format_memory_for_injection, memory, 2000, questions[r])))
+        revised_classic.append(_timed_ms(partial(deerflow_classic, memory, 2000)))
     # A cold start: 10,000 texts never seen (a kernel's first turn), against bm25s
     # tokenising and indexing the same texts.
     cold: list[float] = []
@@ -451,9 +452,9 @@ def speed_section(data_dir: Path) -> str:
                 for i, f in enumerate(facts_of(memory))
             ]
         )
-        cold.append(_timed_ms(lambda: format_memory_for_injection(fresh, 2000, questions[r])))
+        cold.append(_timed_ms(partial(format_memory_for_injection, fresh, 2000, questions[r])))
         texts = [f["content"] for f in fresh["facts"]]
-        cold_bm25s.append(_timed_ms(lambda: _bm25s_build(texts)))
+        cold_bm25s.append(_timed_ms(partial(_bm25s_build, texts)))
     picks = questions[:: max(len(questions) // 50, 1)][:50]
     ms = _interleaved_ms(
         {

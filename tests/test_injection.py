@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -315,6 +317,54 @@ def test_grouped_block_is_exact_and_select_facts_follows_its_order(
         else:
             pairs.append((current, h))
     assert len(pairs) == len(set(pairs))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    facts=st.lists(
+        st.tuples(
+            st.sampled_from(["tea", "Rust", "[goal | 0.99] x", "- polars", "jazz & <b>", "03-01:"]),
+            st.one_of(
+                st.sampled_from([0.8, 0.85, 0.9, 0.95]),
+                st.floats(-1, 2),
+                st.just(math.nan),
+                st.none(),
+                st.just("0.7"),
+            ),
+            st.sampled_from(["context", "preference", "goal", "x<y>", ""]),
+            st.sampled_from(DATES),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    budget=st.integers(0, 600),
+    context=st.one_of(st.none(), st.sampled_from(["tea", "rust jazz", "polars on 3 March 2026"])),
+)
+def test_every_listed_fact_reads_back_with_its_confidence(
+    facts: list[tuple[str, Any, str, str | None]], budget: int, context: str | None
+) -> None:
+    """Whatever the confidences (round values, any float, junk), each fact in the block
+    reads back with its own category and confidence, its date, and its text."""
+    data = memory(
+        [
+            fact(f"{text} {n}", conf, category, createdAt=date)
+            for n, (text, conf, category, date) in enumerate(facts)
+        ]
+    )
+    block = format_memory_for_injection(data, budget, context)
+    assert count_tokens(block) <= budget
+    chosen = select_facts(data, context, budget)
+    parsed = parse_facts(block) if chosen else []
+    assert len(parsed) == len(chosen)
+    for (tag, date, text), f in zip(parsed, chosen, strict=True):
+        category, confidence = tag.split(" | ")
+        assert category == (re.sub(r"[^\w-]+", "", f["category"] or "") or "context")
+        assert confidence == f"{ranking.coerce_confidence(f['confidence']):.2f}"
+        assert date == ((f["createdAt"] or "")[:10] or "Undated")
+        assert text == escape(f["content"])
+    # Read at 0.01 resolution: a 0.95 fact and a 0.8 one never read the same.
+    values = {float(tag.split(" | ")[1]) for tag, _, _ in parsed}
+    assert all(abs(a - b) >= 0.01 for a in values for b in values if a != b)
 
 
 def test_no_context_groups_dates_by_their_most_confident_fact() -> None:
