@@ -372,11 +372,18 @@ def _pack(
     pairs: set[tuple[str, str]] = set()
     year_legend = False
 
+    placed = index.meta.get(("placed", plan))
+    if placed is None:
+        placed = index.meta[("placed", plan)] = {}
+
     def fits(i: int) -> bool:
         """Add fact ``i`` if its line and the headers it brings fit."""
         nonlocal used, year_legend
-        tag, date, _, cost = _line(index, facts, i)
-        outer, inner, outer_cost, inner_cost, short_outer, short_inner = _group(plan, tag, date)
+        where = placed.get(i)
+        if where is None:
+            tag, date, _, line_cost = _line(index, facts, i)
+            where = placed[i] = (*_group(plan, tag, date), line_cost)
+        outer, inner, outer_cost, inner_cost, short_outer, short_inner, cost = where
         yearless = False
         if outer not in outers:
             cost += outer_cost
