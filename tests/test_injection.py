@@ -131,6 +131,11 @@ def test_block_never_exceeds_the_budget(data: dict, budget: int, context: str | 
     chosen = select_facts(data, context, budget)
     if chosen:
         assert len(facts_section(block)) == len(chosen)
+        # The packer counts line by line: on any text, the lines add up to the block.
+        head, body = block.split("Facts:\n", 1)
+        lines = body.rsplit("\n</memory>", 1)[0].split("\n")
+        frame = count_tokens(head + "Facts:\n</memory>")
+        assert count_tokens(block) == frame + sum(count_tokens(line + "\n") for line in lines)
 
 
 def test_huge_summaries_are_shortened_not_the_budget_broken() -> None:

@@ -165,8 +165,11 @@ def fact_line(fact: dict[str, Any]) -> str:
 def _cost(line: str) -> int:
     """Tokens a line adds to the block, its line break included.
 
-    cl100k's pre-tokenizer always splits right after the line break that ends a line (it
-    can only join a break to what precedes it), so these costs add up exactly.
+    cl100k's pre-tokenizer joins a line break only to what precedes it (punctuation, or
+    whitespace before it) and starts a new piece after it unless whitespace follows; no
+    line here starts or ends with whitespace (``escape`` strips every Unicode space, and
+    headers are ours), so a block's count is its frame's plus the sum of these, exactly
+    (``tests/test_injection.py`` checks both on arbitrary text).
     """
     return count_tokens(line + "\n")
 
@@ -424,17 +427,11 @@ def _pack(
         accepted += [item for item in skipped if item not in left]
         skipped = left
     accepted = [i for _, i in sorted(accepted)]
-    # The final string is counted whole all the same (a safety net: it is never trimmed
-    # unless the pre-tokenizer splits differently than assumed).
+    # Lines add up exactly (see ``_cost``): the block costs ``used``, never more than the
+    # budget, with no recount of the whole string (a new block per turn would cost a few
+    # tenths of a millisecond to encode again).
     lines, listed = _layout(index, facts, accepted, plan)
-    text = _render(sections, lines)
-    while accepted and count_tokens(text) > max_tokens:
-        accepted.pop()
-        lines, listed = _layout(index, facts, accepted, plan)
-        text = _render(sections, lines)
-    if count_tokens(text) > max_tokens:
-        return "", []
-    return text, listed
+    return _render(sections, lines), listed
 
 
 def _compose(
