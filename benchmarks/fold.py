@@ -2,10 +2,12 @@
 
 A fold here is ``Memory.apply``: take the memory.json lock, re-read the file, apply one
 diff (three new facts, one removal, one section), write the file atomically with fsync,
-and journal the version snapshot and its events. The baseline, measured in the same run
-on the same file, is what DeerFlow does per save: ``json.load`` + ``json.dump(indent=2)``,
-with no lock and no fsync.
-Goal: under 20 ms at 1,000 facts.
+and journal the version snapshot and its events. Two baselines, measured in the same run
+on the same file: what DeerFlow does per save, ``json.load`` + ``json.dump(indent=2)``
+with no lock and no fsync; and the floor of any durable write, the same bytes written to a
+temp file, fsynced, renamed over the file and the folder fsynced (what every fold must pay
+on this disk, whatever its serializer).
+Goal: 5 ms at 1,000 facts.
 
     python benchmarks/fold.py
 """
@@ -13,6 +15,7 @@ Goal: under 20 ms at 1,000 facts.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -22,6 +25,7 @@ from deerflow_nb.config import load_settings
 from deerflow_nb.memory import Memory
 from deerflow_nb.memory.store import MemoryStore, empty_memory
 
+GOAL_MS = 5.0
 SIZES = (100, 1_000, 10_000)
 RUNS = {100: 40, 1_000: 40, 10_000: 10}
 TOPICS = ["polars", "pandas", "spark", "duckdb", "rust", "julia", "sql", "dbt", "airflow"]
@@ -87,6 +91,28 @@ def time_baseline(path: Path, runs: int) -> list[float]:
     return times
 
 
+def time_durable_write(path: Path, runs: int) -> list[float]:
+    """Write the file's bytes durably: temp file, fsync, rename, folder fsync."""
+    payload = path.read_bytes()
+    target = path.with_name("durable.json")
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -101,21 +127,28 @@ def main() -> None:
             mem.apply(diff_for(-1, mem.data["facts"][0]["id"]), source="warm-up")
             folds = time_folds(mem, RUNS[size])
             base = time_baseline(mem.path, RUNS[size])
+            durable = time_durable_write(mem.path, RUNS[size])
             kib = mem.path.stat().st_size / 1024
-            rows.append((size, kib, folds, base))
+            rows.append((size, kib, folds, base, durable))
             mem.close()
     print(
         f"{'facts':>7} {'file KiB':>9} {'fold p50':>9} {'fold p95':>9} "
-        f"{'json p50':>9} {'json p95':>9}  (ms; json = DeerFlow-style load + dump(indent=2))"
+        f"{'json p50':>9} {'json p95':>9} {'fsync p50':>10}  (ms; json = DeerFlow-style "
+        "load + dump(indent=2), no fsync; fsync = a durable write of the same bytes alone)"
     )
-    for size, kib, folds, base in rows:
+    for size, kib, folds, base, durable in rows:
         print(
             f"{size:>7,} {kib:>9.0f} {statistics.median(folds):>9.2f} {pct(folds, 0.95):>9.2f} "
-            f"{statistics.median(base):>9.2f} {pct(base, 0.95):>9.2f}"
+            f"{statistics.median(base):>9.2f} {pct(base, 0.95):>9.2f} "
+            f"{statistics.median(durable):>10.2f}"
         )
     at_1000 = statistics.median(rows[1][2])
-    verdict = "meets" if at_1000 < 20 else "misses"
-    print(f"goal: fold under 20 ms at 1,000 facts -> p50 {at_1000:.1f} ms ({verdict} it)")
+    floor = statistics.median(rows[1][4])
+    verdict = "meets" if at_1000 <= GOAL_MS else "misses"
+    print(
+        f"goal: fold at most {GOAL_MS:g} ms at 1,000 facts -> p50 {at_1000:.1f} ms ({verdict} it; "
+        f"{at_1000 - floor:.1f} ms of it beyond the durable write's {floor:.1f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Each row is one configuration of the same offline-model turn (one model call, no
 in a fresh home: memory off, then memory on with 100 and with 10,000 facts in
 memory.json. "Overhead" is the turn's wall time minus its model call; the columns split
 it by middleware (journal writes, memory injection, memory enqueue, the summarization
-check). "Added" is the overhead beyond the memory-off turn; the goal is under 5 ms at
+check). "Added" is the overhead beyond the memory-off turn; the goal is at most 2 ms at
 10,000 facts. The memory queue's debounce is set far out so no fold runs during timing.
 """
 
@@ -31,7 +31,7 @@ from deerflow_nb.journal import now_iso  # noqa: E402
 from deerflow_nb.memory import Memory  # noqa: E402
 from deerflow_nb.memory.store import MemoryStore, empty_memory  # noqa: E402
 
-GOAL_MS = 5.0
+GOAL_MS = 2.0
 CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal")
 _TOPIC_TEXT = """
     polars pandas duckdb spark sql parquet arrow numpy scipy sklearn xgboost pytorch jax
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{label:<14}{r['overhead']:9.2f}{r['p90']:8.2f}{parts}{r['facts_injected']:9d}{added}"
         )
     added = results["10,000 facts"]["overhead"] - base
-    verdict = "meets" if added < GOAL_MS else "misses"
+    verdict = "meets" if added <= GOAL_MS else "misses"
     print(f"\nAdded at 10,000 facts: {added:.2f} ms ({verdict} the {GOAL_MS:g} ms goal)")
     return 0
 

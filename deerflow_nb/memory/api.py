@@ -45,6 +45,7 @@ from .store import (
     MemoryStore,
     check_schema,
     empty_memory,
+    encodable_document,
     loads_document,
 )
 from .updater import (
@@ -684,7 +685,7 @@ class Memory:
             # disk or a read-only folder fails here, with nothing to roll forward later.
             tmp = None
             if changed:
-                result.data = encodable_deep(result.data)
+                result.data = encodable_document(result.data)
                 tmp = self.store.prepare(result.data)
             try:
                 if changed or finish:

@@ -31,6 +31,8 @@ _PATTERNS = [
 ]
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE)
 
+_FOUR_DIGITS = re.compile(r"\d{4}")
+
 Span = tuple[int, int]  # first and last day, as proleptic Gregorian ordinals
 
 
@@ -40,6 +42,8 @@ def _month_number(name: str) -> int:
 
 def mentioned_dates(text: str) -> list[Span]:
     """The days (or whole months) ``text`` names, as ordinal spans; [] when none."""
+    if not _FOUR_DIGITS.search(text):  # every form names a year: most messages name none
+        return []
     spans: list[Span] = []
     taken: list[tuple[int, int]] = []
     for pattern in _PATTERNS:
@@ -67,13 +71,15 @@ def mentioned_dates(text: str) -> list[Span]:
 
 def fact_ordinals(dates: list[str]) -> np.ndarray:
     """Each ``YYYY-MM-DD…`` as a day ordinal; NaN where the date is missing or unreadable."""
-    out = np.full(len(dates), np.nan)
-    for i, text in enumerate(dates):
-        try:
-            out[i] = date.fromisoformat(text[:10]).toordinal()
-        except ValueError:
-            continue
-    return out
+    seen: dict[str, float] = {}  # a memory holds far fewer days than facts
+    for text in dates:
+        day = text[:10]
+        if day not in seen:
+            try:
+                seen[day] = date.fromisoformat(day).toordinal()
+            except ValueError:
+                seen[day] = np.nan
+    return np.fromiter((seen[text[:10]] for text in dates), dtype=float, count=len(dates))
 
 
 def date_match(ordinals: np.ndarray, spans: list[Span]) -> np.ndarray:

@@ -14,39 +14,45 @@ Layout (DeerFlow's order and labels; empty sections are left out)::
     - Background: …
 
     Facts:
-    Untagged facts are [context | 0.90].
     Dates without a year are in 2026.
+    [preference | 0.95]
     03-01:
-    - [preference | 0.92] Prefers polars over pandas
+    - Prefers polars over pandas
+    [context | 0.90]
+    03-01:
     - Works on churn prediction for a telecom
     2025-11-20:
     - Moved to Lisbon
     Undated:
-    - [goal | 0.80] Wants to learn Rust
+    - Wants to learn Rust
     </memory>
 
-Every fact shows its category, confidence and date, as in ``- [preference | 0.92 |
-2026-03-01] …``, but the shared parts are said once: facts are grouped under the date they
-were learned, and the memory's commonest ``[category | confidence]`` and the commonest
-year of the block's best candidates are each stated once (the legend lines) and left off
-the lines and date headers that have them, when that saves more tokens than it costs.
-Per-line metadata would otherwise cost ~16 tokens a fact, most of a short fact's own cost
-(~19 tokens on LOCOMO), and a full date header costs 7 tokens where ``03-01:`` costs 4. A
-fact whose text starts with ``[`` always carries its tag, so no text can pass for a tag.
+Every fact shows its category, confidence and date, but each is said once for the facts
+that share it: facts are grouped under a ``[category | confidence]`` header, and within it
+under the date they were learned; the commonest year of the block's best candidates is
+stated once (the year legend) and left off the date headers in it, when that saves more
+tokens than it costs. A tag on every line would cost ~8 tokens a fact, most of a short
+fact's own cost (~19 tokens on LOCOMO), and a memory holds only a few distinct tags (an
+extraction model writes round confidences: 0.8, 0.85, 0.9, 0.95); a full date header costs
+7 tokens where ``03-01:`` costs 4. Only header lines start with ``[`` or end with ``:``
+without starting with ``- ``; a fact whose text starts like a tag or a list item (``[``,
+``- [goal | 0.99]``) carries its own tag on its line too, ``- [context | 0.90] [goal |
+0.99] …``, so no text can pass for a tag.
 
 The whole string, tags included, never exceeds ``max_tokens`` counted with ``cl100k_base``.
 Summaries come first, as in DeerFlow; if they alone would not fit they are shortened, never
 the budget broken. Facts then fill what is left in rank order (see ``ranking``), each
-costing its line plus, for the first fact of a date, the first untagged fact or the first
-date in the legend's year, the date header or that legend; a fact that does not fit is
-skipped and the next one tried. The year legend is the commonest year among the dates of
-the best candidates, so a block about last year's facts shortens those. The
-listing groups the chosen facts by date, dates in the order of their best-ranked fact,
-facts within a date in rank order (without context: confidence order, so the most
-confident fact comes first); ``select_facts`` returns them in that listing order. Every
-text from memory is escaped (``&``, ``<``, ``>`` and their look-alikes such as ``＜`` and
-``‹`` become entities; line breaks become spaces; control, bidi and zero-width characters
-are removed), so no fact or summary can close or forge a tag or add a line of its own.
+costing its line plus, for the first fact of a tag, the tag header, for the first of a date
+within its tag, the date header, and for the first date header in the legend's year, the
+legend; a fact that does not fit is skipped and the next one tried. The year legend is the
+commonest year among the date headers of the best candidates, so a block about last year's
+facts shortens those. The listing groups the chosen facts by tag, tags in the order of their
+best-ranked fact, then by date in the same way, facts within a date in rank order (without
+context: confidence order, so the most confident tag comes first); ``select_facts`` returns
+them in that listing order. Every text from memory is escaped (``&``, ``<``, ``>`` and their
+look-alikes such as ``＜`` and ``‹`` become entities; line breaks become spaces; control,
+bidi and zero-width characters are removed), so no fact or summary can close or forge a tag
+or add a line of its own.
 """
 
 from __future__ import annotations
@@ -56,8 +62,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
-from itertools import chain, islice
-from typing import TYPE_CHECKING, Any
+from itertools import chain
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..tokens import count_tokens, truncate_to_tokens
 from ..untrusted import clean_text
@@ -81,14 +87,15 @@ HISTORY_FIELDS = (
 )
 # A fact line never costs less than this ("- y\n"): below it, stop looking.
 _MIN_LINE_TOKENS = 3
-# The block's year legend is chosen from the dates of this many best candidates.
-_YEAR_CANDIDATES = 40
+# The block's grouping and year legend are chosen from the best candidates whose lines
+# would fill the budget, at least _HEAD_MIN and at most _HEAD_CANDIDATES of them.
+_HEAD_MIN = 8
+_HEAD_CANDIDATES = 40
 # A search naming a date also lists facts learned within about five days of it.
 _SEARCH_DATE_MATCH = 0.5
 # After this many facts in a row that do not fit, the rest will not either (in practice).
 _MAX_MISSES = 64
 UNDATED_HEADER = "Undated:"
-LEGEND = "Untagged facts are [{tag}]."
 YEAR_LEGEND = "Dates without a year are in {year}."
 _SPACE_RE = re.compile(r"\s+")
 _CATEGORY_RE = re.compile(r"[^\w-]+")
@@ -137,24 +144,32 @@ def _in_year(date: str | None, year: str | None) -> bool:
     return bool(date and year and date[:4] == year)
 
 
-def fact_line(fact: dict[str, Any], default_tag: str | None = None) -> str:
-    """``- [category | confidence] content``, or ``- content`` when the tag is ``default_tag``.
+def tag_header(tag: str) -> str:
+    """``[category | confidence]``: the line that heads a tag's facts."""
+    return f"[{tag}]"
 
-    The date is not on the line: it heads the line's group. A text that starts like a tag or
-    a list item (``[``, ``- [goal | 0.99]``) keeps its tag, so it cannot pass for one.
+
+def fact_line(fact: dict[str, Any]) -> str:
+    """``- content``: the tag and the date head the line's group.
+
+    A text that starts like a tag or a list item (``[``, ``- [goal | 0.99]``) carries its
+    own tag too, ``- [category | confidence] content``, so it cannot pass for one.
     """
-    tag, text = fact_tag(fact), escape(fact["content"])
-    if tag == default_tag and not text.startswith(_TAG_LIKE_STARTS):
-        return f"- {text}"
-    return f"- [{tag}] {text}"
+    text = escape(fact["content"])
+    if text.startswith(_TAG_LIKE_STARTS):
+        return f"- [{fact_tag(fact)}] {text}"
+    return f"- {text}"
 
 
 @lru_cache(maxsize=4096)
 def _cost(line: str) -> int:
     """Tokens a line adds to the block, its line break included.
 
-    cl100k's pre-tokenizer always splits right after the line break that ends a line (it
-    can only join a break to what precedes it), so these costs add up exactly.
+    cl100k's pre-tokenizer joins a line break only to what precedes it (punctuation, or
+    whitespace before it) and starts a new piece after it unless whitespace follows; no
+    line here starts or ends with whitespace (``escape`` strips every Unicode space, and
+    headers are ours), so a block's count is its frame's plus the sum of these, exactly
+    (``tests/test_injection.py`` checks both on arbitrary text).
     """
     return count_tokens(line + "\n")
 
@@ -237,22 +252,39 @@ def _fit_summaries(sections: list[Section], max_tokens: int) -> list[Section]:
     return current if count_tokens(_render(current, [])) <= max_tokens else []
 
 
-def _default_tag(index: FactIndex, facts: list[dict[str, Any]]) -> str | None:
-    """The revision's commonest ``category | confidence`` (first seen wins a tie), if stating
-    it once in the legend costs less than it saves by leaving it off the facts that have it."""
-    if "default_tag" not in index.meta:
-        tag, count = Counter(map(fact_tag, facts)).most_common(1)[0]
-        saved = _cost(f"- [{tag}] x") - _cost("- x")
-        worth = count * saved > _cost(LEGEND.format(tag=tag))
-        index.meta["default_tag"] = tag if worth else None
-    return index.meta["default_tag"]
+class _Plan(NamedTuple):
+    """How a block groups its facts: ``by_tag`` (tag headers, dates under them) or by date
+    (date headers, tags under them), and the year its legend states (or None)."""
+
+    by_tag: bool
+    year: str | None
 
 
-def _block_year(index: FactIndex, facts: list[dict[str, Any]], head: list[int]) -> str | None:
-    """The year the legend states for a block whose best candidates are ``head``: the
-    commonest among their distinct dates (the latest wins a tie), if leaving it off those
-    dates' headers saves more than the legend costs."""
-    years = Counter(date[:4] for date in {_line(index, facts, i)[0] for i in head} if date)
+def _plan(index: FactIndex, facts: list[dict[str, Any]], head: list[int]) -> _Plan:
+    """The grouping and year legend that cost the fewest header tokens for ``head``, the
+    block's best candidates: tags outside when they are fewer than their dates (a memory's
+    few round confidences over many days), dates outside otherwise.
+
+    For each grouping the year is the commonest among the date headers it would show (the
+    latest year wins a tie), stated when leaving it off those headers saves more than the
+    legend costs. A tie between groupings goes to tags outside."""
+    pairs = {_line(index, facts, i)[:2] for i in head}
+    best: tuple[int, int, _Plan] | None = None
+    for rank, by_tag in enumerate((True, False)):
+        dates = [d for _, d in pairs] if by_tag else list({d for _, d in pairs})
+        tags = {t for t, _ in pairs} if by_tag else [t for t, _ in pairs]
+        year = _legend_year(dates)
+        cost = sum(_cost(tag_header(t)) for t in tags)
+        cost += sum(_cost(date_header(d, year)) for d in dates)
+        cost += _cost(YEAR_LEGEND.format(year=year)) if year else 0
+        if best is None or (cost, rank) < best[:2]:
+            best = (cost, rank, _Plan(by_tag, year))
+    return best[2] if best is not None else _Plan(True, None)
+
+
+def _legend_year(dates: list[str | None]) -> str | None:
+    """The year worth a legend for these date headers (one entry per header), or None."""
+    years = Counter(date[:4] for date in dates if date)
     if not years:
         return None
     year, count = max(years.items(), key=lambda item: (item[1], item[0]))
@@ -260,39 +292,53 @@ def _block_year(index: FactIndex, facts: list[dict[str, Any]], head: list[int]) 
     return year if count * saved > _cost(YEAR_LEGEND.format(year=year)) else None
 
 
-def _line(index: FactIndex, facts: list[dict[str, Any]], i: int) -> tuple[str | None, str, int]:
-    """Fact ``i``'s date, line and line cost (cached for the revision)."""
+def _line(
+    index: FactIndex, facts: list[dict[str, Any]], i: int
+) -> tuple[str, str | None, str, int]:
+    """Fact ``i``'s tag, date, line and line cost (cached for the revision)."""
     cached = index.line_cache.get(i)
     if cached is None:
-        line = fact_line(facts[i], _default_tag(index, facts))
-        cached = index.line_cache[i] = (fact_date(facts[i]), line, _cost(line))
+        line = fact_line(facts[i])
+        cached = index.line_cache[i] = (fact_tag(facts[i]), fact_date(facts[i]), line, _cost(line))
     return cached
 
 
-def _layout(
-    index: FactIndex, facts: list[dict[str, Any]], accepted: list[int], year: str | None
-) -> tuple[list[str], list[int]]:
-    """The Facts lines (legend, date headers, fact lines) and the listed facts, in order.
+@lru_cache(maxsize=8192)
+def _group(plan: _Plan, tag: str, date: str | None) -> tuple[str, str, int, int, bool, bool]:
+    """The outer and inner header lines of a fact's group under ``plan``, their costs, and
+    whether each is a date that leaves its year to the legend."""
+    if plan.by_tag:
+        outer, inner = tag_header(tag), date_header(date, plan.year)
+        return outer, inner, _cost(outer), _cost(inner), False, _in_year(date, plan.year)
+    outer, inner = date_header(date, plan.year), tag_header(tag)
+    return outer, inner, _cost(outer), _cost(inner), _in_year(date, plan.year), False
 
-    ``accepted`` is in rank order; dates come in the order of their best-ranked fact.
+
+def _layout(
+    index: FactIndex, facts: list[dict[str, Any]], accepted: list[int], plan: _Plan
+) -> tuple[list[str], list[int]]:
+    """The Facts lines (year legend, outer headers, inner headers, fact lines) and the
+    listed facts, in order.
+
+    ``accepted`` is in rank order; outer groups come in the order of their best-ranked
+    fact, and so do the inner groups within each.
     """
-    groups: dict[str | None, list[int]] = {}
+    groups: dict[str, dict[str, list[int]]] = {}
+    yearless = False
     for i in accepted:
-        groups.setdefault(_line(index, facts, i)[0], []).append(i)
+        outer, inner, _, _, short_outer, short_inner = _group(plan, *_line(index, facts, i)[:2])
+        groups.setdefault(outer, {}).setdefault(inner, []).append(i)
+        yearless = yearless or short_outer or short_inner
     lines: list[str] = []
     listed: list[int] = []
-    untagged = yearless = False
-    for date, members in groups.items():
-        yearless = yearless or _in_year(date, year)
-        lines.append(date_header(date, year))
-        for i in members:
-            line = _line(index, facts, i)[1]
-            untagged = untagged or not line.startswith("- [")
-            lines.append(line)
-            listed.append(i)
-    legends = [LEGEND.format(tag=_default_tag(index, facts))] if untagged else []
-    if yearless:
-        legends.append(YEAR_LEGEND.format(year=year))
+    cache = index.line_cache
+    for outer, inners in groups.items():
+        lines.append(outer)
+        for inner, members in inners.items():
+            lines.append(inner)
+            lines += [cache[i][2] for i in members]
+            listed += members
+    legends = [YEAR_LEGEND.format(year=plan.year)] if yearless else []
     return legends + lines, listed
 
 
@@ -305,55 +351,87 @@ def _pack(
 ) -> tuple[str, list[int]]:
     """The block holding the facts that fit, tried in ``order``, and the listed positions.
 
-    A fact costs its line, plus the date header if it is the first of its date, plus a
-    legend if it is the first untagged fact or the first fact of a date in the legend's
-    year: the exact marginal cost of adding it.
+    A fact costs its line, plus its outer header if it is the first of its outer group,
+    plus its inner header if it is the first of its group within that, plus the year legend
+    if that date header is the first to leave its year to the legend: the exact marginal
+    cost of adding it.
     """
     # The block with an empty Facts section; each line then adds its own cost.
     used = count_tokens(_render(sections, ["\0"]).replace("\0\n", ""))  # "Facts:\n</memory>"
-    default = _default_tag(index, facts)
-    legend_cost = _cost(LEGEND.format(tag=default)) if default else 0
     order = iter(order)
-    head = [int(i) for i in islice(order, _YEAR_CANDIDATES)]
-    year = _block_year(index, facts, head)
-    year_legend_cost = _cost(YEAR_LEGEND.format(year=year)) if year else 0
-    accepted: list[int] = []
-    dates: set[str | None] = set()
-    legend = year_legend = False
+    # The best candidates, about as many as the block can hold: what the plan is for.
+    head: list[int] = []
+    room = max_tokens - used
+    for i in order:
+        head.append(int(i))
+        room -= _line(index, facts, int(i))[3]
+        if len(head) >= _HEAD_CANDIDATES or (room <= 0 and len(head) >= _HEAD_MIN):
+            break
+    plan = _plan(index, facts, head)
+    year_legend_cost = _cost(YEAR_LEGEND.format(year=plan.year)) if plan.year else 0
+    accepted: list[tuple[int, int]] = []  # (try number, position): sorted back to rank order
+    skipped: list[tuple[int, int]] = []
+    outers: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    year_legend = False
+
+    placed = index.meta.get(("placed", plan))
+    if placed is None:
+        placed = index.meta[("placed", plan)] = {}
+
+    def fits(i: int) -> bool:
+        """Add fact ``i`` if its line and the headers it brings fit."""
+        nonlocal used, year_legend
+        where = placed.get(i)
+        if where is None:
+            tag, date, _, line_cost = _line(index, facts, i)
+            where = placed[i] = (*_group(plan, tag, date), line_cost)
+        outer, inner, outer_cost, inner_cost, short_outer, short_inner, cost = where
+        yearless = False
+        if outer not in outers:
+            cost += outer_cost
+            yearless = short_outer
+        if (outer, inner) not in pairs:
+            cost += inner_cost
+            yearless = yearless or short_inner
+        if yearless and not year_legend:
+            cost += year_legend_cost
+        if used + cost > max_tokens:
+            return False
+        outers.add(outer)
+        pairs.add((outer, inner))
+        year_legend = year_legend or yearless
+        used += cost
+        return True
+
     misses = 0
-    for i in chain(head, order):
+    tried: set[int] = set()
+    for n, i in enumerate(chain(head, order)):
         if max_tokens - used < _MIN_LINE_TOKENS or misses > _MAX_MISSES:
             break
         i = int(i)
-        date, line, cost = _line(index, facts, i)
-        yearless = False
-        if date not in dates:
-            yearless = _in_year(date, year)
-            cost += _cost(date_header(date, year))
-            cost += year_legend_cost if yearless and not year_legend else 0
-        tagged = line.startswith("- [")
-        if not (tagged or legend):
-            cost += legend_cost
-        if used + cost <= max_tokens:
-            accepted.append(i)
-            dates.add(date)
-            legend = legend or not tagged
-            year_legend = year_legend or yearless
-            used += cost
+        if i in tried:  # an order that names a fact twice
+            continue
+        tried.add(i)
+        if fits(i):
+            accepted.append((n, i))
             misses = 0
         else:
+            skipped.append((n, i))
             misses += 1
-    # The final string is counted whole all the same (a safety net: it is never trimmed
-    # unless the pre-tokenizer splits differently than assumed).
-    lines, listed = _layout(index, facts, accepted, year)
-    text = _render(sections, lines)
-    while accepted and count_tokens(text) > max_tokens:
-        accepted.pop()
-        lines, listed = _layout(index, facts, accepted, year)
-        text = _render(sections, lines)
-    if count_tokens(text) > max_tokens:
-        return "", []
-    return text, listed
+    # A skipped fact may fit now that later ones brought the headers it needed.
+    while skipped and max_tokens - used >= _MIN_LINE_TOKENS:
+        left = [item for item in skipped if not fits(item[1])]
+        if len(left) == len(skipped):
+            break
+        accepted += [item for item in skipped if item not in left]
+        skipped = left
+    accepted = [i for _, i in sorted(accepted)]
+    # Lines add up exactly (see ``_cost``): the block costs ``used``, never more than the
+    # budget, with no recount of the whole string (a new block per turn would cost a few
+    # tenths of a millisecond to encode again).
+    lines, listed = _layout(index, facts, accepted, plan)
+    return _render(sections, lines), listed
 
 
 def _compose(
@@ -369,7 +447,7 @@ def _compose(
     sections = _fit_summaries(_summaries(data), _summary_budget(max_tokens, facts))
     if not facts:
         return _render(sections, []), facts, [], index, scores
-    text, listed = _pack(index, facts, sections, scores.order, max_tokens)
+    text, listed = _pack(index, facts, sections, scores.ranked(), max_tokens)
     return text, facts, listed, index, scores
 
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 from filelock import FileLock
 
 from ..journal import now_iso, storage_error
@@ -31,6 +32,7 @@ from ..schema import (  # the constants live with the typed schema; kept importa
     USER_SECTIONS,
     memory_problem,
 )
+from ..scrub import encodable, encodable_deep
 
 __all__ = [
     "CATEGORIES",
@@ -90,6 +92,12 @@ def normalized(data: dict[str, Any]) -> dict[str, Any]:
 # allow_nan=False: a NaN or an infinity is not JSON, and memory.json must stay JSON.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 MAX_INT_DIGITS = 30  # longer integers are not a number memory uses (and can be very slow)
+# orjson reads integers of 20 digits or more as floats (past 64 bits), where memory.json
+# keeps them exact: such a file is read by the strict ``json`` path below.
+# (Every digit as 0, then a run of twenty 0s: a C-speed search, where a regex takes ms.)
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGITS = b"0" * 20
+_DUMP_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
 
 
 def _parse_float(text: str) -> float:
@@ -114,7 +122,18 @@ def loads_document(raw: bytes | str) -> Any:
     """JSON text parsed strictly: ``NaN``/``Infinity``, numbers too large for a float
     (``1e400``), integers of more than ``MAX_INT_DIGITS`` digits and nesting too deep for
     Python raise ValueError with one line saying which, instead of a traceback or an
-    infinity that the next write would save as invalid JSON."""
+    infinity that the next write would save as invalid JSON.
+
+    orjson reads the file (several times faster than ``json``); it refuses everything above
+    too, and whatever it refuses or might read differently (long integers, lone surrogate
+    escapes, a byte-order mark) is read again by ``json`` with the checks above, which
+    accepts what it always did and names the problem otherwise."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if _LONG_DIGITS not in data.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     try:
         return json.loads(
@@ -127,23 +146,44 @@ def loads_document(raw: bytes | str) -> Any:
         raise ValueError("it nests arrays or objects deeper than can be read") from None
 
 
+def dumps_document(data: dict[str, Any]) -> bytes:
+    """``data`` as indented UTF-8 JSON (``json.dump(indent=2, ensure_ascii=False)``'s
+    layout, as DeerFlow writes it), by orjson; ValueError for a NaN or an infinity, which
+    JSON cannot hold, and lone surrogates become U+FFFD.
+
+    orjson writes a NaN as ``null``: a document whose output holds ``null`` is checked by
+    ``json`` with ``allow_nan=False`` (memory documents seldom hold one). What orjson cannot
+    write (an integer past 64 bits) is written by ``json``, in the same layout."""
+    try:
+        payload = orjson.dumps(data, option=_DUMP_OPTIONS)
+    except TypeError as exc:
+        if "surrogates" in str(exc):
+            return dumps_document(encodable_deep(data))
+        return _dumps_slowly(data)
+    if b"null" in payload:
+        _ENCODE(data)  # raises ValueError for a NaN or an infinity
+    return payload + b"\n"
+
+
+def _dumps_slowly(data: dict[str, Any]) -> bytes:
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, indent=2)
+    return encodable(text).encode("utf-8") + b"\n"
+
+
 def render(data: dict[str, Any]) -> str:
-    """Indented JSON with one fact per line: readable, diffable, and written by the C encoder
-    (``indent=`` would fall back to the pure-Python one, several times slower on big stores)."""
-    items = list(data.items())
-    lines = ["{"]
-    for i, (key, value) in enumerate(items):
-        comma = "," if i < len(items) - 1 else ""
-        if isinstance(value, list) and value:
-            body = ",\n    ".join(map(_ENCODE, value))
-            lines.append(f"  {_ENCODE(key)}: [\n    {body}\n  ]{comma}")
-        elif isinstance(value, dict) and value:
-            inner = ",\n".join(f"    {_ENCODE(k)}: {_ENCODE(v)}" for k, v in value.items())
-            lines.append(f"  {_ENCODE(key)}: {{\n{inner}\n  }}{comma}")
-        else:
-            lines.append(f"  {_ENCODE(key)}: {_ENCODE(value)}{comma}")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    """memory.json's text for ``data`` (see ``dumps_document``)."""
+    return dumps_document(data).decode("utf-8")
+
+
+def encodable_document(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` itself when every string in it is valid UTF-8 (one orjson pass, the common
+    case), else a copy with lone surrogates as U+FFFD (``scrub.encodable_deep``)."""
+    try:
+        orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:
+        if "surrogates" in str(exc):
+            return encodable_deep(data)
+    return data
 
 
 class MemoryStore:
@@ -157,6 +197,10 @@ class MemoryStore:
         with _process_locks_guard:
             self._thread_lock = _process_locks.setdefault(key, threading.RLock())
         self._shared: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        # The last bytes read and found sound, or written by ``install``: a read of the
+        # same bytes skips the schema check (a fold re-reads the file the last one wrote).
+        self._checked: bytes | None = None
+        self._prepared: tuple[Path, bytes] | None = None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -198,6 +242,8 @@ class MemoryStore:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return empty_memory()
+        if raw == self._checked:  # bytes this store wrote or checked: not checked again
+            return loads_document(raw)
         try:
             data = loads_document(raw)
             problem = check_schema(data)
@@ -208,6 +254,7 @@ class MemoryStore:
         except ValueError as exc:
             problem = str(exc)
         if problem is None:
+            self._checked = raw
             return data
         raise MemoryFileError(self._corrupt_message(raw, problem))
 
@@ -243,7 +290,7 @@ class MemoryStore:
         This is where a full disk or a read-only folder shows: the one-line ``HomeError``,
         before anything is journaled. A NaN or infinity is a ValueError."""
         try:
-            payload = render(data).encode("utf-8")
+            payload = dumps_document(data)
         except ValueError as exc:
             raise ValueError(
                 f"memory cannot be saved: {exc} (NaN and infinity are not JSON); "
@@ -265,17 +312,21 @@ class MemoryStore:
             if isinstance(exc, OSError):
                 raise _io_error(target, exc) from None
             raise
+        self._prepared = (Path(tmp), payload)
         return Path(tmp)
 
     def install(self, tmp: Path) -> None:
         """Rename a prepared temp file over the target, durably."""
         target = self.target
+        prepared, self._prepared = self._prepared, None
         try:
             os.replace(tmp, target)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise _io_error(target, exc) from None
+        if prepared is not None and prepared[0] == Path(tmp):
+            self._checked = prepared[1]
         _fsync_dir(target.parent)
 
     def discard(self, tmp: Path) -> None:
