@@ -18,8 +18,8 @@ is first used.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import (

@@ -171,6 +171,10 @@ _TASK = re.compile(
     r"\b(?:for|in|on|throughout) (?:this|the current) (?:notebook|task|analysis|dataset|"
     r"data ?set|exercise|assignment|session|conversation|thread|report|file)\b"
 )
+_LEAD_IN = re.compile(
+    r"^(?:just\s+)?(?:(?:for|in|on|throughout)\s+(?:this|the next|the current)\s+[\w ]{1,30}?|"
+    r"this time|just now|for now|right now|today|this once)\s*,\s*"
+)
 _IMPERATIVE = re.compile(
     r"^(?:please\s+)?(?:use|show|round|format|give|keep|print|plot|write|sort|display|"
     r"answer|reply|limit|make|don't|do not|avoid|only)\s+\S"
@@ -223,8 +227,10 @@ def _read_statement(
     text: str, existing: dict[str, tuple[str, str]], facts: list[_Fact], removed: list[str]
 ) -> None:
     before = len(facts)
-    _read_one(text, existing, facts, removed)
     low = _clean(text).lower()
+    # "For this cell, I prefer 3 decimals": the statement is read without its lead-in.
+    lead = _LEAD_IN.match(low)
+    _read_one(_clean(text)[lead.end() :] if lead else text, existing, facts, removed)
     scope, durability = _scope_of(low)
     if len(facts) == before and durability == "one-time" and _IMPERATIVE.match(low):
         # "Use 3 decimals for this cell": an instruction, proposed so the gate can say why

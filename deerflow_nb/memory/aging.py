@@ -206,14 +206,16 @@ class KeepScore:
         )
 
 
-def keep_score(
-    fact: Mapping[str, Any], use: Mapping[str, Any] | None, now: datetime
-) -> KeepScore:
+def keep_score(fact: Mapping[str, Any], use: Mapping[str, Any] | None, now: datetime) -> KeepScore:
     """The blend: 0.65 confidence + 0.25 confirmation freshness + 0.10 use heat."""
     use = use or {}
     confidence = _unit(fact.get("confidence"))
     confirmed = _days(last_confirmed(fact, use), now)
-    fresh = 0.0 if confirmed is None else 0.5 ** (confirmed / (CONFIRM_HALF_LIFE_DAYS * age_factor(fact)))
+    fresh = (
+        0.0
+        if confirmed is None
+        else 0.5 ** (confirmed / (CONFIRM_HALF_LIFE_DAYS * age_factor(fact)))
+    )
     used = _days(parse_time(use.get("last_used")), now)
     uses = int(use.get("used") or 0)
     heat = 0.0
@@ -254,10 +256,18 @@ def eviction_order(
     if policy == "confidence":
         order = sorted(
             range(len(facts)),
-            key=lambda i: (_unit(facts[i].get("confidence")), str(facts[i].get("createdAt", "")), i),
+            key=lambda i: (
+                _unit(facts[i].get("confidence")),
+                str(facts[i].get("createdAt", "")),
+                i,
+            ),
         )
         return [
-            Eviction(i, _unit(facts[i].get("confidence")), keep_score(facts[i], None, moment).reason("confidence"))
+            Eviction(
+                i,
+                _unit(facts[i].get("confidence")),
+                keep_score(facts[i], None, moment).reason("confidence"),
+            )
             for i in order
         ]
     scores = [keep_score(f, usage.get(str(f.get("id"))), moment) for f in facts]
@@ -298,6 +308,8 @@ _MERGE_CATEGORY_GROUPS = {
     "goal": "goal",
 }
 
+_HEAD_RANK = {"preference": 4, "knowledge": 3, "behavior": 2, "context": 1}
+
 
 def consolidation_messages(data: Mapping[str, Any]) -> tuple[list[dict[str, str]], dict[str, str]]:
     """The consolidation prompt and the ``handle -> fact id`` map used in it."""
@@ -308,7 +320,9 @@ def consolidation_messages(data: Mapping[str, Any]) -> tuple[list[dict[str, str]
         handles[handle] = str(fact.get("id"))
         content = " ".join(str(fact.get("content", "")).split())
         confidence = _unit(fact.get("confidence"))
-        lines.append(f"- [{handle}] ({fact.get('category', 'context')}, {confidence:.2f}) {content}")
+        lines.append(
+            f"- [{handle}] ({fact.get('category', 'context')}, {confidence:.2f}) {content}"
+        )
     user = f"<{CONSOLIDATE_TAG}>\n" + "\n".join(lines) + f"\n</{CONSOLIDATE_TAG}>"
     return [
         {"role": "system", "content": CONSOLIDATE_PROMPT},
@@ -387,7 +401,8 @@ def offline_merges(facts: list[tuple[str, str, str, float]]) -> list[dict[str, A
     as near-duplicate detection reads them: "Uses polars" ⊂ "Prefers polars over pandas")
     links the two; linked facts of compatible categories (goals apart, corrections never)
     form one merge. Its text is the most confident, most specific fact's, followed by the
-    others that add words it lacks ("; switched team notebooks to polars")."""
+    others that add words it lacks ("; switched team notebooks to polars"); among equally
+    confident facts a preference leads, then knowledge, a habit, context."""
     sigs = [signature(c) for _, _, c, _ in facts]
     groups = [_MERGE_CATEGORY_GROUPS.get(cat) for _, cat, _, _ in facts]
     parent = list(range(len(facts)))
@@ -411,7 +426,9 @@ def offline_merges(facts: list[tuple[str, str, str, float]]) -> list[dict[str, A
     for members in clusters.values():
         if len(members) < 2:
             continue
-        head = max(members, key=lambda i: (facts[i][3], len(sigs[i]), -i))
+        head = max(
+            members, key=lambda i: (facts[i][3], _HEAD_RANK.get(facts[i][1], 0), len(sigs[i]), -i)
+        )
         words = set(sigs[head])
         parts = [facts[head][2].rstrip(" .")]
         for i in sorted(members):

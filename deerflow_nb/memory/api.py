@@ -884,11 +884,15 @@ class Memory:
             for i in change["diff"].get("factsToRemove", [])
         }
         fresh = [s for s in found if s["id"] not in waiting]
-        report = StaleReport(stale=found, already_pending=sorted(waiting & {s["id"] for s in found}))
+        report = StaleReport(
+            stale=found, already_pending=sorted(waiting & {s["id"] for s in found})
+        )
         if fresh:
             diff = {
                 "factsToRemove": [s["id"] for s in fresh],
-                "stale": [{"id": s["id"], "content": s["content"], "reason": s["reason"]} for s in fresh],
+                "stale": [
+                    {"id": s["id"], "content": s["content"], "reason": s["reason"]} for s in fresh
+                ],
             }
             with self.journal.transaction() as db:
                 report.pending_id = self._propose(db, "stale", diff)

@@ -82,8 +82,12 @@ def record_injected(
     stamp = when or now_iso()
     relevant = relevant_ids(facts, message)
     rows = [
-        (str(f.get("id")), stamp, stamp if str(f.get("id")) in relevant else None,
-         int(str(f.get("id")) in relevant))
+        (
+            str(f.get("id")),
+            stamp,
+            stamp if str(f.get("id")) in relevant else None,
+            int(str(f.get("id")) in relevant),
+        )
         for f in facts
     ]
     db.conn.executemany(_INJECTED, rows)
