@@ -59,15 +59,24 @@ ON CONFLICT(fact_id) DO NOTHING
 
 
 def relevant_ids(facts: Iterable[Mapping[str, Any]], message: str) -> set[str]:
-    """The facts that share a content word with ``message`` (signatures are cached, so this
-    is a set intersection per injected fact)."""
+    """The facts ``message`` is about: those sharing with it a *distinctive* content word,
+    one found in at most max(2, 10 %) of these facts ("polars", "Apollo12"; not
+    "migration" when every project fact says it). Signatures are cached, so this is a few
+    set operations per injected fact."""
     words = {w.lstrip("~") for w in signature(message or "")}
     if not words:
         return set()
+    facts = list(facts)
+    sigs = [{w.lstrip("~") for w in signature(str(f.get("content", "")))} & words for f in facts]
+    counts: dict[str, int] = {}
+    for shared in sigs:
+        for word in shared:
+            counts[word] = counts.get(word, 0) + 1
+    common = max(2, len(facts) // 10)
     return {
         str(f.get("id"))
-        for f in facts
-        if words & {w.lstrip("~") for w in signature(str(f.get("content", "")))}
+        for f, shared in zip(facts, sigs, strict=True)
+        if any(counts[w] <= common for w in shared)
     }
 
 
