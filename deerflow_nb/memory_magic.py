@@ -684,6 +684,7 @@ class MemoryCommands:
         )
 
     def handle_consolidate(self, args: ConsolidateArgs) -> views.ConsolidationView:
+        before = [v["id"] for v in self.memory.versions()]
         report = self.memory.consolidate()
         return views.ConsolidationView(
             tuple(report.merges),
@@ -692,6 +693,7 @@ class MemoryCommands:
             report.version,
             report.pending_id,
             tuple(self.memory.data.get("facts", [])) if report.pending_id else (),
+            before[-1] if before and report.version is not None else None,
         )
 
     def handle_reset(self, args: ResetArgs) -> views.Notice:

@@ -679,6 +679,7 @@ class ConsolidationView(View):
     version: int | None = None
     pending_id: int | None = None
     facts: tuple[Mapping[str, Any], ...] = ()  # to show the sources' text while pending
+    undo_version: int | None = None  # the version before the merge, for rollback
 
     def _note(self) -> str:
         if not self.merges:
@@ -689,9 +690,14 @@ class ConsolidationView(View):
                 f"(%memory approve {self.pending_id})."
             )
         else:
+            undo = (
+                f"%memory rollback {self.undo_version}"
+                if self.undo_version is not None
+                else "%memory rollback to the version before"
+            )
             note = (
-                f"Applied as version {self.version}; %memory rollback to the version before "
-                "undoes it, and %memory history ID shows each merged fact's lineage."
+                f"Applied as version {self.version}; {undo} undoes it, and %memory history ID "
+                "shows each merged fact's lineage."
             )
         if self.left_out:
             reasons = "; ".join(f"{x.get('item')}: {x.get('reason')}" for x in self.left_out[:3])

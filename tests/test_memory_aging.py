@@ -409,4 +409,5 @@ def test_memory_stale_and_consolidate_magics(shell: InteractiveShell, home: Path
     merged = shell.run_line_magic("memory", "consolidate")
     assert isinstance(merged, views.ConsolidationView) and merged.version is not None
     assert "Prefers polars over pandas; switched team notebooks to polars" in str(merged)
+    assert f"%memory rollback {merged.version - 1} undoes it" in str(merged)
     assert len(get_session(shell).memory.data["facts"]) == 4
