@@ -76,6 +76,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/turn_overhead.py
 	$(BIN)/python benchmarks/load_ext.py
 	-$(BIN)/python benchmarks/recall.py
+	$(BIN)/python benchmarks/aging.py
 
 # The inspector on the demo's memory (or on $DEERFLOW_NB_DEMO_HOME when set), like `make demo`.
 inspect: $(VENV)/.demo-installed

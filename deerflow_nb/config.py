@@ -79,6 +79,12 @@ class MemoryConfig:
     max_injection_tokens: int = 2000
     embeddings: str | None = None
     review: bool = False
+    # Issue 20: a fact neither confirmed nor used for this many days is proposed for removal
+    # (goals and current activities after a third of it); see memory/aging.py.
+    staleness_days: float = 180.0
+    # Over max_facts: "blend" (confidence, confirmation freshness, use; corrections kept
+    # last) or "confidence" (DeerFlow's: the least confident first).
+    eviction: Literal["blend", "confidence"] = "blend"
 
 
 @dataclass

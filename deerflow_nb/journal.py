@@ -272,6 +272,19 @@ def m012_recall_fts(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+@migration
+def m013_fact_usage(db: sqlite_utils.Database) -> None:
+    """Per-fact use and confirmation records (issue 20, ``memory/usage.py``): when each fact
+    was last injected, last used (injected into a turn about it, or found by a search) and
+    last re-confirmed by the user, with counts; upserted, so memory.json is never rewritten
+    for them. Staleness review and the eviction blend read them (``memory/aging.py``)."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS fact_usage (fact_id TEXT PRIMARY KEY, last_injected TEXT,"
+        " injected INTEGER NOT NULL DEFAULT 0, last_used TEXT, used INTEGER NOT NULL DEFAULT 0,"
+        " last_confirmed TEXT, confirmed INTEGER NOT NULL DEFAULT 0)"
+    )
+
+
 BUSY_SECONDS = 10.0  # a write lock held longer than this elsewhere is a one-line HomeError
 
 

@@ -181,6 +181,19 @@ class ImportArgs:
 
 
 @dataclass(frozen=True)
+class StaleArgs:
+    command: ClassVar[str] = "stale"
+    days: float | None = None
+    as_of: str | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class ConsolidateArgs:
+    command: ClassVar[str] = "consolidate"
+
+
+@dataclass(frozen=True)
 class ResetArgs:
     command: ClassVar[str] = "reset"
     yes: bool = False
@@ -190,7 +203,7 @@ Args = (
     PanelArgs | FactsArgs | SearchArgs | PreviewArgs | AddArgs | EditArgs | ForgetArgs
     | FlushArgs | StatusArgs | DoctorArgs | HistoryArgs | VersionsArgs | DiffArgs | RollbackArgs
     | ReviewArgs | PendingArgs | ApproveArgs | RejectArgs | ExportArgs | ImportArgs | ResetArgs
-    | RecallArgs
+    | RecallArgs | StaleArgs | ConsolidateArgs
 )  # fmt: skip
 
 
@@ -258,6 +271,28 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value >= 1 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of days of at least 1, got {text!r}")
+    return value
+
+
+def _moment(text: str) -> str:
+    from datetime import datetime
+
+    try:
+        datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a date like 2027-06-01 (or 2027-06-01T12:00), got {text!r}"
+        ) from None
+    return text.strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``%memory`` grammar: one sub-parser per subcommand, each tied to its Args class."""
     parser = _Parser(
@@ -321,6 +356,21 @@ def build_parser() -> argparse.ArgumentParser:
         p = add(name, cls, f"{verb} pending changes by id, or --all")
         p.add_argument("ids", nargs="*", type=_number, metavar="ID")
         p.add_argument("--all", action="store_true")
+    p = add(
+        "stale",
+        StaleArgs,
+        "list facts neither confirmed nor used for memory.staleness_days and propose their "
+        "removal for review (goals and current activities age 3x faster)",
+    )
+    p.add_argument("--days", type=_days, metavar="N", help="override memory.staleness_days")
+    p.add_argument("--as-of", type=_moment, metavar="DATE", help="judge as if it were DATE")
+    p.add_argument("--dry-run", action="store_true", help="list only, propose nothing")
+    add(
+        "consolidate",
+        ConsolidateArgs,
+        "ask the memory model to merge related facts (a pending change in review mode; "
+        "undo with rollback)",
+    )
     p = add("export", ExportArgs, "write memory.json to PATH (--force overwrites a file)")
     p.add_argument("path", metavar="PATH")
     p.add_argument("--force", action="store_true")
@@ -623,6 +673,28 @@ class MemoryCommands:
                 first if "cannot import" in first else f"cannot import: {first}"
             ) from None
         return views.Notice(f"Imported {views.count_of(count, 'fact')} from {path}")
+
+    def handle_stale(self, args: StaleArgs) -> views.StaleView:
+        days = args.days or self.memory.settings.memory.staleness_days
+        if args.dry_run:
+            return views.StaleView(tuple(self.memory.stale(args.as_of, days)), days)
+        report = self.memory.propose_stale(args.as_of, days)
+        return views.StaleView(
+            tuple(report.stale), days, report.pending_id, tuple(report.already_pending), True
+        )
+
+    def handle_consolidate(self, args: ConsolidateArgs) -> views.ConsolidationView:
+        before = [v["id"] for v in self.memory.versions()]
+        report = self.memory.consolidate()
+        return views.ConsolidationView(
+            tuple(report.merges),
+            tuple(report.merged),
+            tuple(report.left_out),
+            report.version,
+            report.pending_id,
+            tuple(self.memory.data.get("facts", [])) if report.pending_id else (),
+            before[-1] if before and report.version is not None else None,
+        )
 
     def handle_reset(self, args: ResetArgs) -> views.Notice:
         if not args.yes:

@@ -18,6 +18,7 @@ is first used.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -106,15 +107,75 @@ Confidence = Annotated[
 Flag = Annotated[bool, BeforeValidator(_flag), Field(strict=True)]
 
 
+# The scope gate (issue 20). A proposed fact may say whose it is and how long it holds:
+# ``scope`` "user" (true of the user beyond this conversation) or "task" (this notebook,
+# dataset or task only); ``durability`` "durable" or "one-time" (an instruction for this
+# cell, answer or session). Only durable, user-level facts are stored; a fact labelled
+# task or one-time is left out with its reason. A missing label (most models emit none,
+# and DeerFlow's classic diff has none) counts as user-level and durable: the gate fails
+# open on silence and closed on an explicit label. An unknown label counts as missing.
+# The labels travel in the diff only; memory.json never holds them.
+USER_SCOPE, TASK_SCOPE = "user", "task"
+DURABLE, ONE_TIME = "durable", "one-time"
+_SCOPES = {
+    "user": USER_SCOPE,
+    "user-level": USER_SCOPE,
+    "user_level": USER_SCOPE,
+    "global": USER_SCOPE,
+    "personal": USER_SCOPE,
+    "task": TASK_SCOPE,
+    "notebook": TASK_SCOPE,
+    "session": TASK_SCOPE,
+    "thread": TASK_SCOPE,
+    "conversation": TASK_SCOPE,
+    "project": TASK_SCOPE,
+    "local": TASK_SCOPE,
+}
+_DURABILITIES = {
+    "durable": DURABLE,
+    "persistent": DURABLE,
+    "long-term": DURABLE,
+    "long_term": DURABLE,
+    "stable": DURABLE,
+    "one-time": ONE_TIME,
+    "one_time": ONE_TIME,
+    "onetime": ONE_TIME,
+    "once": ONE_TIME,
+    "transient": ONE_TIME,
+    "ephemeral": ONE_TIME,
+    "temporary": ONE_TIME,
+}
+
+
+def _label(table: dict[str, str]) -> Callable[[Any], str | None]:
+    def read(value: Any) -> str | None:
+        if not isinstance(value, str):
+            return None
+        return table.get(value.strip().lower().replace(" ", "-"))
+
+    return read
+
+
 class FactProposal(BaseModel):
-    """One ``newFacts`` item. Extra keys a model adds are ignored; fields added here later
-    (issue 20's scope and durability, say) reach the updater through ``to_dict``."""
+    """One ``newFacts`` item. Extra keys a model adds are ignored; ``scope`` and
+    ``durability`` (the scope gate's labels, None when the model gave none) reach the
+    updater through ``to_dict``, which never writes them to memory.json."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True, defer_build=True)
 
     content: str = Field(min_length=1)
     category: Annotated[str, BeforeValidator(lambda v: "context" if v is None else v)] = "context"
     confidence: Confidence = 0.5
+    scope: Annotated[str | None, BeforeValidator(_label(_SCOPES))] = None
+    durability: Annotated[str | None, BeforeValidator(_label(_DURABILITIES))] = None
+
+    def gate_reason(self) -> str | None:
+        """Why the scope gate keeps this fact out of memory, or None when it may be stored."""
+        if self.durability == ONE_TIME:
+            return "a one-time instruction (durability: one-time): it stays in the conversation"
+        if self.scope == TASK_SCOPE:
+            return "about this notebook or task only (scope: task): it stays in the conversation"
+        return None
 
     @field_validator("content")
     @classmethod
@@ -130,7 +191,7 @@ class FactProposal(BaseModel):
         return value if value in CATEGORIES else "context"
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True)
+        return self.model_dump(by_alias=True, exclude_none=True)  # labels only when given
 
 
 class SectionUpdate(BaseModel):
@@ -219,9 +280,15 @@ class ExtractionDiff(BaseModel):
                     left.append(_left(where, "a fact must be an object", fact))
                     continue
                 try:
-                    diff.new_facts.append(FactProposal.model_validate(fact))
+                    proposal = FactProposal.model_validate(fact)
                 except ValidationError as exc:
                     left.append(_left(where, _reason(exc), fact.get("content", fact)))
+                    continue
+                gated = proposal.gate_reason()
+                if gated:
+                    left.append(_left(where, gated, proposal.content))
+                else:
+                    diff.new_facts.append(proposal)
         removals = raw.get("factsToRemove")
         if removals is not None and not isinstance(removals, list):
             left.append(_left("factsToRemove", "'factsToRemove' must be a list", removals))
@@ -418,6 +485,8 @@ class MemorySettings(_Section):
     max_injection_tokens: int = Field(2000, ge=1)
     embeddings: str | None = None
     review: bool = False
+    staleness_days: Annotated[float, Field(allow_inf_nan=False)] = Field(180.0, ge=1)
+    eviction: Literal["blend", "confidence"] = "blend"
 
 
 def _listify(value: Any) -> Any:

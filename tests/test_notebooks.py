@@ -285,6 +285,32 @@ def test_make_demo_runs_the_quickstart(home: Path, tmp_path: Path) -> None:
     assert "polars" in tagged(nb, "fresh-answer").lower()
 
 
+def test_memory_aging(home: Path, tmp_path: Path) -> None:
+    """Issue 20's promises: a one-time instruction left out, use recorded, a stale fact
+    proposed then removed on approval, a consolidation with its lineage and rollback, an
+    eviction with its reason."""
+    nb = execute("memory_aging", tmp_path)
+    gate = tagged(nb, "gate")
+    assert "added: ['Prefers polars over pandas', 'Uses polars']" in gate
+    assert "'Prefers 3 decimals': a one-time instruction" in gate
+    usage = tagged(nb, "usage")
+    assert "Prefers polars over pandas   injected 2  used 2  confirmed 1" in usage
+    stale = tagged(nb, "stale")
+    assert "fact_q3report" in stale and "fact_tabs" not in stale
+    assert "Proposed for removal as pending change #1" in stale
+    assert "still stored: True" in tagged(nb, "stale-approve")
+    assert "after approval: False" in tagged(nb, "stale-approve")
+    assert "Prefers polars over pandas; their team switched notebooks to polars" in tagged(
+        nb, "consolidate"
+    )
+    lineage = tagged(nb, "lineage")
+    assert lineage.count("remove ") == 3 and "merged:" in lineage
+    rollback = tagged(nb, "rollback")
+    assert "Facts (4)" in rollback and "Uses polars" in rollback
+    assert tagged(nb, "order").startswith("     blend: Prefers tabs over spaces <")
+    assert "Prefers tabs over spaces → lowest keep score" in tagged(nb, "eviction")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``test_notebook_runs`` gets the notebooks with no ``test_<stem>`` (or ``test_<stem>_…``)
     of their own."""

@@ -128,9 +128,11 @@ class MemoryInjectionMiddleware(Middleware):
 
     def before_agent(self, state: TurnState) -> None:
         context = turn_context(state)
-        block, count = injection(self.memory, context, self.max_tokens)
+        block, facts = self.memory.injection(context, self.max_tokens)
         state.memory_block = block
-        state.facts_injected = count
+        state.facts_injected = len(facts)
+        # Issue 20: which facts this turn saw (one journal upsert, no memory.json write).
+        self.memory.record_injection(facts, state.user_message.get("content") or "")
 
 
 class JournalMiddleware(Middleware):

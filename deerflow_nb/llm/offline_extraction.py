@@ -7,6 +7,17 @@ and context 0.9, goals 0.85, habits 0.8, hedges 0.5 (under the threshold on purp
 "I no longer …" adds a correction and removes the facts it contradicts; "forget that …"
 only removes. Statements are read in order, so a later correction or "forget" also
 cancels a fact stated earlier in the same conversation. Same input, same output.
+
+The scope gate (issue 20): a statement with a one-time marker ("for this cell", "just
+now", "this time", "for now", "just for this answer") is labelled ``durability:
+"one-time"`` and ``scope: "task"``; one about this notebook or task ("for this notebook",
+"in this analysis", "for this dataset") ``scope: "task"``. An instruction in the
+imperative with such a marker ("Use 3 decimals for this cell") is proposed too, labelled,
+so the fold report shows it left out. Other facts carry no label, which the gate reads as
+user-level and durable.
+
+A prompt holding ``<consolidate_facts>`` (``memory/aging.py``) is answered with the
+deterministic merges of ``aging.offline_merges`` instead of a diff.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..memory.aging import CONSOLIDATE_TAG, offline_merges
 from ..memory.similarity import overlap, signature
 from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS
 
@@ -148,16 +160,42 @@ _SECTION_OF = {
 }
 
 
+# One-time and task-only markers (the scope gate). Matched on the lower-cased statement.
+_ONE_TIME = re.compile(
+    r"\b(?:for|in|on) (?:this|the next|the following|that) (?:cell|answer|reply|response|"
+    r"plot|chart|figure|table|run|query|output|one|step|message)\b|\bjust now\b|"
+    r"\bthis time\b|\bfor now\b|\bright now\b|\bjust (?:for )?this once\b|"
+    r"\bonly (?:this|once)\b|\b(?:for )?today\b|\bthis once\b"
+)
+_TASK = re.compile(
+    r"\b(?:for|in|on|throughout) (?:this|the current) (?:notebook|task|analysis|dataset|"
+    r"data ?set|exercise|assignment|session|conversation|thread|report|file)\b"
+)
+_LEAD_IN = re.compile(
+    r"^(?:just\s+)?(?:(?:for|in|on|throughout)\s+(?:this|the next|the current)\s+[\w ]{1,30}?|"
+    r"this time|just now|for now|right now|today|this once)\s*,\s*"
+)
+_IMPERATIVE = re.compile(
+    r"^(?:please\s+)?(?:use|show|round|format|give|keep|print|plot|write|sort|display|"
+    r"answer|reply|limit|make|don't|do not|avoid|only)\s+\S"
+)
+
+
 @dataclass
 class _Fact:
     content: str
     category: str
     confidence: float
+    scope: str = "user"
+    durability: str = "durable"
 
 
 def extract_diff(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The DeerFlow diff for the extraction prompt in ``messages`` (see docs/internals.md)."""
+    """The DeerFlow diff for the extraction prompt in ``messages`` (see docs/internals.md);
+    for a consolidation prompt, ``{"merges": [...]}``."""
     prompt = _last_user_text(messages)
+    if f"<{CONSOLIDATE_TAG}>" in prompt:
+        return consolidate_reply(prompt)
     existing = _existing_facts(_between(prompt, "current_memory"))
     facts: list[_Fact] = []
     removed: list[str] = []
@@ -166,7 +204,43 @@ def extract_diff(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return _diff(existing, facts, removed)
 
 
+def consolidate_reply(prompt: str) -> dict[str, Any]:
+    """The offline consolidation: near-duplicates merged deterministically (``aging.py``)."""
+    lines = []
+    for line in _between(prompt, CONSOLIDATE_TAG).splitlines():
+        if match := _FACT_LINE.match(line.strip()):
+            handle, category, confidence, content = match.groups()
+            lines.append((handle, category, content, float(confidence)))
+    return {"merges": offline_merges(lines)}
+
+
+def _scope_of(low: str) -> tuple[str, str]:
+    """(scope, durability) of one statement, from its markers."""
+    if _ONE_TIME.search(low):
+        return "task", "one-time"
+    if _TASK.search(low):
+        return "task", "durable"
+    return "user", "durable"
+
+
 def _read_statement(
+    text: str, existing: dict[str, tuple[str, str]], facts: list[_Fact], removed: list[str]
+) -> None:
+    before = len(facts)
+    low = _clean(text).lower()
+    # "For this cell, I prefer 3 decimals": the statement is read without its lead-in.
+    lead = _LEAD_IN.match(low)
+    _read_one(_clean(text)[lead.end() :] if lead else text, existing, facts, removed)
+    scope, durability = _scope_of(low)
+    if len(facts) == before and durability == "one-time" and _IMPERATIVE.match(low):
+        # "Use 3 decimals for this cell": an instruction, proposed so the gate can say why
+        # it is not kept.
+        facts.append(_Fact(_sentence(_pronouns(_clean(text))), "preference", EXPLICIT))
+    for fact in facts[before:]:
+        fact.scope, fact.durability = scope, durability
+
+
+def _read_one(
     text: str, existing: dict[str, tuple[str, str]], facts: list[_Fact], removed: list[str]
 ) -> None:
     text = _clean(text)
@@ -182,7 +256,7 @@ def _read_statement(
         facts.append(_Fact(_sentence(f"Their name is {match.group(1)}"), "context", EXPLICIT))
         rest = match.group(2)
         if rest and re.match(r"(?i)(?:an?|the)\s", rest):
-            _read_statement(f"I am {rest}", existing, facts, removed)
+            _read_one(f"I am {rest}", existing, facts, removed)
         return
     correction = _correction(low, text)
     if correction is not None:
@@ -335,19 +409,32 @@ def _diff(
 ) -> dict[str, Any]:
     """The classic diff; section summaries are rebuilt from the facts that remain."""
     kept = [(c, cat, 0.9) for h, (c, cat) in existing.items() if h not in removed]
-    seen = {signature(c) for c, _, _ in kept}
+    stored_sigs = {signature(c) for c, _, _ in kept}
+    seen: set[frozenset[str]] = set()
     new_facts = []
+    stored = []  # what the scope gate lets through: the summaries are rebuilt from it
     for fact in facts:
         sig = signature(fact.content)
         if sig in seen:
             continue
         seen.add(sig)
-        new_facts.append(
-            {"content": fact.content, "category": fact.category, "confidence": fact.confidence}
-        )
-        if fact.confidence >= 0.7:
+        durable = fact.scope == "user" and fact.durability == "durable"
+        if sig in stored_sigs and not durable:
+            continue
+        # A stored fact said again is proposed again: the updater reinforces it (a
+        # confirmation) instead of adding a second one.
+        proposal: dict[str, Any] = {
+            "content": fact.content,
+            "category": fact.category,
+            "confidence": fact.confidence,
+        }
+        if not durable:  # unlabelled means user-level and durable (the gate's default)
+            proposal.update(scope=fact.scope, durability=fact.durability)
+        new_facts.append(proposal)
+        if fact.confidence >= 0.7 and durable and sig not in stored_sigs:
             kept.append((fact.content, fact.category, fact.confidence))
-    touched = {_SECTION_OF[f["category"]] for f in new_facts if f["confidence"] >= 0.7}
+            stored.append(new_facts[-1])
+    touched = {_SECTION_OF[f["category"]] for f in stored if f["confidence"] >= 0.7}
     touched |= {_SECTION_OF.get(existing[h][1], "workContext") for h in removed}
     user = {}
     for section in USER_SECTIONS:

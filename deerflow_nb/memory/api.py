@@ -34,7 +34,7 @@ from ..llm.base import ModelError
 from ..schema import ADDED_BY_USER, ExtractionDiff
 from ..scrub import encodable_deep, redact
 from . import folds as fold_log
-from . import queue, versions
+from . import queue, usage, versions
 from .events import decode_event, event_row, replacement_events
 from .extraction import ExtractionError, build_messages, check_diff, parse
 from .filter import filter_messages, is_foldable
@@ -129,6 +129,30 @@ def changes_anything(diff: dict[str, Any]) -> bool:
         for group in ("user", "history")
         for section in (diff.get(group) or {}).values()
     )
+
+
+@dataclass
+class StaleReport:
+    """``Memory.propose_stale``: the stale facts found, those proposed now as pending change
+    ``pending_id``, and those an earlier stale proposal already holds."""
+
+    stale: list[dict[str, Any]] = field(default_factory=list)
+    proposed: list[str] = field(default_factory=list)
+    already_pending: list[str] = field(default_factory=list)
+    pending_id: int | None = None
+
+
+@dataclass
+class ConsolidationReport:
+    """``Memory.consolidate``: the merges the model proposed (``{"from": [ids], "content",
+    "category", "confidence"}``), what was left out, and either the version that applied
+    them (``merged``: the new facts) or the pending change that holds them."""
+
+    merges: list[dict[str, Any]] = field(default_factory=list)
+    merged: list[dict[str, Any]] = field(default_factory=list)
+    left_out: list[dict[str, str]] = field(default_factory=list)
+    version: int | None = None
+    pending_id: int | None = None
 
 
 @dataclass
@@ -244,7 +268,10 @@ class Memory:
     def search(self, query: str, k: int = 10) -> list[tuple[dict[str, Any], float]]:
         from .injection import rank_facts
 
-        return rank_facts(self._shared(), query, embedder=self.embedder)[:k]
+        results = rank_facts(self._shared(), query, embedder=self.embedder)[:k]
+        if query and query.strip():  # a fact found by a search is a fact in use
+            self._record_use(lambda db: usage.record_used(db, [f.get("id") for f, _ in results]))
+        return results
 
     def recall(self, query: str, k: int = 10, *, thread: str | None = None) -> list[dict[str, Any]]:
         """Journal search over lead threads' user messages and final replies, best first;
@@ -261,6 +288,24 @@ class Memory:
 
         budget = self.settings.memory.max_injection_tokens if max_tokens is None else max_tokens
         return inject(self._shared(), budget, context, embedder=self.embedder)
+
+    def record_injection(self, facts: list[dict[str, Any]], message: str) -> None:
+        """Note one turn's injected facts (those sharing a word with ``message`` as used):
+        one upsert in the journal, never a memory.json write; a failure is only logged."""
+        if facts:
+            self._record_use(lambda db: usage.record_injected(db, facts, message))
+
+    def usage(self, fact_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """``fact_id -> {last_injected, injected, last_used, used, last_confirmed,
+        confirmed}`` (``usage.py``); facts never injected, used or confirmed have no row."""
+        return usage.read(self.journal.db, fact_ids)
+
+    def _record_use(self, write: Callable[[Any], Any]) -> None:
+        try:
+            with self.journal.transaction() as db:
+                write(db)
+        except Exception as exc:  # a busy or read-only journal must not break a turn
+            log.warning("could not record fact use: %s", exc)
 
     def preview(self, context: Context = None, max_tokens: int | None = None) -> str:
         """Exactly the ``<memory>`` text the next turn would inject."""
@@ -496,6 +541,8 @@ class Memory:
             threshold=memory.fact_confidence_threshold if threshold is None else threshold,
             max_facts=memory.max_facts,
             added_by=added_by,
+            eviction=memory.eviction,
+            usage=lambda: usage.read(self.journal.db),
         )
 
     def enqueue(self, thread_id: str) -> bool:
@@ -722,6 +769,16 @@ class Memory:
         db["memory_events"].insert_all(
             [encodable_deep(event_row(e, stamp, source, version)) for e in result.events]
         )
+        # The user said a fact again (a fold reinforced it) or edited it: a confirmation.
+        confirmed = [
+            e.fact_id
+            for e in result.events
+            if e.fact_id and (e.kind == "reinforce" or (e.kind == "update" and reason == "edit"))
+        ]
+        usage.record_confirmed(db, confirmed, stamp)
+        for event in result.events:
+            if event.kind == "add" and event.details.get("merged_from") and event.fact_id:
+                usage.inherit(db, event.fact_id, list(event.details["merged_from"]))
         return version
 
     def _unwritten(self) -> int | None:
@@ -824,6 +881,101 @@ class Memory:
             )
         self.rollback(rows[0]["id"])
         return rows[0]["id"]
+
+    # -- memory over months (issue 20; aging.py) ----------------------------------------------
+    def stale(self, now: Any = None, days: float | None = None) -> list[dict[str, Any]]:
+        """Facts neither confirmed nor used for ``memory.staleness_days`` (``days``) × their age
+        factor as of ``now`` (default: now), the longest idle first; each ``{id, content,
+        category, idle_days, limit_days, last_active, reason}``. Nothing is removed."""
+        from .aging import stale_facts
+
+        limit = self.settings.memory.staleness_days if days is None else days
+        data = self.store.read_shared()[1]
+        ids = [str(f.get("id")) for f in data.get("facts", [])]
+        return [s.to_dict() for s in stale_facts(data, self.usage(ids), days=limit, now=now)]
+
+    def propose_stale(self, now: Any = None, days: float | None = None) -> StaleReport:
+        """Propose the stale facts for removal as one pending change (never removed without
+        ``approve``); facts some pending stale proposal already names are not proposed again."""
+        found = self.stale(now, days)
+        waiting = {
+            str(i)
+            for change in self.pending()
+            if change["diff"].get("stale")
+            for i in change["diff"].get("factsToRemove", [])
+        }
+        fresh = [s for s in found if s["id"] not in waiting]
+        report = StaleReport(
+            stale=found, already_pending=sorted(waiting & {s["id"] for s in found})
+        )
+        if fresh:
+            diff = {
+                "factsToRemove": [s["id"] for s in fresh],
+                "stale": [
+                    {"id": s["id"], "content": s["content"], "reason": s["reason"]} for s in fresh
+                ],
+            }
+            with self.journal.transaction() as db:
+                report.pending_id = self._propose(db, "stale", diff)
+            report.proposed = [s["id"] for s in fresh]
+            self._changed({"reason": "proposed", "pending_id": report.pending_id})
+        return report
+
+    def consolidate(self) -> ConsolidationReport:
+        """Ask the memory model to merge related facts (``aging.CONSOLIDATE_PROMPT``; the
+        offline model merges near-duplicates). In review mode the merges wait as one pending
+        change; otherwise they apply as one version (undo with ``rollback``). Each merged
+        fact's ``add`` event names its sources (``merged_from``): see ``lineage``."""
+        from ..llm import get_chat_model
+        from .aging import consolidation_messages, parse_merges
+        from .extraction import load_reply
+
+        data = self.store.read_shared()[1]
+        report = ConsolidationReport()
+        if len(data.get("facts") or []) < 2:
+            return report
+        messages, handles = consolidation_messages(data)
+        model = get_chat_model(self.settings, self.settings.memory_model_name)
+        reply = model.chat(messages, json_mode=True)
+        raw, _ = load_reply(reply.content)
+        merges, report.left_out = parse_merges(raw, handles, data)
+        if not merges:
+            return report
+        diff = {"merges": merges}
+        report.merges = merges
+        if self.review:
+            with self.journal.transaction() as db:
+                report.pending_id = self._propose(db, "consolidate", diff)
+            self._changed({"reason": "proposed", "pending_id": report.pending_id})
+            return report
+        result, report.version = self._commit(
+            "consolidate", "consolidate", lambda d: self._apply_rules(d, diff, "consolidate")
+        )
+        report.left_out += result.left_out
+        report.merged = [
+            {"id": e.fact_id, "content": e.new_content, "from": e.details["merged_from"]}
+            for e in result.events
+            if e.kind == "add" and e.details.get("merged_from")
+        ]
+        return report
+
+    def lineage(self, fact_id: str) -> list[dict[str, Any]]:
+        """The history of ``fact_id`` and, through consolidations, of every fact merged into
+        it (``merged_from``), oldest first."""
+        seen: set[str] = set()
+        todo = [fact_id]
+        rows: list[dict[str, Any]] = []
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for event in self.history(current):
+                rows.append(event)
+                if event["kind"] == "add":
+                    todo.extend(event["details"].get("merged_from") or [])
+        rows.sort(key=lambda e: e["id"])
+        return rows
 
     # -- review mode --------------------------------------------------------------------------
     @property

@@ -38,7 +38,15 @@ versions kept. Categories: preference, knowledge, context, behavior, goal, corre
 Confidence: 0.9-1.0 explicitly stated, 0.7-0.8 strongly implied, 0.5-0.6 inferred.
 Existing facts are listed as "- [handle] (category, confidence) content". Put the handle
 of every fact the conversation contradicts, or that the user asks to forget, in
-factsToRemove. Do not repeat facts that are already stored.
+factsToRemove. Do not repeat facts that are already stored, except one the user states
+again in this conversation: list it again (it is counted as confirmed, not duplicated).
+
+Label every fact with its scope and durability:
+- scope "user": true of the user beyond this conversation (who they are, what they
+  prefer, know, use or work on); "task": only about this notebook, dataset or task.
+- durability "durable": will still hold in weeks; "one-time": an instruction for this
+  cell, answer, plot or session ("use 3 decimals for this cell", "just now", "this time").
+Only durable user-level facts are stored; the others stay in the conversation.
 
 Output format:
 {"user": {"workContext": {"summary": "...", "shouldUpdate": false},
@@ -47,7 +55,8 @@ Output format:
  "history": {"recentMonths": {"summary": "...", "shouldUpdate": false},
              "earlierContext": {"summary": "...", "shouldUpdate": false},
              "longTermBackground": {"summary": "...", "shouldUpdate": false}},
- "newFacts": [{"content": "...", "category": "preference", "confidence": 0.9}],
+ "newFacts": [{"content": "...", "category": "preference", "confidence": 0.9,
+               "scope": "user", "durability": "durable"}],
  "factsToRemove": ["f1"]}"""
 
 

@@ -4,7 +4,10 @@ Given the current memory document and one validated extraction diff, returns the
 document and the list of events that explain every change. DeerFlow's order is kept
 (sections, removals, new facts, cap); on top of it: text is sanitised, exact and
 near-duplicate facts reinforce the fact already stored instead of adding a second one,
-and eviction drops the lowest confidence first (oldest first among equals). What a diff
+merges (``%memory consolidate``) replace related facts by one with their lineage in the
+events, and eviction over ``max_facts`` follows ``memory.eviction``: the blend of
+confidence, confirmation freshness and use (``aging.py``; corrections last), or DeerFlow's
+lowest confidence first (oldest first among equals). What a diff
 proposed but the rules did not take (below the confidence threshold, over the per-fold
 limit of new facts) is listed in ``left_out`` with the reason.
 
@@ -18,12 +21,13 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..journal import now_iso
 from ..schema import is_user_fact
+from .aging import eviction_order
 from .similarity import normalize_text, signature
 from .store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
 
@@ -93,12 +97,20 @@ def apply_diff(
     id_factory: Callable[[set[str]], str] = new_fact_id,
     max_new: int | None = MAX_NEW_FACTS_PER_FOLD,
     added_by: str | None = None,
+    eviction: str = "blend",
+    usage: Mapping[str, Mapping[str, Any]] | Callable[[], Mapping[str, Any]] | None = None,
 ) -> UpdateResult:
     """Apply one validated diff (see ``extraction.validate_diff``) to ``data`` (not mutated).
 
     ``max_new`` bounds the facts one diff adds (None: no bound); ``added_by`` marks the facts
     it adds or reinforces (``"user"`` for facts stated by hand, which folds do not drop
-    without review)."""
+    without review). ``eviction`` is the policy over ``max_facts`` (``"blend"`` or
+    ``"confidence"``), ``usage`` the facts' use records (``usage.read``), or a function
+    returning them, called only when something must be evicted.
+
+    Besides DeerFlow's keys the diff may hold ``merges`` (``[{"from": [ids], "content",
+    "category", "confidence"}]``, applied after removals) and ``stale`` (``[{"id", "reason"}]``:
+    why its removals were proposed, kept in their events)."""
     now = now or now_iso()
     out = normalized(data)
     events: list[Event] = []
@@ -125,15 +137,32 @@ def apply_diff(
         ignored = sorted(to_remove - present)
         for fact_id in ignored:
             log.warning("factsToRemove names unknown fact %r; ignored", fact_id)
+        why = {
+            str(s.get("id")): str(s.get("reason") or "stale")
+            for s in diff.get("stale") or []
+            if isinstance(s, dict)
+        }
         kept, gone = [], []
         for fact in out["facts"]:
             if fact.get("id") in to_remove:
-                events.append(_fact_event("remove", fact))
+                event = _fact_event("remove", fact)
+                if fact.get("id") in why:
+                    event.details["reason"] = f"stale: {why[fact.get('id')]}"
+                events.append(event)
                 gone.append(fact["content"])
             else:
                 kept.append(fact)
         out["facts"] = kept
         events += scrub_summaries(out, gone, skip=rewritten, now=now)
+
+    left_out: list[dict[str, str]] = []
+    taken = {f.get("id") for f in out["facts"]}
+    for j, merge in enumerate(diff.get("merges") or []):
+        problem = _apply_merge(out, merge, now, id_factory, taken, events)
+        if problem:
+            left_out.append(
+                {"item": f"merges[{j}]", "reason": problem, "value": str(merge.get("content"))[:80]}
+            )
 
     by_text = {normalize_text(f["content"]): f for f in out["facts"]}
     by_sig = {}
@@ -141,8 +170,6 @@ def apply_diff(
         sig = signature(fact["content"])
         if sig:
             by_sig.setdefault(sig, fact)
-    taken = {f.get("id") for f in out["facts"]}
-    left_out: list[dict[str, str]] = []
     added = 0
     for i, candidate in enumerate(diff.get("newFacts") or []):
         content = sanitize_text(candidate.get("content", ""))
@@ -205,21 +232,78 @@ def apply_diff(
         events.append(_fact_event("add", fact, new=True))
 
     if len(out["facts"]) > max_facts:
-        order = sorted(
-            range(len(out["facts"])),
-            key=lambda i: (
-                float(out["facts"][i].get("confidence", 0.0)),
-                str(out["facts"][i].get("createdAt", "")),
-                i,
-            ),
-        )
-        drop = set(order[: len(out["facts"]) - max(max_facts, 0)])
-        events.extend(_fact_event("evict", out["facts"][i]) for i in sorted(drop))
+        records = usage() if callable(usage) else usage
+        order = eviction_order(out["facts"], records or {}, policy=eviction, now=now)
+        chosen = order[: len(out["facts"]) - max(max_facts, 0)]
+        for pick in sorted(chosen, key=lambda e: e.index):
+            event = _fact_event("evict", out["facts"][pick.index])
+            event.details.update(policy=eviction, score=pick.score, reason=pick.reason)
+            events.append(event)
+        drop = {pick.index for pick in chosen}
         out["facts"] = [f for i, f in enumerate(out["facts"]) if i not in drop]
 
     if events:
         out["lastUpdated"] = now
     return UpdateResult(out, events, ignored, left_out)
+
+
+def _apply_merge(
+    out: dict[str, Any],
+    merge: Any,
+    now: str,
+    id_factory: Callable[[set[str]], str],
+    taken: set[str],
+    events: list[Event],
+) -> str | None:
+    """Replace the merge's facts by one (in the first one's place); why not, or None.
+
+    The merged fact keeps the earliest ``createdAt``, the latest ``updatedAt``, the summed
+    confirmations, and ``addedBy: "user"`` when any source had it. Its ``add`` event names
+    the sources (``merged_from``); each source's ``remove`` event names it (``merged_into``).
+    """
+    if not isinstance(merge, dict):
+        return "a merge must be an object"
+    ids = [str(i) for i in dict.fromkeys(merge.get("from") or [])]
+    content = sanitize_text(merge.get("content") or "")
+    by_id = {f.get("id"): f for f in out["facts"]}
+    if len(ids) < 2 or not content:
+        return "a merge needs two facts and a text"
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        return f"names facts no longer stored ({', '.join(missing)})"
+    sources = [by_id[i] for i in ids]
+    category = merge.get("category")
+    created = min(str(f.get("createdAt") or now) for f in sources)
+    updated = max(str(f.get("updatedAt") or f.get("createdAt") or now) for f in sources)
+    fact = {
+        "id": id_factory(taken),
+        "content": content,
+        "category": category if category in CATEGORIES else sources[0].get("category", "context"),
+        "confidence": float(
+            merge.get("confidence") or max(float(f.get("confidence", 0)) for f in sources)
+        ),
+        "createdAt": created,
+        "source": "consolidate",
+        "updatedAt": updated,
+        "confirmations": sum(int(f.get("confirmations", 1)) for f in sources),
+    }
+    if any(is_user_fact(f) for f in sources):
+        fact["addedBy"] = "user"
+    taken.add(fact["id"])
+    first = out["facts"].index(sources[0])
+    gone = set(ids)
+    facts = [f for f in out["facts"] if f.get("id") not in gone]
+    facts.insert(min(first, len(facts)), fact)
+    out["facts"] = facts
+    add = _fact_event("add", fact, new=True)
+    add.details["merged_from"] = ids
+    events.append(add)
+    for source in sources:
+        event = _fact_event("remove", source)
+        event.new_content = content
+        event.details.update(merged_into=fact["id"], reason="consolidated")
+        events.append(event)
+    return None
 
 
 def _left(i: int, content: str, reason: str) -> dict[str, str]:
