@@ -371,9 +371,24 @@ INVALID_FACT = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _share_no_word(facts: list[dict]) -> bool:
+    words = [w for f in facts for w in f["content"].split()[1:] if w != "and"]
+    return len(words) == len(set(words))
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(
-    valid=st.lists(VALID_FACT, max_size=6),
+    # Facts sharing no word: "Uses polars and emacs" and "Uses emacs and polars" are one fact
+    # to the updater (merged as near-duplicates), which is right, but not what this checks.
+    valid=st.lists(
+        VALID_FACT,
+        max_size=6,
+        unique_by=lambda f: frozenset(f["content"].split()[1:]) - {"and"},
+    ).filter(_share_no_word),
     invalid=st.lists(INVALID_FACT, max_size=6),
     removals=st.lists(st.one_of(st.none(), st.integers(), st.just("fact_nope")), max_size=3),
     order=st.randoms(use_true_random=False),
