@@ -65,7 +65,7 @@ def only_result(agent: Agent, name: str) -> str:
 def test_search_memory_finds_facts_the_injected_block_left_out(
     home: Path, model_server: ServerHandle
 ) -> None:
-    agent = loopback_agent(home, max_injection_tokens=60)  # room for two facts
+    agent = loopback_agent(home, max_injection_tokens=50)  # room for two facts
     memory = agent.memory
     for i in range(12):
         memory.add_fact(f"Their Berlin store number {i} reports sales weekly", "context", 0.9)

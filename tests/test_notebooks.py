@@ -285,30 +285,45 @@ def test_make_demo_runs_the_quickstart(home: Path, tmp_path: Path) -> None:
     assert "polars" in tagged(nb, "fresh-answer").lower()
 
 
+def plain_tagged(nb: nbformat.NotebookNode, tag: str) -> str:
+    """The ``text/plain`` (and stream) output of the cell(s) carrying ``tag``: the views'
+    Markdown escapes punctuation, their plain text reads as written."""
+    cells = [c for c in nb.cells if tag in c.get("metadata", {}).get("tags", [])]
+    assert cells, f"no cell tagged {tag!r}"
+    parts = []
+    for cell in cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                parts.append(output.get("text", ""))
+            elif "data" in output:
+                parts.append(output["data"].get("text/plain", ""))
+    return "\n".join(parts)
+
+
 def test_memory_aging(home: Path, tmp_path: Path) -> None:
     """Issue 20's promises: a one-time instruction left out, use recorded, a stale fact
     proposed then removed on approval, a consolidation with its lineage and rollback, an
     eviction with its reason."""
     nb = execute("memory_aging", tmp_path)
-    gate = tagged(nb, "gate")
+    gate = plain_tagged(nb, "gate")
     assert "added: ['Prefers polars over pandas', 'Uses polars']" in gate
     assert "'Prefers 3 decimals': a one-time instruction" in gate
-    usage = tagged(nb, "usage")
+    usage = plain_tagged(nb, "usage")
     assert "Prefers polars over pandas   injected 2  used 2  confirmed 1" in usage
-    stale = tagged(nb, "stale")
+    stale = plain_tagged(nb, "stale")
     assert "fact_q3report" in stale and "fact_tabs" not in stale
     assert "Proposed for removal as pending change #1" in stale
-    assert "still stored: True" in tagged(nb, "stale-approve")
-    assert "after approval: False" in tagged(nb, "stale-approve")
-    assert "Prefers polars over pandas; their team switched notebooks to polars" in tagged(
+    assert "still stored: True" in plain_tagged(nb, "stale-approve")
+    assert "after approval: False" in plain_tagged(nb, "stale-approve")
+    assert "Prefers polars over pandas; their team switched notebooks to polars" in plain_tagged(
         nb, "consolidate"
     )
-    lineage = tagged(nb, "lineage")
+    lineage = plain_tagged(nb, "lineage")
     assert lineage.count("remove ") == 3 and "merged:" in lineage
-    rollback = tagged(nb, "rollback")
+    rollback = plain_tagged(nb, "rollback")
     assert "Facts (4)" in rollback and "Uses polars" in rollback
-    assert tagged(nb, "order").startswith("     blend: Prefers tabs over spaces <")
-    assert "Prefers tabs over spaces → lowest keep score" in tagged(nb, "eviction")
+    assert plain_tagged(nb, "order").startswith("     blend: Prefers tabs over spaces <")
+    assert "Prefers tabs over spaces → lowest keep score" in plain_tagged(nb, "eviction")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
