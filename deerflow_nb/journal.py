@@ -338,9 +338,9 @@ def storage_error(path: Path, exc: BaseException, *, waited: float | None = None
     return exc  # type: ignore[return-value]
 
 
-def _claim_is_live(owner: str | None) -> bool:
-    """True while the ``host:pid`` that owns a turn may still run (another host's, or a
-    live local process)."""
+def owner_is_live(owner: str | None) -> bool:
+    """True while the ``host:pid`` that owns a turn or a queue claim may still run (another
+    host's, or a live local process)."""
     import os
     import socket
 
@@ -597,7 +597,7 @@ class Journal:
         """Mark ``interrupted`` the turns left ``running`` by a process that is gone (a
         kernel killed mid-turn); a live kernel's running turn is left alone. How many."""
         rows = self.db.execute("SELECT id, owner FROM turns WHERE status = 'running'").fetchall()
-        orphans = [turn_id for turn_id, owner in rows if not _claim_is_live(owner)]
+        orphans = [turn_id for turn_id, owner in rows if not owner_is_live(owner)]
         if not orphans:
             return 0
         with self.transaction() as db:

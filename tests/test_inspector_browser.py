@@ -20,20 +20,10 @@ from pathlib import Path
 
 import pytest
 from inspector_seed import POLARS, quiet_memory, seed_home, seed_hostile_home, served_inspector
+from jupyterlab_harness import CHROMIUM, CHROMIUM_ARGS
 
 from deerflow_nb.inspector.pages import TABS
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 README_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "inspector.png"
 
 pytestmark = [

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..journal import Journal, now_iso
+from ..journal import Journal, now_iso, owner_is_live
 from ..scrub import encodable, redact
 
 log = logging.getLogger(__name__)
@@ -46,16 +46,7 @@ def _claim_is_live(claimed_by: str | None, claimed_until: float | None, now: flo
     """True while another live process holds the row."""
     if not claimed_by or claimed_by == _me() or (claimed_until or 0) < now:
         return False
-    host, _, pid = claimed_by.rpartition(":")
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
+    return owner_is_live(claimed_by)
 
 
 def upsert(
