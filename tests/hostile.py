@@ -90,17 +90,13 @@ def assert_inert(data: dict[str, Any], where: str = "") -> None:
         assert not any(c in text for c in "\x1b\x07\u202e\u200b"), (where, mime, text)
 
 
-class HostileModel:
-    """The offline model's stand-in behind the loopback server (``server._httpd.model``):
-    a prompt-injected model. The lead agent's first step calls a tool and a sub-agent with
-    hostile arguments; its answer after the results is ``reply``; a sub-agent's model call
-    fails with ``HOSTILE_LINE`` as the server's error; extraction (``json_mode``) fails the
-    same way when ``fail_extraction``, so ``last_error`` holds it."""
+class ReplyModel:
+    """The offline model, except that every chat turn (not extraction, not summaries)
+    answers ``reply``: what a prompt-injected model would write."""
 
-    def __init__(self, inner: Any, reply: str, *, fail_extraction: bool = False) -> None:
+    def __init__(self, inner: Any, reply: str) -> None:
         self.inner = inner
         self.reply = reply
-        self.fail_extraction = fail_extraction
         self.turns = 0
 
     def chat(
@@ -113,20 +109,7 @@ class HostileModel:
     ) -> ChatResult:
         last = str(messages[-1].get("content") or "") if messages else ""
         if json_mode or last.startswith("<conversation_to_summarize>"):
-            if json_mode and self.fail_extraction:
-                raise RuntimeError(TERMINAL_TRAPS + HOSTILE_LINE)
             return self.inner.chat(messages, tools=tools, json_mode=json_mode, on_text=on_text)
-        names = {t["function"]["name"] for t in tools or []}
-        if tools and "task" not in names:  # a sub-agent: its model call fails
-            raise RuntimeError(TERMINAL_TRAPS + HOSTILE_LINE)
-        if "task" in names and messages[-1].get("role") == "user":
-            calls = [
-                ToolCall("call_h1", "describe_variable", json.dumps({"name": HOSTILE_LINE})),
-                ToolCall(
-                    "call_h2", "task", json.dumps({"description": HOSTILE_LINE, "prompt": "go"})
-                ),
-            ]
-            return ChatResult("", calls, Usage(10, 10), "loopback-model", "tool_calls")
         self.turns += 1
         if on_text is not None:
             on_text(self.reply)
@@ -134,3 +117,38 @@ class HostileModel:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         return self.inner.embed(texts)
+
+
+class HostileModel(ReplyModel):
+    """The offline model's stand-in behind the loopback server (``server._httpd.model``):
+    a prompt-injected model. The lead agent's first step calls a tool and a sub-agent with
+    hostile arguments; its answer after the results is ``reply``; a sub-agent's model call
+    fails with ``HOSTILE_LINE`` as the server's error; extraction (``json_mode``) fails the
+    same way when ``fail_extraction``, so ``last_error`` holds it."""
+
+    def __init__(self, inner: Any, reply: str, *, fail_extraction: bool = False) -> None:
+        super().__init__(inner, reply)
+        self.fail_extraction = fail_extraction
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: Any = None,
+        json_mode: bool = False,
+        on_text: Any = None,
+    ) -> ChatResult:
+        if json_mode and self.fail_extraction:
+            raise RuntimeError(TERMINAL_TRAPS + HOSTILE_LINE)
+        names = {t["function"]["name"] for t in tools or []}
+        if not json_mode and tools and "task" not in names:  # a sub-agent: its call fails
+            raise RuntimeError(TERMINAL_TRAPS + HOSTILE_LINE)
+        if not json_mode and "task" in names and messages[-1].get("role") == "user":
+            calls = [
+                ToolCall("call_h1", "describe_variable", json.dumps({"name": HOSTILE_LINE})),
+                ToolCall(
+                    "call_h2", "task", json.dumps({"description": HOSTILE_LINE, "prompt": "go"})
+                ),
+            ]
+            return ChatResult("", calls, Usage(10, 10), "loopback-model", "tool_calls")
+        return super().chat(messages, tools=tools, json_mode=json_mode, on_text=on_text)

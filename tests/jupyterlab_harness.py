@@ -71,6 +71,21 @@ def wait_for_idle_kernel(port: int, timeout: float = 120) -> None:
     pytest.fail(f"the notebook's kernel was not idle within {timeout:.0f} s")
 
 
+def open_notebook(page: Any, port: int, name: str) -> Any:
+    """Open ``name`` in JupyterLab and wait until its kernel is idle; its cells' locator."""
+    from playwright.sync_api import expect
+
+    page.goto(
+        f"http://127.0.0.1:{port}/lab/tree/{name}?token={TOKEN}", wait_until="domcontentloaded"
+    )
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    expect(cells.first).to_be_visible(timeout=120_000)
+    wait_for_idle_kernel(port)
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    expect(idle.first).to_be_attached(timeout=120_000)
+    return cells
+
+
 def run_cell(page: Any, cell: Any, attempts: int = 3) -> None:
     """Run one cell with Shift+Enter in its editor; again if the keypress was lost (the
     prompt still reads ``[ ]``), as it can be while the page is still settling."""

@@ -30,18 +30,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile import ReplyModel
 from jupyterlab_harness import (
     CHROMIUM,
     CHROMIUM_ARGS,
     TOKEN,
+    open_notebook,
     run_cell,
     start_lab,
     stop_lab,
-    wait_for_idle_kernel,
 )
 from loopback import ServerHandle, start_server
-
-from deerflow_nb.llm.base import ChatResult, Usage
 
 VISIBLE = "HOSTILE-REPLY-VISIBLE-TEXT"
 # What in a rendered output could run script or fetch something, found in the live DOM.
@@ -99,35 +98,6 @@ def hostile_parts(tag: str, beacon: str) -> list[str]:
     ]
 
 
-class HostileModel:
-    """The offline model, except that every chat turn (not extraction, not summaries)
-    answers ``text``: what a prompt-injected model would write."""
-
-    def __init__(self, inner: Any, text: str) -> None:
-        self.inner = inner
-        self.text = text
-        self.turns = 0
-
-    def chat(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        tools: Any = None,
-        json_mode: bool = False,
-        on_text: Any = None,
-    ) -> ChatResult:
-        last = str(messages[-1].get("content") or "") if messages else ""
-        if json_mode or last.startswith("<conversation_to_summarize>"):
-            return self.inner.chat(messages, tools=tools, json_mode=json_mode, on_text=on_text)
-        self.turns += 1
-        if on_text is not None:
-            on_text(self.text)
-        return ChatResult(content=self.text, usage=Usage(10, 10), model="loopback-model")
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        return self.inner.embed(texts)
-
-
 class Beacon:
     """An HTTP server on 127.0.0.1 that records the path of every request."""
 
@@ -166,7 +136,7 @@ def beacon() -> Iterator[Beacon]:
 def hostile_server(beacon: Beacon) -> Iterator[ServerHandle]:
     with start_server(models=("loopback-model",)) as server:
         httpd = server._httpd  # the test's hook: the model the loopback server serves
-        httpd.model = HostileModel(httpd.model, hostile_text("agent", beacon.url))
+        httpd.model = ReplyModel(httpd.model, hostile_text("agent", beacon.url))
         yield server
 
 
@@ -217,15 +187,7 @@ def test_a_hostile_agent_reply_is_inert_in_jupyterlab(
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 1000})
-                page.goto(
-                    f"http://127.0.0.1:{port}/lab/tree/hostile.ipynb?token={TOKEN}",
-                    wait_until="domcontentloaded",
-                )
-                cells = page.locator(".jp-Notebook .jp-Cell")
-                expect(cells.first).to_be_visible(timeout=120_000)
-                wait_for_idle_kernel(port)
-                idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
-                expect(idle.first).to_be_attached(timeout=120_000)
+                cells = open_notebook(page, port, "hostile.ipynb")
 
                 run_cell(page, cells.nth(0))  # %load_ext
                 run_cell(page, cells.nth(1))  # %%agent

@@ -26,7 +26,7 @@ from jupyterlab_harness import (
     CHROMIUM,
     CHROMIUM_ARGS,
     ROOT,
-    TOKEN,
+    open_notebook,
     start_lab,
     stop_lab,
     wait_for_idle_kernel,
@@ -116,15 +116,7 @@ def test_the_quickstart_runs_in_jupyterlab_with_the_panel_and_a_tool_block(
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1440, "height": 1000})
             try:
-                page.goto(
-                    f"http://127.0.0.1:{port}/lab/tree/quickstart.ipynb?token={TOKEN}",
-                    wait_until="domcontentloaded",
-                )
-                cells = page.locator(".jp-Notebook .jp-Cell")
-                expect(cells.first).to_be_visible(timeout=120_000)
-                wait_for_idle_kernel(port)
-                idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
-                expect(idle.first).to_be_attached(timeout=120_000)
+                cells = open_notebook(page, port, "quickstart.ipynb")
                 assert cells.count() == len(nb["cells"])
 
                 cells.first.click()  # the notebook has the focus for its menu commands
@@ -176,6 +168,8 @@ def test_the_quickstart_runs_in_jupyterlab_with_the_panel_and_a_tool_block(
                 expect(tool.locator("code", has_text="describe_variable").first).to_be_visible()
                 block = tool.locator("pre, table").filter(has_text="sales: pandas DataFrame")
                 expect(block.first).to_be_visible()
+                block.first.scroll_into_view_if_needed()  # JupyterLab lays out what is on screen
+                expect(block.first).to_contain_text("region", timeout=30_000)
                 laid_out = block.first.inner_text()
                 assert "region" in laid_out and "units" in laid_out
                 assert "\n" in laid_out.strip()  # its lines are lines
