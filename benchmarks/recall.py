@@ -41,6 +41,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from locomo_injection import BOOTSTRAP_ROUNDS, _cell  # noqa: E402  (this folder: one interval)
+
 from deerflow_nb.config import Settings  # noqa: E402
 from deerflow_nb.memory import recall as recall_module  # noqa: E402
 from deerflow_nb.memory.api import Memory  # noqa: E402
@@ -48,7 +50,6 @@ from deerflow_nb.memory.api import Memory  # noqa: E402
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev"
 CATEGORIES = (1, 2, 3, 4)
 K = 10
-BOOTSTRAP_ROUNDS = 2000
 SYNTHETIC_THREAD = 40
 SYNTHETIC_QUERIES = 100
 _DIA_RE = re.compile(r"D\d+:\d+")
@@ -154,18 +155,6 @@ def run(rank: Any, questions: list[dict]) -> tuple[list[float], list[float]]:
         seconds.append(time.perf_counter() - start)
         recalls.append(len(q["evidence"] & set(found[:K])) / len(q["evidence"]))
     return recalls, seconds
-
-
-def bootstrap_interval(recalls: list[float], seed: int = 0) -> tuple[float, float]:
-    values = np.asarray(recalls, dtype=float)
-    draws = np.random.default_rng(seed).integers(0, len(values), (BOOTSTRAP_ROUNDS, len(values)))
-    means = values[draws].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
-def _cell(recalls: list[float]) -> str:
-    low, high = bootstrap_interval(recalls)
-    return f"{statistics.fmean(recalls):.3f} ({low:.3f}-{high:.3f})"
 
 
 def _first_half(files: list[Path]) -> list[str]:
