@@ -63,11 +63,6 @@ _SECRET_PATTERNS = (
 _MIN_KEY = 6  # a configured key shorter than this is not searched for (it would match words)
 
 
-def looks_like_key(value: object) -> bool:
-    """True for text shaped like an API key or bearer token (``sk-…``, ``Bearer …``)."""
-    return isinstance(value, str) and any(p.search(value) for p in _SECRET_PATTERNS)
-
-
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with API keys replaced by ``[redacted]``: every ``secrets`` value (the
     configured keys) wherever it appears, and anything shaped like a key or a bearer

@@ -23,6 +23,7 @@ import sqlite_utils
 from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME, load_settings
 from ..config import HomeError as HomeError
 from ..journal import reading
+from ..memory import versions as version_rows  # memory_versions: snapshots and deltas
 from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS, MemoryStore
 from ..memory.store import MemoryFileError as MemoryFileError
@@ -318,7 +319,7 @@ def size_series(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
             db,
             "memory_versions",
             # the size without loading every snapshot (this runs on each auto-refresh)
-            select="id, created_at, reason, fact_count, length(COALESCE(snapshot, delta)) AS chars",
+            select=f"id, created_at, reason, fact_count, {version_rows.stored_size_sql()} AS chars",
             order_by="id",
         )
     ]
@@ -330,7 +331,7 @@ def thread_tree(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
     Every thread carries its turns (token usage per turn), its summaries, and message
     counts; a sub-agent whose parent is not journaled is listed at the top level.
     """
-    threads = _rows(db, "threads", order_by="created_at")
+    threads = _rows(db, "threads", order_by="created_at, rowid")
     if not threads:
         return []
     turns: dict[str, list[dict[str, Any]]] = {}
@@ -391,7 +392,9 @@ def thread_tree(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
             parent["children"].append(node)
         else:
             roots.append(node)
-    roots.sort(key=lambda n: n["updated_at"], reverse=True)
+    # Newest first; threads touched within one clock tick: the later-created first.
+    position = {id(node): i for i, node in enumerate(roots)}
+    roots.sort(key=lambda n: (n["updated_at"], position[id(n)]), reverse=True)
     return roots
 
 
@@ -583,9 +586,7 @@ def version_snapshot(db: sqlite_utils.Database | None, version_id: int) -> dict[
     """The memory.json saved as version ``version_id``; KeyError when there is no such version."""
     if db is None:
         raise KeyError(version_id)
-    from ..memory import versions  # stored as deltas between full snapshots
-
-    return versions.read(db, version_id)
+    return version_rows.read(db, version_id)
 
 
 def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
