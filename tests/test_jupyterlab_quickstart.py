@@ -169,7 +169,7 @@ def test_the_quickstart_runs_in_jupyterlab_with_the_panel_and_a_tool_block(
                 block = tool.locator("pre, table").filter(has_text="sales: pandas DataFrame")
                 expect(block.first).to_be_visible()
                 block.first.scroll_into_view_if_needed()  # JupyterLab lays out what is on screen
-                expect(block.first).to_contain_text("region", timeout=30_000)
+                expect(block.first).to_contain_text("region", use_inner_text=True, timeout=60_000)
                 laid_out = block.first.inner_text()
                 assert "region" in laid_out and "units" in laid_out
                 assert "\n" in laid_out.strip()  # its lines are lines
