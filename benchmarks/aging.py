@@ -36,11 +36,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deerflow_nb.llm.offline_extraction import extract_diff  # noqa: E402
 from deerflow_nb.memory.aging import stale_facts  # noqa: E402
 from deerflow_nb.memory.extraction import build_messages, parse  # noqa: E402
 from deerflow_nb.memory.updater import apply_diff  # noqa: E402
 from deerflow_nb.memory.usage import relevant_ids  # noqa: E402
+from deerflow_nb.offline.extraction import extract_diff  # noqa: E402
 
 START = datetime(2026, 1, 5, 9, tzinfo=UTC)
 DAYS = 365

@@ -279,8 +279,8 @@ def _cell(recalls: list[float]) -> str:
 def local_embedder(journal_dir: Path) -> Any:
     """The bundled MiniLM through the real embedder and a journal cache."""
     from deerflow_nb.config import Settings
-    from deerflow_nb.journal import Journal
     from deerflow_nb.memory.embeddings import get_embedder
+    from deerflow_nb.storage.journal import Journal
 
     settings = Settings(home=journal_dir)
     settings.memory.embeddings = "local:all-MiniLM-L6-v2"

@@ -33,7 +33,7 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register the ``%%agent`` and ``%memory`` magics."""
-    from .magics import register
+    from .notebook.magics import register
 
     register(ipython)
 
@@ -41,6 +41,6 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
     """Stop background work started by the magics; pending folds stay queued in the
     journal and are folded the next time memory opens on this home."""
-    from .magics import shutdown
+    from .notebook.magics import shutdown
 
     shutdown(ipython)

@@ -65,7 +65,7 @@ def _status(mem: Memory, args: argparse.Namespace) -> None:
     if args.json:
         _say(json.dumps(mem.status(), indent=2, default=str))  # ASCII: controls are \u escapes
         return
-    from .memory_views import StatusView
+    from .notebook.memory_views import StatusView
 
     _say(repr(StatusView(mem.status())))
 
@@ -75,7 +75,7 @@ def _export(mem: Memory, args: argparse.Namespace) -> None:
 
 
 def _import(mem: Memory, args: argparse.Namespace) -> None:
-    from .memory_views import count_of
+    from .notebook.memory_views import count_of
 
     mem.read_import(args.path)  # a broken file is said before any confirmation
     held = len(mem.data.get("facts", []))
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return inspect_main(argv[1:])
     if argv and argv[0] == "serve-offline":
-        from .llm.server import serve_main
+        from .offline.server import serve_main
 
         return serve_main(argv[1:])
     args = build_parser().parse_args(argv)

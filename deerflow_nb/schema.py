@@ -59,6 +59,8 @@ PROMPT_TAG = re.compile(
 # ``addedBy: "user"``; older ones are recognised by their source. A fold never removes or
 # evicts one without review.
 ADDED_BY_USER = "user"
+# The consolidation prompt's tag (memory/aging.py); the offline model answers it with merges.
+CONSOLIDATE_TAG = "consolidate_facts"
 USER_SOURCES = frozenset({"manual", "remember"})
 
 

@@ -60,7 +60,7 @@ def _arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 def memory_commands() -> str:
     """The ``%memory`` table: one row per subcommand, its arguments and its help."""
-    from deerflow_nb.memory_magic import PROG, build_parser
+    from deerflow_nb.notebook.memory_magic import PROG, build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -78,14 +78,14 @@ def memory_commands() -> str:
 
 
 def _agent_parser() -> argparse.ArgumentParser:
-    from deerflow_nb.agent import magic
+    from deerflow_nb.notebook import agent_magic as magic
 
     return magic._parser()
 
 
 def agent_synopsis() -> str:
     """``%%agent [-h] [-t/--thread NAME] …``, wrapped as the README's code block shows it."""
-    from deerflow_nb.agent.magic import PROG
+    from deerflow_nb.notebook.agent_magic import PROG
 
     words = [f"%{PROG}" if not PROG.startswith("%%") else PROG]
     words += [_synopsis(a) for a in _arguments(_agent_parser())]

@@ -10,7 +10,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from deerflow_nb.session import close_session
+from deerflow_nb.notebook.session import close_session
 
 if TYPE_CHECKING:
     from loopback import ServerHandle

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from deerflow_nb.config import load_settings
-from deerflow_nb.journal import Journal
 from deerflow_nb.memory import Memory
 from deerflow_nb.memory import queue as memory_queue
+from deerflow_nb.storage.journal import Journal
 
 POLARS = "Prefers polars over pandas for dataframes"
 CHURN = "Works on a churn model for a telecom client"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from deerflow_nb.llm.server import ServerHandle
+    from deerflow_nb.offline.server import ServerHandle
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -1,6 +1,6 @@
 """The loopback server with the faults tests need; the shipped one serves the model only.
 
-``start_server`` here takes what ``deerflow_nb.llm.server.start_server`` does, plus a
+``start_server`` here takes what ``deerflow_nb.offline.server.start_server`` does, plus a
 ``context_window`` (chat requests over it fail as OpenAI's do: 400,
 ``context_length_exceeded``; with ``overflow="empty"`` a streamed one gets what llama.cpp's
 server sends instead, HTTP 200 and a stream that ends with no chunk). Its handle adds:
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow_nb.llm.base import ChatResult
-from deerflow_nb.llm.server import (
+from deerflow_nb.offline.server import (
     ARG_PIECE,
     OfflineHandler,
     OfflineServer,
@@ -35,7 +35,7 @@ from deerflow_nb.llm.server import (
     _error,
     serve,
 )
-from deerflow_nb.llm.server import ServerHandle as _ShippedHandle
+from deerflow_nb.offline.server import ServerHandle as _ShippedHandle
 from deerflow_nb.tokens import count_message_tokens
 
 HOLD_SECONDS = 30.0  # a held request goes on by itself, so a failed test cannot hang

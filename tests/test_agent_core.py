@@ -20,7 +20,7 @@ from deerflow_nb.agent.tools import MAX_RESULT_TOKENS, NotebookTools
 from deerflow_nb.config import Settings, load_settings
 from deerflow_nb.llm import ModelError, ToolCall
 from deerflow_nb.llm.base import ChatResult
-from deerflow_nb.llm.offline import OfflineModel
+from deerflow_nb.offline.model import OfflineModel
 from deerflow_nb.tokens import count_tokens
 
 

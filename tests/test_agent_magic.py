@@ -18,8 +18,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 from loopback import start_server
 
-from deerflow_nb.agent.magic import AgentArgs, interpolate, parse_agent_line
-from deerflow_nb.session import close_session, get_session
+from deerflow_nb.notebook.agent_magic import AgentArgs, interpolate, parse_agent_line
+from deerflow_nb.notebook.session import close_session, get_session
 
 
 def agent_cell(shell: InteractiveShell, line: str, body: str) -> tuple[Any, CapturedIO]:

@@ -13,7 +13,7 @@ from IPython.utils.capture import capture_output
 from deerflow_nb import Agent
 from deerflow_nb.agent.middleware import injection
 from deerflow_nb.memory import Memory
-from deerflow_nb.session import get_session
+from deerflow_nb.notebook.session import get_session
 
 
 def cell(shell: InteractiveShell, line: str, body: str) -> str:

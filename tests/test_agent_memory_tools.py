@@ -25,8 +25,8 @@ from deerflow_nb.agent.tools import (
 )
 from deerflow_nb.config import load_settings
 from deerflow_nb.llm.base import ChatModel, ChatResult
-from deerflow_nb.llm.offline import OfflineModel
-from deerflow_nb.llm.server import ServerHandle
+from deerflow_nb.offline.model import OfflineModel
+from deerflow_nb.offline.server import ServerHandle
 from deerflow_nb.schema import CATEGORIES, is_user_fact
 from deerflow_nb.tokens import count_tokens
 
@@ -119,7 +119,7 @@ def test_remember_stores_a_user_fact_now_journaled_and_in_memory_history(
     with capture_output():
         result = shell.run_cell("%%agent -t setup\nRemember that I prefer polars over pandas.")
     assert result.success, result.error_in_exec
-    from deerflow_nb.session import get_session
+    from deerflow_nb.notebook.session import get_session
 
     session = get_session(shell)
     assert session.agent().model.name == "loopback-model"

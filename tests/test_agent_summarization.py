@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deerflow_nb import Agent
-from deerflow_nb.agent.display import summary_line
 from deerflow_nb.agent.summarization import (
     DEFAULT_SUMMARY_PROMPT,
     cut_index,
@@ -21,7 +20,8 @@ from deerflow_nb.agent.summarization import (
 from deerflow_nb.agent.tools import NotebookTools
 from deerflow_nb.config import ContextSize, SummarizationConfig, load_settings
 from deerflow_nb.llm.base import ChatResult, ToolCall
-from deerflow_nb.llm.offline import OfflineModel
+from deerflow_nb.notebook.agent_display import summary_line
+from deerflow_nb.offline.model import OfflineModel
 from deerflow_nb.tokens import count_message_tokens, count_tokens
 
 

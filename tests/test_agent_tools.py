@@ -108,7 +108,7 @@ def test_run_code_is_off_by_default_and_shows_code_before_running(
 
 def test_importing_the_agent_does_not_import_pandas_or_openai() -> None:
     code = (
-        "import sys, deerflow_nb.agent, deerflow_nb.agent.magic;"
+        "import sys, deerflow_nb.agent, deerflow_nb.notebook.agent_magic;"
         "print(sorted(m for m in ('pandas', 'openai', 'streamlit') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -20,9 +20,9 @@ from loopback import ServerHandle
 from deerflow_nb.config import load_settings
 from deerflow_nb.doctor import FAIL, OK, UNKNOWN, Check, DoctorReport, probe_extraction, run_doctor
 from deerflow_nb.llm.base import ChatModel, ChatResult, OnText
-from deerflow_nb.llm.offline import OfflineModel
 from deerflow_nb.memory.extraction import build_messages
 from deerflow_nb.memory.store import empty_memory
+from deerflow_nb.offline.model import OfflineModel
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
@@ -235,7 +235,7 @@ def test_memory_doctor_in_a_shell(shell: InteractiveShell) -> None:
 def test_memory_doctor_against_a_dead_port_is_one_usage_line(
     shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from deerflow_nb.session import close_session
+    from deerflow_nb.notebook.session import close_session
 
     url = f"http://127.0.0.1:{dead_port()}/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", url)

@@ -19,12 +19,12 @@ from loopback import start_server
 
 from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
-from deerflow_nb.journal import Journal
-from deerflow_nb.llm.offline import OfflineModel
 from deerflow_nb.memory import ranking
 from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
 from deerflow_nb.memory.injection import explain_selection, rank_facts, select_facts
 from deerflow_nb.memory.ranking import texts_to_embed
+from deerflow_nb.offline.model import OfflineModel
+from deerflow_nb.storage.journal import Journal
 
 FACTS = [
     "Melanie had a setback due to an injury and took a break from pottery.",

@@ -20,7 +20,7 @@ from inspector_seed import CHURN, MATPLOTLIB, POLARS, RUST, quiet_memory, seed_h
 from journal_rows import memory_json
 from streamlit.testing.v1 import AppTest
 
-from deerflow_nb.journal import Journal
+from deerflow_nb.storage.journal import Journal
 
 APP = Path(__file__).resolve().parents[1] / "inspector_app.py"
 

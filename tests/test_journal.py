@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from deerflow_nb import journal
 from deerflow_nb.config import HomeError
-from deerflow_nb.journal import MIGRATIONS, Journal
+from deerflow_nb.storage import journal
+from deerflow_nb.storage.journal import MIGRATIONS, Journal
 
 
 def test_migrations_are_recorded_in_order_and_run_once(tmp_path: Path) -> None:

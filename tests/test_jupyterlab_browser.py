@@ -156,7 +156,7 @@ def notebook(beacon: Beacon) -> dict[str, Any]:
             code("%load_ext deerflow_nb"),
             code("%%agent --no-memory\nPlease summarize my data."),
             code(
-                "from deerflow_nb.session import get_session\n"
+                "from deerflow_nb.notebook.session import get_session\n"
                 f"for part in {hostile_parts('fact', beacon.url)!r}:\n"
                 "    get_session(get_ipython()).memory.add_fact(part)"
             ),

@@ -20,7 +20,7 @@ from IPython.utils.capture import capture_output
 
 from deerflow_nb import Agent
 from deerflow_nb.llm import ModelError
-from deerflow_nb.session import close_session, get_session
+from deerflow_nb.notebook.session import close_session, get_session
 
 
 def test_a_streamed_agent_cell(shell: InteractiveShell, llama_model: LlamaServer) -> None:

@@ -10,7 +10,12 @@ import sys
 from pathlib import Path
 
 HEAVY = ("streamlit", "openai", "pandas")
-DEFERRED = ("deerflow_nb.agent", "deerflow_nb.memory_magic", "deerflow_nb.memory", "sqlite_utils")
+DEFERRED = (
+    "deerflow_nb.agent",
+    "deerflow_nb.notebook.memory_magic",
+    "deerflow_nb.memory",
+    "sqlite_utils",
+)
 
 PROBE = f"""
 import json, sys, time
@@ -24,7 +29,7 @@ after = [m for m in heavy if m in sys.modules]
 magics = shell.magics_manager.magics
 registered = {{"agent": "agent" in magics["cell"], "memory": "memory" in magics["line"]}}
 shell.run_line_magic("memory", "facts")
-used = "deerflow_nb.memory_magic" in sys.modules
+used = "deerflow_nb.notebook.memory_magic" in sys.modules
 shell.run_line_magic("unload_ext", "deerflow_nb")
 print(json.dumps({{"before": before, "after": after, "used": used, **registered}}))
 """

@@ -15,17 +15,17 @@ from IPython.core.interactiveshell import InteractiveShell
 from journal_rows import memory_json
 
 from deerflow_nb import Agent, Memory
-from deerflow_nb import memory_views as views
-from deerflow_nb.llm.offline_extraction import extract_diff
 from deerflow_nb.memory.aging import (
     TOPICAL_FACTOR,
     age_factor,
     eviction_order,
     keep_score,
-    offline_merges,
 )
 from deerflow_nb.memory.extraction import build_messages, parse
 from deerflow_nb.memory.updater import apply_diff
+from deerflow_nb.notebook import memory_views as views
+from deerflow_nb.offline.consolidation import offline_merges
+from deerflow_nb.offline.extraction import extract_diff
 from deerflow_nb.schema import ExtractionDiff
 
 NOW = datetime(2027, 6, 1, tzinfo=UTC)
@@ -383,7 +383,7 @@ def test_eviction_setting_is_checked(home: Path) -> None:
 
 # -- %memory stale and consolidate ---------------------------------------------------------
 def test_memory_stale_and_consolidate_magics(shell: InteractiveShell, home: Path) -> None:
-    from deerflow_nb.session import get_session
+    from deerflow_nb.notebook.session import get_session
 
     now = datetime.now(UTC)
     path = home.parent / "seed.json"

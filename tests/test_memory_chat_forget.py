@@ -10,7 +10,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from journal_rows import events, memory_json
 
-from deerflow_nb.session import get_session
+from deerflow_nb.notebook.session import get_session
 
 
 def facts(home: Path) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from deerflow_nb import Memory
-from deerflow_nb.journal import Journal
+from deerflow_nb.storage.journal import Journal
 
 JOURNALING_CHILD = textwrap.dedent(
     """

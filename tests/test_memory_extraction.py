@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from deerflow_nb.llm.offline_extraction import extract_diff
 from deerflow_nb.memory.extraction import ExtractionError, build_messages, parse, parse_reply
 from deerflow_nb.memory.filter import filter_messages, is_foldable
+from deerflow_nb.offline.extraction import extract_diff
 
 MEMORY = {
     "facts": [

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from journal_rows import journal_turn
 
 from deerflow_nb import Memory
-from deerflow_nb import memory_views as views
 from deerflow_nb.llm.base import ChatResult
 from deerflow_nb.memory.store import empty_memory
 from deerflow_nb.memory.updater import MAX_NEW_FACTS_PER_FOLD, apply_diff, wipe_limit
+from deerflow_nb.notebook import memory_views as views
 from deerflow_nb.schema import ExtractionDiff, memory_problem
 
 
@@ -259,7 +259,7 @@ class _model_reply:  # noqa: N801 - used as a context manager, like a function
         self.reply = reply
 
     def __enter__(self) -> None:
-        from deerflow_nb.llm import offline
+        from deerflow_nb.offline import model as offline
 
         self._original = offline.OfflineModel.chat
         reply = self.reply
@@ -273,7 +273,7 @@ class _model_reply:  # noqa: N801 - used as a context manager, like a function
         offline.OfflineModel.chat = chat  # type: ignore[method-assign]
 
     def __exit__(self, *exc: object) -> None:
-        from deerflow_nb.llm import offline
+        from deerflow_nb.offline import model as offline
 
         offline.OfflineModel.chat = self._original  # type: ignore[method-assign]
 
@@ -434,7 +434,7 @@ def test_any_prefix_of_a_reply_keeps_only_complete_items(
 
 
 def test_memory_status_and_history_magics_show_the_fold_report(shell: Any, home: Path) -> None:
-    from deerflow_nb.session import get_session
+    from deerflow_nb.notebook.session import get_session
 
     memory = get_session(shell).memory
     memory.apply(

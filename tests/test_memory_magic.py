@@ -14,9 +14,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from journal_rows import deerflow_memory, events, memory_json
 
-from deerflow_nb import memory_views as views
-from deerflow_nb.memory_magic import parse_memory_line
-from deerflow_nb.session import get_session
+from deerflow_nb.notebook import memory_views as views
+from deerflow_nb.notebook.memory_magic import parse_memory_line
+from deerflow_nb.notebook.session import get_session
 
 
 def run(shell: InteractiveShell, line: str) -> Any:
@@ -426,7 +426,7 @@ def test_text_subcommands_do_not_import_widgets_or_model_sdks(home: Path) -> Non
     script = (
         "import sys\n"
         "from IPython.core.interactiveshell import InteractiveShell\n"
-        "from deerflow_nb.memory_magic import MemoryMagics\n"
+        "from deerflow_nb.notebook.memory_magic import MemoryMagics\n"
         "ip = InteractiveShell.instance()\n"
         "ip.register_magics(MemoryMagics(ip))\n"
         "for line in ('add Likes tea', 'facts', '', 'history', 'status', 'versions'):\n"
@@ -468,7 +468,7 @@ def test_a_config_typo_is_one_line_naming_key_and_file(shell: InteractiveShell, 
 
 def test_the_light_category_list_matches_the_store() -> None:
     from deerflow_nb.memory.store import CATEGORIES as STORE_CATEGORIES
-    from deerflow_nb.memory_magic import CATEGORIES
+    from deerflow_nb.notebook.memory_magic import CATEGORIES
 
     assert CATEGORIES == STORE_CATEGORIES
 

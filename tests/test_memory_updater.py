@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deerflow_nb.memory.extraction import validate_diff
-from deerflow_nb.memory.similarity import signature
 from deerflow_nb.memory.store import empty_memory
 from deerflow_nb.memory.updater import apply_diff, sanitize_text
+from deerflow_nb.similarity import signature
 
 
 def is_near_duplicate(a: str, b: str) -> bool:

@@ -16,9 +16,9 @@ from markdown_it import MarkdownIt
 
 from deerflow_nb import Agent
 from deerflow_nb.agent.tools import NotebookTools, parse_arguments, tool_specs
-from deerflow_nb.llm.offline import OfflineModel
-from deerflow_nb.llm.offline_extraction import extract_diff
 from deerflow_nb.memory.extraction import build_messages
+from deerflow_nb.offline.extraction import extract_diff
+from deerflow_nb.offline.model import OfflineModel
 
 LEAD_TOOLS = ("list_variables", "describe_variable", "read_cell", "task")
 SUBAGENT_TOOLS = ("list_variables", "describe_variable", "read_cell")

@@ -20,8 +20,8 @@ from loopback import ServerHandle, start_server
 from deerflow_nb.agent.tools import parse_arguments
 from deerflow_nb.config import ModelConfig, load_settings
 from deerflow_nb.llm import ModelError, get_chat_model
-from deerflow_nb.llm.offline import OfflineModel
 from deerflow_nb.llm.openai_client import PLACEHOLDER_KEY, OpenAIChatModel
+from deerflow_nb.offline.model import OfflineModel
 
 LIST_VARIABLES = {
     "type": "function",

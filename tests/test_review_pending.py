@@ -10,7 +10,7 @@ from IPython.utils.capture import capture_output
 from journal_rows import journal_turn
 
 from deerflow_nb.memory import Memory
-from deerflow_nb.session import get_session
+from deerflow_nb.notebook.session import get_session
 
 
 def test_a_fold_with_no_changes_creates_no_pending_entry(home: Path) -> None:

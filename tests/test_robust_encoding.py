@@ -17,9 +17,9 @@ from loopback import ServerHandle
 
 from deerflow_nb import Agent, Memory
 from deerflow_nb.config import load_settings
-from deerflow_nb.journal import Journal
 from deerflow_nb.llm.base import ChatModel, ChatResult, ToolCall, Usage
 from deerflow_nb.scrub import encodable, encodable_deep
+from deerflow_nb.storage.journal import Journal
 
 LONE = "\ud800"
 

@@ -82,7 +82,7 @@ def test_the_cell_shows_the_one_line_error(shell: Any, model_server: ServerHandl
     with pytest.raises(UsageError, match="closed the stream") as info:
         shell.run_cell_magic("agent", "-t over", "hello there")
     assert "\n" not in str(info.value)
-    from deerflow_nb.session import get_session
+    from deerflow_nb.notebook.session import get_session
 
     (row,) = get_session(shell).memory.journal.turns("over")
     assert row["status"] == "error"

@@ -1,6 +1,6 @@
 """The loopback server speaks OpenAI's wire format exactly, checked with plain HTTP.
 
-These tests run the shipped server (``deerflow_nb.llm.server``), which serves the offline
+These tests run the shipped server (``deerflow_nb.offline.server``), which serves the offline
 model only; the two that need a fault hook or the keys it saw use ``tests/loopback.py``'s.
 """
 
@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 import loopback
 import pytest
 
-from deerflow_nb.llm import server
-from deerflow_nb.llm.offline import OfflineModel
-from deerflow_nb.llm.server import ServerHandle, start_server
+from deerflow_nb.offline import server
+from deerflow_nb.offline.model import OfflineModel
+from deerflow_nb.offline.server import ServerHandle, start_server
 
 LIST_VARIABLES = {
     "type": "function",
@@ -347,7 +347,7 @@ def test_serves_several_model_names(models: tuple[str, ...]) -> None:
 def test_serve_offline_names_a_bad_port_in_one_usage_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from deerflow_nb.llm.server import serve_main
+    from deerflow_nb.offline.server import serve_main
 
     for bad in ("99999", "-1", "http"):
         with pytest.raises(SystemExit) as exit_info:

@@ -29,9 +29,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from loopback import ServerHandle, start_server
 
-from deerflow_nb.agent.display import TerminalTurnView, TurnView, show_markdown
 from deerflow_nb.agent.tools import NotebookTools
-from deerflow_nb.session import close_session, get_session
+from deerflow_nb.notebook.agent_display import TerminalTurnView, TurnView, show_markdown
+from deerflow_nb.notebook.session import close_session, get_session
 from deerflow_nb.untrusted import render_markdown
 
 
@@ -204,7 +204,7 @@ def test_every_memory_view_is_inert_in_every_mime_type(
 
 
 def test_memory_markdown_cells_are_literal(shell: InteractiveShell) -> None:
-    from deerflow_nb import memory_views as views
+    from deerflow_nb.notebook import memory_views as views
 
     fact = {"id": "f|1", "category": "context", "confidence": 0.9,
             "content": "a | b ![](http://x/y) <img src=x onerror=alert(1)> *em* `code`",
@@ -233,7 +233,7 @@ def html_widgets(widget: Any) -> Iterator[Any]:
 
 
 def test_the_panel_shows_hostile_memory_as_text(shell: InteractiveShell) -> None:
-    from deerflow_nb.widgets import MemoryPanel
+    from deerflow_nb.notebook.panel import MemoryPanel
 
     mem = seed_hostile_memory(shell)
     thread = "t-<img src=x onerror=alert(1)>"

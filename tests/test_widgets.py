@@ -14,10 +14,10 @@ from ipywidgets.widgets import widget as ipywidgets_widget
 from journal_rows import events, journal_turn, memory_json
 
 from deerflow_nb.memory import Memory
-from deerflow_nb.memory_magic import MemoryMagics
-from deerflow_nb.session import close_session, get_session
+from deerflow_nb.notebook.memory_magic import MemoryMagics
+from deerflow_nb.notebook.panel import TAB_TITLES, MemoryPanel
+from deerflow_nb.notebook.session import close_session, get_session
 from deerflow_nb.tokens import count_tokens
-from deerflow_nb.widgets import TAB_TITLES, MemoryPanel
 
 widget_registry = ipywidgets_widget._instances  # every widget not yet closed
 

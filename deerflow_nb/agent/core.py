@@ -29,8 +29,8 @@ from .subagents import SubagentExecutor, SubagentRun
 from .tools import MemoryTools, NotebookTools, tool_specs
 
 if TYPE_CHECKING:
-    from ..journal import Journal
     from ..memory import Memory
+    from ..storage.journal import Journal
 
 LEAD_PROMPT = (
     "You are deerflow_nb, an assistant inside the user's Jupyter notebook. Look at the "
@@ -241,7 +241,7 @@ class Agent:
         summary = self.journal.latest_summary(thread)
         after = summary["covers_until_seq"] if summary else 0
         rows = self.journal.message_rows(thread, after_seq=after)
-        from ..journal import row_to_message  # sqlite-utils imports pandas when installed
+        from ..storage.journal import row_to_message  # sqlite-utils imports pandas when installed
 
         return TurnState(
             thread_id=thread,

@@ -29,8 +29,8 @@ from .summarization import (
 )
 
 if TYPE_CHECKING:
-    from ..journal import Journal
     from ..memory import Memory
+    from ..storage.journal import Journal
 
 CONTEXT_MESSAGES = 4  # earlier messages, besides the new one, that steer memory selection
 

@@ -37,7 +37,7 @@ from .tools import (
 )
 
 if TYPE_CHECKING:
-    from ..journal import Journal
+    from ..storage.journal import Journal
 
 POLL_SECONDS = 0.05
 SUBAGENT_PROMPT = (

@@ -269,8 +269,6 @@ class NotebookTools(_ToolSet):
         from IPython.utils.capture import capture_output
 
         if self._show is not None:  # all of it, in a fence nothing in the code can close
-            from .display import code_to_run
-
             self._show(code_to_run(code))
         with capture_output() as captured:
             result = self.shell.run_cell(code, store_history=False)
@@ -585,3 +583,11 @@ def _count(value: Any, default: int) -> int:
         return max(1, min(int(value), MAX_K))
     except (TypeError, ValueError):
         return default
+
+
+def code_to_run(code: str) -> str:
+    """The Markdown ``run_code`` shows before it runs ``code``: all of it, in a fence that
+    nothing in the code can close, its invisible characters written out as ``<U+XXXX>``."""
+    from ..untrusted import code_block, reveal_invisible
+
+    return f"**Running in your kernel:**\n\n{code_block(reveal_invisible(code), 'python')}"

@@ -22,11 +22,11 @@ import sqlite_utils
 
 from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME, load_settings
 from ..config import HomeError as HomeError
-from ..journal import reading
 from ..memory import versions as version_rows  # memory_versions: snapshots and deltas
 from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS, MemoryStore
 from ..memory.store import MemoryFileError as MemoryFileError
+from ..storage.journal import reading
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -184,8 +184,8 @@ def embedder_for(home: Path) -> Any:
     settings = load_settings(home)
     if not settings.memory.embeddings:
         return None
-    from ..journal import Journal
     from ..memory.embeddings import get_embedder
+    from ..storage.journal import Journal
 
     return get_embedder(settings, Journal(settings.journal_path))
 
@@ -558,7 +558,7 @@ def fold_reports(db: sqlite_utils.Database | None, limit: int = 10) -> dict[str,
 
 def fold_rows(recent: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Recent fold reports as table rows: when, thread, outcome, version, what it did."""
-    from ..memory_views import fold_summary
+    from ..memory import folds
 
     return [
         {
@@ -566,7 +566,7 @@ def fold_rows(recent: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "thread": f.get("source") or "",
             "outcome": f.get("outcome") or "",
             "version": f.get("version"),
-            "what it did": fold_summary(f, with_head=False),
+            "what it did": folds.summary(f, with_head=False),
         }
         for f in recent
     ]

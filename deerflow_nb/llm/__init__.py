@@ -20,7 +20,7 @@ def get_chat_model(settings: Settings, name: str | None = None) -> ChatModel:
     """
     name = name or settings.chat_model_name
     if name == "offline":
-        from .offline import OfflineModel
+        from ..offline.model import OfflineModel
 
         return OfflineModel()
     if settings.is_offline:

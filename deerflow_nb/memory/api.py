@@ -29,16 +29,16 @@ from ..config import (
     Settings,
     load_settings,
 )
-from ..journal import Journal, now_iso, row_to_message
 from ..llm.base import ModelError
 from ..schema import ADDED_BY_USER, ExtractionDiff
 from ..scrub import encodable_deep, redact
+from ..similarity import overlap
+from ..storage.journal import Journal, now_iso, row_to_message
 from . import folds as fold_log
 from . import queue, usage, versions
 from .events import decode_event, event_row, replacement_events
 from .extraction import ExtractionError, build_messages, check_diff, parse
 from .filter import filter_messages, is_foldable
-from .similarity import overlap
 from .store import (
     CATEGORIES,
     MemoryFileError,

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import ConfigError, parse_embeddings_spec
-from ..journal import now_iso
+from ..storage.journal import now_iso
 
 if TYPE_CHECKING:
     from ..config import Settings
-    from ..journal import Journal
+    from ..storage.journal import Journal
 
 ComputeFn = Callable[[list[str]], np.ndarray]
 

@@ -10,10 +10,11 @@ on their own connection.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from ..journal import now_iso
 from ..scrub import encodable, encodable_deep
+from ..storage.journal import now_iso
 
 APPLIED = "applied"
 PARTLY = "partly applied"
@@ -124,3 +125,33 @@ def bounded(left_out: list[dict[str, str]], limit: int = MAX_LEFT_OUT) -> list[d
             "value": "",
         },
     ]
+
+
+def summary(fold: Mapping[str, Any] | None, *, with_head: bool = True) -> str:
+    """One fold in a line: ``partly applied (t1): added 2, left out 1 (newFacts[0]: …)``."""
+    if not fold:
+        return "never"
+    head = str(fold.get("outcome") or "")
+    if fold.get("source"):
+        head += f" ({fold['source']})"
+    if not fold.get("outcome"):  # a fold journaled before fold reports existed
+        return str(fold.get("at") or "never")
+    if fold.get("outcome") == "failed":
+        body = str(fold.get("error") or "unknown error")
+    else:
+        parts = [
+            f"{key} {len(fold.get(key) or [])}"
+            for key in ("added", "reinforced", "removed", "evicted", "sections")
+            if fold.get(key)
+        ]
+        left = list(fold.get("left_out") or [])
+        if left:
+            reasons = "; ".join(f"{x.get('item')}: {x.get('reason')}" for x in left[:3])
+            more = f"; {len(left) - 3} more" if len(left) > 3 else ""
+            parts.append(f"left out {len(left)} ({reasons}{more})")
+        held = list(fold.get("held") or [])
+        if held:
+            change = f" as change #{fold['pending_id']}" if fold.get("pending_id") else ""
+            parts.append(f"held for review{change} ({held[0].get('reason')})")
+        body = ", ".join(parts) or "no change"
+    return f"{head}: {body}" if with_head else body

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..journal import Journal, now_iso, owner_is_live
 from ..scrub import encodable, redact
+from ..storage.journal import Journal, now_iso, owner_is_live
 
 log = logging.getLogger(__name__)
 

@@ -40,13 +40,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..journal import RECALL_SCHEMA
 from ..llm.base import ModelError
+from ..storage.journal import RECALL_SCHEMA
 from .dates import date_match, mentioned_dates
 from .ranking import _ENTITY_RE, STOPWORDS
 
 if TYPE_CHECKING:
-    from ..journal import Journal
+    from ..storage.journal import Journal
     from .embeddings import Embedder
 
 log = logging.getLogger(__name__)

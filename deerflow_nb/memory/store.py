@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 from filelock import FileLock
 
-from ..journal import now_iso, storage_error
 from ..schema import (  # the constants live with the typed schema; kept importable here
     CATEGORIES,
     HISTORY_SECTIONS,
@@ -33,6 +32,7 @@ from ..schema import (  # the constants live with the typed schema; kept importa
     memory_problem,
 )
 from ..scrub import encodable, encodable_deep
+from ..storage.journal import now_iso, storage_error
 
 __all__ = [
     "CATEGORIES",

@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..journal import now_iso
 from ..schema import is_user_fact
+from ..similarity import normalize_text, signature
+from ..storage.journal import now_iso
 from .aging import eviction_order
-from .similarity import normalize_text, signature
 from .store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
 
 log = logging.getLogger(__name__)

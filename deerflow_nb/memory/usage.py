@@ -14,8 +14,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..journal import now_iso
-from .similarity import signature
+from ..similarity import signature
+from ..storage.journal import now_iso
 
 log = logging.getLogger(__name__)
 

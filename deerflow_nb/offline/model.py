@@ -16,9 +16,9 @@ import math
 import re
 from typing import Any
 
+from ..llm.base import ChatModel, ChatResult, OnText, ToolCall, counted_usage
 from ..tokens import count_tokens, truncate_to_tokens
 from ..untrusted import escape_markdown
-from .base import ChatModel, ChatResult, OnText, ToolCall, counted_usage
 
 PREFIX = "(offline model) "
 MAX_INPUT_TOKENS = 16_384
@@ -300,7 +300,7 @@ class OfflineModel(ChatModel):
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, json_mode: bool
     ) -> tuple[str, list[ToolCall]]:
         if json_mode:
-            from .offline_extraction import extract_diff
+            from .extraction import extract_diff
 
             return json.dumps(extract_diff(messages)), []
         last = messages[-1] if messages else {}
@@ -442,7 +442,7 @@ def _facts_to_remember(statement: str) -> list[tuple[str, str]]:
     offline extractor's reading of the statement (public protocol: ``extract_diff``) when
     it finds facts in it, else the statement with its pronouns turned and a category
     from simple word rules."""
-    from .offline_extraction import extract_diff
+    from .extraction import extract_diff
 
     statement = " ".join(statement.split()).strip(" .!;")
     prompt = (

@@ -9,11 +9,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .config import Settings, default_home, load_settings
+from ..config import Settings, default_home, load_settings
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .memory import Memory
+    from ..agent import Agent
+    from ..memory import Memory
 
 _ATTR = "_deerflow_nb_session"
 # %load_ext may open memory in a background thread while the first cell runs: one of each.
@@ -33,14 +33,14 @@ class Session:
     def memory(self) -> Memory:
         with _LOCK:
             if self._memory is None:
-                from .memory import Memory
+                from ..memory import Memory
 
                 self._memory = Memory(self.settings.home, settings=self.settings)
             return self._memory
 
     def agent(self, model: str | None = None) -> Agent:
         """The lead agent for ``model`` (default: the configured one), created once."""
-        from .agent import Agent
+        from ..agent import Agent
 
         key = model or self.settings.chat_model_name
         if key not in self._agents:

@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..llm.base import ChatResult
 from ..tokens import count_tokens
-from .base import ChatResult
-from .offline import OfflineModel
+from .model import OfflineModel
 
 ARG_PIECE = re.compile(r".{1,8}", re.DOTALL)
 # OpenAI's limit on one /v1/embeddings request, kept so clients must batch as they would

@@ -17,7 +17,7 @@ so the fold report shows it left out. Other facts carry no label, which the gate
 user-level and durable.
 
 A prompt holding ``<consolidate_facts>`` (``memory/aging.py``) is answered with the
-deterministic merges of ``aging.offline_merges`` instead of a diff.
+deterministic merges of ``consolidation.offline_merges`` instead of a diff.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..memory.aging import CONSOLIDATE_TAG, offline_merges
-from ..memory.similarity import overlap, signature
-from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS
+from ..schema import CONSOLIDATE_TAG, HISTORY_SECTIONS, USER_SECTIONS
+from ..similarity import overlap, signature
+from .consolidation import offline_merges
 
 _FACT_LINE = re.compile(r"^- \[(\w+)\] \((\w+), ([\d.]+)\) (.*)$")
 _BLOCK = re.compile(r"^(User|Assistant):[ \t]?", re.MULTILINE)

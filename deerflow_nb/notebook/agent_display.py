@@ -19,11 +19,11 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..untrusted import SafeMarkdown, clean_text, code_block, code_span, escape_markdown
+from ..untrusted import SafeMarkdown, clean_text, code_span, escape_markdown
 
 if TYPE_CHECKING:
+    from ..agent.core import TurnResult
     from ..memory import Memory
-    from .core import TurnResult
 
 THROTTLE = 0.05
 _SUBAGENT_MARKS = {
@@ -245,7 +245,7 @@ def turn_view(shell: Any, memory: Memory | None = None) -> TurnView | TerminalTu
     """The live view that suits ``shell``'s frontend, its footer reading ``memory`` (by
     default the shell's session memory, the one ``%%agent``'s agents use)."""
     if memory is None:
-        from ..session import get_session
+        from .session import get_session
 
         memory = get_session(shell).memory
     terminal = any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__)
@@ -258,11 +258,3 @@ def show_markdown(text: str) -> None:
     from IPython.display import display
 
     display(SafeMarkdown(text))
-
-
-def code_to_run(code: str) -> str:
-    """The Markdown ``run_code`` shows before it runs ``code``: all of it, in a fence that
-    nothing in the code can close, its invisible characters written out as ``<U+XXXX>``."""
-    from ..untrusted import reveal_invisible
-
-    return f"**Running in your kernel:**\n\n{code_block(reveal_invisible(code), 'python')}"

@@ -27,11 +27,11 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 
 from ..config import ConfigError
 from ..llm.base import ModelError
-from ..session import get_session
-from .display import TerminalTurnView, TurnView, show_markdown, turn_view
+from .agent_display import TerminalTurnView, TurnView, show_markdown, turn_view
+from .session import get_session
 
 if TYPE_CHECKING:
-    from .core import TurnResult
+    from ..agent.core import TurnResult
 
 PROG = "%%agent"
 DEFAULT_THREAD = "default"
@@ -140,8 +140,8 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
         agent = get_session(shell).agent(args.model)
     except (ModelError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
+    from ..agent.core import ThreadError
     from ..memory import MemoryFileError
-    from .core import ThreadError
 
     view = turn_view(shell)
     view.show()

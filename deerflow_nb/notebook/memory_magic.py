@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
 
+from ..config import ConfigError
+from ..llm.base import ModelError
 from . import memory_views as views
-from .config import ConfigError
-from .llm.base import ModelError
 from .session import get_session
 
 if TYPE_CHECKING:
-    from .doctor import DoctorReport
-    from .memory import Memory
-    from .widgets import MemoryPanel
+    from ..doctor import DoctorReport
+    from ..memory import Memory
+    from .panel import MemoryPanel
 
 # Mirrors memory.store.CATEGORIES: importing deerflow_nb.memory here would load the journal
 # (sqlite-utils, and through it pandas) at %load_ext.
@@ -510,7 +510,7 @@ class MemoryCommands:
 
     # read-only views
     def handle_panel(self, args: PanelArgs) -> MemoryPanel:
-        from .widgets import MemoryPanel
+        from .panel import MemoryPanel
 
         return MemoryPanel(self.memory)
 
@@ -539,7 +539,7 @@ class MemoryCommands:
         return views.StatusView(self.memory.status())
 
     def handle_doctor(self, args: DoctorArgs) -> DoctorReport:
-        from .doctor import run_doctor
+        from ..doctor import run_doctor
 
         return run_doctor(self.memory.settings)  # an unreachable server: a one-line ModelError
 
@@ -569,7 +569,7 @@ class MemoryCommands:
 
     # writes
     def handle_add(self, args: AddArgs) -> views.Notice:
-        from .memory.updater import MAX_FACT_CHARS
+        from ..memory.updater import MAX_FACT_CHARS
 
         before = self._fact_ids()
         try:
@@ -735,7 +735,7 @@ class MemoryMagics(Magics):
             commands = MemoryCommands(get_session(self.shell).memory)
         except ConfigError as exc:  # a config.yaml typo: name the key and the file, once
             raise UsageError(str(exc)) from None
-        from .memory import MemoryFileError  # loaded with the session's Memory
+        from ..memory import MemoryFileError  # loaded with the session's Memory
 
         try:
             if isinstance(args, PanelArgs):

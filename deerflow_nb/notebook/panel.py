@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
+from ..memory.store import CATEGORIES, MemoryFileError
+from ..untrusted import escape_html
 from . import memory_views as views
-from .memory.store import CATEGORIES, MemoryFileError
-from .untrusted import escape_html
 
 if TYPE_CHECKING:
-    from .memory import Memory
+    from ..memory import Memory
 
 TAB_TITLES = ("Profile", "Facts", "Preview", "Pending", "History", "Recall")
 PENDING_TAB = TAB_TITLES.index("Pending")

@@ -17,13 +17,13 @@ from typing import Any
 
 from IPython.core.magic import MAGIC_NO_VAR_EXPAND_ATTR
 
-from .config import JOURNAL_FILENAME, default_home
+from ..config import JOURNAL_FILENAME, default_home
 from .session import close_session, get_session
 
 # name -> (kind, module, class): what each magic's first use imports and registers.
 _MAGICS = {
-    "agent": ("line_cell", "deerflow_nb.agent.magic", "AgentMagics"),
-    "memory": ("line", "deerflow_nb.memory_magic", "MemoryMagics"),
+    "agent": ("line_cell", "deerflow_nb.notebook.agent_magic", "AgentMagics"),
+    "memory": ("line", "deerflow_nb.notebook.memory_magic", "MemoryMagics"),
 }
 
 

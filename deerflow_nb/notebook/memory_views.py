@@ -19,10 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .untrusted import clean_text, code_block, escape_html, escape_markdown
+from ..memory.folds import summary as fold_summary
+from ..untrusted import clean_text, code_block, escape_html, escape_markdown
 
 if TYPE_CHECKING:
-    from .memory import Memory
+    from ..memory import Memory
 
 SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("user", "workContext", "Work context"),
@@ -249,13 +250,13 @@ class RecallResults(View):
         ]
 
     def table(self) -> Table:
-        from .untrusted import clean_text
+        from ..untrusted import clean_text
 
         rows = [tuple(clean_text(c) for c in row) for row in self._cells()]
         return Table(self.headers, rows, clean_text(self.title), "No message matches.")
 
     def _repr_markdown_(self) -> str:
-        from .untrusted import escape_markdown
+        from ..untrusted import escape_markdown
 
         head = f"**{escape_markdown(self.title)}**\n\n"
         if not self.results:
@@ -270,7 +271,7 @@ class RecallResults(View):
         return head + "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from .untrusted import escape_html
+        from ..untrusted import escape_html
 
         table = Table(
             self.headers,
@@ -424,36 +425,6 @@ def folds_table(folds: Iterable[Mapping[str, Any]]) -> Table:
     return Table(
         ("time", "thread", "outcome", "what it did"), rows, "Recent folds", "No folds yet."
     )
-
-
-def fold_summary(fold: Mapping[str, Any] | None, *, with_head: bool = True) -> str:
-    """One fold in a line: ``partly applied (t1): added 2, left out 1 (newFacts[0]: …)``."""
-    if not fold:
-        return "never"
-    head = str(fold.get("outcome") or "")
-    if fold.get("source"):
-        head += f" ({fold['source']})"
-    if not fold.get("outcome"):  # a fold journaled before fold reports existed
-        return str(fold.get("at") or "never")
-    if fold.get("outcome") == "failed":
-        body = str(fold.get("error") or "unknown error")
-    else:
-        parts = [
-            f"{key} {len(fold.get(key) or [])}"
-            for key in ("added", "reinforced", "removed", "evicted", "sections")
-            if fold.get(key)
-        ]
-        left = list(fold.get("left_out") or [])
-        if left:
-            reasons = "; ".join(f"{x.get('item')}: {x.get('reason')}" for x in left[:3])
-            more = f"; {len(left) - 3} more" if len(left) > 3 else ""
-            parts.append(f"left out {len(left)} ({reasons}{more})")
-        held = list(fold.get("held") or [])
-        if held:
-            change = f" as change #{fold['pending_id']}" if fold.get("pending_id") else ""
-            parts.append(f"held for review{change} ({held[0].get('reason')})")
-        body = ", ".join(parts) or "no change"
-    return f"{head}: {body}" if with_head else body
 
 
 def failures_line(status: Mapping[str, Any]) -> str | None:
@@ -800,7 +771,7 @@ def facts_view(facts: Iterable[Mapping[str, Any]], title: str = "Facts") -> Fact
 
 def preview_view(memory: Memory, context: str | None, tokens: int | None) -> PreviewView:
     """The injected block and its exact token count; shared by ``%memory preview`` and the panel."""
-    from .tokens import count_tokens
+    from ..tokens import count_tokens
 
     budget = memory.settings.memory.max_injection_tokens if tokens is None else tokens
     block, chosen = memory.injection(context, max_tokens=budget)
