@@ -7,35 +7,20 @@ still a dependency, only a later one.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import deerflow_nb
 
 PACKAGE = Path(deerflow_nb.__file__).parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-# Lowest first. A module may import from its own layer and the ones below it.
-LAYERS: list[set[str]] = [
-    {"schema", "config", "tokens", "scrub", "untrusted", "similarity"},
-    {"storage", "journal"},
-    {"llm", "offline"},
-    {"memory"},
-    {"agent"},
-    {"notebook", "inspector", "cli", "doctor", "demo"},
-]
-# Siblings in one layer that must not lean on each other.
-APART = [("inspector", "notebook"), ("notebook", "inspector"), ("offline", "memory")]
+from internals_map import APART, layer_of, summary  # noqa: E402  (scripts/, as cog reads it)
 
 
 def top_name(module: str) -> str:
     """``deerflow_nb.memory.api`` -> ``memory``."""
     return module.split(".")[1]
-
-
-def layer_of(name: str) -> int:
-    for rank, names in enumerate(LAYERS):
-        if name in names:
-            return rank
-    raise AssertionError(f"deerflow_nb.{name} is in no layer: add it to LAYERS in {__file__}")
 
 
 def module_name(path: Path) -> str:
@@ -80,6 +65,14 @@ def test_every_module_is_in_a_layer() -> None:
         if path.parent == PACKAGE and path.name == "__init__.py":
             continue
         layer_of(top_name(module_name(path)))
+
+
+def test_every_module_says_what_it_does() -> None:
+    """The internals map (docs/internals.md) is built from these docstrings."""
+    missing = [
+        str(path.relative_to(PACKAGE.parent)) for path in PACKAGE.rglob("*.py") if not summary(path)
+    ]
+    assert not missing, "modules without a docstring: " + ", ".join(sorted(missing))
 
 
 def test_imports_point_down() -> None:
