@@ -47,8 +47,10 @@ _PREFERENCE = _wordset(
 _NEGATIONS = _wordset("no not never longer don't doesn't didn't stopped stop stops")
 
 
+@lru_cache(maxsize=65_536)
 def normalize_text(text: str) -> str:
-    """Exact-duplicate key: case-folded, whitespace collapsed, trailing punctuation dropped."""
+    """Exact-duplicate key: case-folded, whitespace collapsed, trailing punctuation dropped.
+    Cached: a fold keys every stored fact by it, and stored texts rarely change."""
     return " ".join(text.casefold().split()).rstrip(" .!;")
 
 
