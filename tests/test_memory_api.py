@@ -122,7 +122,7 @@ def test_debounce_restarts_on_every_enqueue_and_the_worker_folds(
     clock = ManualClock()
     monkeypatch.setattr(queue, "clock", clock)
     configure(home, debounce_seconds=1.0)
-    mem = Memory(home)
+    mem = Memory(home).start()
     journal_turn(mem, "a", "I work on project Apollo.")
     mem.enqueue("a")
     assert queue.next_due(mem.journal) == pytest.approx(clock() + 1.0)
@@ -132,10 +132,10 @@ def test_debounce_restarts_on_every_enqueue_and_the_worker_folds(
     clock.advance(0.6)  # "a" alone would be due by now; the second enqueue pushed it back
     assert [r["due_at"] for r in queue_rows(mem)] == pytest.approx([clock() + 0.4] * 2)
     assert queue.claim(mem.journal, "a", force=False) is None  # what the worker would find
-    mem._worker.notify()
+    mem._folding.worker.notify()
     assert mem.data["facts"] == []
     clock.advance(0.4)  # the debounce after the last enqueue has passed
-    mem._worker.notify()
+    mem._folding.worker.notify()
     wait_until(lambda: len(mem.data["facts"]) == 2, what="the worker's fold")
     assert sorted(contents(mem)) == ["Works on project Apollo", "Works on project Zephyr"]
     mem.close()
@@ -312,8 +312,8 @@ def test_reset_export_and_status(mem: Memory, tmp_path: Path) -> None:
 
 
 def test_one_worker_per_home_per_process(home: Path) -> None:
-    first, second = Memory(home), Memory(home)
-    assert first._worker is second._worker
+    first, second = Memory(home).start(), Memory(home).start()
+    assert first._folding.worker is second._folding.worker is not None
     first.close()
     journal_turn(second, "t1", "I prefer vim.")
     second.enqueue("t1")
@@ -424,7 +424,7 @@ def test_a_flush_timeout_bounds_waiting_for_a_background_fold(
 ) -> None:
     """The exit flush must not wait for the worker's own fold of a hung server either."""
     configure(home, debounce_seconds=0.1)
-    memory = Memory(home)
+    memory = Memory(home).start()
     hold = model_server.hold_next()
     journal_turn(memory, "t1", "I prefer polars over pandas.")
     memory.enqueue("t1")
@@ -468,7 +468,7 @@ def test_a_flush_folds_with_its_own_memorys_settings(
 ) -> None:
     """Two Memory objects on one home share one worker; each flush uses its caller's model,
     not that of whichever Memory happened to start the worker."""
-    served = Memory(home)  # its model is the loopback server
+    served = Memory(home).start()  # its model is the loopback server; it starts the worker
     monkeypatch.delenv("OPENAI_BASE_URL")
     monkeypatch.delenv("DEERFLOW_NB_MODEL")
     offline = Memory(home)

@@ -24,7 +24,7 @@ JOURNALING_CHILD = textwrap.dedent(
     from deerflow_nb import Memory
 
     round_no = sys.argv[1]
-    mem = Memory()
+    mem = Memory().start()  # as a kernel does: folds run in the background
     print("ready", flush=True)
     i = 0
     while True:
@@ -130,9 +130,11 @@ def test_a_crash_between_journal_and_file_rolls_forward_and_folds_once(home: Pat
     assert not (home / "memory.json").exists()  # the fold never reached the file
     assert list(home.glob("memory.json.*.tmp"))  # its temp file, written, left behind
 
-    mem = Memory(home)  # the journaled version is written now
-    assert not list(home.glob("memory.json.*.tmp"))  # and the leftover removed
+    mem = Memory(home)  # opening it writes nothing ...
+    assert list(home.glob("memory.json.*.tmp")) and not (home / "memory.json").exists()
+    # ... the first read writes the journaled version, and removes the leftover
     assert [f["content"] for f in mem.data["facts"]] == ["Works on project Heron"]
+    assert not list(home.glob("memory.json.*.tmp"))
     assert mem.flush().folded == []  # the fold finished in the journal: not folded again
     (fact,) = mem.data["facts"]
     assert fact.get("confirmations", 1) == 1
@@ -165,7 +167,7 @@ EXITING_CHILD = textwrap.dedent(
     """
     from deerflow_nb import Memory
 
-    mem = Memory()
+    mem = Memory().start()
     mem.journal.ensure_thread("t1")
     mem.journal.add_message("t1", {"role": "user", "content": "I prefer polars over pandas."})
     mem.journal.add_message("t1", {"role": "assistant", "content": "Noted."})

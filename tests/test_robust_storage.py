@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from deerflow_nb import Memory
 from deerflow_nb.config import HomeError
 from deerflow_nb.memory import MemoryFileError, versions
-from deerflow_nb.memory.api import MAX_IMPORT_BYTES
 from deerflow_nb.memory.store import MemoryStore, empty_memory
+from deerflow_nb.memory.transfer import MAX_IMPORT_BYTES
 
 FACT = '{{"id": "f1", "content": "Likes tea", "category": "preference", "confidence": {}}}'
 
@@ -237,7 +237,7 @@ def test_a_full_disk_is_a_one_line_error_and_the_change_never_comes_back(
         with Memory(home) as memory:
             assert memory.data == before
             assert len(memory.versions()) == versions_before
-            assert memory._unwritten() is None
+            assert memory._ledger.unwritten() is None
             assert not list(home.glob("memory.json.*.tmp"))
             memory.add_fact("Prefers polars over pandas")
             assert len(memory.facts()) == 91
@@ -316,7 +316,7 @@ def test_what_a_kill_9_leaves_is_cleaned_up_on_load(home: Path) -> None:
         dead.kill()
         dead.wait()
         assert len(list(home.glob("memory.json.*.tmp"))) == 1
-        with Memory(home) as memory:
+        with Memory(home).start() as memory:  # loaded as a kernel loads it
             statuses = sorted(t["status"] for t in memory.journal.turns("t"))
             assert statuses == ["interrupted", "running"]  # the live kernel's is left alone
             (gone,) = [t for t in memory.journal.turns("t") if t["status"] == "interrupted"]
@@ -325,7 +325,7 @@ def test_what_a_kill_9_leaves_is_cleaned_up_on_load(home: Path) -> None:
     finally:
         live.kill()
         live.wait()
-    with Memory(home) as memory:  # once that kernel is gone too
+    with Memory(home).start() as memory:  # once that kernel is gone too
         assert {t["status"] for t in memory.journal.turns("t")} == {"interrupted"}
 
 

@@ -109,11 +109,19 @@ class Agent:
 
     @property
     def memory(self) -> Memory:
+        """The memory this agent reads and folds into, started (``Memory.start``): its
+        turns are folded in the background."""
         if self._memory is None:
             from ..memory import Memory
 
-            self._memory = Memory(self.settings.home, settings=self.settings)
-        return self._memory
+            memory = Memory(self.settings.home, settings=self.settings)
+            try:
+                memory.start()
+            except BaseException:
+                memory.close()
+                raise
+            self._memory = memory
+        return self._memory.start()
 
     @property
     def journal(self) -> Journal:

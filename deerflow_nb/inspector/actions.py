@@ -3,9 +3,9 @@
 ``Memory`` does the locking, the atomic rename and the journaling (memory_events and a
 memory_versions snapshot), so an edit made here is exactly as safe, and as audited, as
 one made with ``%memory`` in the kernel that may be running beside the inspector.
-Each call opens the home's ``Memory`` with folding switched off for that object and
-closes it again: the inspector never starts a queue worker, so it never calls a model
-or folds a kernel's pending threads behind its back.
+Each call opens the home's ``Memory`` and closes it again, never starting it: the
+inspector starts no queue worker, so it never calls a model or folds a kernel's pending
+threads behind its back.
 """
 
 from __future__ import annotations
@@ -23,12 +23,9 @@ if TYPE_CHECKING:
 
 @contextmanager
 def _memory(home: Path) -> Iterator[Memory]:
-    from ..config import load_settings
     from ..memory import Memory
 
-    settings = load_settings(home)
-    settings.memory.enabled = False  # gates only the queue worker; writes are unaffected
-    mem = Memory(home, settings=settings)
+    mem = Memory(home)  # never started: no queue worker
     try:
         yield mem
     finally:

@@ -27,6 +27,7 @@ from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS, MemoryStore
 from ..memory.store import MemoryFileError as MemoryFileError
 from ..storage.journal import reading
+from ..storage.ledger import stored_size_sql
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -319,7 +320,7 @@ def size_series(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
             db,
             "memory_versions",
             # the size without loading every snapshot (this runs on each auto-refresh)
-            select=f"id, created_at, reason, fact_count, {version_rows.stored_size_sql()} AS chars",
+            select=f"id, created_at, reason, fact_count, {stored_size_sql()} AS chars",
             order_by="id",
         )
     ]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .api import ApplyReport, FlushReport, Memory
+from .api import Memory
 from .extraction import ExtractionError
+from .reports import ApplyReport, FlushReport
 from .store import MemoryFileError
 
 if TYPE_CHECKING:

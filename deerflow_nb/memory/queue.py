@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..scrub import encodable, redact
+from ..storage import queue as rows
 from ..storage.journal import Journal, now_iso, owner_is_live
 
 log = logging.getLogger(__name__)
@@ -55,41 +56,36 @@ def upsert(
     """Inside the caller's journal transaction (the one that read the snapshot, so a fold
     finishing meanwhile cannot leave it stale): replace the thread's pending snapshot and
     restart the debounce for every pending row."""
-    now = clock()
-    due = now + debounce
-    db.execute(
-        "UPDATE memory_queue SET due_at = ? WHERE status = 'pending' AND due_at < ?", [due, due]
-    )
-    db["memory_queue"].upsert(
-        {
-            "thread_id": thread_id,
-            "snapshot": encodable(json.dumps(snapshot, ensure_ascii=False)),
-            "enqueued_at": now_iso(),
-            "due_at": due,
-            "attempts": 0,
-            "last_error": None,
-            "status": "pending",
-            "last_seq": last_seq,
-        },
-        pk="thread_id",
-    )
+    due = clock() + debounce
+    row = {
+        "thread_id": thread_id,
+        "snapshot": _encode(snapshot),
+        "enqueued_at": now_iso(),
+        "due_at": due,
+        "attempts": 0,
+        "last_error": None,
+        "status": "pending",
+        "last_seq": last_seq,
+    }
+    rows.put(db, row, due_at_least=due)
+
+
+def _encode(snapshot: list[dict[str, Any]]) -> str:
+    return encodable(json.dumps(snapshot, ensure_ascii=False))
 
 
 def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | None:
     """Take the row for folding, or None if it is gone, not due, or held by a live process."""
     now = clock()
     with journal.transaction() as db:
-        rows = list(db["memory_queue"].rows_where("thread_id = ?", [thread_id]))
-        if not rows:
+        row = rows.get(db, thread_id)
+        if row is None:
             return None
-        row = rows[0]
         if not force and (row["status"] != "pending" or row["due_at"] > now):
             return None
         if _claim_is_live(row.get("claimed_by"), row.get("claimed_until"), now):
             return None
-        db["memory_queue"].update(
-            thread_id, {"claimed_by": _me(), "claimed_until": now + LEASE_SECONDS}
-        )
+        rows.claim(db, thread_id, _me(), now + LEASE_SECONDS)
     return row
 
 
@@ -97,11 +93,7 @@ def release(journal: Journal, row: dict[str, Any]) -> None:
     """Give up this process's claim on the row (its fold was interrupted), so the worker
     does not wait out the lease before trying again."""
     with journal.transaction() as db:
-        db.execute(
-            "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL "
-            "WHERE thread_id = ? AND claimed_by = ?",
-            [row["thread_id"], _me()],
-        )
+        rows.unclaim(db, row["thread_id"], _me())
 
 
 def finish(db: Any, row: dict[str, Any]) -> bool:
@@ -109,16 +101,10 @@ def finish(db: Any, row: dict[str, Any]) -> bool:
     the row unless a newer snapshot replaced it; True when one did (a turn was journaled
     during the fold), so the caller re-reads it past what this fold covered."""
     last_seq = row.get("last_seq") or 0
-    db.execute(
-        "DELETE FROM memory_queue WHERE thread_id = ? AND COALESCE(last_seq, 0) <= ?",
-        [row["thread_id"], last_seq],
-    )
-    db.execute(
-        "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL WHERE thread_id = ?",
-        [row["thread_id"]],
-    )
+    rows.drop_through(db, row["thread_id"], last_seq)
+    rows.unclaim(db, row["thread_id"])
     mark_folded(db, row["thread_id"], last_seq)
-    return bool(db["memory_queue"].count_where("thread_id = ?", [row["thread_id"]]))
+    return rows.is_queued(db, row["thread_id"])
 
 
 def replace_snapshot(
@@ -127,34 +113,14 @@ def replace_snapshot(
     """Inside a journal transaction: the queued row now holds ``snapshot`` (its due time
     and attempts kept), or is dropped when nothing foldable is left (None)."""
     if snapshot is None:
-        db.execute("DELETE FROM memory_queue WHERE thread_id = ?", [thread_id])
-        return
-    db.execute(
-        "UPDATE memory_queue SET snapshot = ?, last_seq = ? WHERE thread_id = ?",
-        [encodable(json.dumps(snapshot, ensure_ascii=False)), last_seq, thread_id],
-    )
+        rows.drop(db, thread_id)
+    else:
+        rows.set_snapshot(db, thread_id, _encode(snapshot), last_seq)
 
 
 def mark_folded(db: Any, thread_id: str, seq: int) -> None:
     """Record that the thread is folded (or passed over) up to ``seq``; it never goes back."""
-    db.execute(
-        """
-        INSERT INTO memory_threads (thread_id, folded_seq, folded_at) VALUES (?, ?, ?)
-        ON CONFLICT(thread_id) DO UPDATE SET
-          folded_seq = MAX(folded_seq, excluded.folded_seq), folded_at = excluded.folded_at
-        """,
-        [thread_id, seq, now_iso()],
-    )
-
-
-def is_queued(journal: Journal, thread_id: str) -> bool:
-    return bool(journal.db["memory_queue"].count_where("thread_id = ?", [thread_id]))
-
-
-def queued_threads(journal: Journal) -> list[str]:
-    """Queued thread ids, soonest due first (without their snapshots)."""
-    sql = "SELECT thread_id FROM memory_queue ORDER BY due_at"
-    return [r[0] for r in journal.db.execute(sql).fetchall()]
+    rows.mark_folded(db, thread_id, seq, now_iso())
 
 
 def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
@@ -163,38 +129,70 @@ def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
     status = "failed" if attempts >= MAX_ATTEMPTS else "pending"
     delay = BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]
     with journal.transaction() as db:
-        db.execute(
-            "UPDATE memory_queue SET attempts = ?, last_error = ?, status = ?, due_at = ? "
-            "WHERE thread_id = ? AND enqueued_at = ?",
-            [
-                attempts,
-                redact(encodable(error[:2000])),
-                status,
-                clock() + delay,
-                row["thread_id"],
-                row["enqueued_at"],
-            ],
+        rows.record_failure(
+            db,
+            row,
+            attempts=attempts,
+            error=redact(encodable(error[:2000])),
+            status=status,
+            due_at=clock() + delay,
         )
-        db.execute(
-            "UPDATE memory_queue SET claimed_by = NULL, claimed_until = NULL WHERE thread_id = ?",
-            [row["thread_id"]],
-        )
+
+
+def is_queued(journal: Journal, thread_id: str) -> bool:
+    return rows.is_queued(journal.db, thread_id)
+
+
+def queued_threads(journal: Journal) -> list[str]:
+    """Queued thread ids, soonest due first (without their snapshots)."""
+    return rows.thread_ids(journal.db)
+
+
+def pending_count(journal: Journal) -> int:
+    """How many threads are queued, failed ones included."""
+    return rows.count(journal.db)
 
 
 def status_rows(journal: Journal) -> list[dict[str, Any]]:
     """The queue as ``Memory.status`` shows it: everything but the snapshots."""
-    columns = "thread_id, status, attempts, last_error, due_at, enqueued_at"
-    return list(journal.db["memory_queue"].rows_where(select=columns, order_by="due_at"))
+    return rows.status_rows(journal.db)
 
 
 def next_due(journal: Journal) -> float | None:
     """When the worker should next try: a row another process has claimed is not due
     before its lease ends, so the worker sleeps instead of spinning on it."""
-    value = journal.db.execute(
-        "SELECT MIN(MAX(due_at, COALESCE(claimed_until, 0))) FROM memory_queue"
-        " WHERE status = 'pending'"
-    ).fetchone()[0]
-    return None if value is None else float(value)
+    return rows.next_due(journal.db)
+
+
+_fold_locks: dict[Path, threading.RLock] = {}
+_fold_locks_guard = threading.Lock()
+_workers: dict[Path, QueueWorker] = {}
+_workers_guard = threading.Lock()
+
+
+def fold_lock(home: Path) -> threading.RLock:
+    """This process's fold lock for ``home``: one fold at a time, worker or flush.
+
+    Re-entrant: a change callback may flush from inside a fold."""
+    key = home.resolve()
+    with _fold_locks_guard:
+        lock = _fold_locks.get(key)
+        if lock is None:
+            lock = _fold_locks[key] = threading.RLock()
+        return lock
+
+
+def fold_now(home: Path, folder: Any, force: bool, timeout: float | None = None) -> Any:
+    """Run ``folder.fold_pending`` under the home's fold lock; None when a fold already
+    running in this process outlasts ``timeout``."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    lock = fold_lock(home)
+    if not lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+        return None
+    try:
+        return folder.fold_pending(force, deadline)
+    finally:
+        lock.release()
 
 
 class QueueWorker:
@@ -203,8 +201,7 @@ class QueueWorker:
     def __init__(self, home: Path, journal: Journal) -> None:
         self.home = home
         self.journal = journal
-        self.holders: list[Any] = []  # the Memory objects sharing this worker
-        self.fold_lock = threading.RLock()  # a callback may flush from inside a fold
+        self.holders: list[Any] = []  # the started folders (``memory.folding``) of this home
         self._wake = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(
@@ -219,21 +216,11 @@ class QueueWorker:
         with self._wake:
             self._wake.notify_all()
 
-    def fold(self, force: bool, timeout: float | None = None, holder: Any = None) -> Any:
-        """Run ``holder``'s fold (by default the first holder's: a queued row does not say
-        which one queued it) under this process's fold lock; None when there is no holder,
-        or when a fold already running here outlasts ``timeout``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self.fold_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
-            return None
-        try:
-            if holder is None:
-                if not self.holders:
-                    return None
-                holder = self.holders[0]
-            return holder._fold_pending(force, deadline)
-        finally:
-            self.fold_lock.release()
+    def fold(self, force: bool, timeout: float | None = None) -> Any:
+        """Fold with the first holder (a queued row does not say which one queued it);
+        None when there is none, or when another fold here outlasts ``timeout``."""
+        holders = list(self.holders)
+        return fold_now(self.home, holders[0], force, timeout) if holders else None
 
     def stop(self) -> None:
         with self._wake:
@@ -277,10 +264,6 @@ class QueueWorker:
             self.fold(force=True, timeout=EXIT_FLUSH_SECONDS)
 
 
-_workers: dict[Path, QueueWorker] = {}
-_workers_guard = threading.Lock()
-
-
 def acquire(home: Path, holder: Any) -> QueueWorker:
     """This process's worker for ``home``, started on first use; ``holder`` shares it."""
     key = home.resolve()
@@ -303,7 +286,7 @@ def release_worker(home: Path, holder: Any) -> None:
         worker = _workers.get(key)
         if worker is None or holder not in worker.holders:
             return
-        with worker.fold_lock:
+        with fold_lock(home):
             worker.holders.remove(holder)
         if worker.holders:
             worker.journal = worker.holders[0].journal

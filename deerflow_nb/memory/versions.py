@@ -1,4 +1,4 @@
-"""``memory_versions``: every state of memory.json, stored as deltas between full snapshots.
+"""What a memory version is: every state of memory.json, as deltas between full snapshots.
 
 A full snapshot per change made the journal grow by the whole memory on every edit (300
 edits of a 28 KB memory added 10 MB). Now a version row holds either
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from ..storage import ledger as rows
 
 FULL_EVERY = 50  # at most this many deltas between two full snapshots
 FULL_REASONS = frozenset({"import", "reset", "rollback"})
@@ -112,7 +114,7 @@ def record(
     """Inside a journal transaction: add the version holding ``data`` (unwritten) and
     return its id. ``previous`` is the newest version's id and document when the caller
     knows them (it saves rebuilding that version from its deltas)."""
-    newest = db.execute("SELECT MAX(id) FROM memory_versions").fetchone()[0]
+    newest = rows.newest_version(db)
     row: dict[str, Any] = {
         "created_at": created_at,
         "reason": reason,
@@ -121,7 +123,11 @@ def record(
         "written": 0,
     }
     delta = None
-    if newest is not None and reason not in FULL_REASONS and _since_full(db) < FULL_EVERY:
+    if (
+        newest is not None
+        and reason not in FULL_REASONS
+        and rows.deltas_since_full(db) < FULL_EVERY
+    ):
         base = previous[1] if previous is not None and previous[0] == newest else None
         if base is None:
             base = read(db, newest)
@@ -131,17 +137,7 @@ def record(
     else:
         row["delta"] = dumps(delta)
         row["base_id"] = newest
-    return int(db["memory_versions"].insert(row).last_pk)
-
-
-def _since_full(db: Any) -> int:
-    """How many delta versions follow the newest full snapshot."""
-    return int(
-        db.execute(
-            "SELECT COUNT(*) FROM memory_versions WHERE id > "
-            "(SELECT COALESCE(MAX(id), 0) FROM memory_versions WHERE snapshot IS NOT NULL)"
-        ).fetchone()[0]
-    )
+    return rows.insert_version(db, row)
 
 
 def read(db: Any, version: int) -> dict[str, Any]:
@@ -150,30 +146,16 @@ def read(db: Any, version: int) -> dict[str, Any]:
     Works on any connection to the journal (``sqlite_utils.Database`` or ``sqlite3``),
     read-only ones included.
     """
-    conn = getattr(db, "conn", db)
-    exists = conn.execute("SELECT 1 FROM memory_versions WHERE id = ?", [version]).fetchone()
-    if exists is None:
+    if not rows.version_exists(db, version):
         raise KeyError(f"no memory version {version}")
-    full = conn.execute(
-        "SELECT id, snapshot FROM memory_versions WHERE id <= ? AND snapshot IS NOT NULL "
-        "ORDER BY id DESC LIMIT 1",
-        [version],
-    ).fetchone()
+    full = rows.full_snapshot_at_or_before(db, version)
     if full is None:
         raise KeyError(f"memory version {version} has no full snapshot before it")
-    data = json.loads(full[1])
-    if full[0] == version:
+    full_id, snapshot = full
+    data = json.loads(snapshot)
+    if full_id == version:
         return data
-    rows = conn.execute(
-        "SELECT delta FROM memory_versions WHERE id > ? AND id <= ? ORDER BY id",
-        [full[0], version],
-    )
-    for (delta,) in rows:
+    for delta in rows.deltas_between(db, full_id, version):
         if delta is not None:
             data = apply_delta(data, json.loads(delta))
     return data
-
-
-def stored_size_sql() -> str:
-    """SQL for one version row's stored size in characters (full or delta)."""
-    return "length(COALESCE(snapshot, delta))"

@@ -9,15 +9,14 @@ them, and only then is memory opened, in the background, to fold them.
 from __future__ import annotations
 
 import importlib
-import sqlite3
 import threading
 from collections.abc import Callable
-from contextlib import closing
 from typing import Any
 
 from IPython.core.magic import MAGIC_NO_VAR_EXPAND_ATTR
 
 from ..config import JOURNAL_FILENAME, default_home
+from ..storage.queue import has_pending_folds
 from .session import close_session, get_session
 
 # name -> (kind, module, class): what each magic's first use imports and registers.
@@ -50,22 +49,10 @@ def register(shell: Any) -> None:
     kernel left pending."""
     for name, (kind, _, _) in _MAGICS.items():
         shell.register_magic_function(_lazy_magic(shell, name), magic_kind=kind, magic_name=name)
-    if has_pending_folds():
+    if has_pending_folds(default_home() / JOURNAL_FILENAME):
         threading.Thread(
             target=lambda: get_session(shell).memory, name="deerflow-nb-recover", daemon=True
         ).start()
-
-
-def has_pending_folds() -> bool:
-    """Whether the home's journal holds queued folds, read with the stdlib only."""
-    path = default_home() / JOURNAL_FILENAME
-    if not path.exists():
-        return False
-    try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as conn:
-            return bool(conn.execute("SELECT 1 FROM memory_queue LIMIT 1").fetchone())
-    except sqlite3.Error:
-        return False
 
 
 def shutdown(shell: Any) -> None:

@@ -35,7 +35,13 @@ class Session:
             if self._memory is None:
                 from ..memory import Memory
 
-                self._memory = Memory(self.settings.home, settings=self.settings)
+                memory = Memory(self.settings.home, settings=self.settings)
+                try:
+                    memory.start()  # a kernel folds in the background
+                except BaseException:
+                    memory.close()
+                    raise
+                self._memory = memory
             return self._memory
 
     def agent(self, model: str | None = None) -> Agent:

@@ -1,0 +1,303 @@
+"""Folding: a thread's new turns, through the memory model, into one journaled change.
+
+``enqueue`` snapshots what a thread has not folded yet into ``memory_queue``; a fold (the
+background worker's, once ``start_worker`` ran, or ``flush``'s, synchronously) claims the
+row, asks the memory model for a diff and applies it exactly as ``apply`` does: held for
+review in review mode, guarded against wiping memory, recorded in ``memory_folds``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ..config import ConfigError, Settings
+from ..llm.base import ModelError
+from ..schema import ExtractionDiff
+from ..scrub import redact
+from ..storage import ledger as ledger_rows
+from ..storage import queue as queue_rows
+from ..storage.journal import Journal, row_to_message
+from . import folds as fold_log
+from . import queue
+from .extraction import ExtractionError, build_messages, parse
+from .filter import filter_messages, is_foldable
+from .ledger import Changed, Ledger
+from .reports import ApplyReport, FlushReport, changes_anything
+from .review import Review, propose
+from .rules import Rules
+from .store import MemoryFileError
+from .updater import GuardedFold, UpdateResult, guard_fold
+
+log = logging.getLogger(__name__)
+# Failures whose message already says what went wrong and how to fix it: logged as that
+# one line, where a traceback would bury it (an unreachable server's runs ~100 lines).
+SAID_IN_ONE_LINE = (ModelError, ConfigError)
+
+
+class Folding:
+    """The fold queue of one ``Memory``: what it queues, and how a queued row folds."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        journal: Journal,
+        ledger: Ledger,
+        rules: Rules,
+        review: Review,
+        changed: Changed,
+        warm: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.settings = settings
+        self.journal = journal  # the worker reads the queue through its first holder's
+        self.ledger = ledger
+        self.rules = rules
+        self.review = review
+        self._changed = changed
+        self._warm = warm
+        self.worker: queue.QueueWorker | None = None
+        self.last_error: str | None = None
+        self._orphans_checked = False
+        self._orphans_lock = threading.Lock()
+
+    # -- applying a diff -----------------------------------------------------------------
+    def apply(
+        self, diff: ExtractionDiff, source: str, finish: Callable[[Any], None] | None = None
+    ) -> ApplyReport:
+        """Apply a checked diff as a fold; ``finish`` runs in the same journal transaction."""
+        left_out = [item.to_dict() for item in diff.left_out]
+        clean = diff.to_dict()
+        if self.review.on:
+            return self._hold(clean, source, left_out, finish)
+        guarded: list[GuardedFold] = []
+        reports: list[ApplyReport] = []
+
+        def mutate(data: dict[str, Any]) -> UpdateResult:
+            guarded[:] = [guard_fold(data, clean, lambda d: self.rules.apply(data, d, source))]
+            return guarded[0].result
+
+        def finish_fold(db: Any) -> None:
+            outcome = guarded[0]
+            result = outcome.result
+            version = None
+            if result.events:  # journaled just now, in this transaction, under the lock
+                version = ledger_rows.newest_version(db)
+            report = ApplyReport.from_result(result, version)
+            report.left_out = left_out + report.left_out
+            report.left_out += [
+                {"item": "factsToRemove", "reason": "names no stored fact", "value": i}
+                for i in result.ignored_removals
+            ]
+            if outcome.held_diff:
+                report.pending_id = propose(db, source, outcome.held_diff)
+                report.held = outcome.held
+            report.left_out = fold_log.bounded(report.left_out)
+            report.outcome = fold_log.outcome_of(
+                report.to_dict(), version=version, held_all=outcome.held_all
+            )
+            _record_fold(db, source, report)
+            reports.append(report)
+            if finish:
+                finish(db)
+
+        result, _ = self.ledger.commit("fold", source, mutate, finish_fold)
+        if reports[0].pending_id is not None:
+            self._changed({"reason": "proposed", "pending_id": reports[0].pending_id})
+        if result.events:
+            self._warm(result.data)
+        return reports[0]
+
+    def _hold(
+        self,
+        clean: dict[str, Any],
+        source: str,
+        left_out: list[dict[str, str]],
+        finish: Callable[[Any], None] | None,
+    ) -> ApplyReport:
+        """Review mode: the diff waits as one pending change (none when it changes nothing:
+        there would be nothing to approve, only the fold's record)."""
+        report = ApplyReport(left_out=fold_log.bounded(left_out), outcome=fold_log.NOTHING)
+        with self.journal.transaction() as db:
+            if changes_anything(clean):
+                report.pending_id = propose(db, source, clean)
+                report.held = [
+                    {"item": "the whole fold", "reason": "review mode is on", "value": ""}
+                ]
+                report.outcome = fold_log.HELD
+            _record_fold(db, source, report)
+            if finish:
+                finish(db)
+        if report.pending_id is not None:
+            self._changed({"reason": "proposed", "pending_id": report.pending_id})
+        return report
+
+    # -- the queue -----------------------------------------------------------------------
+    def enqueue(self, thread_id: str) -> bool:
+        """Snapshot the journaled thread into ``memory_queue`` and restart the debounce.
+
+        False (and nothing queued) when memory is disabled, the thread is a sub-agent's, or
+        it lacks a user message and an assistant reply.
+        """
+        thread = self.journal.thread(thread_id)
+        if thread is None or thread.get("kind") == "subagent":
+            return False
+        if not self.settings.memory.enabled:
+            self.skip(thread_id)
+            return False
+        if not self._queue_unfolded(thread_id, self.settings.memory.debounce_seconds):
+            return False
+        if self.worker is not None:
+            self.worker.notify()
+        return True
+
+    def skip(self, thread_id: str) -> None:
+        """Keep the thread's turns so far out of memory (memory disabled).
+
+        Turns already queued stay queued; only what was journaled since is passed over.
+        (A ``--no-memory`` turn is journaled as private instead, which no fold reads.)
+        """
+        with self.journal.transaction() as db:  # checked and marked with no enqueue between
+            if not queue_rows.is_queued(db, thread_id):
+                queue.mark_folded(db, thread_id, self.journal.last_seq(thread_id))
+
+    def _queue_unfolded(self, thread_id: str, debounce: float) -> bool:
+        """Queue what the thread has not folded yet, read and written in one transaction
+        (so a fold finishing meanwhile cannot leave a stale snapshot); False if unfoldable."""
+        with self.journal.transaction() as db:
+            snapshot, last_seq = self._unfolded(thread_id)
+            if not is_foldable(snapshot):
+                return False
+            queue.upsert(db, thread_id, snapshot, last_seq, debounce)
+        return True
+
+    def _finish_fold(self, db: Any, row: dict[str, Any]) -> None:
+        """Inside the fold's transaction: mark the row folded; a snapshot queued during the
+        fold is cut to the turns after it, so none is folded twice."""
+        if queue.finish(db, row):
+            snapshot, last_seq = self._unfolded(row["thread_id"])
+            queue.replace_snapshot(
+                db, row["thread_id"], snapshot if is_foldable(snapshot) else None, last_seq
+            )
+
+    def _unfolded(self, thread_id: str) -> tuple[list[dict[str, Any]], int]:
+        """The filtered messages journaled after the thread's last fold, private turns
+        left out, and the last seq (private turns included, so a fold passes them).
+
+        A fold reads only what it has not folded before, so a fact the user forgot with
+        ``%memory forget`` is not learned again from the turn that first stated it.
+        """
+        after = queue_rows.folded_seq(self.journal.db, thread_id)
+        rows = self.journal.message_rows(thread_id, after_seq=after)
+        last_seq = max((r["seq"] for r in rows), default=0)
+        private = self.journal.private_turn_ids(thread_id)
+        kept = [row_to_message(r) for r in rows if r["turn_id"] not in private]
+        return filter_messages(kept), last_seq
+
+    def schedule_orphans(self) -> None:
+        """Once: queue lead threads journaled past their last fold but never enqueued (a
+        crash between journaling a turn and enqueuing it); they fold without waiting."""
+        with self._orphans_lock:
+            if self._orphans_checked:
+                return
+            for thread_id in queue_rows.orphan_threads(self.journal.db):
+                self._queue_unfolded(thread_id, 0.0)
+            self._orphans_checked = True
+
+    # -- the worker ----------------------------------------------------------------------
+    def start_worker(self) -> None:
+        """Share this home's background worker (started by its first holder); idempotent,
+        and nothing when memory is disabled."""
+        if self.worker is not None or not self.settings.memory.enabled:
+            return
+        self.schedule_orphans()
+        self.worker = queue.acquire(self.settings.home, self)
+        self.worker.notify()
+
+    def stop_worker(self) -> None:
+        """Leave the worker; the last holder to leave stops it. Queued rows stay durable."""
+        if self.worker is not None:
+            queue.release_worker(self.settings.home, self)
+            self.worker = None
+
+    # -- folding -------------------------------------------------------------------------
+    def flush(self, timeout: float | None) -> FlushReport:
+        """Fold every queued thread now, in this thread (see ``Memory.flush``)."""
+        if self.settings.memory.enabled:
+            self.schedule_orphans()
+            report = queue.fold_now(self.settings.home, self, True, timeout)
+            if report is not None:
+                return report
+        return FlushReport(pending=queue.pending_count(self.journal))
+
+    def fold_pending(self, force: bool, deadline: float | None) -> FlushReport:
+        """Called under this process's fold lock: claim and fold the due rows."""
+        self.ledger.settle()  # the fold's prompt lists the facts: never a half-applied state
+        report = FlushReport()
+        for thread_id in queue.queued_threads(self.journal):
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            claimed = queue.claim(self.journal, thread_id, force=force)
+            if claimed is not None:
+                self._fold_row(claimed, report, deadline)
+        report.pending = queue.pending_count(self.journal)
+        return report
+
+    def _fold_row(self, row: dict[str, Any], report: FlushReport, deadline: float | None) -> None:
+        thread_id = row["thread_id"]
+        try:
+            conversation = json.loads(row["snapshot"])
+            messages, handles = build_messages(self.ledger.shared()[1], conversation)
+            from ..llm import get_chat_model
+
+            model = get_chat_model(self._settings_until(deadline), self.settings.memory_model_name)
+            reply = model.chat(messages, json_mode=True)
+            diff = parse(reply.content, handles)
+            outcome = self.apply(diff, thread_id, lambda db: self._finish_fold(db, row))
+        except Exception as exc:  # any failure keeps the row for a bounded retry
+            if isinstance(exc, SAID_IN_ONE_LINE):
+                log.warning("memory fold of %s failed: %s", thread_id, exc)
+            elif not isinstance(exc, ExtractionError | MemoryFileError):  # shown by status
+                log.warning("memory fold of %s failed", thread_id, exc_info=True)
+            error = redact(f"{type(exc).__name__}: {exc}", self._secrets())
+            self.last_error = error
+            report.failed[thread_id] = error
+            queue.fail(self.journal, row, error)
+            with contextlib.suppress(Exception), self.journal.transaction() as db:
+                fold_log.record(db, source=thread_id, outcome=fold_log.FAILED, error=error)
+            return
+        except BaseException:  # Ctrl-C mid-fold: hand the row back now, not when the lease ends
+            queue.release(self.journal, row)
+            raise
+        (report.proposed if outcome.held_all else report.folded).append(thread_id)
+
+    def _secrets(self) -> list[str | None]:
+        """The configured keys, never to be shown or stored."""
+        return [self.settings.model.api_key, os.environ.get("OPENAI_API_KEY")]
+
+    def _settings_until(self, deadline: float | None) -> Settings:
+        """The settings, with a flush deadline bounding the model call: one try, timing out
+        when the deadline passes (retries and the full timeout could outlast it many times)."""
+        if deadline is None:
+            return self.settings
+        left = max(deadline - time.monotonic(), 0.001)
+        model = self.settings.model
+        bounded = replace(model, timeout_seconds=min(model.timeout_seconds, left), max_retries=0)
+        return replace(self.settings, model=bounded)
+
+
+def _record_fold(db: Any, source: str, report: ApplyReport) -> None:
+    fold_log.record(
+        db,
+        source=source,
+        outcome=report.outcome,
+        report=report.to_dict(),
+        version=report.version,
+        pending_id=report.pending_id,
+    )

@@ -1,0 +1,247 @@
+"""The journal-first write protocol for memory.json, and the history it leaves.
+
+Every change (fold, manual edit, forget, rollback, import, reset, approval) is one unit:
+under the memory.json lock, re-read the file, compute, write the new file aside, record
+one ``memory_versions`` row and its ``memory_events`` in a single journal transaction,
+then rename the file into place. So two kernels never lose each other's changes, and any
+past state can be shown, diffed and restored.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..scrub import encodable_deep
+from ..storage import ledger as rows
+from ..storage.journal import Journal, now_iso
+from . import usage, versions
+from .events import decode_event, event_row, replacement_events
+from .store import MemoryFileError, MemoryStore, empty_memory, encodable_document
+from .updater import UpdateResult
+
+Changed = Callable[[dict[str, Any]], None]
+
+
+class Ledger:
+    """Writes memory.json only through ``commit``, journal first; reads its history."""
+
+    def __init__(self, journal: Journal, store: MemoryStore, changed: Changed) -> None:
+        self.journal = journal
+        self.store = store
+        self._changed = changed
+        self._latest: tuple[int, dict[str, Any]] | None = None  # the newest version, known
+        self._settled = False
+        self._settle_lock = threading.Lock()
+
+    # -- after a crash -------------------------------------------------------------------
+    def settle(self) -> None:
+        """Before this ledger's first read or write: finish what a process killed mid-change
+        left. A version journaled but not written is written (the journal is the truth: the
+        file would otherwise show a state its history says was replaced), and half-written
+        temp files are deleted. On a home no crash touched, nothing is written."""
+        if self._settled:
+            return
+        with self._settle_lock:
+            if self._settled:
+                return
+            temps = self.store.path.parent.glob(self.store.target.name + ".*.tmp")
+            if self.unwritten() is not None or any(temps):
+                with self.store.locked():
+                    self.store.remove_stale_temps()
+                    self._roll_forward()
+            self._settled = True
+
+    def current(self) -> dict[str, Any]:
+        """memory.json, fresh from disk (a private copy)."""
+        self.settle()
+        return self.store.read()
+
+    def shared(self) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
+        """memory.json's current revision and its shared, read-only document."""
+        self.settle()
+        return self.store.read_shared()
+
+    def unwritten(self) -> int | None:
+        """The id of a version a crash left journaled but not written, if any."""
+        return rows.unwritten_version(self.journal.db)
+
+    def _roll_forward(self) -> None:
+        """Under the store lock: write that version, so memory.json matches the journal."""
+        version = self.unwritten()
+        if version is not None:
+            self.store.write(versions.read(self.journal.db, version))
+            self._mark_written()
+
+    def _mark_written(self) -> None:
+        with self.journal.transaction() as db:
+            rows.mark_written(db)
+
+    # -- the one write path --------------------------------------------------------------
+    def commit(
+        self,
+        reason: str,
+        source: str,
+        mutate: Callable[[dict[str, Any]], UpdateResult],
+        finish: Callable[[Any], None] | None = None,
+        *,
+        always: bool = False,
+        read: Callable[[], dict[str, Any]] | None = None,
+    ) -> tuple[UpdateResult, int | None]:
+        """Lock, re-read, compute, journal the version and events, then write memory.json.
+
+        The journal goes first, with the version marked unwritten until the file is in
+        place: a crash in between leaves a version that the next change (or load) writes,
+        not a memory.json change with no history that a re-fold would then apply again.
+        ``finish`` runs inside the journal transaction (also when nothing changed).
+        """
+        self.settle()
+        with self.store.locked():
+            self._roll_forward()
+            current = (read or self.store.read)()
+            result = mutate(current)
+            changed = bool(result.events) or always
+            version = None
+            # The new file is written (not yet renamed) before anything is journaled: a full
+            # disk or a read-only folder fails here, with nothing to roll forward later.
+            tmp = None
+            if changed:
+                result.data = encodable_document(result.data)
+                tmp = self.store.prepare(result.data)
+            try:
+                if changed or finish:
+                    with self.journal.transaction() as db:
+                        if changed:
+                            version = self._record(db, reason, source, result)
+                        if finish:
+                            finish(db)
+            except BaseException:
+                if tmp is not None:
+                    self.store.discard(tmp)
+                self._latest = None
+                raise
+            if tmp is not None:
+                self.store.install(tmp)
+                self._mark_written()
+        if changed:
+            self._changed({"reason": reason, "version": version, "source": source})
+        return result, version
+
+    def _record(self, db: Any, reason: str, source: str, result: UpdateResult) -> int:
+        """Journal one change: its version (a delta, or a full snapshot now and then) and
+        its events; the version id."""
+        stamp = now_iso()
+        version = versions.record(
+            db,
+            result.data,
+            reason=reason,
+            source=source,
+            created_at=stamp,
+            previous=self._latest,
+        )
+        self._latest = (version, result.data)
+        rows.insert_events(
+            db, [encodable_deep(event_row(e, stamp, source, version)) for e in result.events]
+        )
+        # The user said a fact again (a fold reinforced it) or edited it: a confirmation.
+        confirmed = [
+            e.fact_id
+            for e in result.events
+            if e.fact_id and (e.kind == "reinforce" or (e.kind == "update" and reason == "edit"))
+        ]
+        usage.record_confirmed(db, confirmed, stamp)
+        for event in result.events:
+            if event.kind == "add" and event.details.get("merged_from") and event.fact_id:
+                usage.inherit(db, event.fact_id, list(event.details["merged_from"]))
+        return version
+
+    def replace(self, new: dict[str, Any], reason: str, source: str) -> int | None:
+        """Make ``new`` the memory (rollback, import, reset), one event per changed fact."""
+
+        def read_tolerant() -> dict[str, Any]:
+            try:
+                return self.store.read()
+            except MemoryFileError:  # the bad copy is already kept aside
+                return empty_memory()
+
+        def mutate(old: dict[str, Any]) -> UpdateResult:
+            return UpdateResult(copy.deepcopy(new), replacement_events(old, new, reason))
+
+        _, version = self.commit(reason, source, mutate, always=True, read=read_tolerant)
+        return version
+
+    # -- history -------------------------------------------------------------------------
+    def events(self, limit: int = 50, fact_id: str | None = None) -> list[dict[str, Any]]:
+        """``memory_events``, newest first."""
+        return [decode_event(r) for r in rows.events(self.journal.db, limit, fact_id)]
+
+    def history(self, fact_id: str) -> list[dict[str, Any]]:
+        """How one fact came, changed and went, oldest first."""
+        return [decode_event(r) for r in rows.fact_events(self.journal.db, fact_id)]
+
+    def lineage(self, fact_id: str) -> list[dict[str, Any]]:
+        """The history of ``fact_id`` and, through consolidations, of every fact merged into
+        it (``merged_from``), oldest first."""
+        seen: set[str] = set()
+        todo = [fact_id]
+        found: list[dict[str, Any]] = []
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for event in self.history(current):
+                found.append(event)
+                if event["kind"] == "add":
+                    todo.extend(event["details"].get("merged_from") or [])
+        found.sort(key=lambda e: e["id"])
+        return found
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every recorded state, oldest first, without the snapshots themselves."""
+        return rows.versions(self.journal.db)
+
+    def version(self, v: int) -> dict[str, Any]:
+        """The memory.json snapshot recorded as version ``v``; KeyError if unknown."""
+        return versions.read(self.journal.db, v)
+
+    def diff(self, v1: int, v2: int | None = None) -> dict[str, Any]:
+        """Facts added, removed and changed from version ``v1`` to ``v2`` (default: now)."""
+        old = self.version(v1)
+        new = self.current() if v2 is None else self.version(v2)
+        events = replacement_events(old, new, "diff")
+        old_by_id = {f.get("id"): f for f in old.get("facts", [])}
+        new_by_id = {f.get("id"): f for f in new.get("facts", [])}
+        return {
+            "from": v1,
+            "to": v2,
+            "added": [new_by_id[e.fact_id] for e in events if e.details.get("change") == "add"],
+            "removed": [
+                old_by_id[e.fact_id] for e in events if e.details.get("change") == "remove"
+            ],
+            "changed": [
+                {"id": e.fact_id, "old": old_by_id[e.fact_id], "new": new_by_id[e.fact_id]}
+                for e in events
+                if e.details.get("change") == "update"
+            ],
+            "sections": {
+                e.section: {"old": e.old_content, "new": e.new_content} for e in events if e.section
+            },
+        }
+
+    def rollback(self, v: int) -> None:
+        """Restore version ``v`` as a new change (history is kept, nothing is rewritten)."""
+        self.replace(self.version(v), "rollback", f"version {v}")
+
+    def rebuild(self) -> int:
+        """Rebuild memory.json from the journal's last version (after corruption); its id."""
+        newest = rows.newest_version(self.journal.db)
+        if newest is None:
+            raise LookupError(
+                f"journal {self.journal.path} holds no memory version to restore; to start "
+                f"empty, delete {self.store.path} (or run %memory reset --yes)"
+            )
+        self.rollback(newest)
+        return newest

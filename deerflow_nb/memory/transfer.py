@@ -1,0 +1,84 @@
+"""Whole-memory moves: export to a file, import a (DeerFlow) memory.json, reset to empty."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..config import CONFIG_FILENAME, Settings
+from .ledger import Ledger
+from .store import check_schema, empty_memory, loads_document
+
+MAX_IMPORT_BYTES = 20 * 1024 * 1024  # a memory.json to import may be at most 20 MB
+
+
+def read_import(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The memory document at ``path``, checked; ValueError says why it cannot be imported."""
+    source = Path(path)
+    try:
+        size = source.stat().st_size
+        if size > MAX_IMPORT_BYTES:
+            raise ValueError(
+                f"{source}: cannot import, it is {size / 2**20:.1f} MB and an import may "
+                f"be at most {MAX_IMPORT_BYTES // 2**20} MB; remove facts from it first"
+            )
+        data = loads_document(source.read_bytes())
+    except UnicodeDecodeError as exc:
+        reason = exc.reason
+        raise ValueError(f"{source}: cannot import, it is not UTF-8 text ({reason})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{source}: cannot import, not a readable JSON file ({exc})") from None
+    except OSError as exc:
+        raise ValueError(f"{source}: cannot import, {exc.strerror or exc}") from None
+    except ValueError as exc:
+        if str(exc).startswith(f"{source}:"):
+            raise
+        raise ValueError(f"{source}: cannot import, {exc}") from None
+    problem = check_schema(data)
+    if problem:
+        raise ValueError(f"{source}: cannot import, {problem}")
+    return data
+
+
+class Transfer:
+    """Export, import and reset, each journaled as a version that can be rolled back."""
+
+    def __init__(self, settings: Settings, ledger: Ledger) -> None:
+        self.settings = settings
+        self.ledger = ledger
+
+    def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write memory as an indented memory.json at ``path``; returns the path.
+
+        Never overwrites the home's own files, nor (unless ``overwrite``) any existing file:
+        a mistyped path must not destroy the journal or another export.
+        """
+        target = Path(path)
+        home = self.settings.home
+        own = {self.settings.memory_path, self.settings.journal_path, home / CONFIG_FILENAME}
+        if target.resolve() in {p.resolve() for p in own}:
+            raise ValueError(f"{target} is this memory's own file; export to another path")
+        if target.is_dir():
+            raise ValueError(
+                f"{target} is a folder; give a file path, say {target / 'memory.json'}"
+            )
+        if target.exists() and not overwrite:
+            raise ValueError(f"{target} exists; choose another path, or overwrite it with --force")
+        text = json.dumps(self.ledger.current(), indent=2, ensure_ascii=False)
+        try:
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
+        return target
+
+    def import_(self, path: str | os.PathLike[str]) -> int:
+        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count."""
+        data = read_import(path)
+        self.ledger.replace(data, "import", str(path))
+        return len(data.get("facts", []))
+
+    def reset(self) -> None:
+        """Empty memory (recorded as a version, so it can be rolled back)."""
+        self.ledger.replace(empty_memory(), "reset", "manual")

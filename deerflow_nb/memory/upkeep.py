@@ -1,0 +1,92 @@
+"""Memory over months: stale facts proposed for removal, related facts consolidated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import Settings
+from . import usage
+from .ledger import Ledger
+from .reports import ConsolidationReport, StaleReport
+from .review import Review
+from .rules import Rules
+
+
+class Upkeep:
+    """The passes that tidy memory as it ages (``aging.py`` holds their rules)."""
+
+    def __init__(self, settings: Settings, ledger: Ledger, rules: Rules, review: Review) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.rules = rules
+        self.review = review
+
+    def stale(self, now: Any, days: float | None) -> list[dict[str, Any]]:
+        """Facts idle longer than ``days`` (``memory.staleness_days``) × their age factor as
+        of ``now``, the longest idle first; nothing is removed."""
+        from .aging import stale_facts
+
+        limit = self.settings.memory.staleness_days if days is None else days
+        data = self.ledger.shared()[1]
+        ids = [str(f.get("id")) for f in data.get("facts", [])]
+        used = usage.read(self.ledger.journal.db, ids)
+        return [s.to_dict() for s in stale_facts(data, used, days=limit, now=now)]
+
+    def propose_stale(self, now: Any, days: float | None) -> StaleReport:
+        """Propose the stale facts for removal as one pending change; facts some pending
+        stale proposal already names are not proposed again."""
+        found = self.stale(now, days)
+        waiting = {
+            str(i)
+            for change in self.review.pending()
+            if change["diff"].get("stale")
+            for i in change["diff"].get("factsToRemove", [])
+        }
+        fresh = [s for s in found if s["id"] not in waiting]
+        report = StaleReport(
+            stale=found, already_pending=sorted(waiting & {s["id"] for s in found})
+        )
+        if fresh:
+            diff = {
+                "factsToRemove": [s["id"] for s in fresh],
+                "stale": [
+                    {"id": s["id"], "content": s["content"], "reason": s["reason"]} for s in fresh
+                ],
+            }
+            report.pending_id = self.review.propose("stale", diff)
+            report.proposed = [s["id"] for s in fresh]
+        return report
+
+    def consolidate(self) -> ConsolidationReport:
+        """Ask the memory model which facts to merge; the merges wait for review in review
+        mode, else apply as one version."""
+        from ..llm import get_chat_model
+        from .aging import consolidation_messages, parse_merges
+        from .extraction import load_reply
+
+        data = self.ledger.shared()[1]
+        report = ConsolidationReport()
+        if len(data.get("facts") or []) < 2:
+            return report
+        messages, handles = consolidation_messages(data)
+        model = get_chat_model(self.settings, self.settings.memory_model_name)
+        reply = model.chat(messages, json_mode=True)
+        raw, _ = load_reply(reply.content)
+        merges, report.left_out = parse_merges(raw, handles, data)
+        if not merges:
+            return report
+        diff = {"merges": merges}
+        report.merges = merges
+        if self.review.on:
+            report.pending_id = self.review.propose("consolidate", diff)
+            return report
+        result, report.version = self.ledger.commit(
+            "consolidate", "consolidate", lambda d: self.rules.apply(d, diff, "consolidate")
+        )
+        report.left_out += result.left_out
+        report.merged = [
+            {"id": e.fact_id, "content": e.new_content, "from": e.details["merged_from"]}
+            for e in result.events
+            if e.kind == "add" and e.details.get("merged_from")
+        ]
+        return report

@@ -1,0 +1,144 @@
+"""The memory ledger's rows: ``memory_versions``, ``memory_events``, ``pending_changes``
+and ``memory_settings``.
+
+Rows only: what a version holds (snapshot or delta), what an event or a pending change
+means, is ``memory/``'s. Every function takes the connection to use: the journal's, a
+transaction's, or any read-only ``sqlite3`` or sqlite-utils connection for the reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+_VERSION_COLUMNS = "id, created_at, reason, source, fact_count"
+
+
+# -- memory_versions -------------------------------------------------------------------------
+def stored_size_sql() -> str:
+    """SQL for one version row's stored size in characters (full or delta)."""
+    return "length(COALESCE(snapshot, delta))"
+
+
+def insert_version(db: Any, row: dict[str, Any]) -> int:
+    return int(db["memory_versions"].insert(row).last_pk)
+
+
+def newest_version(db: Any) -> int | None:
+    value = db.execute("SELECT MAX(id) FROM memory_versions").fetchone()[0]
+    return None if value is None else int(value)
+
+
+def deltas_since_full(db: Any) -> int:
+    """How many versions follow the newest full snapshot."""
+    return int(
+        db.execute(
+            "SELECT COUNT(*) FROM memory_versions WHERE id > "
+            "(SELECT COALESCE(MAX(id), 0) FROM memory_versions WHERE snapshot IS NOT NULL)"
+        ).fetchone()[0]
+    )
+
+
+def version_exists(db: Any, version: int) -> bool:
+    sql = "SELECT 1 FROM memory_versions WHERE id = ?"
+    return db.execute(sql, [version]).fetchone() is not None
+
+
+def full_snapshot_at_or_before(db: Any, version: int) -> tuple[int, str] | None:
+    """The newest full snapshot at or before ``version``: its id and JSON text."""
+    row = db.execute(
+        "SELECT id, snapshot FROM memory_versions WHERE id <= ? AND snapshot IS NOT NULL "
+        "ORDER BY id DESC LIMIT 1",
+        [version],
+    ).fetchone()
+    return None if row is None else (int(row[0]), row[1])
+
+
+def deltas_between(db: Any, after: int, through: int) -> Iterator[str | None]:
+    """The delta texts of the versions after ``after`` up to ``through``, in order."""
+    rows = db.execute(
+        "SELECT delta FROM memory_versions WHERE id > ? AND id <= ? ORDER BY id",
+        [after, through],
+    )
+    for (delta,) in rows:
+        yield delta
+
+
+def versions(db: Any) -> list[dict[str, Any]]:
+    """Every version's row without its snapshot or delta, oldest first."""
+    return list(db["memory_versions"].rows_where(select=_VERSION_COLUMNS, order_by="id"))
+
+
+def unwritten_version(db: Any) -> int | None:
+    """The newest version journaled but not yet written to memory.json."""
+    row = db.execute(
+        "SELECT id FROM memory_versions WHERE written = 0 ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def mark_written(db: Any) -> None:
+    db.execute("UPDATE memory_versions SET written = 1 WHERE written = 0")
+
+
+def last_version_at(db: Any, reasons: tuple[str, ...]) -> str | None:
+    """When the newest version made for one of ``reasons`` was recorded."""
+    marks = ", ".join("?" * len(reasons))
+    sql = f"SELECT MAX(created_at) FROM memory_versions WHERE reason IN ({marks})"
+    return db.execute(sql, list(reasons)).fetchone()[0]
+
+
+# -- memory_events ---------------------------------------------------------------------------
+def insert_events(db: Any, rows: list[dict[str, Any]]) -> None:
+    db["memory_events"].insert_all(rows)
+
+
+def events(db: Any, limit: int, fact_id: str | None = None) -> list[dict[str, Any]]:
+    """Event rows, newest first (only ``fact_id``'s, when given)."""
+    where, args = ("fact_id = ?", [fact_id]) if fact_id else (None, None)
+    return list(db["memory_events"].rows_where(where, args, order_by="id desc", limit=limit))
+
+
+def fact_events(db: Any, fact_id: str) -> list[dict[str, Any]]:
+    """One fact's event rows, oldest first."""
+    return list(db["memory_events"].rows_where("fact_id = ?", [fact_id], order_by="id"))
+
+
+# -- pending_changes -------------------------------------------------------------------------
+def insert_pending(db: Any, *, created_at: str, source: str, diff: str) -> int:
+    row = {"created_at": created_at, "source": source, "diff": diff, "status": "pending"}
+    return int(db["pending_changes"].insert(row).last_pk)
+
+
+def pending(db: Any) -> list[dict[str, Any]]:
+    """The rows still pending, oldest first (their diffs as JSON text)."""
+    return list(db["pending_changes"].rows_where("status = 'pending'", order_by="id"))
+
+
+def pending_count(db: Any) -> int:
+    return int(db["pending_changes"].count_where("status = 'pending'"))
+
+
+def is_pending(db: Any, change_id: int) -> bool:
+    sql = "SELECT status FROM pending_changes WHERE id = ?"
+    row = db.execute(sql, [change_id]).fetchone()
+    return row is not None and row[0] == "pending"
+
+
+def decide(db: Any, change_id: int, status: str, at: str) -> bool:
+    """Mark a still pending change ``status``; False if it was decided already."""
+    cursor = db.execute(
+        "UPDATE pending_changes SET status = ?, decided_at = ? WHERE id = ? AND status = 'pending'",
+        [status, at, change_id],
+    )
+    return cursor.rowcount > 0
+
+
+# -- memory_settings -------------------------------------------------------------------------
+def setting(db: Any, key: str) -> str | None:
+    rows = list(db["memory_settings"].rows_where("key = ?", [key]))
+    return rows[0]["value"] if rows else None
+
+
+def put_setting(db: Any, key: str, value: str) -> None:
+    db["memory_settings"].upsert({"key": key, "value": value}, pk="key")

@@ -1,0 +1,154 @@
+"""The fold queue's rows: ``memory_queue`` (pending snapshots, leases) and ``memory_threads``.
+
+Rows only: what a due time, a claim or a retry means is ``memory/queue.py``'s. Every
+function takes the connection to use (the journal's, or a transaction's) and imports
+nothing beyond the standard library, so ``%load_ext`` can probe the queue cheaply
+(``has_pending_folds``) without loading sqlite-utils.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+_NO_CLAIM = "claimed_by = NULL, claimed_until = NULL"
+
+
+def has_pending_folds(path: Path) -> bool:
+    """Whether the journal at ``path`` holds queued folds, read with the stdlib only."""
+    if not path.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as conn:
+            return bool(conn.execute("SELECT 1 FROM memory_queue LIMIT 1").fetchone())
+    except sqlite3.Error:
+        return False
+
+
+def put(db: Any, row: dict[str, Any], *, due_at_least: float) -> None:
+    """Replace the thread's row with ``row``, and push every pending row's due time back to
+    ``due_at_least`` (one debounce for the whole queue)."""
+    db.execute(
+        "UPDATE memory_queue SET due_at = ? WHERE status = 'pending' AND due_at < ?",
+        [due_at_least, due_at_least],
+    )
+    db["memory_queue"].upsert(row, pk="thread_id")
+
+
+def get(db: Any, thread_id: str) -> dict[str, Any] | None:
+    rows = list(db["memory_queue"].rows_where("thread_id = ?", [thread_id]))
+    return rows[0] if rows else None
+
+
+def claim(db: Any, thread_id: str, owner: str, until: float) -> None:
+    db["memory_queue"].update(thread_id, {"claimed_by": owner, "claimed_until": until})
+
+
+def unclaim(db: Any, thread_id: str, owner: str | None = None) -> None:
+    """Clear the row's claim (only ``owner``'s, when given)."""
+    if owner is None:
+        db.execute(f"UPDATE memory_queue SET {_NO_CLAIM} WHERE thread_id = ?", [thread_id])
+    else:
+        db.execute(
+            f"UPDATE memory_queue SET {_NO_CLAIM} WHERE thread_id = ? AND claimed_by = ?",
+            [thread_id, owner],
+        )
+
+
+def drop_through(db: Any, thread_id: str, last_seq: int) -> None:
+    """Drop the thread's row unless it holds messages after ``last_seq``."""
+    db.execute(
+        "DELETE FROM memory_queue WHERE thread_id = ? AND COALESCE(last_seq, 0) <= ?",
+        [thread_id, last_seq],
+    )
+
+
+def drop(db: Any, thread_id: str) -> None:
+    db.execute("DELETE FROM memory_queue WHERE thread_id = ?", [thread_id])
+
+
+def set_snapshot(db: Any, thread_id: str, snapshot: str, last_seq: int) -> None:
+    db.execute(
+        "UPDATE memory_queue SET snapshot = ?, last_seq = ? WHERE thread_id = ?",
+        [snapshot, last_seq, thread_id],
+    )
+
+
+def record_failure(
+    db: Any, row: dict[str, Any], *, attempts: int, error: str, status: str, due_at: float
+) -> None:
+    """Note a failed fold on ``row`` (if no newer snapshot replaced it) and clear its claim."""
+    db.execute(
+        "UPDATE memory_queue SET attempts = ?, last_error = ?, status = ?, due_at = ? "
+        "WHERE thread_id = ? AND enqueued_at = ?",
+        [attempts, error, status, due_at, row["thread_id"], row["enqueued_at"]],
+    )
+    unclaim(db, row["thread_id"])
+
+
+def is_queued(db: Any, thread_id: str) -> bool:
+    return bool(db["memory_queue"].count_where("thread_id = ?", [thread_id]))
+
+
+def count(db: Any) -> int:
+    return int(db["memory_queue"].count)
+
+
+def thread_ids(db: Any) -> list[str]:
+    """Queued thread ids, soonest due first (without their snapshots)."""
+    return [r[0] for r in db.execute("SELECT thread_id FROM memory_queue ORDER BY due_at")]
+
+
+def status_rows(db: Any) -> list[dict[str, Any]]:
+    """Every row but its snapshot, soonest due first."""
+    columns = "thread_id, status, attempts, last_error, due_at, enqueued_at"
+    return list(db["memory_queue"].rows_where(select=columns, order_by="due_at"))
+
+
+def next_due(db: Any) -> float | None:
+    """The earliest pending due time, a claimed row counted at its lease's end."""
+    value = db.execute(
+        "SELECT MIN(MAX(due_at, COALESCE(claimed_until, 0))) FROM memory_queue"
+        " WHERE status = 'pending'"
+    ).fetchone()[0]
+    return None if value is None else float(value)
+
+
+def mark_folded(db: Any, thread_id: str, seq: int, at: str) -> None:
+    """The thread is folded (or passed over) up to ``seq``; it never goes back."""
+    db.execute(
+        """
+        INSERT INTO memory_threads (thread_id, folded_seq, folded_at) VALUES (?, ?, ?)
+        ON CONFLICT(thread_id) DO UPDATE SET
+          folded_seq = MAX(folded_seq, excluded.folded_seq), folded_at = excluded.folded_at
+        """,
+        [thread_id, seq, at],
+    )
+
+
+def folded_seq(db: Any, thread_id: str) -> int:
+    row = db.execute(
+        "SELECT folded_seq FROM memory_threads WHERE thread_id = ?", [thread_id]
+    ).fetchone()
+    return int(row[0]) if row and row[0] else 0
+
+
+def last_folded_at(db: Any) -> str | None:
+    """When a thread was last folded or passed over."""
+    return db.execute("SELECT MAX(folded_at) FROM memory_threads").fetchone()[0]
+
+
+def orphan_threads(db: Any) -> list[str]:
+    """Lead threads journaled past their last fold but not queued."""
+    rows = db.execute(
+        """
+        SELECT t.id FROM threads t JOIN messages m ON m.thread_id = t.id
+        LEFT JOIN memory_threads f ON f.thread_id = t.id
+        WHERE COALESCE(t.kind, 'lead') != 'subagent'
+          AND t.id NOT IN (SELECT thread_id FROM memory_queue)
+        GROUP BY t.id HAVING MAX(m.seq) > COALESCE(MAX(f.folded_seq), 0)
+        """
+    ).fetchall()
+    return [thread_id for (thread_id,) in rows]
