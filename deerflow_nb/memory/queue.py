@@ -1,11 +1,12 @@
-"""The durable, debounced fold queue.
+"""The durable, debounced fold queue: due times, claims, retries, and the fold worker.
 
-Pending folds live in ``memory_queue`` rows, not in process memory, so a kernel killed
-before its fold leaves the row behind and the next ``Memory`` on that home folds it.
-One daemon worker per home per process waits for the debounce (restarted by every
-enqueue), claims due rows, and hands them to the fold function. A row is claimed by
-``host:pid`` so two kernels never fold the same snapshot at once; a claim whose
-process is gone, or whose lease ran out, is taken over.
+Pending folds live in ``memory_queue`` rows (``storage/queue.py``), not in process memory,
+so a kernel killed before its fold leaves the row behind and the next started ``Memory``
+on that home (or a ``flush``) folds it. One daemon worker per home per process, joined by
+``Memory.start``, waits for the debounce (restarted by every enqueue), claims due rows,
+and hands them to the fold function; a flush folds in its caller's thread under the same
+per-home fold lock. A row is claimed by ``host:pid`` so two kernels never fold the same
+snapshot at once; a claim whose process is gone, or whose lease ran out, is taken over.
 
 Due times are wall-clock seconds read from ``clock`` (``time.time``), which a test may
 replace with a clock it moves by hand; after moving it, ``QueueWorker.notify`` makes the
