@@ -1,4 +1,4 @@
-"""``memory_events`` rows: the events of a whole-memory replacement, and their encoding.
+"""Memory events: what a whole-memory replacement changed, and how an event is encoded as a row.
 
 A rollback, import or reset replaces memory wholesale; the history should still say,
 fact by fact, what that replacement added, removed or changed.

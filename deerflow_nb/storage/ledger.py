@@ -1,7 +1,7 @@
-"""The memory ledger's rows: ``memory_versions``, ``memory_events``, ``pending_changes``
-and ``memory_settings``.
+"""The memory ledger's rows: versions, events, pending changes and memory settings.
 
-Rows only: what a version holds (snapshot or delta), what an event or a pending change
+Tables ``memory_versions``, ``memory_events``, ``pending_changes`` and ``memory_settings``,
+rows only: what a version holds (snapshot or delta), what an event or a pending change
 means, is ``memory/``'s. Every function takes the connection to use: the journal's, a
 transaction's, or any read-only ``sqlite3`` or sqlite-utils connection for the reads.
 """
