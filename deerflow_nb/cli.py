@@ -65,7 +65,7 @@ def _status(mem: Memory, args: argparse.Namespace) -> None:
     if args.json:
         _say(json.dumps(mem.status(), indent=2, default=str))  # ASCII: controls are \u escapes
         return
-    from .notebook.memory_views import StatusView
+    from .notebook.views.status import StatusView
 
     _say(repr(StatusView(mem.status())))
 
@@ -75,7 +75,7 @@ def _export(mem: Memory, args: argparse.Namespace) -> None:
 
 
 def _import(mem: Memory, args: argparse.Namespace) -> None:
-    from .notebook.memory_views import count_of
+    from .notebook.views.table import count_of
 
     mem.read_import(args.path)  # a broken file is said before any confirmation
     held = len(mem.data.get("facts", []))

@@ -14,9 +14,11 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from journal_rows import deerflow_memory, events, memory_json
 
-from deerflow_nb.notebook import memory_views as views
-from deerflow_nb.notebook.memory_magic import parse_memory_line
+from deerflow_nb.notebook.memory_args import parse_memory_line
 from deerflow_nb.notebook.session import get_session
+from deerflow_nb.notebook.views.facts import SearchResults
+from deerflow_nb.notebook.views.history import DiffView
+from deerflow_nb.notebook.views.status import StatusView, SummaryView
 
 
 def run(shell: InteractiveShell, line: str) -> Any:
@@ -64,7 +66,7 @@ def test_help_prints_usage_and_returns_nothing(shell: InteractiveShell) -> None:
 def test_bare_memory_in_a_terminal_is_a_text_summary(shell: InteractiveShell, home: Path) -> None:
     add(shell, "Works on churn models at a telecom", "context")
     view = run(shell, "")
-    assert isinstance(view, views.SummaryView)
+    assert isinstance(view, SummaryView)
     text = str(view)
     assert "1 fact (context 1)" in text
     for label in ("Work context", "Personal context", "Top of mind", "Long-term background"):
@@ -132,7 +134,7 @@ def test_search_ranks_with_scores(shell: InteractiveShell) -> None:
     add(shell, "Lives in Lisbon", "context")
     add(shell, "Studies Bayesian statistics", "knowledge")
     view = run(shell, "search polars dataframes -k 2")
-    assert isinstance(view, views.SearchResults)
+    assert isinstance(view, SearchResults)
     assert len(view.results) <= 2
     top, score = view.results[0]
     assert "polars" in top["content"]
@@ -205,7 +207,7 @@ def test_flush_folds_a_journaled_thread(shell: InteractiveShell, home: Path) -> 
 
 def test_status_shows_paths(shell: InteractiveShell, home: Path) -> None:
     view = run(shell, "status")
-    assert isinstance(view, views.StatusView)
+    assert isinstance(view, StatusView)
     text = str(view)
     assert str(home / "memory.json") in text and str(home / "journal.db") in text
 
@@ -226,7 +228,7 @@ def test_history_versions_diff_rollback(shell: InteractiveShell, home: Path) -> 
     ids = sorted(v["id"] for v in versions)
     first = next(v["id"] for v in versions if v["fact_count"] == 1 and v["reason"] == "add")
     diff = run(shell, f"diff {first} {ids[-1]}")
-    assert isinstance(diff, views.DiffView)
+    assert isinstance(diff, DiffView)
     rows = {(r[0], r[1]) for r in diff.table().rows}
     assert rows == {("added", b), ("removed", a)}, str(diff)
     assert "Works on churn models" in str(diff) and "Prefers polars" in str(diff)
@@ -468,7 +470,7 @@ def test_a_config_typo_is_one_line_naming_key_and_file(shell: InteractiveShell, 
 
 def test_the_light_category_list_matches_the_store() -> None:
     from deerflow_nb.memory.store import CATEGORIES as STORE_CATEGORIES
-    from deerflow_nb.notebook.memory_magic import CATEGORIES
+    from deerflow_nb.notebook.memory_args import CATEGORIES
 
     assert CATEGORIES == STORE_CATEGORIES
 

@@ -204,20 +204,21 @@ def test_every_memory_view_is_inert_in_every_mime_type(
 
 
 def test_memory_markdown_cells_are_literal(shell: InteractiveShell) -> None:
-    from deerflow_nb.notebook import memory_views as views
+    from deerflow_nb.notebook.views.facts import FactsTable, PreviewView
+    from deerflow_nb.notebook.views.table import Notice
 
     fact = {"id": "f|1", "category": "context", "confidence": 0.9,
             "content": "a | b ![](http://x/y) <img src=x onerror=alert(1)> *em* `code`",
             "createdAt": "2026-01-01T00:00:00Z"}  # fmt: skip
-    md = views.FactsTable((fact,))._repr_markdown_()
+    md = FactsTable((fact,))._repr_markdown_()
     row = md.splitlines()[-1]
     assert row.count(" | ") == 4  # the fact's own pipes do not add columns
     rendered = render_markdown(md)
     assert "<em>" not in rendered and "<code>" not in rendered
     assert "a | b ![](http://x/y) &lt;img src=x onerror=alert(1)&gt; *em* `code`" in rendered
-    note = views.Notice("Forgot f1: <script>x</script>", ("![](http://x/y)",))
+    note = Notice("Forgot f1: <script>x</script>", ("![](http://x/y)",))
     assert_inert(formatted(shell, note))
-    preview = views.PreviewView("<memory>\n```\n<img src=x onerror=1>\n````\n</memory>", 9, 10)
+    preview = PreviewView("<memory>\n```\n<img src=x onerror=1>\n````\n</memory>", 9, 10)
     assert_inert(formatted(shell, preview))
     assert render_markdown(preview._repr_markdown_()).count("<pre>") == 1
 

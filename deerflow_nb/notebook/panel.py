@@ -25,7 +25,12 @@ import ipywidgets as w
 
 from ..memory.store import CATEGORIES, MemoryFileError
 from ..untrusted import escape_html
-from . import memory_views as views
+from .views.facts import preview_view
+from .views.history import EventsView
+from .views.recall import RecallResults
+from .views.review import summarize_diff
+from .views.status import SummaryView, flush_summary
+from .views.table import count_of
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -163,7 +168,7 @@ class MemoryPanel:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
-        return str(views.SummaryView(self.memory.data))
+        return str(SummaryView(self.memory.data))
 
     def _subscribe(self) -> None:
         """Refresh on every memory change, without keeping a collected panel alive."""
@@ -204,20 +209,18 @@ class MemoryPanel:
             self._facts = list(data.get("facts", []))
             pending = self.memory.pending_count()
             verb = "awaits" if pending == 1 else "await"
-            waiting = f" · {views.count_of(pending, 'change')} {verb} review" if pending else ""
-            self.header.value = (
-                f"<b>Memory</b> — {views.count_of(len(self._facts), 'fact')}{waiting}"
-            )
+            waiting = f" · {count_of(pending, 'change')} {verb} review" if pending else ""
+            self.header.value = f"<b>Memory</b> — {count_of(len(self._facts), 'fact')}{waiting}"
             titles = list(TAB_TITLES)
             titles[PENDING_TAB] += f" ({pending})" if pending else ""
             self.tabs.titles = tuple(titles)
-            self.profile.value = views.SummaryView(data)._repr_html_()
+            self.profile.value = SummaryView(data)._repr_html_()
             self._draw_facts()
             self._draw_preview()
             self._draw_pending()
             events = self.memory.events(limit=self.history_limit)
             folds = tuple(self.memory.folds(limit=10))
-            self.history.value = views.EventsView(tuple(events), folds=folds)._repr_html_()
+            self.history.value = EventsView(tuple(events), folds=folds)._repr_html_()
 
     def visible_facts(self) -> list[dict[str, Any]]:
         """The facts the Facts tab lists under the current filters."""
@@ -259,7 +262,7 @@ class MemoryPanel:
 
     def _draw_preview(self) -> None:
         try:
-            view = views.preview_view(self.memory, self.context.value or None, self.budget.value)
+            view = preview_view(self.memory, self.context.value or None, self.budget.value)
         except MemoryFileError as exc:  # typed into the context box: no cell to raise into
             self._say_error(exc)
             return
@@ -277,7 +280,7 @@ class MemoryPanel:
         for change in self.memory.pending():
             box = w.Checkbox(indent=False, layout=w.Layout(width="28px"))
             self.pending_checks[change["id"]] = box
-            summary = views.summarize_diff(change.get("diff"))
+            summary = summarize_diff(change.get("diff"))
             rows.append(
                 w.HBox([box, w.HTML(f"<b>#{escape_html(change['id'])}</b> {escape_html(summary)}")])
             )
@@ -325,7 +328,7 @@ class MemoryPanel:
             raise ValueError("select the facts to forget first")
         self._to_forget = ids
         self.confirm_text.value = (
-            f"<b>Forget {views.count_of(len(ids), 'fact')}?</b> "
+            f"<b>Forget {count_of(len(ids), 'fact')}?</b> "
             f"<small>{escape_html(', '.join(ids))}</small>"
         )
         self.confirm_row.layout.display = "flex"
@@ -338,7 +341,7 @@ class MemoryPanel:
             raise ValueError("select the facts to forget first")
         self.memory.forget_many(ids)
         return (
-            f"Forgot {views.count_of(len(ids), 'fact')}: {', '.join(ids)} "
+            f"Forgot {count_of(len(ids), 'fact')}: {', '.join(ids)} "
             "(%memory rollback restores them)"
         )
 
@@ -361,9 +364,9 @@ class MemoryPanel:
         if not query:
             raise ValueError("type words to look for in past conversations first")
         results = self.memory.recall(query, k=RECALL_K)
-        view = views.RecallResults(query, tuple(results))
+        view = RecallResults(query, tuple(results))
         self.recall_results.value = view._repr_html_()
-        return f"Recall: {views.count_of(len(results), 'message')} found"
+        return f"Recall: {count_of(len(results), 'message')} found"
 
     def _edit_selected(self) -> str:
         ids = self.selected_fact_ids()
@@ -384,7 +387,7 @@ class MemoryPanel:
         return f"Added {fact['id']}"
 
     def _flush(self) -> str:
-        return views.flush_summary(self.memory.flush())
+        return flush_summary(self.memory.flush())
 
     def _decide(self, verb: str, everything: bool = False) -> str:
         ids: list[int] | str = (
