@@ -530,3 +530,36 @@ def test_an_id_variable_that_does_not_exist_is_named_in_the_error(
     run(shell, "add Works at Orange")
     with pytest.raises(UsageError, match=r"no fact '\{nope\}': no notebook variable"):
         run(shell, "edit {nope} Works at SFR")
+
+
+def test_both_magics_say_a_fixable_error_the_same_way(shell: InteractiveShell, home: Path) -> None:
+    """One path (``notebook/errors.py``) for ``%memory`` and ``%%agent``: a bad argument or
+    a config.yaml typo is one line, and a key typed into the line is not echoed."""
+    key = "sk-" + "a1b2c3d4e5" * 3
+    line = usage_error(shell, f"facts --bogus {key}")
+    assert "unrecognized arguments" in line and key not in line and "[redacted]" in line
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%agent --bogus {key}\nhello")
+    assert isinstance(result.error_in_exec, UsageError) and key not in cap.stderr
+    (home / "config.yaml").write_text("memory:\n  debounce_secondz: 3\n", encoding="utf-8")
+    for cell in ("%memory facts", "%%agent\nhello"):
+        with capture_output() as cap:
+            result = shell.run_cell(cell)
+        assert isinstance(result.error_in_exec, UsageError), cell
+        (message,) = [ln for ln in cap.stderr.splitlines() if ln.strip()]
+        assert "memory.debounce_secondz" in message and str(home / "config.yaml") in message
+
+
+def test_a_fixable_error_becomes_one_redacted_line() -> None:
+    from deerflow_nb.memory.store import MemoryFileError
+    from deerflow_nb.notebook.errors import fixable_errors, usage_error
+
+    key = "sk-" + "f0e1d2c3b4" * 3
+    assert str(usage_error(f"cannot reach the server\n  with key {key}")) == (
+        "cannot reach the server with key [redacted]"
+    )
+    damaged = r"^memory.json is damaged; run %memory rollback$"
+    with pytest.raises(UsageError, match=damaged), fixable_errors():
+        raise MemoryFileError("memory.json is damaged;\nrun %memory rollback")
+    with pytest.raises(KeyError), fixable_errors():  # not the user's to fix: passes as it is
+        raise KeyError("fact_x")

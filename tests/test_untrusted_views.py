@@ -243,9 +243,11 @@ def test_the_panel_shows_hostile_memory_as_text(shell: InteractiveShell) -> None
     panel = MemoryPanel(mem)
     try:
         panel.context.value = "onerror alert"
-        panel.recall_query.value = "recall me onerror alert"
-        panel.recall_button.click()  # the Recall tab: journal text and thread names
-        assert "Recall me" in text_of(panel.recall_results.value)
+        panel.recall.query.value = "recall me onerror alert"
+        panel.recall.button.click()  # the Recall tab: journal text and thread names
+        assert "Recall me" in text_of(panel.recall.results.value)
+        panel.recall.open_buttons[0].click()  # the result's thread, in the tab
+        assert "Recall me" in text_of(panel.recall.transcript.value)
         panel.fact_checks[next(iter(panel.fact_checks))].value = True
         panel.forget_button.click()  # the question it asks before forgetting
         assert "Forget 1 fact?" in text_of(panel.confirm_text.value)
@@ -261,7 +263,7 @@ def test_the_panel_shows_hostile_memory_as_text(shell: InteractiveShell) -> None
             panel.header.value
         )
         tabs = (panel.profile, panel.history, panel.preview_block, panel.message)
-        for tab in (*tabs, panel.recall_results):
+        for tab in (*tabs, panel.recall.results, panel.recall.transcript):
             assert "onerror=alert(1)" in text_of(tab.value), tab
         assert_inert(formatted(shell, panel), "panel")
     finally:
