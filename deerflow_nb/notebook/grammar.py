@@ -58,13 +58,18 @@ class Spelling:
         if self.is_switch:
             parser.add_argument(*self.flags, dest=dest, action="store_true", help=self.help)
             return
-        keys = {"metavar": self.metavar, "help": self.help, "type": self.type}
-        keys.update(choices=self.choices, nargs=self.nargs)
-        if self.flags:
-            keys.update(dest=dest, default=None if default is MISSING else default)
-            parser.add_argument(*self.flags, **{k: v for k, v in keys.items() if v is not None})
+        keys = {
+            "metavar": self.metavar,
+            "help": self.help,
+            "type": self.type,
+            "choices": self.choices,
+            "nargs": self.nargs,
+        }
+        given = {k: v for k, v in keys.items() if v is not None}
+        if self.flags:  # an option: always has a default (None unless declared)
+            parser.add_argument(*self.flags, dest=dest, default=default, **given)
         else:
-            parser.add_argument(dest, **{k: v for k, v in keys.items() if v is not None})
+            parser.add_argument(dest, **given)
 
 
 def _spelled(spelling: Spelling, default: Any = MISSING) -> Any:

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from .errors import usage_error
 from .grammar import HelpShown, Parser, build_parser, option, positional, switch, typed_args, words
@@ -105,7 +105,7 @@ def _how_many() -> Any:
     return option("-k", default=10, type=positive_int, metavar="N", help="how many (10)")
 
 
-# -- the subcommands, in the order --help and the README list them ------------------------
+# -- the subcommands --------------------------------------------------------------------
 @dataclass(frozen=True)
 class PanelArgs:
     command: ClassVar[str] = "panel"
@@ -306,18 +306,14 @@ class ResetArgs:
     yes: bool = switch("--yes")
 
 
+# Every subcommand, in the order --help and the README list them.
 Args = (
     PanelArgs | FactsArgs | SearchArgs | RecallArgs | PreviewArgs | AddArgs | EditArgs
     | ForgetArgs | FlushArgs | StatusArgs | DoctorArgs | HistoryArgs | VersionsArgs | DiffArgs
     | RollbackArgs | ReviewArgs | PendingArgs | ApproveArgs | RejectArgs | StaleArgs
     | ConsolidateArgs | ExportArgs | ImportArgs | ResetArgs
 )  # fmt: skip
-COMMANDS: tuple[type[Args], ...] = (
-    PanelArgs, FactsArgs, SearchArgs, RecallArgs, PreviewArgs, AddArgs, EditArgs, ForgetArgs,
-    FlushArgs, StatusArgs, DoctorArgs, HistoryArgs, VersionsArgs, DiffArgs, RollbackArgs,
-    ReviewArgs, PendingArgs, ApproveArgs, RejectArgs, StaleArgs, ConsolidateArgs, ExportArgs,
-    ImportArgs, ResetArgs,
-)  # fmt: skip
+COMMANDS: tuple[type[Args], ...] = get_args(Args)
 SUBCOMMANDS: tuple[str, ...] = tuple(cls.command for cls in COMMANDS)
 
 
