@@ -8,8 +8,9 @@ each returns the Markdown the block holds:
 
 - ``memory_commands()``: the ``%memory`` subcommands, from ``memory_magic.build_parser``;
 - ``agent_synopsis()``, ``agent_flags()``: ``%%agent``'s flags, from ``agent/magic.py``'s parser;
-- ``config_yaml()``: every config.yaml key with its default, from ``schema.SETTINGS_SECTIONS``
-  (the comments are the ones below, each checked to name a real key);
+- ``config_yaml()``: every config.yaml key with its default, from
+  ``schema.settings.SETTINGS_SECTIONS`` (the comments are the ones below, each checked to
+  name a real key);
 - ``notebooks()``: the example notebooks, from their ``.md`` front matter
   (``deerflow_nb: {shows: ...}``) or, without it, their title.
 """
@@ -70,7 +71,7 @@ def memory_commands() -> str:
     for name, subparser in sub.choices.items():
         usage = " ".join([PROG, name] + [_synopsis(a) for a in _arguments(subparser)])
         rows.append(f"| `{_cell(usage)}` | {_cell(helps[name] or '')} |")
-    from deerflow_nb.schema import CATEGORIES
+    from deerflow_nb.schema.constants import CATEGORIES
 
     rows.append("")
     rows.append(f"CATEGORY is one of {', '.join(f'`{c}`' for c in CATEGORIES)}.")
@@ -143,7 +144,7 @@ def _yaml(value: Any) -> str:
 
 def config_yaml() -> str:
     """config.yaml with every key at its default, in a ```` ```yaml ```` block."""
-    from deerflow_nb.schema import SETTINGS_SECTIONS
+    from deerflow_nb.schema.settings import SETTINGS_SECTIONS
 
     lines, seen = [], set()
     for section, model in SETTINGS_SECTIONS.items():

@@ -27,7 +27,7 @@ from deerflow_nb.config import load_settings
 from deerflow_nb.llm.base import ChatModel, ChatResult
 from deerflow_nb.offline.model import OfflineModel
 from deerflow_nb.offline.server import ServerHandle
-from deerflow_nb.schema import CATEGORIES, is_user_fact
+from deerflow_nb.schema.constants import CATEGORIES, is_user_fact
 from deerflow_nb.tokens import count_tokens
 
 ALL_TOOLS = ("list_variables", "describe_variable", "read_cell", *MEMORY_TOOLS, "task")

@@ -26,7 +26,7 @@ from deerflow_nb.memory.updater import apply_diff
 from deerflow_nb.notebook import memory_views as views
 from deerflow_nb.offline.consolidation import offline_merges
 from deerflow_nb.offline.extraction import extract_diff
-from deerflow_nb.schema import ExtractionDiff
+from deerflow_nb.schema.diff import ExtractionDiff
 
 NOW = datetime(2027, 6, 1, tzinfo=UTC)
 

@@ -21,7 +21,8 @@ from deerflow_nb.llm.base import ChatResult
 from deerflow_nb.memory.store import empty_memory
 from deerflow_nb.memory.updater import MAX_NEW_FACTS_PER_FOLD, apply_diff, wipe_limit
 from deerflow_nb.notebook import memory_views as views
-from deerflow_nb.schema import ExtractionDiff, memory_problem
+from deerflow_nb.schema.diff import ExtractionDiff
+from deerflow_nb.schema.document import memory_problem
 
 
 def configure(home: Path, **memory: object) -> None:

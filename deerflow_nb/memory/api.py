@@ -30,7 +30,8 @@ from ..config import (
     load_settings,
 )
 from ..llm.base import ModelError
-from ..schema import ADDED_BY_USER, ExtractionDiff
+from ..schema.constants import ADDED_BY_USER
+from ..schema.diff import ExtractionDiff
 from ..scrub import encodable_deep, redact
 from ..similarity import overlap
 from ..storage.journal import Journal, now_iso, row_to_message
