@@ -259,7 +259,7 @@ class Memory:
 
     def _shared(self) -> dict[str, Any]:
         """The current revision, read-only, pinned so ranking need not fingerprint it."""
-        from .ranking import pin_revision
+        from .fact_index import pin_revision
 
         revision, data = self.store.read_shared()
         if revision is not None:
@@ -698,7 +698,7 @@ class Memory:
         try:
             embedder = self.embedder
             if embedder is not None:
-                from .ranking import texts_to_embed
+                from .terms import texts_to_embed
 
                 embedder.warm(texts_to_embed([f["content"] for f in data.get("facts", [])]))
         except _SAID_IN_ONE_LINE as exc:

@@ -67,7 +67,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..tokens import count_tokens, truncate_to_tokens
 from ..untrusted import clean_text
-from .ranking import Context, FactIndex, Scores, coerce_confidence, get_index, score
+from .fact_index import FactIndex, coerce_confidence, get_index
+from .ranking import Context, Scores, score
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
