@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deerflow_nb.memory import fact_index, ranking, terms
+from deerflow_nb.memory.block import escape
 from deerflow_nb.memory.injection import (
-    escape,
     explain_selection,
     format_memory_for_injection,
     rank_facts,

@@ -421,7 +421,7 @@ class MemoryTools(_ToolSet):
 
     Facts and journal text are untrusted (an imported memory.json or an old reply can
     hold anything): each fact or excerpt becomes one line with ``&``, ``<`` and ``>`` as
-    entities and no control, bidi or zero-width characters (``injection.escape``), so
+    entities and no control, bidi or zero-width characters (``block.escape``), so
     nothing in a result can forge or close a tag of the prompt.
     """
 
@@ -439,7 +439,7 @@ class MemoryTools(_ToolSet):
         self._current_turn = current_turn  # its messages are never "the past"
 
     def search_memory(self, query: str = "", k: int = SEARCH_K) -> str:
-        from ..memory.injection import escape
+        from ..memory.block import escape
 
         query = _text_argument(query, "query", required=False)
         k = _count(k, SEARCH_K)
@@ -462,7 +462,7 @@ class MemoryTools(_ToolSet):
         return _fit(head, [_fact_line(f) for f in hits])
 
     def recall(self, query: str, thread: str | None = None, k: int = RECALL_K) -> str:
-        from ..memory.injection import escape
+        from ..memory.block import escape
 
         query = _text_argument(query, "query")
         if thread is not None and not isinstance(thread, str):
@@ -538,7 +538,7 @@ def _fit(head: str, lines: list[str]) -> str:
 
 
 def _fact_line(fact: dict[str, Any]) -> str:
-    from ..memory.injection import escape
+    from ..memory.block import escape
 
     try:
         confidence = float(fact.get("confidence", 0))
