@@ -28,7 +28,7 @@ from . import memory_views as views
 from .session import get_session
 
 if TYPE_CHECKING:
-    from ..doctor import DoctorReport
+    from ..doctor.report import DoctorReport
     from ..memory import Memory
     from .panel import MemoryPanel
 
@@ -539,7 +539,7 @@ class MemoryCommands:
         return views.StatusView(self.memory.status())
 
     def handle_doctor(self, args: DoctorArgs) -> DoctorReport:
-        from ..doctor import run_doctor
+        from ..doctor.checks import run_doctor
 
         return run_doctor(self.memory.settings)  # an unreachable server: a one-line ModelError
 
