@@ -30,7 +30,7 @@ import streamlit as st
 
 from ..config import ConfigError, load_settings, resolve_home
 from ..untrusted import clean_text, escape_markdown
-from . import actions, data
+from . import actions, data, view_models
 
 TABS = (
     "Facts",
@@ -332,15 +332,17 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
     )
     low_high = c2.slider("Confidence", 0.0, 1.0, (0.0, 1.0), 0.05, key="facts_confidence")
     text = c3.text_input("Text contains", key="facts_text", placeholder="e.g. polars")
-    sort = c4.selectbox("Sort", list(data.SORTS), key="facts_sort")
-    rows = data.fact_rows(memory, categories=categories, confidence=low_high, text=text, sort=sort)
+    sort = c4.selectbox("Sort", list(view_models.SORTS), key="facts_sort")
+    rows = view_models.fact_rows(
+        memory, categories=categories, confidence=low_high, text=text, sort=sort
+    )
     st.caption(
         f"{len(rows)} of {len(all_facts)} facts · "
         f"last updated {when(memory.get('lastUpdated'))} UTC"
     )
     if rows:
         table(
-            data.frame(rows, ("createdAt", "updatedAt")),
+            view_models.frame(rows, ("createdAt", "updatedAt")),
             column_order=(
                 "content",
                 "category",
@@ -367,7 +369,7 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
             "No fact matches these filters." if all_facts else "No facts yet.",
             icon=":material/search_off:",
         )
-    sections = data.section_rows(memory)
+    sections = view_models.section_rows(memory)
     if sections:
         with st.expander(f"User and history summaries ({len(sections)})"):
             for s in sections:
@@ -595,7 +597,7 @@ def history_page(db: Any) -> None:
     import altair as alt
 
     events = data.events(db)
-    points = data.confidence_series(events)
+    points = view_models.confidence_series(events)
     st.subheader("Confidence over time")
     if not points:
         st.info(
@@ -611,8 +613,8 @@ def history_page(db: Any) -> None:
             placeholder=f"all {len(facts)} facts",
             format_func=plain,
         )
-        shown = data.dodge([p for p in points if not chosen or p["fact"] in chosen])
-        df = _stamp(data.frame(shown, ("ts",)))
+        shown = view_models.dodge([p for p in points if not chosen or p["fact"] in chosen])
+        df = _stamp(view_models.frame(shown, ("ts",)))
         named = len({p["fact"] for p in shown})
         legend = (
             alt.Legend(orient="bottom", direction="vertical", columns=1, labelLimit=0, title=None)
@@ -661,7 +663,7 @@ def history_page(db: Any) -> None:
     sizes = data.size_series(db)
     st.subheader("Memory size over time")
     if sizes:
-        df = _stamp(data.frame(sizes, ("ts",)))
+        df = _stamp(view_models.frame(sizes, ("ts",)))
         size_chart = (
             alt.Chart(df)
             .mark_line(interpolate="step-after", point=True)
@@ -684,7 +686,7 @@ def history_page(db: Any) -> None:
     if events:
         with st.expander(f"Event log ({len(events)})"):
             table(
-                data.frame(data.event_rows(events), ("time",)),
+                view_models.frame(view_models.event_rows(events), ("time",)),
                 column_config={
                     "time": time_column("time"),
                     "kind": st.column_config.TextColumn("kind", width=80),
@@ -729,7 +731,7 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
             "Nothing would be injected: there is no readable memory.json.", icon=":material/eco:"
         )
         return
-    preview = data.injection_preview(memory, context or None, max_tokens, embedder=embedder)
+    preview = view_models.injection_preview(memory, context or None, max_tokens, embedder=embedder)
     c1, c2 = st.columns(2)
     c1.metric("Tokens in the block", f"{preview['tokens']} / {max_tokens}")
     c2.metric("Facts included", f"{len(preview['facts'])} / {preview['total_facts']}")
@@ -749,7 +751,7 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
                          "specificity")
         }  # fmt: skip
         table(
-            data.frame(preview["facts"]),
+            view_models.frame(preview["facts"]),
             column_order=(
                 "rank", "content", "total", "relevance", "confidence", "recency", "specificity",
                 "lexical", *(("dense",) if dense else ()), "id",
@@ -836,7 +838,7 @@ def recall_box(home: Path, by_id: dict[str, dict[str, Any]]) -> None:
     if not ok:
         st.error(f"Recall failed: {md(results)}", icon=":material/error:")
         return
-    rows = data.recall_rows(results)
+    rows = view_models.recall_rows(results)
     if not rows:
         st.info("No message matches this search.", icon=":material/search_off:")
         return
@@ -911,7 +913,7 @@ def thread_detail(db: Any, node: dict[str, Any]) -> None:
     if turns:
         st.markdown(f"**{_count(len(turns), 'turn')}**")
         table(
-            data.frame(turns, ("started",)),
+            view_models.frame(turns, ("started",)),
             column_config={
                 "started": time_column("started"),
                 "message": st.column_config.TextColumn("message", width=180),
@@ -981,7 +983,9 @@ def versions_page(home: Path, db: Any) -> None:
     c1, c2 = st.columns(2)
     old = c1.selectbox("From", ids, index=min(1, len(ids) - 1), key="ver_from", format_func=label)
     new = c2.selectbox("To", ids, index=0, key="ver_to", format_func=label)
-    diff = data.diff_snapshots(data.version_snapshot(db, old), data.version_snapshot(db, new))
+    diff = view_models.diff_snapshots(
+        data.version_snapshot(db, old), data.version_snapshot(db, new)
+    )
     if old == new:
         st.info(
             f"Pick two different versions to compare (v{old} is the only one so far)."
@@ -1025,7 +1029,7 @@ def versions_page(home: Path, db: Any) -> None:
     _confirmation(home, ("rollback",))
     with st.expander(f"All versions ({len(listed)})"):
         table(
-            data.frame(listed, ("created_at",)),
+            view_models.frame(listed, ("created_at",)),
             column_config={
                 "id": st.column_config.NumberColumn("version", width=70),
                 "created_at": time_column("saved"),
@@ -1069,7 +1073,7 @@ def status_page(info: dict[str, Any], folds: dict[str, Any]) -> None:
     if info["queue"]:
         st.markdown("**Queue**")
         table(
-            data.frame(info["queue"], ("enqueued_at",)),
+            view_models.frame(info["queue"], ("enqueued_at",)),
             column_order=(
                 "thread_id", "status", "folding_now", "attempts", "enqueued_at", "last_error",
             ),
@@ -1085,7 +1089,7 @@ def status_page(info: dict[str, Any], folds: dict[str, Any]) -> None:
     if folds["recent"]:
         with st.expander(f"Recent folds ({len(folds['recent'])})"):
             table(
-                data.frame(data.fold_rows(folds["recent"]), ("time",)),
+                view_models.frame(data.fold_rows(folds["recent"]), ("time",)),
                 column_config={
                     "time": time_column("time"),
                     "thread": st.column_config.TextColumn("thread", width=150),
@@ -1096,7 +1100,7 @@ def status_page(info: dict[str, Any], folds: dict[str, Any]) -> None:
             )
     st.markdown("**Files**")
     table(
-        data.frame(info["files"]),
+        view_models.frame(info["files"]),
         column_config={
             "file": st.column_config.TextColumn("file", width=110),
             "path": st.column_config.TextColumn("path", width=620),
@@ -1136,7 +1140,7 @@ def last_fold(info: dict[str, Any], fold: dict[str, Any] | None) -> None:
         st.caption(" · ".join(counts))
         if fold["left_out"]:
             table(
-                data.frame(
+                view_models.frame(
                     [
                         {
                             "item": str(x.get("item", "")),
