@@ -1,5 +1,7 @@
-"""The lead agent's memory tools: ``search_memory`` and ``recall`` over untrusted text,
-``remember`` through ``Memory.add_fact``; results fit a tool result's token budget.
+"""The lead agent's memory tools: ``search_memory``, ``recall`` and ``remember``.
+
+Search and recall show untrusted text inert; ``remember`` goes through
+``Memory.add_fact``; results fit a tool result's token budget.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""Probing one model, capped: the ``openai`` SDK straight to an OpenAI-compatible server
-(so a probe can cap its reply and see chunks and ``finish_reason``), or the embedded
-model's ``ChatModel.chat``. Every failure is a one-line ``ModelError``; a server that
+"""Probing one model with capped calls, through the ``openai`` SDK or the embedded model.
+
+The SDK goes straight to an OpenAI-compatible server (so a probe can cap its reply and
+see chunks and ``finish_reason``); the embedded model is called through
+``ChatModel.chat``. Every failure is a one-line ``ModelError``; a server that
 cannot be reached at all is ``Unreachable``.
 """
 

@@ -1,6 +1,6 @@
-"""The doctor's report: one ``Check`` row per probe, and ``DoctorReport``, the table of
-✓/✗ with what to change, as terminal text or escaped Markdown/HTML (model and server text
-is untrusted).
+"""The doctor's report: ``Check`` rows and ``DoctorReport``, the ✓/✗ table with fixes.
+
+It reads as terminal text or escaped Markdown/HTML (model and server text is untrusted).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Read-only view models for the inspector, built straight from the home folder's files.
+"""What the inspector reads from a home: memory.json and the journal, read-only.
 
 The inspector runs in its own process next to a live kernel, so it only ever reads:
 ``memory.json`` (replaced by atomic rename, so a read sees a whole old or a whole new

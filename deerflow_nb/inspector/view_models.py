@@ -1,5 +1,6 @@
-"""The inspector's pure view models: table rows, chart series and diffs built from what
-``data`` read (plain lists and dicts in, plain lists and dicts out; pandas only in ``frame``).
+"""The inspector's pure view models: table rows, chart series and diffs.
+
+Built from what ``data`` read: plain lists and dicts in and out; pandas only in ``frame``.
 """
 
 from __future__ import annotations

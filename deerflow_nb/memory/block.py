@@ -1,5 +1,6 @@
-"""The ``<memory>`` block's lines: inert text, fact, tag and date lines, the summary
-sections, and what each line costs in tokens.
+"""The ``<memory>`` block's lines and what each costs in tokens.
+
+Inert text, fact, tag and date lines, and the summary sections.
 
 Every text from memory goes through ``escape`` (entities for ``& < >`` and their
 look-alikes, one line, no control, bidi or zero-width characters), so no fact or summary

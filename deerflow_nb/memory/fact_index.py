@@ -1,5 +1,7 @@
-"""The per-revision fact index: each fact's terms, BM25 indexes, day groups and priors,
-built once per memory revision and cached (``get_index``, ``pin_revision``).
+"""The per-revision fact index, built once per memory revision and cached (``get_index``).
+
+It holds each fact's terms, the BM25 indexes, the day groups and the priors;
+``pin_revision`` names an immutable document so the cache need not fingerprint it.
 
 The cache is keyed by the facts' contents, categories, confidences and dates (or by a
 pinned revision), so a turn only analyses (and embeds) its query.

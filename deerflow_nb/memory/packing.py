@@ -1,5 +1,6 @@
-"""Packing ranked facts into the block's token budget: the grouping plan (tags or dates
-outside, the year legend), each fact's exact marginal cost, and the final layout.
+"""Packing ranked facts into the block's token budget, each at its exact marginal cost.
+
+The grouping plan (tags or dates outside, the year legend), the costs, and the layout.
 """
 
 from __future__ import annotations

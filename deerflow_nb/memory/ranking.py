@@ -1,5 +1,7 @@
-"""Fact ranking: BM25 relevance to the turn, optionally fused with dense similarity,
-with confidence and recency as small priors.
+"""Fact ranking: each fact's score for the turn (BM25, dense similarity, small priors).
+
+Relevance is BM25, optionally fused with dense similarity; confidence, recency and
+specificity are small priors.
 
 Without context the order is DeerFlow's: confidence, highest first, ties in store order.
 With context, relevance dominates: confidence, recency and specificity only separate facts

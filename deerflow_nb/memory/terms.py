@@ -1,5 +1,6 @@
-"""Text into index terms: word stems without stopwords (CJK as bigrams), named entities,
-and the shared ``Lexicon`` that numbers every term and remembers each text's analysis.
+"""Text into index terms: stems without stopwords, CJK bigrams, named entities, the lexicon.
+
+The shared ``Lexicon`` numbers every term and remembers each text's analysis.
 
 Facts and queries go through the same ``analyze``, so a fact's words and a message's meet
 as the same terms; the lexicon lets a new memory revision analyse only its new texts.

@@ -1,5 +1,6 @@
-"""The offline model's reply texts: summaries, answers from tool results, sub-agent
-reports, and plain answers that quote the remembered facts a question shares words with.
+"""The offline model's reply texts: summaries, tool-result answers, sub-agent reports.
+
+Plain answers quote the remembered facts a question shares words with.
 
 Every reply starts with ``PREFIX``: the model says what it is.
 """

@@ -1,5 +1,6 @@
-"""The offline model's words: stopwords, crude stems, content words, message text, and the
-hashed bag-of-words embedding the model and the loopback server return.
+"""The offline model's words: stopwords, crude stems, content words, hashed embeddings.
+
+The hashed bag-of-words embedding is what the model and the loopback server return.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Writes in two clicks: a page asks (``ask``), the user confirms (``confirmation``), and
-``confirm`` carries the write out through ``actions`` and leaves a message for the page.
+"""The inspector's writes in two clicks: asked for, then confirmed and carried out.
+
+A page asks (``ask``), the user confirms (``confirmation``), and ``confirm`` carries the
+write out through ``actions`` and leaves a message for the page.
 
 Both clicks run in widget callbacks, so the page that follows already reads the files as
 they now are; a single pending change's Approve or Reject (``decide``) needs one click.

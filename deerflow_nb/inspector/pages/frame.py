@@ -1,5 +1,7 @@
-"""The inspector's frame: page setup, the header and its controls, the summary strip, the
-empty and damaged states, and the tabs, all drawn from one reading of the home.
+"""The inspector's frame: the header, the summary strip and the tabs (``main``).
+
+Page setup, the controls, the empty and damaged states, and the tabs, all drawn from
+one reading of the home.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Untrusted text into Markdown (``md``, ``md_lines``, ``code``, ``plain``), timestamps
-and the inspector's tables: what every page uses to show text from the home.
+"""Untrusted text into Markdown, timestamps and tables: what every page shows text with.
+
+``md``, ``md_lines``, ``code`` and ``plain`` (see the package's docstring).
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""The Status tab: the fold queue, the last fold's report, the last error, recent folds
-and where every file is.
-"""
+"""The Status tab: the fold queue, the last fold's report and error, where files are."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The Threads tab: recall over every conversation, the thread list, one thread's turns,
-summaries, sub-agents and transcript.
+"""The Threads tab: recall over every conversation, the thread list, one thread's detail.
+
+A thread's detail: its turns, summaries, sub-agents and transcript.
 """
 
 from __future__ import annotations
