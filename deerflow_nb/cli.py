@@ -91,7 +91,7 @@ def _doctor(args: argparse.Namespace) -> int:
     """Probe the configured models and print the table; 2 (one line) when the server
     cannot be reached or no model is usable, 0 whenever the checks could run."""
     from .config import load_settings
-    from .doctor import run_doctor
+    from .doctor.checks import run_doctor
     from .llm.base import ModelError
 
     if args.home and not Path(args.home).expanduser().is_dir():

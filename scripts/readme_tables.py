@@ -39,7 +39,7 @@ def memory_commands() -> str:
     """The ``%memory`` table: one row per subcommand, its arguments and what it does."""
     from deerflow_nb.notebook.grammar import synopsis
     from deerflow_nb.notebook.memory_args import COMMANDS, DESCRIPTION, PROG
-    from deerflow_nb.schema import CATEGORIES
+    from deerflow_nb.schema.constants import CATEGORIES
 
     rows = ["| command | what it does |", "|---|---|", f"| `{PROG}` | {_cell(DESCRIPTION)} |"]
     for cls in COMMANDS:
@@ -117,7 +117,7 @@ def _yaml(value: Any) -> str:
 
 def config_yaml() -> str:
     """config.yaml with every key at its default, in a ```` ```yaml ```` block."""
-    from deerflow_nb.schema import SETTINGS_SECTIONS
+    from deerflow_nb.schema.settings import SETTINGS_SECTIONS
 
     lines, seen = [], set()
     for section, model in SETTINGS_SECTIONS.items():

@@ -22,7 +22,8 @@ from deerflow_nb.memory.store import empty_memory
 from deerflow_nb.memory.updater import MAX_NEW_FACTS_PER_FOLD, apply_diff, wipe_limit
 from deerflow_nb.notebook.views.history import EventsView
 from deerflow_nb.notebook.views.status import StatusView, status_line
-from deerflow_nb.schema import ExtractionDiff, memory_problem
+from deerflow_nb.schema.diff import ExtractionDiff
+from deerflow_nb.schema.document import memory_problem
 
 
 def configure(home: Path, **memory: object) -> None:

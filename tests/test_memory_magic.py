@@ -468,13 +468,6 @@ def test_a_config_typo_is_one_line_naming_key_and_file(shell: InteractiveShell, 
     assert "memory.debounce_secondz" in message and str(home / "config.yaml") in message
 
 
-def test_the_light_category_list_matches_the_store() -> None:
-    from deerflow_nb.memory.store import CATEGORIES as STORE_CATEGORIES
-    from deerflow_nb.notebook.memory_args import CATEGORIES
-
-    assert CATEGORIES == STORE_CATEGORIES
-
-
 def test_a_damaged_journal_or_a_home_that_is_not_a_folder_is_one_line(
     shell: InteractiveShell, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

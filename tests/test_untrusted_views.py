@@ -29,7 +29,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from loopback import ServerHandle, start_server
 
-from deerflow_nb.agent.tools import NotebookTools
+from deerflow_nb.agent.notebook_tools import NotebookTools
 from deerflow_nb.notebook.agent_display import TerminalTurnView, TurnView, show_markdown
 from deerflow_nb.notebook.session import close_session, get_session
 from deerflow_nb.untrusted import render_markdown

@@ -30,7 +30,8 @@ from ..config import (
     load_settings,
 )
 from ..llm.base import ModelError
-from ..schema import ADDED_BY_USER, ExtractionDiff
+from ..schema.constants import ADDED_BY_USER
+from ..schema.diff import ExtractionDiff
 from ..scrub import encodable_deep, redact
 from ..similarity import overlap
 from ..storage.journal import Journal, now_iso, row_to_message
@@ -258,7 +259,7 @@ class Memory:
 
     def _shared(self) -> dict[str, Any]:
         """The current revision, read-only, pinned so ranking need not fingerprint it."""
-        from .ranking import pin_revision
+        from .fact_index import pin_revision
 
         revision, data = self.store.read_shared()
         if revision is not None:
@@ -697,7 +698,7 @@ class Memory:
         try:
             embedder = self.embedder
             if embedder is not None:
-                from .ranking import texts_to_embed
+                from .terms import texts_to_embed
 
                 embedder.warm(texts_to_embed([f["content"] for f in data.get("facts", [])]))
         except _SAID_IN_ONE_LINE as exc:

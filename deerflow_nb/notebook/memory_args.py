@@ -16,12 +16,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
+from ..schema.constants import CATEGORIES  # light: no pydantic, no journal
 from .errors import usage_error
 from .grammar import HelpShown, Parser, build_parser, option, positional, switch, typed_args, words
 
-# Mirrors memory.store.CATEGORIES: importing deerflow_nb.memory here would load the journal
-# (sqlite-utils, and through it pandas) at the first %memory, even for --help.
-CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
 PROG = "%memory"
 DESCRIPTION = (
     "View and change long-term memory. With no subcommand: the memory panel in a notebook, "

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from ..memory.store import CATEGORIES, MemoryFileError
+from ..memory.store import MemoryFileError
+from ..schema.constants import CATEGORIES
 from ..untrusted import escape_html
 from .recall_tab import RecallTab
 from .views.facts import preview_view
