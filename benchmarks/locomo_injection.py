@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from deerflow_nb.memory.injection import select_facts, select_in_order  # noqa: E402
-from deerflow_nb.memory.ranking import texts_to_embed  # noqa: E402
+from deerflow_nb.memory.terms import texts_to_embed  # noqa: E402
 from deerflow_nb.tokens import count_tokens  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev"

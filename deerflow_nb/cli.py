@@ -65,7 +65,7 @@ def _status(mem: Memory, args: argparse.Namespace) -> None:
     if args.json:
         _say(json.dumps(mem.status(), indent=2, default=str))  # ASCII: controls are \u escapes
         return
-    from .notebook.memory_views import StatusView
+    from .notebook.views.status import StatusView
 
     _say(repr(StatusView(mem.status())))
 
@@ -75,7 +75,7 @@ def _export(mem: Memory, args: argparse.Namespace) -> None:
 
 
 def _import(mem: Memory, args: argparse.Namespace) -> None:
-    from .notebook.memory_views import count_of
+    from .notebook.views.table import count_of
 
     mem.read_import(args.path)  # a broken file is said before any confirmation
     held = len(mem.data.get("facts", []))
@@ -91,7 +91,7 @@ def _doctor(args: argparse.Namespace) -> int:
     """Probe the configured models and print the table; 2 (one line) when the server
     cannot be reached or no model is usable, 0 whenever the checks could run."""
     from .config import load_settings
-    from .doctor import run_doctor
+    from .doctor.checks import run_doctor
     from .llm.base import ModelError
 
     if args.home and not Path(args.home).expanduser().is_dir():

@@ -181,7 +181,7 @@ def _build(cls: type, raw: dict[str, Any], section: str, source: Path) -> Any:
     """The section's dataclass from its config.yaml mapping, checked by the typed schema
     (``deerflow_nb.schema``: types, ``Field(ge=…, le=…)`` bounds, unknown keys); keys the
     file leaves out keep their defaults."""
-    from .schema import check_settings_section
+    from .schema.settings import check_settings_section
 
     values = check_settings_section(section, raw, source)
     for key, value in values.items():
@@ -194,7 +194,7 @@ def _build(cls: type, raw: dict[str, Any], section: str, source: Path) -> Any:
 
 def _size(value: Any) -> Any:
     """A checked ``{type, value}`` model as the ``ContextSize`` the agent uses."""
-    from .schema import ContextSizeSettings
+    from .schema.settings import ContextSizeSettings
 
     if isinstance(value, ContextSizeSettings):
         return ContextSize(type=value.type, value=float(value.value))

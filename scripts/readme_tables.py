@@ -6,8 +6,10 @@ each returns the Markdown the block holds:
     .venv/bin/cog -I scripts -r README.md       # rewrite the blocks (make readme)
     .venv/bin/cog -I scripts --check README.md  # fail if one is stale (make lint, make test)
 
-- ``memory_commands()``: the ``%memory`` subcommands, from ``memory_magic.build_parser``;
-- ``agent_synopsis()``, ``agent_flags()``: ``%%agent``'s flags, from ``agent/magic.py``'s parser;
+- ``memory_commands()``: the ``%memory`` subcommands, from their args classes
+  (``notebook/memory_args.py``, each field spelled as ``notebook/grammar.py`` declares it);
+- ``agent_synopsis()``, ``agent_flags()``: ``%%agent``'s flags, from ``AgentArgs``
+  (``notebook/agent_magic.py``);
 - ``config_yaml()``: every config.yaml key with its default, from ``schema.SETTINGS_SECTIONS``
   (the comments are the ones below, each checked to name a real key);
 - ``notebooks()``: the example notebooks, from their ``.md`` front matter
@@ -16,10 +18,12 @@ each returns the Markdown the block holds:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deerflow_nb.notebook.grammar import Spelling
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -31,64 +35,34 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _metavar(action: argparse.Action) -> str:
-    if action.metavar:
-        return str(action.metavar)
-    if action.choices is not None and len(action.choices) <= 3:
-        return "|".join(str(c) for c in action.choices)
-    return action.dest.upper()
-
-
-def _synopsis(action: argparse.Action) -> str:
-    """One argument as a usage fragment: ``[--sort confidence|created]``, ``ID...``."""
-    if not action.option_strings:
-        name = _metavar(action)
-        return {
-            "+": f"{name}...",
-            "*": f"[{name}...]",
-            "?": f"[{name}]",
-        }.get(action.nargs, name)  # type: ignore[arg-type]
-    flags = "/".join(sorted(action.option_strings, key=len))
-    if action.nargs == 0:
-        return f"[{flags}]"
-    return f"[{flags} {_metavar(action)}]"
-
-
-def _arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    return [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
-
-
 def memory_commands() -> str:
-    """The ``%memory`` table: one row per subcommand, its arguments and its help."""
-    from deerflow_nb.notebook.memory_magic import PROG, build_parser
+    """The ``%memory`` table: one row per subcommand, its arguments and what it does."""
+    from deerflow_nb.notebook.grammar import synopsis
+    from deerflow_nb.notebook.memory_args import COMMANDS, DESCRIPTION, PROG
+    from deerflow_nb.schema.constants import CATEGORIES
 
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    helps = {choice.dest: choice.help for choice in sub._choices_actions}
-    rows = ["| command | what it does |", "|---|---|"]
-    rows.append(f"| `{PROG}` | {_cell(parser.description or '')} |")
-    for name, subparser in sub.choices.items():
-        usage = " ".join([PROG, name] + [_synopsis(a) for a in _arguments(subparser)])
-        rows.append(f"| `{_cell(usage)}` | {_cell(helps[name] or '')} |")
-    from deerflow_nb.schema import CATEGORIES
-
+    rows = ["| command | what it does |", "|---|---|", f"| `{PROG}` | {_cell(DESCRIPTION)} |"]
+    for cls in COMMANDS:
+        usage = " ".join([PROG, cls.command, *synopsis(cls)])
+        rows.append(f"| `{_cell(usage)}` | {_cell(cls.about)} |")
     rows.append("")
     rows.append(f"CATEGORY is one of {', '.join(f'`{c}`' for c in CATEGORIES)}.")
     return "\n".join(rows) + "\n"
 
 
-def _agent_parser() -> argparse.ArgumentParser:
-    from deerflow_nb.notebook import agent_magic as magic
+def _agent_arguments() -> list[tuple[str, Spelling]]:
+    """``%%agent``'s arguments, ``-h/--help`` first, as its parser declares them."""
+    from deerflow_nb.notebook.agent_magic import AgentArgs
+    from deerflow_nb.notebook.grammar import HELP, spellings
 
-    return magic._parser()
+    return [("help", HELP), *spellings(AgentArgs)]
 
 
 def agent_synopsis() -> str:
-    """``%%agent [-h] [-t/--thread NAME] …``, wrapped as the README's code block shows it."""
+    """``%%agent [-h/--help] [-t/--thread NAME] …``, wrapped as the README's code block shows it."""
     from deerflow_nb.notebook.agent_magic import PROG
 
-    words = [f"%{PROG}" if not PROG.startswith("%%") else PROG]
-    words += [_synopsis(a) for a in _arguments(_agent_parser())]
+    words = [PROG] + [spelling.usage(name) for name, spelling in _agent_arguments()]
     lines, line = [], ""
     for word in words:
         if line and len(line) + 1 + len(word) > 88:
@@ -103,11 +77,11 @@ def agent_synopsis() -> str:
 def agent_flags() -> str:
     """The ``%%agent`` flags table: each flag, its value, what it does."""
     rows = ["| flag | what it does |", "|---|---|"]
-    for action in _arguments(_agent_parser()):
-        flags = ", ".join(sorted(action.option_strings, key=len))
-        if action.nargs != 0:
-            flags += f" {_metavar(action)}"
-        rows.append(f"| `{_cell(flags)}` | {_cell(action.help or '')} |")
+    for name, spelling in _agent_arguments():
+        flags = ", ".join(sorted(spelling.flags, key=len))
+        if not spelling.is_switch:
+            flags += f" {spelling.shown_value(name)}"
+        rows.append(f"| `{_cell(flags)}` | {_cell(spelling.help or '')} |")
     return "\n".join(rows) + "\n"
 
 
@@ -143,7 +117,7 @@ def _yaml(value: Any) -> str:
 
 def config_yaml() -> str:
     """config.yaml with every key at its default, in a ```` ```yaml ```` block."""
-    from deerflow_nb.schema import SETTINGS_SECTIONS
+    from deerflow_nb.schema.settings import SETTINGS_SECTIONS
 
     lines, seen = [], set()
     for section, model in SETTINGS_SECTIONS.items():

@@ -15,8 +15,9 @@ from waiting import wait_until
 
 from deerflow_nb import Agent
 from deerflow_nb.agent.loop import INTERRUPTED_RESULT
+from deerflow_nb.agent.notebook_tools import NotebookTools
 from deerflow_nb.agent.subagents import SubagentExecutor
-from deerflow_nb.agent.tools import MAX_RESULT_TOKENS, NotebookTools
+from deerflow_nb.agent.tools import MAX_RESULT_TOKENS
 from deerflow_nb.config import Settings, load_settings
 from deerflow_nb.llm import ModelError, ToolCall
 from deerflow_nb.llm.base import ChatResult

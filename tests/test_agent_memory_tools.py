@@ -14,20 +14,14 @@ from IPython.utils.capture import capture_output
 
 from deerflow_nb import Agent, Memory
 from deerflow_nb.agent.core import MEMORY_HINT
-from deerflow_nb.agent.tools import (
-    EXCERPT_CHARS,
-    FACT_CATEGORIES,
-    MAX_RESULT_TOKENS,
-    MEMORY_TOOLS,
-    MemoryTools,
-    NotebookTools,
-    tool_specs,
-)
+from deerflow_nb.agent.memory_tools import EXCERPT_CHARS, MemoryTools
+from deerflow_nb.agent.notebook_tools import NotebookTools
+from deerflow_nb.agent.tools import MAX_RESULT_TOKENS, MEMORY_TOOLS, tool_specs
 from deerflow_nb.config import load_settings
 from deerflow_nb.llm.base import ChatModel, ChatResult
 from deerflow_nb.offline.model import OfflineModel
 from deerflow_nb.offline.server import ServerHandle
-from deerflow_nb.schema import CATEGORIES, is_user_fact
+from deerflow_nb.schema.constants import CATEGORIES, is_user_fact
 from deerflow_nb.tokens import count_tokens
 
 ALL_TOOLS = ("list_variables", "describe_variable", "read_cell", *MEMORY_TOOLS, "task")
@@ -307,8 +301,9 @@ def test_recall_in_one_thread(memory: Memory) -> None:
     assert "in thread b" in result and "gradient boosting" in result and "Postgres" not in result
 
 
-def test_fact_categories_match_the_schema() -> None:
-    assert FACT_CATEGORIES == CATEGORIES
+def test_remember_offers_the_schema_categories() -> None:
+    (spec,) = tool_specs(["remember"])
+    assert spec["function"]["parameters"]["properties"]["category"]["enum"] == list(CATEGORIES)
 
 
 # -- the offline model's phrases ----------------------------------------------------------

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deerflow_nb import Agent
+from deerflow_nb.agent.notebook_tools import NotebookTools
 from deerflow_nb.agent.summarization import (
     DEFAULT_SUMMARY_PROMPT,
     cut_index,
     fired_trigger,
     summary_request,
 )
-from deerflow_nb.agent.tools import NotebookTools
 from deerflow_nb.config import ContextSize, SummarizationConfig, load_settings
 from deerflow_nb.llm.base import ChatResult, ToolCall
 from deerflow_nb.notebook.agent_display import summary_line

@@ -10,7 +10,8 @@ import pandas as pd
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from deerflow_nb.agent.tools import NotebookTools, tool_specs
+from deerflow_nb.agent.notebook_tools import NotebookTools
+from deerflow_nb.agent.tools import tool_specs
 
 
 def test_list_variables_shows_user_data_only(shell: InteractiveShell) -> None:

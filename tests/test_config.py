@@ -209,7 +209,8 @@ def test_the_typed_settings_schema_matches_the_settings_dataclasses() -> None:
     the dataclasses the code reads must have the same keys and defaults."""
     import dataclasses
 
-    from deerflow_nb import config, schema
+    from deerflow_nb import config
+    from deerflow_nb.schema import settings as schema
 
     for name, cls in config._TOP_SECTIONS.items():
         model = schema.SETTINGS_SECTIONS[name]
@@ -229,7 +230,7 @@ def test_the_typed_settings_schema_matches_the_settings_dataclasses() -> None:
 
 
 def test_settings_bounds_are_field_constraints(home: Path) -> None:
-    from deerflow_nb.schema import MemorySettings
+    from deerflow_nb.schema.settings import MemorySettings
 
     bounds = {m.__class__.__name__ for m in MemorySettings.model_fields["max_facts"].metadata}
     assert "Ge" in bounds

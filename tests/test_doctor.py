@@ -18,7 +18,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from loopback import ServerHandle
 
 from deerflow_nb.config import load_settings
-from deerflow_nb.doctor import FAIL, OK, UNKNOWN, Check, DoctorReport, probe_extraction, run_doctor
+from deerflow_nb.doctor.checks import probe_extraction, run_doctor
+from deerflow_nb.doctor.report import FAIL, OK, UNKNOWN, Check, DoctorReport
 from deerflow_nb.llm.base import ChatModel, ChatResult, OnText
 from deerflow_nb.memory.extraction import build_messages
 from deerflow_nb.memory.store import empty_memory

@@ -19,10 +19,10 @@ from loopback import start_server
 
 from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
-from deerflow_nb.memory import ranking
+from deerflow_nb.memory import fact_index, ranking
 from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
 from deerflow_nb.memory.injection import explain_selection, rank_facts, select_facts
-from deerflow_nb.memory.ranking import texts_to_embed
+from deerflow_nb.memory.terms import texts_to_embed
 from deerflow_nb.offline.model import OfflineModel
 from deerflow_nb.storage.journal import Journal
 
@@ -183,7 +183,7 @@ def test_query_words_expand_to_their_nearest_memory_words(
 
 def test_names_are_not_expanded(minilm: Embedder) -> None:
     """Who a message is about is the entity gate's job: "Melanie" brings no other names."""
-    index = ranking.get_index(memory(FACTS))[1]
+    index = fact_index.get_index(memory(FACTS))[1]
     index.word_vectors(minilm)  # as a fold leaves them
     before = minilm.computed
     ranking.score(index, "What about Melanie?", minilm)
@@ -330,7 +330,7 @@ def test_words_a_hashed_embedder_cannot_tell_apart_are_not_expanded() -> None:
     )
     embedder = Embedder("hashed", lambda texts: np.array(offline.embed(texts)))
     data = memory([f"Caroline keeps a {twin} at home.", "Caroline keeps a zebra at home."])
-    index = ranking.get_index(data)[1]
+    index = fact_index.get_index(data)[1]
     question = "Where does Caroline see the zebra?"
     hashed = ranking.score(index, question, embedder).lexical
     assert hashed == pytest.approx(ranking.score(index, question).lexical)  # words alone

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deerflow_nb.memory import ranking
+from deerflow_nb.memory import fact_index, ranking, terms
+from deerflow_nb.memory.block import escape
 from deerflow_nb.memory.injection import (
-    escape,
     explain_selection,
     format_memory_for_injection,
     rank_facts,
@@ -87,7 +87,7 @@ def parse_facts(block: str) -> list[tuple[str, str, str]]:
 
 def readable_tag(f: dict) -> str:
     """The tag the block must show for fact ``f``: its category and its confidence."""
-    return f"{f['category']} | {ranking.coerce_confidence(f['confidence']):.2f}"
+    return f"{f['category']} | {fact_index.coerce_confidence(f['confidence']):.2f}"
 
 
 # -- the budget ----------------------------------------------------------------------
@@ -364,7 +364,7 @@ def test_every_listed_fact_reads_back_with_its_confidence(
     for (tag, date, text), f in zip(parsed, chosen, strict=True):
         category, confidence = tag.split(" | ")
         assert category == (re.sub(r"[^\w-]+", "", f["category"] or "") or "context")
-        assert confidence == f"{ranking.coerce_confidence(f['confidence']):.2f}"
+        assert confidence == f"{fact_index.coerce_confidence(f['confidence']):.2f}"
         assert date == ((f["createdAt"] or "")[:10] or "Undated")
         assert text == escape(f["content"])
     # Read at 0.01 resolution: a 0.95 fact and a 0.8 one never read the same.
@@ -556,7 +556,7 @@ def test_stemming_and_stopwords_match_word_forms() -> None:
 
 
 def test_facts_naming_the_asked_about_entity_come_first() -> None:
-    assert ranking.entities("When did Caroline visit Paris? She went by train.") == [
+    assert terms.entities("When did Caroline visit Paris? She went by train.") == [
         "carolin",
         "pari",
     ]
@@ -595,7 +595,7 @@ def test_store_neighbours_of_a_strong_hit_share_its_relevance() -> None:
         fact("Was proud of the result", createdAt=day1),
         fact("Made a red bowl", createdAt=day2),
     ]
-    scores = ranking.score(ranking.get_index(memory(facts))[1], "pottery class")
+    scores = ranking.score(fact_index.get_index(memory(facts))[1], "pottery class")
     # The fact next to the hit outranks the same day's farther fact.
     assert scores.relevance[1] > scores.relevance[2] > 0
 
@@ -612,7 +612,7 @@ def test_a_fact_is_also_matched_with_its_same_day_neighbours_words() -> None:
         fact("Went camping at the lake", createdAt=day2),
         fact("The kids came along", createdAt=day3),  # next in store order, another day
     ]
-    scores = ranking.score(ranking.get_index(memory(facts))[1], "camping with the kids")
+    scores = ranking.score(fact_index.get_index(memory(facts))[1], "camping with the kids")
     assert scores.lexical[0] > scores.lexical[2]
     assert scores.lexical[1] > scores.lexical[3]
     assert [f["content"] for f, _ in rank_facts(memory(facts), "lake")] == [
@@ -623,18 +623,18 @@ def test_a_fact_is_also_matched_with_its_same_day_neighbours_words() -> None:
 def test_index_is_cached_per_memory_revision() -> None:
     data = memory([fact(f"Fact {i} about topic {i % 7}") for i in range(50)])
     format_memory_for_injection(data, 500, "topic 3")
-    before = ranking.builds
+    before = fact_index.builds
     for question in ("topic 1", "topic 2", None):
         # A fresh copy, as Memory.data reads memory.json anew every time.
         format_memory_for_injection(json.loads(json.dumps(data)), 500, question)
-    assert ranking.builds == before
+    assert fact_index.builds == before
     changed = copy.deepcopy(data)
     changed["facts"][3]["content"] = "Fact 3 rewritten"
     format_memory_for_injection(changed, 500, "topic 3")
-    assert ranking.builds == before + 1
+    assert fact_index.builds == before + 1
     changed["facts"][4]["confidence"] = 0.1
     select_facts(changed, "topic 3", 500)
-    assert ranking.builds == before + 2
+    assert fact_index.builds == before + 2
 
 
 def test_returned_facts_are_this_revisions_dicts() -> None:

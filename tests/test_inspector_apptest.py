@@ -646,7 +646,7 @@ def test_launch_command_binds_locally_headless_without_stats():
 
 
 def test_fact_rows_and_diff_view_models():
-    from deerflow_nb.inspector import data
+    from deerflow_nb.inspector import view_models
 
     memory = {
         "facts": [
@@ -655,12 +655,14 @@ def test_fact_rows_and_diff_view_models():
             {"id": "c", "content": "beta", "category": "goal", "confidence": None},
         ]
     }
-    by_conf = data.fact_rows(memory)
+    by_conf = view_models.fact_rows(memory)
     assert [r["id"] for r in by_conf] == ["b", "a", "c"]
-    assert [r["id"] for r in data.fact_rows(memory, sort="content")] == ["b", "c", "a"]
-    assert [r["id"] for r in data.fact_rows(memory, categories=["goal"], text="ALP")] == ["b"]
+    assert [r["id"] for r in view_models.fact_rows(memory, sort="content")] == ["b", "c", "a"]
+    assert [r["id"] for r in view_models.fact_rows(memory, categories=["goal"], text="ALP")] == [
+        "b"
+    ]
     new = {"facts": [{"id": "b", "content": "Alpha", "category": "goal", "confidence": 0.9}]}
-    diff = data.diff_snapshots(memory, new)
+    diff = view_models.diff_snapshots(memory, new)
     assert [f["id"] for f in diff["removed"]] == ["a", "c"] and diff["added"] == []
     assert diff["changed"] == [{"id": "b", "field": "confidence", "old": 0.8, "new": 0.9}]
 

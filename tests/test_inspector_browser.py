@@ -22,7 +22,7 @@ import pytest
 from inspector_seed import POLARS, quiet_memory, seed_home, seed_hostile_home, served_inspector
 from jupyterlab_harness import CHROMIUM, CHROMIUM_ARGS
 
-from deerflow_nb.inspector.pages import TABS
+from deerflow_nb.inspector.pages.frame import TABS
 
 README_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "inspector.png"
 

@@ -10,7 +10,8 @@ has run; then:
 - no cell failed;
 - the ``%memory`` cell shows the panel as a live widget: its six tabs, the Category filter
   reading "all" (not blank), the facts the notebook taught; "Forget selected" asks first
-  (and Cancel keeps the fact); the Recall tab finds the first message;
+  (and Cancel keeps the fact); the Recall tab finds the first message, and its button
+  opens the thread with that message marked;
 - the tool's result in the ``%%agent`` cell is laid out as a code block (``<pre>``) or a
   table, not run together in a paragraph.
 """
@@ -18,6 +19,7 @@ has run; then:
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +160,8 @@ def test_the_quickstart_runs_in_jupyterlab_with_the_panel_and_a_tool_block(
                 results = panel.locator(".widget-html", has_text="Recall: 'telecom churn'")
                 found = results.locator("table").filter(has_text="telecom company")
                 expect(found.first).to_be_visible(timeout=30_000)  # the recall box's results
+                panel.get_by_role("button", name=re.compile(r"^1\. ")).click()  # its thread
+                expect(panel.get_by_text("(found by recall)").first).to_be_visible()
 
                 # the tool's result: a code block (or a table), not a run-on paragraph
                 cells.nth(tool_at).scroll_into_view_if_needed()

@@ -23,10 +23,11 @@ from deerflow_nb.memory.aging import (
 )
 from deerflow_nb.memory.extraction import build_messages, parse
 from deerflow_nb.memory.updater import apply_diff
-from deerflow_nb.notebook import memory_views as views
+from deerflow_nb.notebook.views.history import EventsView
+from deerflow_nb.notebook.views.review import ConsolidationView, StaleView, summarize_diff
 from deerflow_nb.offline.consolidation import offline_merges
 from deerflow_nb.offline.extraction import extract_diff
-from deerflow_nb.schema import ExtractionDiff
+from deerflow_nb.schema.diff import ExtractionDiff
 
 NOW = datetime(2027, 6, 1, tzinfo=UTC)
 
@@ -205,7 +206,7 @@ def test_a_stale_fact_is_proposed_not_removed_and_approving_removes_it(home: Pat
     assert {f["id"] for f in mem.data["facts"]} == {"f_old", "f_new", "f_q3", "f_used"}
     assert mem.propose_stale().pending_id is None  # not proposed twice
     (pending,) = mem.pending()
-    assert "stale" in views.summarize_diff(pending["diff"])
+    assert "stale" in summarize_diff(pending["diff"])
     assert mem.approve([report.pending_id]) == 1
     assert {f["id"] for f in mem.data["facts"]} == {"f_new", "f_used"}
     removed = [e for e in mem.events(limit=10) if e["kind"] == "remove"]
@@ -270,7 +271,7 @@ def test_consolidate_merges_keeps_lineage_and_rolls_back(home: Path) -> None:
     assert {e["fact_id"] for e in lineage} == {new["id"], "f_uses", "f_pref", "f_team"}
     gone = [e for e in lineage if e["kind"] == "remove"]
     assert {e["details"]["merged_into"] for e in gone} == {new["id"]}
-    history = str(views.EventsView(tuple(mem.history(new["id"]))))
+    history = str(EventsView(tuple(mem.history(new["id"]))))
     assert "merged from f_uses, f_pref, f_team" in history
     mem.rollback(before)
     assert [f["id"] for f in mem.data["facts"]] == [f["id"] for f in POLARS]
@@ -283,7 +284,7 @@ def test_consolidate_in_review_mode_waits_and_approval_applies_it(home: Path) ->
     report = mem.consolidate()
     assert report.pending_id is not None and len(mem.data["facts"]) == 5
     (pending,) = mem.pending()
-    assert "merge f_uses, f_pref, f_team" in views.summarize_diff(pending["diff"])
+    assert "merge f_uses, f_pref, f_team" in summarize_diff(pending["diff"])
     with mem.journal.transaction() as db:
         from deerflow_nb.memory import usage
 
@@ -398,7 +399,7 @@ def test_memory_stale_and_consolidate_magics(shell: InteractiveShell, home: Path
     )
     shell.run_line_magic("memory", f"import {path} --yes")
     listed = shell.run_line_magic("memory", "stale --dry-run")
-    assert isinstance(listed, views.StaleView) and listed.pending_id is None
+    assert isinstance(listed, StaleView) and listed.pending_id is None
     html = listed._repr_html_()
     assert "<b>Q3" not in html and "&lt;b&gt;Q3" in html
     assert "\\<b\\>Q3" in listed._repr_markdown_() or "&lt;b&gt;Q3" in listed._repr_markdown_()
@@ -407,7 +408,7 @@ def test_memory_stale_and_consolidate_magics(shell: InteractiveShell, home: Path
     later = shell.run_line_magic("memory", "stale --as-of 2099-01-01 --dry-run")
     assert len(later.stale) == 6
     merged = shell.run_line_magic("memory", "consolidate")
-    assert isinstance(merged, views.ConsolidationView) and merged.version is not None
+    assert isinstance(merged, ConsolidationView) and merged.version is not None
     assert "Prefers polars over pandas; switched team notebooks to polars" in str(merged)
     assert f"%memory rollback {merged.version - 1} undoes it" in str(merged)
     assert len(get_session(shell).memory.data["facts"]) == 4

@@ -20,8 +20,10 @@ from deerflow_nb import Memory
 from deerflow_nb.llm.base import ChatResult
 from deerflow_nb.memory.store import empty_memory
 from deerflow_nb.memory.updater import MAX_NEW_FACTS_PER_FOLD, apply_diff, wipe_limit
-from deerflow_nb.notebook import memory_views as views
-from deerflow_nb.schema import ExtractionDiff, memory_problem
+from deerflow_nb.notebook.views.history import EventsView
+from deerflow_nb.notebook.views.status import StatusView, status_line
+from deerflow_nb.schema.diff import ExtractionDiff
+from deerflow_nb.schema.document import memory_problem
 
 
 def configure(home: Path, **memory: object) -> None:
@@ -195,12 +197,12 @@ def test_status_reports_the_last_fold_and_what_was_left_out(mem: Memory) -> None
     assert reasons["factsToRemove"] == "names no stored fact"
     assert mem.folds()[0]["id"] == fold["id"]
 
-    text = str(views.StatusView(mem.status()))
+    text = str(StatusView(mem.status()))
     assert "partly applied (t1): added 1, reinforced 1, left out 4" in text
     assert "newFacts[3]: confidence 'high' is not a number from 0 to 1" in text
-    line = views._status_line(mem.status())
+    line = status_line(mem.status())
     assert "last fold: partly applied (t1)" in line
-    history = views.EventsView(tuple(mem.events()), folds=tuple(mem.folds()))
+    history = EventsView(tuple(mem.events()), folds=tuple(mem.folds()))
     assert "Recent folds" in str(history) and "partly applied" in history._repr_html_()
 
 
@@ -216,8 +218,8 @@ def test_repeated_failures_of_the_memory_model_are_visible(home: Path) -> None:
     assert (
         status["last_fold"]["outcome"] == "failed" and "ModelError" in status["last_fold"]["error"]
     )
-    assert "failed the last 3 folds in a row" in views._status_line(status)
-    assert "failed the last 3 folds in a row" in str(views.StatusView(status))
+    assert "failed the last 3 folds in a row" in status_line(status)
+    assert "failed the last 3 folds in a row" in str(StatusView(status))
     mem.settings.memory.model_name = None
     assert mem.flush().folded == ["t1"]
     assert mem.status()["consecutive_failures"] == 0

@@ -14,9 +14,11 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from journal_rows import deerflow_memory, events, memory_json
 
-from deerflow_nb.notebook import memory_views as views
-from deerflow_nb.notebook.memory_magic import parse_memory_line
+from deerflow_nb.notebook.memory_args import parse_memory_line
 from deerflow_nb.notebook.session import get_session
+from deerflow_nb.notebook.views.facts import SearchResults
+from deerflow_nb.notebook.views.history import DiffView
+from deerflow_nb.notebook.views.status import StatusView, SummaryView
 
 
 def run(shell: InteractiveShell, line: str) -> Any:
@@ -64,7 +66,7 @@ def test_help_prints_usage_and_returns_nothing(shell: InteractiveShell) -> None:
 def test_bare_memory_in_a_terminal_is_a_text_summary(shell: InteractiveShell, home: Path) -> None:
     add(shell, "Works on churn models at a telecom", "context")
     view = run(shell, "")
-    assert isinstance(view, views.SummaryView)
+    assert isinstance(view, SummaryView)
     text = str(view)
     assert "1 fact (context 1)" in text
     for label in ("Work context", "Personal context", "Top of mind", "Long-term background"):
@@ -132,7 +134,7 @@ def test_search_ranks_with_scores(shell: InteractiveShell) -> None:
     add(shell, "Lives in Lisbon", "context")
     add(shell, "Studies Bayesian statistics", "knowledge")
     view = run(shell, "search polars dataframes -k 2")
-    assert isinstance(view, views.SearchResults)
+    assert isinstance(view, SearchResults)
     assert len(view.results) <= 2
     top, score = view.results[0]
     assert "polars" in top["content"]
@@ -205,7 +207,7 @@ def test_flush_folds_a_journaled_thread(shell: InteractiveShell, home: Path) -> 
 
 def test_status_shows_paths(shell: InteractiveShell, home: Path) -> None:
     view = run(shell, "status")
-    assert isinstance(view, views.StatusView)
+    assert isinstance(view, StatusView)
     text = str(view)
     assert str(home / "memory.json") in text and str(home / "journal.db") in text
 
@@ -226,7 +228,7 @@ def test_history_versions_diff_rollback(shell: InteractiveShell, home: Path) -> 
     ids = sorted(v["id"] for v in versions)
     first = next(v["id"] for v in versions if v["fact_count"] == 1 and v["reason"] == "add")
     diff = run(shell, f"diff {first} {ids[-1]}")
-    assert isinstance(diff, views.DiffView)
+    assert isinstance(diff, DiffView)
     rows = {(r[0], r[1]) for r in diff.table().rows}
     assert rows == {("added", b), ("removed", a)}, str(diff)
     assert "Works on churn models" in str(diff) and "Prefers polars" in str(diff)
@@ -466,13 +468,6 @@ def test_a_config_typo_is_one_line_naming_key_and_file(shell: InteractiveShell, 
     assert "memory.debounce_secondz" in message and str(home / "config.yaml") in message
 
 
-def test_the_light_category_list_matches_the_store() -> None:
-    from deerflow_nb.memory.store import CATEGORIES as STORE_CATEGORIES
-    from deerflow_nb.notebook.memory_magic import CATEGORIES
-
-    assert CATEGORIES == STORE_CATEGORIES
-
-
 def test_a_damaged_journal_or_a_home_that_is_not_a_folder_is_one_line(
     shell: InteractiveShell, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -528,3 +523,36 @@ def test_an_id_variable_that_does_not_exist_is_named_in_the_error(
     run(shell, "add Works at Orange")
     with pytest.raises(UsageError, match=r"no fact '\{nope\}': no notebook variable"):
         run(shell, "edit {nope} Works at SFR")
+
+
+def test_both_magics_say_a_fixable_error_the_same_way(shell: InteractiveShell, home: Path) -> None:
+    """One path (``notebook/errors.py``) for ``%memory`` and ``%%agent``: a bad argument or
+    a config.yaml typo is one line, and a key typed into the line is not echoed."""
+    key = "sk-" + "a1b2c3d4e5" * 3
+    line = usage_error(shell, f"facts --bogus {key}")
+    assert "unrecognized arguments" in line and key not in line and "[redacted]" in line
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%agent --bogus {key}\nhello")
+    assert isinstance(result.error_in_exec, UsageError) and key not in cap.stderr
+    (home / "config.yaml").write_text("memory:\n  debounce_secondz: 3\n", encoding="utf-8")
+    for cell in ("%memory facts", "%%agent\nhello"):
+        with capture_output() as cap:
+            result = shell.run_cell(cell)
+        assert isinstance(result.error_in_exec, UsageError), cell
+        (message,) = [ln for ln in cap.stderr.splitlines() if ln.strip()]
+        assert "memory.debounce_secondz" in message and str(home / "config.yaml") in message
+
+
+def test_a_fixable_error_becomes_one_redacted_line() -> None:
+    from deerflow_nb.memory.store import MemoryFileError
+    from deerflow_nb.notebook.errors import fixable_errors, usage_error
+
+    key = "sk-" + "f0e1d2c3b4" * 3
+    assert str(usage_error(f"cannot reach the server\n  with key {key}")) == (
+        "cannot reach the server with key [redacted]"
+    )
+    damaged = r"^memory.json is damaged; run %memory rollback$"
+    with pytest.raises(UsageError, match=damaged), fixable_errors():
+        raise MemoryFileError("memory.json is damaged;\nrun %memory rollback")
+    with pytest.raises(KeyError), fixable_errors():  # not the user's to fix: passes as it is
+        raise KeyError("fact_x")

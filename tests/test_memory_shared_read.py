@@ -40,15 +40,15 @@ def test_deleting_memory_json_resets_what_is_injected() -> None:
 
 
 def test_a_pinned_revision_skips_the_fingerprint_but_not_a_new_revision() -> None:
-    from deerflow_nb.memory import ranking
+    from deerflow_nb.memory import fact_index
 
     mem = Memory()
     mem.add_fact("Prefers polars over pandas", category="preference")
     mem.preview("polars")
-    builds = ranking.builds
+    builds = fact_index.builds
     for _ in range(3):
         assert "polars" in mem.preview("polars")
-    assert ranking.builds == builds  # one index for the revision
+    assert fact_index.builds == builds  # one index for the revision
     mem.add_fact("Deploys with BentoML", category="knowledge")
     assert "BentoML" in mem.preview("BentoML")
-    assert ranking.builds == builds + 1
+    assert fact_index.builds == builds + 1

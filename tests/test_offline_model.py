@@ -11,7 +11,8 @@ import pytest
 from deerflow_nb.agent.tools import parse_arguments
 from deerflow_nb.config import load_settings
 from deerflow_nb.llm import ModelError, get_chat_model
-from deerflow_nb.offline.model import OfflineModel, hashed_embedding
+from deerflow_nb.offline.model import OfflineModel
+from deerflow_nb.offline.words import hashed_embedding
 from deerflow_nb.tokens import count_message_tokens, count_tokens
 
 TOOL_NAMES = ("list_variables", "describe_variable", "read_cell", "run_code", "task")

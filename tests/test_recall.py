@@ -15,8 +15,8 @@ from markdown_it import MarkdownIt
 from deerflow_nb import Agent, Memory
 from deerflow_nb.memory import recall as recall_module
 from deerflow_nb.memory.embeddings import Embedder
-from deerflow_nb.notebook.memory_views import RecallResults
 from deerflow_nb.notebook.session import get_session
+from deerflow_nb.notebook.views.recall import RecallResults
 
 KEYS = {"thread", "seq", "role", "content", "created_at", "score"}
 

@@ -29,7 +29,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from loopback import ServerHandle, start_server
 
-from deerflow_nb.agent.tools import NotebookTools
+from deerflow_nb.agent.notebook_tools import NotebookTools
 from deerflow_nb.notebook.agent_display import TerminalTurnView, TurnView, show_markdown
 from deerflow_nb.notebook.session import close_session, get_session
 from deerflow_nb.untrusted import render_markdown
@@ -204,20 +204,21 @@ def test_every_memory_view_is_inert_in_every_mime_type(
 
 
 def test_memory_markdown_cells_are_literal(shell: InteractiveShell) -> None:
-    from deerflow_nb.notebook import memory_views as views
+    from deerflow_nb.notebook.views.facts import FactsTable, PreviewView
+    from deerflow_nb.notebook.views.table import Notice
 
     fact = {"id": "f|1", "category": "context", "confidence": 0.9,
             "content": "a | b ![](http://x/y) <img src=x onerror=alert(1)> *em* `code`",
             "createdAt": "2026-01-01T00:00:00Z"}  # fmt: skip
-    md = views.FactsTable((fact,))._repr_markdown_()
+    md = FactsTable((fact,))._repr_markdown_()
     row = md.splitlines()[-1]
     assert row.count(" | ") == 4  # the fact's own pipes do not add columns
     rendered = render_markdown(md)
     assert "<em>" not in rendered and "<code>" not in rendered
     assert "a | b ![](http://x/y) &lt;img src=x onerror=alert(1)&gt; *em* `code`" in rendered
-    note = views.Notice("Forgot f1: <script>x</script>", ("![](http://x/y)",))
+    note = Notice("Forgot f1: <script>x</script>", ("![](http://x/y)",))
     assert_inert(formatted(shell, note))
-    preview = views.PreviewView("<memory>\n```\n<img src=x onerror=1>\n````\n</memory>", 9, 10)
+    preview = PreviewView("<memory>\n```\n<img src=x onerror=1>\n````\n</memory>", 9, 10)
     assert_inert(formatted(shell, preview))
     assert render_markdown(preview._repr_markdown_()).count("<pre>") == 1
 
@@ -242,9 +243,11 @@ def test_the_panel_shows_hostile_memory_as_text(shell: InteractiveShell) -> None
     panel = MemoryPanel(mem)
     try:
         panel.context.value = "onerror alert"
-        panel.recall_query.value = "recall me onerror alert"
-        panel.recall_button.click()  # the Recall tab: journal text and thread names
-        assert "Recall me" in text_of(panel.recall_results.value)
+        panel.recall.query.value = "recall me onerror alert"
+        panel.recall.button.click()  # the Recall tab: journal text and thread names
+        assert "Recall me" in text_of(panel.recall.results.value)
+        panel.recall.open_buttons[0].click()  # the result's thread, in the tab
+        assert "Recall me" in text_of(panel.recall.transcript.value)
         panel.fact_checks[next(iter(panel.fact_checks))].value = True
         panel.forget_button.click()  # the question it asks before forgetting
         assert "Forget 1 fact?" in text_of(panel.confirm_text.value)
@@ -260,7 +263,7 @@ def test_the_panel_shows_hostile_memory_as_text(shell: InteractiveShell) -> None
             panel.header.value
         )
         tabs = (panel.profile, panel.history, panel.preview_block, panel.message)
-        for tab in (*tabs, panel.recall_results):
+        for tab in (*tabs, panel.recall.results, panel.recall.transcript):
             assert "onerror=alert(1)" in text_of(tab.value), tab
         assert_inert(formatted(shell, panel), "panel")
     finally:

@@ -389,20 +389,72 @@ def test_the_recall_box_lists_past_messages_escaped(memory: Memory) -> None:
     journal_turn(memory, "other", "I like rivers and lakes.")
     panel = MemoryPanel(memory)
     assert panel.tabs.children[TAB_TITLES.index("Recall")].children[0].children == (
-        panel.recall_query,
-        panel.recall_button,
+        panel.recall.query,
+        panel.recall.button,
     )
-    panel.recall_button.click()
+    panel.recall.button.click()
     assert "type words to look for" in panel.message.value  # nothing typed yet
-    panel.recall_query.value = "what did I say about the Berlin dataset?"
-    panel.recall_button.click()
-    html = panel.recall_results.value
+    panel.recall.query.value = "what did I say about the Berlin dataset?"
+    panel.recall.button.click()
+    html = panel.recall.results.value
     assert "berlin-data" in html and ">role</th>" in html and ">score</th>" in html
     assert "user" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
     assert "<b>bold</b>" not in html
     assert "rivers" not in html
     assert "found" in panel.message.value
-    panel.recall_query.value = "zzzqqq"
-    panel.recall_button.click()
-    assert "No message matches" in panel.recall_results.value
+    panel.recall.query.value = "zzzqqq"
+    panel.recall.button.click()
+    assert "No message matches" in panel.recall.results.value
+
+
+def test_a_recall_result_opens_its_thread_with_the_match_marked(memory: Memory) -> None:
+    """Issue 19: each result's button shows its thread in the panel: the user messages and
+    final replies in order (no tool traffic, no --no-memory turn), escaped, the match marked."""
+    thread = "berlin-data"
+    memory.journal.ensure_thread(thread)
+    say = memory.journal.add_message
+    say(thread, {"role": "user", "content": "Load the <b>Berlin</b> file, please."})
+    say(thread, {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "list_variables", "arguments": "{}"}}]})  # fmt: skip
+    say(thread, {"role": "tool", "content": "TOOL-RESULT df", "tool_call_id": "c1"})
+    say(thread, {"role": "assistant", "content": "Loaded; df has 12 rows."})
+    matched = say(
+        thread,
+        {"role": "user", "content": "The Berlin dataset has <script>alert(1)</script> dates."},
+    )
+    say(thread, {"role": "assistant", "content": "Noted: the Berlin dates are odd."})
+    private = memory.journal.start_turn(thread, "offline", private=True)
+    memory.journal.add_message(thread, {"role": "user", "content": "PRIVATE note"}, turn_id=private)
+    journal_turn(memory, "other", "I like rivers and lakes.")
+    panel = MemoryPanel(memory)
+    tab = panel.recall
+    assert tab.thread_box.layout.display == "none" and tab.open_buttons == []
+    tab.query.value = "what did I say about the Berlin dataset dates?"
+    tab.button.click()
+    assert ">#</th>" in tab.results.value  # rows numbered, as the buttons name them
+    (button,) = [b for b in tab.open_buttons if b.description == "1. berlin-data"]
+    assert "#5" in button.tooltip
+    button.click()
+    assert tab.thread_box.layout.display != "none"
+    html = tab.transcript.value
+    said = [
+        "Load the &lt;b&gt;Berlin&lt;/b&gt; file, please.",
+        "Loaded; df has 12 rows.",
+        "The Berlin dataset has &lt;script&gt;alert(1)&lt;/script&gt; dates.",
+        "Noted: the Berlin dates are odd.",
+    ]
+    positions = [html.index(text) for text in said]
+    assert positions == sorted(positions)  # in order
+    assert "<script>" not in html and "<b>Berlin" not in html
+    assert "TOOL-RESULT" not in html and "PRIVATE" not in html and "list_variables" not in html
+    assert "4 messages" in html and "berlin-data" in panel.message.value
+    marked = html[html.index(f"#{matched} (found by recall)") :]
+    assert marked.index("&lt;script&gt;") < marked.index("Noted: the Berlin")  # this one
+    assert html.count("found by recall") == 1
+    tab.close_button.click()
+    assert tab.thread_box.layout.display == "none" and tab.transcript.value == ""
+    live = len(widget_registry)
+    tab.button.click()  # a new search closes the buttons it replaces
+    assert len(widget_registry) == live

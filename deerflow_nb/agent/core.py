@@ -18,6 +18,7 @@ from ..config import Settings, load_settings
 from ..llm import get_chat_model
 from ..llm.base import ChatModel, ToolCall, Usage
 from .loop import OnEvent, OnText, TurnState, run_turn
+from .memory_tools import MemoryTools
 from .middleware import (
     JournalMiddleware,
     MemoryEnqueueMiddleware,
@@ -25,8 +26,9 @@ from .middleware import (
     Middleware,
     SummarizationMiddleware,
 )
+from .notebook_tools import NotebookTools
 from .subagents import SubagentExecutor, SubagentRun
-from .tools import MemoryTools, NotebookTools, tool_specs
+from .tools import tool_specs
 
 if TYPE_CHECKING:
     from ..memory import Memory

@@ -27,14 +27,8 @@ from ..llm.base import ChatModel, ToolCall
 from ..tokens import truncate_to_tokens
 from .loop import Cancelled, CancelToken, OnEvent, TurnState, run_turn
 from .middleware import JournalMiddleware, SummarizationMiddleware
-from .tools import (
-    MAX_RESULT_TOKENS,
-    SUBAGENT_TYPES,
-    NotebookTools,
-    ToolError,
-    parse_arguments,
-    tool_specs,
-)
+from .notebook_tools import NotebookTools
+from .tools import MAX_RESULT_TOKENS, SUBAGENT_TYPES, ToolError, parse_arguments, tool_specs
 
 if TYPE_CHECKING:
     from ..storage.journal import Journal

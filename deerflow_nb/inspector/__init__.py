@@ -1,6 +1,7 @@
 """The Streamlit memory inspector: what the agent knows, how that changed, what it injects.
 
-``data`` holds the read-only view models (plain lists and dicts, no streamlit), ``pages``
-renders them, ``app`` is the Streamlit script and ``launch`` starts ``streamlit run``.
-Importing ``deerflow_nb`` never imports this package, so the kernel stays light.
+``data`` reads the home (memory.json, the journal read-only), ``view_models`` shapes what
+it reads into rows and series (plain lists and dicts, no streamlit), ``pages`` renders
+them, ``app`` is the Streamlit script and ``launch`` starts ``streamlit run``. Importing
+``deerflow_nb`` never imports this package, so the kernel stays light.
 """

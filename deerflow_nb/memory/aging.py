@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..schema import CONSOLIDATE_TAG, PROMPT_TAG
+from ..schema.constants import CONSOLIDATE_TAG, PROMPT_TAG
 
 DAY = 86_400.0
 WEIGHT_CONFIDENCE, WEIGHT_CONFIRMED, WEIGHT_USE = 0.65, 0.25, 0.10
@@ -324,7 +324,7 @@ def parse_merges(
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """The model's merges as ``{"from": [ids], "content", "category", "confidence"}``, each
     checked; what could not be used is left out with its reason."""
-    from ..schema import CATEGORIES
+    from ..schema.constants import CATEGORIES
 
     by_id = {str(f.get("id")): f for f in data.get("facts") or []}
     merges: list[dict[str, Any]] = []

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import HOME_ENV, HomeError, Settings, load_settings
-from ..schema import ExtractionDiff
+from ..schema.diff import ExtractionDiff
 from ..similarity import overlap
 from ..storage import ledger as ledger_rows
 from ..storage import queue as queue_rows
@@ -149,7 +149,7 @@ class Memory:
         try:
             embedder = self.embedder
             if embedder is not None:
-                from .ranking import texts_to_embed
+                from .terms import texts_to_embed
 
                 embedder.warm(texts_to_embed([f["content"] for f in data.get("facts", [])]))
         except SAID_IN_ONE_LINE as exc:
@@ -159,7 +159,7 @@ class Memory:
 
     def _shared(self) -> dict[str, Any]:
         """The current revision, read-only, pinned so ranking need not fingerprint it."""
-        from .ranking import pin_revision
+        from .fact_index import pin_revision
 
         revision, data = self._ledger.shared()
         if revision is not None:

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from ..config import Settings
-from ..schema import ADDED_BY_USER
+from ..schema.constants import ADDED_BY_USER
 from ..storage.journal import now_iso
 from .ledger import Ledger
 from .rules import Rules

@@ -5,7 +5,7 @@ handles cost fewer tokens and a model cannot invent a plausible-looking id. The 
 should be DeerFlow's classic diff. Near-JSON is repaired (``json-repair``: code fences,
 prose around the object, trailing commas, single quotes, a reply cut off by max_tokens,
 whose half-written last item is dropped), then checked item by item against the typed
-schema (``deerflow_nb.schema.ExtractionDiff``): an invalid fact, removal or section is left
+schema (``deerflow_nb.schema.diff.ExtractionDiff``): an invalid fact, removal or section is left
 out with its reason and the rest applies. Only a reply that is no diff at all raises
 ``ExtractionError`` and changes nothing (the fold is retried, bounded).
 """
@@ -17,7 +17,8 @@ import logging
 import re
 from typing import Any
 
-from ..schema import HISTORY_SECTIONS, USER_SECTIONS, ExtractionDiff, LeftOut, NotADiff
+from ..schema.constants import HISTORY_SECTIONS, USER_SECTIONS
+from ..schema.diff import ExtractionDiff, LeftOut, NotADiff
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..config import ConfigError, Settings
 from ..llm.base import ModelError
-from ..schema import ExtractionDiff
+from ..schema.diff import ExtractionDiff
 from ..scrub import redact
 from ..storage import ledger as ledger_rows
 from ..storage import queue as queue_rows

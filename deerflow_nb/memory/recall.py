@@ -43,7 +43,7 @@ import numpy as np
 from ..llm.base import ModelError
 from ..storage.journal import RECALL_SCHEMA
 from .dates import date_match, mentioned_dates
-from .ranking import _ENTITY_RE, STOPWORDS
+from .terms import ENTITY_RE, STOPWORDS
 
 if TYPE_CHECKING:
     from ..storage.journal import Journal
@@ -184,7 +184,7 @@ def query_words(text: str) -> list[str]:
 
 def entity_words(text: str) -> list[str]:
     """The query's names: capitalised words that do not open a sentence, lowercased."""
-    return list(dict.fromkeys(w.lower() for w in _ENTITY_RE.findall(text)))
+    return list(dict.fromkeys(w.lower() for w in ENTITY_RE.findall(text)))
 
 
 def _match_expression(words: list[str]) -> str:

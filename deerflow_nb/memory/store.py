@@ -23,14 +23,14 @@ from typing import Any
 import orjson
 from filelock import FileLock
 
-from ..schema import (  # the constants live with the typed schema; kept importable here
+from ..schema.constants import (  # the constants live with the schema; kept importable here
     CATEGORIES,
     HISTORY_SECTIONS,
     MEMORY_TAG,
     SCHEMA_VERSION,
     USER_SECTIONS,
-    memory_problem,
 )
+from ..schema.document import memory_problem
 from ..scrub import encodable, encodable_deep
 from ..storage.journal import now_iso, storage_error
 
@@ -69,7 +69,8 @@ def empty_memory() -> dict[str, Any]:
 
 def check_schema(data: Any) -> str | None:
     """Why ``data`` is not a usable memory document, or None when it is (the typed
-    ``schema.MemoryDocument``: facts with unique text ids, text content, numeric confidence)."""
+    ``schema.document.MemoryDocument``: facts with unique text ids, text content, numeric
+    confidence)."""
     return memory_problem(data)
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..schema import is_user_fact
+from ..schema.constants import is_user_fact
 from ..similarity import normalize_text, signature
 from ..storage.journal import now_iso
 from .aging import eviction_order

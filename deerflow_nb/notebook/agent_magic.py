@@ -15,73 +15,54 @@ handling (:func:`handle_agent`).
 
 from __future__ import annotations
 
-import argparse
 import keyword
 import re
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from ..config import ConfigError
-from ..llm.base import ModelError
 from .agent_display import TerminalTurnView, TurnView, show_markdown, turn_view
+from .errors import fixable_errors, usage_error
+from .grammar import HelpShown, Parser, build_parser, option, switch, typed_args
 from .session import get_session
 
 if TYPE_CHECKING:
     from ..agent.core import TurnResult
 
 PROG = "%%agent"
+DESCRIPTION = "Ask the lead agent; the cell's body is the message."
 DEFAULT_THREAD = "default"
 _INTERPOLATION = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
 class AgentArgs:
-    thread: str | None = None
-    new: bool = False
-    model: str | None = None
-    no_memory: bool = False
-    no_subagents: bool = False
-    output: str | None = None
-    interpolate: bool = False
-    allow_code: bool = False
+    """The cell's flags, each declared once with its spelling (``grammar``)."""
 
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises one-line UsageErrors instead of exiting the kernel."""
-
-    def error(self, message: str) -> NoReturn:
-        usage = " ".join(self.format_usage().split()[1:])
-        raise UsageError(f"{PROG}: {message}; usage: {usage}")
-
-    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        raise UsageError(f"{PROG}: {(message or 'see the flags above').strip()}")
-
-
-def _parser() -> _Parser:
-    parser = _Parser(
-        prog=PROG,
-        add_help=False,
-        exit_on_error=False,
-        description="Ask the lead agent; the cell's body is the message.",
+    thread: str | None = option(
+        "-t", "--thread", metavar="NAME", help="the thread to continue (default: the last)"
     )
-    add = parser.add_argument
-    add("-h", "--help", action="store_true", help="show this help and run nothing")
-    add("-t", "--thread", metavar="NAME", help="the thread to continue (default: the last)")
-    add("--new", action="store_true", help="start a new thread, NAME-2, NAME-3, …")
-    add("-m", "--model", metavar="ID", help="the model for this cell ('offline' needs no key)")
-    add(
+    new: bool = switch("--new", help="start a new thread, NAME-2, NAME-3, …")
+    model: str | None = option(
+        "-m", "--model", metavar="ID", help="the model for this cell ('offline' needs no key)"
+    )
+    no_memory: bool = switch(
         "--no-memory",
-        action="store_true",
         help="inject no memory and never fold this turn into memory (the journal keeps it)",
     )
-    add("--no-subagents", action="store_true", help="do not offer the task tool")
-    add("-o", "--output", metavar="VAR", help="also keep the reply in VAR")
-    add("-i", "--interpolate", action="store_true", help="replace {name} with variables")
-    add("--allow-code", action="store_true", help="let the agent run code in this kernel")
+    no_subagents: bool = switch("--no-subagents", help="do not offer the task tool")
+    output: str | None = option("-o", "--output", metavar="VAR", help="also keep the reply in VAR")
+    interpolate: bool = switch("-i", "--interpolate", help="replace {name} with variables")
+    allow_code: bool = switch("--allow-code", help="let the agent run code in this kernel")
+
+
+def agent_parser() -> Parser:
+    """``%%agent``'s parser, built from :class:`AgentArgs`."""
+    parser = Parser(prog=PROG, description=DESCRIPTION, add_help=False, show_usage=True)
+    build_parser(parser, AgentArgs)
     return parser
 
 
@@ -91,21 +72,20 @@ def parse_agent_line(line: str) -> AgentArgs | None:
     try:
         tokens = shlex.split(line)
     except ValueError:
-        raise UsageError(f"{PROG}: unbalanced quote in the line; close the quote") from None
-    parser = _parser()
+        raise usage_error(f"{PROG}: unbalanced quote in the line; close the quote") from None
     try:
-        ns = parser.parse_args(tokens)
-    except argparse.ArgumentError as exc:
-        raise UsageError(f"{PROG}: {exc}") from None
-    if ns.help:
-        print(parser.format_help())
+        args = typed_args(AgentArgs, agent_parser().parse_args(tokens), PROG)
+    except HelpShown:
         return None
-    if ns.output is not None and (not ns.output.isidentifier() or keyword.iskeyword(ns.output)):
-        raise UsageError(f"{PROG}: -o needs a Python variable name, got '{ns.output}'")
-    if ns.thread is not None and (not ns.thread.strip() or any(c.isspace() for c in ns.thread)):
-        raise UsageError(f"{PROG}: -t needs a thread name without spaces, got '{ns.thread}'")
-    del ns.help
-    return AgentArgs(**vars(ns))
+    if args.output is not None and (
+        not args.output.isidentifier() or keyword.iskeyword(args.output)
+    ):
+        raise usage_error(f"{PROG}: -o needs a Python variable name, got '{args.output}'")
+    if args.thread is not None and (
+        not args.thread.strip() or any(c.isspace() for c in args.thread)
+    ):
+        raise usage_error(f"{PROG}: -t needs a thread name without spaces, got '{args.thread}'")
+    return args
 
 
 def interpolate(text: str, namespace: dict[str, Any]) -> str:
@@ -136,31 +116,25 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
         raise UsageError(f"{PROG}: the cell is empty; write your message below the %%agent line")
     if args.interpolate:
         message = interpolate(message, shell.user_ns)
-    try:
+    with fixable_errors():  # a config.yaml typo, no key for the model, a damaged journal
         agent = get_session(shell).agent(args.model)
-    except (ModelError, ConfigError) as exc:
-        raise UsageError(str(exc)) from None
-    from ..agent.core import ThreadError
-    from ..memory import MemoryFileError
-
-    view = turn_view(shell)
+        view = turn_view(shell)
     view.show()
     try:
-        agent.run(
-            message,
-            args.thread or (re.sub(r"-\d+$", "", thread) if args.new else thread),
-            on_text=view.on_text,
-            on_event=view.on_event,
-            use_memory=not args.no_memory,
-            use_subagents=not args.no_subagents,
-            new=args.new,
-            allow_code=True if args.allow_code else None,
-            show=show_markdown,
-        )
+        with fixable_errors():
+            agent.run(
+                message,
+                args.thread or (re.sub(r"-\d+$", "", thread) if args.new else thread),
+                on_text=view.on_text,
+                on_event=view.on_event,
+                use_memory=not args.no_memory,
+                use_subagents=not args.no_subagents,
+                new=args.new,
+                allow_code=True if args.allow_code else None,
+                show=show_markdown,
+            )
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")
-    except (ModelError, MemoryFileError, ConfigError, ThreadError) as exc:
-        raise UsageError(str(exc)) from None
     finally:
         _keep(shell, args, agent.last_turn, view)
     return agent.last_turn

@@ -1,5 +1,7 @@
-"""The memory panel: profile, facts, preview, pending changes, history and a recall search
-of past conversations in one widget.
+"""The memory panel: profile, facts, preview, pending changes, history and recall in one widget.
+
+The Recall tab (a search of past conversations whose results open their thread) is its
+own part, ``recall_tab.RecallTab``; the other tabs are drawn here.
 
 Every button calls the same public ``Memory`` API as ``%memory`` and the agent, so a
 click is journaled and atomic like any other change. The panel subscribes to
@@ -7,11 +9,12 @@ click is journaled and atomic like any other change. The panel subscribes to
 without re-running the cell. ipywidgets is imported here only, when a panel is built.
 
 Widgets live in ipywidgets' registry (and the front-end) until closed, so the panel closes
-the rows it replaces on every redraw, and ``close()`` closes the whole panel and
-unsubscribes it; otherwise every redraw and every re-run cell would leave widgets behind.
+the rows it replaces on every redraw (``widget_tree``), and ``close()`` closes the whole
+panel and unsubscribes it; otherwise every redraw and every re-run cell would leave
+widgets behind.
 
 An ``HTML`` widget's value is rendered as HTML, so every one built from memory or journal
-text (facts, summaries, events, pending diffs, errors) escapes it (``escape_html``, or a
+text (facts, summaries, events, pending diffs, messages, errors) escapes it (``escape_html``, or a
 view's already escaped ``_repr_html_``); labels, options and text boxes hold plain text.
 """
 
@@ -23,9 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from ..memory.store import CATEGORIES, MemoryFileError
+from ..memory.store import MemoryFileError
+from ..schema.constants import CATEGORIES
 from ..untrusted import escape_html
-from . import memory_views as views
+from .recall_tab import RecallTab
+from .views.facts import preview_view
+from .views.history import EventsView
+from .views.review import summarize_diff
+from .views.status import SummaryView, flush_summary
+from .views.table import count_of
+from .widget_tree import WIDE, close_tree, replace_children
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -33,8 +43,6 @@ if TYPE_CHECKING:
 TAB_TITLES = ("Profile", "Facts", "Preview", "Pending", "History", "Recall")
 PENDING_TAB = TAB_TITLES.index("Pending")
 ALL = "all"  # the Category filter's "no filter" (ipywidgets 8 shows a None value as blank)
-RECALL_K = 10
-WIDE = {"width": "auto", "flex": "1 1 auto"}  # a text box taking the rest of its row
 
 
 class MemoryPanel:
@@ -121,14 +129,7 @@ class MemoryPanel:
 
         self.history = w.HTML()
 
-        self.recall_query = w.Text(
-            placeholder="words from a past conversation",
-            description="Recall",
-            layout=w.Layout(**WIDE),
-        )
-        self.recall_button = w.Button(description="Search", icon="search")
-        self.recall_button.on_click(lambda _: self._act(self._recall))
-        self.recall_results = w.HTML()
+        self.recall = RecallTab(memory, self._act)
 
         self.tabs = w.Tab(
             children=[
@@ -147,7 +148,7 @@ class MemoryPanel:
                     w.HBox([self.approve_button, self.reject_button, self.approve_all_button]),
                 ]),
                 self.history,
-                w.VBox([w.HBox([self.recall_query, self.recall_button]), self.recall_results]),
+                self.recall.widget,
             ]
         )  # fmt: skip
         self.tabs.titles = TAB_TITLES
@@ -163,7 +164,7 @@ class MemoryPanel:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
-        return str(views.SummaryView(self.memory.data))
+        return str(SummaryView(self.memory.data))
 
     def _subscribe(self) -> None:
         """Refresh on every memory change, without keeping a collected panel alive."""
@@ -184,7 +185,7 @@ class MemoryPanel:
                 return
             self.closed = True
             self._unsubscribe()
-            _close_tree(self.widget)
+            close_tree(self.widget)
 
     # -- drawing ---------------------------------------------------------------------
     def refresh(self) -> None:
@@ -204,20 +205,18 @@ class MemoryPanel:
             self._facts = list(data.get("facts", []))
             pending = self.memory.pending_count()
             verb = "awaits" if pending == 1 else "await"
-            waiting = f" · {views.count_of(pending, 'change')} {verb} review" if pending else ""
-            self.header.value = (
-                f"<b>Memory</b> — {views.count_of(len(self._facts), 'fact')}{waiting}"
-            )
+            waiting = f" · {count_of(pending, 'change')} {verb} review" if pending else ""
+            self.header.value = f"<b>Memory</b> — {count_of(len(self._facts), 'fact')}{waiting}"
             titles = list(TAB_TITLES)
             titles[PENDING_TAB] += f" ({pending})" if pending else ""
             self.tabs.titles = tuple(titles)
-            self.profile.value = views.SummaryView(data)._repr_html_()
+            self.profile.value = SummaryView(data)._repr_html_()
             self._draw_facts()
             self._draw_preview()
             self._draw_pending()
             events = self.memory.events(limit=self.history_limit)
             folds = tuple(self.memory.folds(limit=10))
-            self.history.value = views.EventsView(tuple(events), folds=folds)._repr_html_()
+            self.history.value = EventsView(tuple(events), folds=folds)._repr_html_()
 
     def visible_facts(self) -> list[dict[str, Any]]:
         """The facts the Facts tab lists under the current filters."""
@@ -252,14 +251,14 @@ class MemoryPanel:
                     w.HTML(escape_html(str(fact.get("content", "")))),
                 ])
             )  # fmt: skip
-        _replace_children(self.fact_rows, rows or [w.HTML("<i>No facts.</i>")])
+        replace_children(self.fact_rows, rows or [w.HTML("<i>No facts.</i>")])
         if self._editing is not None and not any(f["id"] == self._editing for f in self._facts):
             self._editing = None  # forgotten (here or elsewhere): its text goes too
             self.edit_text.value = ""
 
     def _draw_preview(self) -> None:
         try:
-            view = views.preview_view(self.memory, self.context.value or None, self.budget.value)
+            view = preview_view(self.memory, self.context.value or None, self.budget.value)
         except MemoryFileError as exc:  # typed into the context box: no cell to raise into
             self._say_error(exc)
             return
@@ -277,11 +276,11 @@ class MemoryPanel:
         for change in self.memory.pending():
             box = w.Checkbox(indent=False, layout=w.Layout(width="28px"))
             self.pending_checks[change["id"]] = box
-            summary = views.summarize_diff(change.get("diff"))
+            summary = summarize_diff(change.get("diff"))
             rows.append(
                 w.HBox([box, w.HTML(f"<b>#{escape_html(change['id'])}</b> {escape_html(summary)}")])
             )
-        _replace_children(self.pending_rows, rows or [w.HTML("<i>No pending changes.</i>")])
+        replace_children(self.pending_rows, rows or [w.HTML("<i>No pending changes.</i>")])
 
     # -- actions ---------------------------------------------------------------------
     def _act(self, action: Any) -> None:
@@ -325,7 +324,7 @@ class MemoryPanel:
             raise ValueError("select the facts to forget first")
         self._to_forget = ids
         self.confirm_text.value = (
-            f"<b>Forget {views.count_of(len(ids), 'fact')}?</b> "
+            f"<b>Forget {count_of(len(ids), 'fact')}?</b> "
             f"<small>{escape_html(', '.join(ids))}</small>"
         )
         self.confirm_row.layout.display = "flex"
@@ -338,7 +337,7 @@ class MemoryPanel:
             raise ValueError("select the facts to forget first")
         self.memory.forget_many(ids)
         return (
-            f"Forgot {views.count_of(len(ids), 'fact')}: {', '.join(ids)} "
+            f"Forgot {count_of(len(ids), 'fact')}: {', '.join(ids)} "
             "(%memory rollback restores them)"
         )
 
@@ -355,15 +354,6 @@ class MemoryPanel:
         """A new tab starts with no word about what was done in another."""
         self.message.value = ""
         self._hide_confirm()
-
-    def _recall(self) -> str:
-        query = self.recall_query.value.strip()
-        if not query:
-            raise ValueError("type words to look for in past conversations first")
-        results = self.memory.recall(query, k=RECALL_K)
-        view = views.RecallResults(query, tuple(results))
-        self.recall_results.value = view._repr_html_()
-        return f"Recall: {views.count_of(len(results), 'message')} found"
 
     def _edit_selected(self) -> str:
         ids = self.selected_fact_ids()
@@ -384,7 +374,7 @@ class MemoryPanel:
         return f"Added {fact['id']}"
 
     def _flush(self) -> str:
-        return views.flush_summary(self.memory.flush())
+        return flush_summary(self.memory.flush())
 
     def _decide(self, verb: str, everything: bool = False) -> str:
         ids: list[int] | str = (
@@ -399,22 +389,3 @@ class MemoryPanel:
     def _on_review(self, change: dict[str, Any]) -> None:
         self.memory.review = bool(change["new"])
         self.message.value = f"Review mode {'on' if change['new'] else 'off'}"
-
-
-def _replace_children(box: w.Box, children: list[w.Widget]) -> None:
-    """Show ``children`` in ``box`` and close the widgets they replace."""
-    old = box.children
-    box.children = children
-    for child in old:
-        _close_tree(child)
-
-
-def _close_tree(widget: w.Widget) -> None:
-    """Close ``widget`` and everything it holds: its children and its own layout and style
-    widgets (``close`` alone closes none of them)."""
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
-        if isinstance(part, w.Widget):
-            part.close()
-    widget.close()

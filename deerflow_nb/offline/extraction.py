@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..schema import CONSOLIDATE_TAG, HISTORY_SECTIONS, USER_SECTIONS
+from ..schema.constants import CONSOLIDATE_TAG, HISTORY_SECTIONS, USER_SECTIONS
 from ..similarity import overlap, signature
 from .consolidation import offline_merges
 

@@ -1,0 +1,191 @@
+"""The lead agent's memory tools: ``search_memory``, ``recall`` and ``remember``.
+
+Search and recall show untrusted text inert; ``remember`` goes through
+``Memory.add_fact``; results fit a tool result's token budget.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ..schema.constants import CATEGORIES
+from ..tokens import count_tokens
+from .tools import MAX_RESULT_TOKENS, MEMORY_TOOLS, RECALL_K, SEARCH_K, ToolError, ToolSet
+
+MAX_K = 20
+EXCERPT_CHARS = 280  # of one recalled message
+REMEMBER_CONFIDENCE = 0.95  # the user asked for it in so many words
+MAX_REMEMBER_CHARS = 500
+
+
+class MemoryTools(ToolSet):
+    """``search_memory``, ``recall`` and ``remember``, bound to one ``Memory`` and the
+    turn's thread. Only the lead agent gets them: sub-agents take
+    ``NotebookTools.read_only()``, which has none.
+
+    Facts and journal text are untrusted (an imported memory.json or an old reply can
+    hold anything): each fact or excerpt becomes one line with ``&``, ``<`` and ``>`` as
+    entities and no control, bidi or zero-width characters (``block.escape``), so
+    nothing in a result can forge or close a tag of the prompt.
+    """
+
+    names = MEMORY_TOOLS
+
+    def __init__(
+        self,
+        memory: Any,
+        thread: str,
+        *,
+        current_turn: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.memory = memory
+        self.thread = thread
+        self._current_turn = current_turn  # its messages are never "the past"
+
+    def search_memory(self, query: str = "", k: int = SEARCH_K) -> str:
+        from ..memory.block import escape
+
+        query = _text_argument(query, "query", required=False)
+        k = _count(k, SEARCH_K)
+        hits = [fact for fact, _ in self.memory.search(query, k=k)] if query.strip() else []
+        total = len(self.memory.data.get("facts", []))
+        if hits:
+            head = (
+                f'{len(hits)} of {total} remembered facts match "{escape(query)}", best first '
+                "(id | category | confidence | fact):"
+            )
+        else:
+            hits = self.memory.facts()[:k]
+            if not hits:
+                return "Memory holds no facts about the user yet."
+            miss = f'No remembered fact matches "{escape(query)}"; ' if query.strip() else ""
+            head = (
+                f"{miss}the {len(hits)} most confident of {total} facts "
+                "(id | category | confidence | fact):"
+            )
+        return _fit(head, [_fact_line(f) for f in hits])
+
+    def recall(self, query: str, thread: str | None = None, k: int = RECALL_K) -> str:
+        from ..memory.block import escape
+
+        query = _text_argument(query, "query")
+        if thread is not None and not isinstance(thread, str):
+            raise ToolError("thread must be a thread's name, or left out for every thread")
+        thread = thread.strip() or None if isinstance(thread, str) else None
+        k = _count(k, RECALL_K)
+        skip = self._this_turn()
+        hits = self.memory.recall(query, k=k + len(skip), thread=thread)
+        hits = [h for h in hits if (h["thread"], h["seq"]) not in skip][:k]
+        where = f" in thread {escape(thread)}" if thread else ""
+        if not hits:
+            return f'Nothing in earlier conversations{where} matches "{escape(query)}".'
+        head = (
+            f'{len(hits)} earlier messages{where} match "{escape(query)}", best first '
+            "(date | thread | message number and speaker: excerpt):"
+        )
+        lines = []
+        for hit in hits:
+            stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
+            text = escape(excerpt(str(hit.get("content") or ""), query))
+            lines.append(
+                f"- {escape(stamp)} | {escape(str(hit['thread']))} | "
+                f"#{hit['seq']} {escape(str(hit['role']))}: {text}"
+            )
+        return _fit(head, lines)
+
+    def remember(self, content: str, category: str = "context") -> str:
+
+        content = " ".join(_text_argument(content, "content").split())
+        if len(content) > MAX_REMEMBER_CHARS:
+            raise ToolError(
+                f"a fact is one short sentence (at most {MAX_REMEMBER_CHARS} characters); "
+                "split it into several remember calls"
+            )
+        if category not in CATEGORIES:
+            raise ToolError(f"category must be one of: {', '.join(CATEGORIES)}")
+        before = {f.get("id") for f in self.memory.data.get("facts", [])}
+        try:
+            fact = self.memory.add_fact(content, category, REMEMBER_CONFIDENCE, source=self.thread)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        line = _fact_line(fact).removeprefix("- ")
+        if fact.get("id") in before:
+            return f"Already remembered, now confirmed: {line}"
+        return f"Remembered: {line} (stored now; the user can see it with %memory facts)"
+
+    def _this_turn(self) -> set[tuple[str, int]]:
+        """(thread, seq) of the current turn's messages: the question being asked is not
+        something said before."""
+        turn = self._current_turn() if self._current_turn is not None else None
+        if not turn:
+            return set()
+        rows = self.memory.journal.db.execute(
+            "SELECT thread_id, seq FROM messages WHERE turn_id = ?", [turn]
+        ).fetchall()
+        return {(r[0], int(r[1])) for r in rows}
+
+
+def _fit(head: str, lines: list[str]) -> str:
+    """``head`` and as many whole ``lines`` as fit in a tool result, then how many did not."""
+    budget = MAX_RESULT_TOKENS - count_tokens(head) - 20
+    kept: list[str] = []
+    for line in lines:
+        budget -= count_tokens(line) + 1
+        if budget < 0:
+            break
+        kept.append(line)
+    if len(kept) < len(lines):
+        kept.append(
+            f"({len(lines) - len(kept)} more not shown: ask for fewer, or narrow the query)"
+        )
+    return "\n".join([head, *kept])
+
+
+def _fact_line(fact: dict[str, Any]) -> str:
+    from ..memory.block import escape
+
+    try:
+        confidence = float(fact.get("confidence", 0))
+    except (TypeError, ValueError):
+        confidence = 0.0
+    return (
+        f"- {escape(str(fact.get('id', '?')))} | {escape(str(fact.get('category', 'context')))}"
+        f" | {confidence:.2f} | {escape(str(fact.get('content', '')))}"
+    )
+
+
+def excerpt(text: str, query: str, limit: int = EXCERPT_CHARS) -> str:
+    """``text`` on one line, or at most ``limit`` characters of it around the first word
+    of ``query`` it contains, with ``…`` where it was cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    low = text.lower()
+    found = [at for word in re.findall(r"[^\W_]{3,}", query.lower()) if (at := low.find(word)) >= 0]
+    start = max(0, min(found) - limit // 4) if found else 0
+    start = min(start, len(text) - limit)
+    if start > 0 and (space := text.find(" ", start, start + 20)) >= 0:
+        start = space + 1
+    end = start + limit
+    if end < len(text) and (space := text.rfind(" ", end - 20, end)) > start:
+        end = space  # a whole word last
+    # "...", not "…": escape() would turn the one into the other anyway (NFKC).
+    return ("..." if start else "") + text[start:end].rstrip() + ("..." if end < len(text) else "")
+
+
+def _text_argument(value: Any, name: str, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ToolError(f"'{name}' must be a non-empty string")
+    return value
+
+
+def _count(value: Any, default: int) -> int:
+    """A result count the model asked for, within 1..MAX_K (its default when not a number)."""
+    try:
+        return max(1, min(int(value), MAX_K))
+    except (TypeError, ValueError):
+        return default

@@ -1,0 +1,95 @@
+"""The doctor's report: ``Check`` rows and ``DoctorReport``, the ✓/✗ table with fixes.
+
+It reads as terminal text or escaped Markdown/HTML (model and server text is untrusted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..untrusted import clean_text, escape_html, escape_markdown
+
+OK, FAIL, UNKNOWN = "✓", "✗", "?"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row: which model, what was checked, ✓/✗/?, what was seen, and what to change."""
+
+    target: str
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == FAIL
+
+
+@dataclass
+class DoctorReport:
+    """The checks in order; ``str()`` is the terminal table, the ``_repr_*_`` are escaped."""
+
+    title: str
+    checks: list[Check] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.failed]
+
+    def summary(self) -> str:
+        passed = sum(c.status == OK for c in self.checks)
+        unknown = sum(c.status == UNKNOWN for c in self.checks)
+        text = f"{passed} of {len(self.checks)} checks passed"
+        if unknown:
+            text += f", {unknown} unknown"
+        return f"{text} ({self.seconds:.1f} s)."
+
+    def __str__(self) -> str:
+        rows = [(c.target, c.name, f"{c.status} {clean_text(c.detail)}") for c in self.checks]
+        widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(_HEADERS[:2])]
+        lines = [clean_text(self.title), ""]
+        head = "  ".join(h.ljust(w) for h, w in zip(_HEADERS[:2], widths, strict=True))
+        lines.append(f"  {head}  result")
+        indent = 2 + sum(widths) + 4
+        for check, row in zip(self.checks, rows, strict=True):
+            cells = "  ".join(cell.ljust(w) for cell, w in zip(row[:2], widths, strict=True))
+            lines.append(f"  {cells}  {row[2]}".rstrip())
+            if check.fix:
+                lines.append(" " * indent + "→ " + clean_text(check.fix))
+        lines += ["", self.summary()]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**{escape_markdown(self.title)}**", "", "| " + " | ".join(_HEADERS) + " |"]
+        lines.append("|---|---|---|---|")
+        for c in self.checks:
+            cells = (c.target, c.name, f"{c.status} {c.detail}", c.fix)
+            lines.append("| " + " | ".join(escape_markdown(x) for x in cells) + " |")
+        lines += ["", escape_markdown(self.summary())]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in _HEADERS)
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f"<td>{escape_html(x)}</td>"
+                for x in (c.target, c.name, f"{c.status} {c.detail}", c.fix)
+            )
+            + "</tr>"
+            for c in self.checks
+        )
+        return (
+            f"<p><strong>{escape_html(self.title)}</strong></p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<p>{escape_html(self.summary())}</p>"
+        )
+
+
+_HEADERS = ("model", "check", "result", "what to change")

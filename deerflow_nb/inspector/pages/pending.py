@@ -1,0 +1,95 @@
+"""The Pending changes tab: folds held for review, approved or rejected one by one or all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from .. import data
+from .confirm import ask, confirmation, decide
+from .markup import code, count, md, when
+
+_LINE_ICONS = {
+    "add": ":material/add:",
+    "remove": ":material/remove:",
+    "section": ":material/notes:",
+    "none": ":material/block:",
+}
+
+
+def pending_page(home: Path, db: Any, pending: list[dict[str, Any]]) -> None:
+    """Folds held for review: what each would change, approved or rejected one by one or
+    all at once (rejecting all asks first). Writes go through ``Memory.approve/reject``."""
+    review = data.review_mode(db, home)
+    mode = (
+        "Review mode is **on**: every fold waits here until you approve it "
+        "(`%memory review off` in a notebook turns it off)."
+        if review
+        else "Review mode is **off**: folds apply at once; a fold the wipe guard holds back "
+        "still waits here."
+    )
+    st.caption(mode)
+    if not pending:
+        st.info("No pending changes: nothing waits for review.", icon=":material/task_alt:")
+        return
+    st.markdown(f"**{count(len(pending), 'change')} waiting for review**, oldest first.")
+    b1, b2, _ = st.columns([1, 1, 4])
+    b1.button(
+        "Approve all…",
+        key="pending_approve_all",
+        icon=":material/done_all:",
+        on_click=ask,
+        args=(
+            {
+                "op": "approve",
+                "ids": "all",
+                "question": f"Apply all {count(len(pending), 'pending change')} to memory? "
+                "Each is journaled as a fold and can be rolled back from the Versions tab.",
+            },
+        ),
+    )
+    b2.button(
+        "Reject all…",
+        key="pending_reject_all",
+        icon=":material/delete_sweep:",
+        on_click=ask,
+        args=(
+            {
+                "op": "reject",
+                "ids": "all",
+                "question": f"Reject all {count(len(pending), 'pending change')}? They are "
+                "dropped for good: memory stays as it is, and the threads are not folded again.",
+            },
+        ),
+    )
+    confirmation(home, ("approve", "reject"))
+    for change in pending:
+        with st.container(border=True):
+            head, approve, reject = st.columns([6, 1, 1], vertical_alignment="center")
+            head.markdown(
+                f"**Change #{change['id']}** · from thread {code(change['source'])} · "
+                f"{when(change['created_at'])} UTC"
+            )
+            approve.button(
+                "Approve",
+                key=f"pending_approve_{change['id']}",
+                icon=":material/check:",
+                type="primary",
+                on_click=decide,
+                args=(home, "approve", change["id"]),
+            )
+            reject.button(
+                "Reject",
+                key=f"pending_reject_{change['id']}",
+                icon=":material/close:",
+                on_click=decide,
+                args=(home, "reject", change["id"]),
+            )
+            st.markdown(
+                "\n".join(
+                    f"- {_LINE_ICONS.get(kind, '')} {kind} {md(text)}"
+                    for kind, text in change["lines"]
+                )
+            )

@@ -1,0 +1,302 @@
+"""``%memory``'s handlers: one per subcommand, from its typed args to the view it returns.
+
+Each handler validates ids against memory *before* writing anything and calls only the
+public ``Memory`` API, so every change is journaled and atomic exactly as it is for the
+agent, the panel and the inspector. A problem the user can fix is a one-line
+``UsageError`` naming the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from .memory_args import (
+    PROG,
+    AddArgs,
+    ApproveArgs,
+    Args,
+    ConsolidateArgs,
+    DiffArgs,
+    DoctorArgs,
+    EditArgs,
+    ExportArgs,
+    FactsArgs,
+    FlushArgs,
+    ForgetArgs,
+    HistoryArgs,
+    ImportArgs,
+    PanelArgs,
+    PendingArgs,
+    PreviewArgs,
+    RecallArgs,
+    RejectArgs,
+    ResetArgs,
+    ReviewArgs,
+    RollbackArgs,
+    SearchArgs,
+    StaleArgs,
+    StatusArgs,
+    VersionsArgs,
+)
+from .views.facts import FactsTable, PreviewView, SearchResults, facts_view, preview_view
+from .views.history import DiffView, EventsView, VersionsView
+from .views.recall import RecallResults
+from .views.review import ConsolidationView, PendingView, StaleView
+from .views.status import StatusView, SummaryView, flush_summary
+from .views.table import Notice, count_of
+
+if TYPE_CHECKING:
+    from ..doctor import DoctorReport
+    from ..memory import Memory
+    from .panel import MemoryPanel
+
+
+def _no_fact(fact_id: str) -> str:
+    if fact_id.startswith(("$", "{")):  # an expansion that did not evaluate
+        return (
+            f"no fact {fact_id!r}: no notebook variable of that name holds an id; see {PROG} facts"
+        )
+    return f"no fact {fact_id!r}; see {PROG} facts"
+
+
+class MemoryCommands:
+    """One handler per subcommand; each validates, calls the Memory API, returns a view."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    def run(self, args: Args) -> Any:
+        return getattr(self, f"handle_{args.command}")(args)
+
+    # validation, always before any write
+    def _fact_ids(self) -> set[str]:
+        return {f["id"] for f in self.memory.data.get("facts", [])}
+
+    @staticmethod
+    @contextmanager
+    def _known_facts() -> Iterator[None]:
+        """Memory checks ids under its lock before writing anything; say which one is unknown."""
+        try:
+            yield
+        except KeyError as exc:
+            raise UsageError(_no_fact(exc.args[0])) from None
+
+    def _require_version(self, version: int) -> None:
+        if version not in {v["id"] for v in self.memory.versions()}:
+            raise UsageError(f"no version {version}; see {PROG} versions")
+
+    def _require_pending(self, args: ApproveArgs | RejectArgs) -> list[int] | str:
+        if args.all and args.ids:
+            raise UsageError(f"{PROG} {args.command}: give ids or --all, not both")
+        if args.all:
+            return "all"
+        if not args.ids:
+            raise UsageError(
+                f"{PROG} {args.command}: give pending ids or --all; see {PROG} pending"
+            )
+        known = {p["id"] for p in self.memory.pending()}
+        for pid in args.ids:
+            if pid not in known:
+                raise UsageError(f"no pending change {pid}; see {PROG} pending")
+        return list(args.ids)
+
+    # read-only views
+    def handle_panel(self, args: PanelArgs) -> MemoryPanel:
+        from .panel import MemoryPanel
+
+        return MemoryPanel(self.memory)
+
+    def summary(self) -> SummaryView:
+        return SummaryView(self.memory.data, self.memory.status())
+
+    def handle_facts(self, args: FactsArgs) -> FactsTable:
+        facts = self.memory.facts(
+            category=args.category, min_confidence=args.min_confidence, sort=args.sort
+        )
+        return facts_view(facts)
+
+    def handle_search(self, args: SearchArgs) -> SearchResults:
+        return SearchResults(args.query, tuple(self.memory.search(args.query, k=args.k)))
+
+    def handle_recall(self, args: RecallArgs) -> RecallResults:
+        if args.thread is not None and self.memory.journal.thread(args.thread) is None:
+            raise UsageError(f"{PROG} recall: no thread {args.thread!r} in the journal")
+        results = self.memory.recall(args.query, k=args.k, thread=args.thread)
+        return RecallResults(args.query, tuple(results), args.thread)
+
+    def handle_preview(self, args: PreviewArgs) -> PreviewView:
+        return preview_view(self.memory, args.context, args.tokens)
+
+    def handle_status(self, args: StatusArgs) -> StatusView:
+        return StatusView(self.memory.status())
+
+    def handle_doctor(self, args: DoctorArgs) -> DoctorReport:
+        from ..doctor import run_doctor
+
+        return run_doctor(self.memory.settings)  # an unreachable server: a one-line ModelError
+
+    def handle_history(self, args: HistoryArgs) -> EventsView:
+        if args.fact_id is None:
+            folds = tuple(self.memory.folds(limit=min(args.limit, 10)))
+            return EventsView(tuple(self.memory.events(limit=args.limit)), folds=folds)
+        events = self.memory.history(args.fact_id)
+        if not events and args.fact_id not in self._fact_ids():
+            raise UsageError(_no_fact(args.fact_id))
+        return EventsView(tuple(events[: args.limit]), f"History of {args.fact_id}, oldest first")
+
+    def handle_versions(self, args: VersionsArgs) -> VersionsView:
+        return VersionsView(tuple(self.memory.versions()))
+
+    def handle_diff(self, args: DiffArgs) -> DiffView:
+        self._require_version(args.v1)
+        if args.v2 is not None:
+            self._require_version(args.v2)
+        title = f"Diff v{args.v1} → " + (f"v{args.v2}" if args.v2 is not None else "now")
+        return DiffView(title, self.memory.diff(args.v1, args.v2))
+
+    def handle_pending(self, args: PendingArgs) -> PendingView:
+        return PendingView(tuple(self.memory.pending()), bool(self.memory.review))
+
+    # writes
+    def handle_add(self, args: AddArgs) -> Notice:
+        from ..memory.updater import MAX_FACT_CHARS
+
+        before = self._fact_ids()
+        try:
+            fact = self.memory.add_fact(
+                args.text, category=args.category, confidence=args.confidence
+            )
+        except ValueError as exc:  # memory is full of more confident facts
+            raise UsageError(f"{PROG} add: {exc}") from None
+        if fact.get("id") in before:  # a near-duplicate: the stored fact was reinforced
+            note = f"Reinforced the near-duplicate {_describe(fact)}; change it with {PROG} edit"
+        else:
+            note = f"Added {_describe(fact)}"
+        if len(" ".join(args.text.split())) > MAX_FACT_CHARS:
+            note += f" (shortened to {MAX_FACT_CHARS} characters: a fact is one short line)"
+        return Notice(note)
+
+    def handle_edit(self, args: EditArgs) -> Notice:
+        if args.text is None and args.category is None and args.confidence is None:
+            raise UsageError(f"{PROG} edit: give new TEXT, --category or --confidence")
+        with self._known_facts():
+            fact = self.memory.edit_fact(
+                args.fact_id, args.text, category=args.category, confidence=args.confidence
+            )
+        return Notice(f"Edited {_describe(fact)}")
+
+    def handle_forget(self, args: ForgetArgs) -> Notice:
+        if args.ids and args.match is not None:
+            raise UsageError(f"{PROG} forget: give fact ids or --match TEXT, not both")
+        if args.match is not None:
+            matches = self.memory.forget_matching(args.match)
+            if not matches:
+                raise UsageError(f"no fact matches {args.match!r}; see {PROG} facts")
+            if len(matches) > 1 and not args.yes:
+                from IPython.display import display
+
+                display(facts_view(matches, f"Facts matching {args.match!r}"))
+                raise UsageError(
+                    f"{len(matches)} facts match {args.match!r}; add --yes to forget them all"
+                )
+            ids = [f["id"] for f in matches]
+        elif args.ids:
+            ids = list(dict.fromkeys(args.ids))
+        else:
+            raise UsageError(f"{PROG} forget: give fact ids or --match TEXT; see {PROG} facts")
+        with self._known_facts():
+            removed = self.memory.forget_many(ids)
+        noun = "fact" if len(removed) == 1 else "facts"
+        return Notice(f"Forgot {len(removed)} {noun}", tuple(map(_describe, removed)))
+
+    def handle_flush(self, args: FlushArgs) -> Notice:
+        return Notice(flush_summary(self.memory.flush()))
+
+    def handle_rollback(self, args: RollbackArgs) -> Notice:
+        self._require_version(args.version)
+        self.memory.rollback(args.version)
+        count = len(self.memory.data.get("facts", []))
+        return Notice(f"Rolled back to version {args.version} ({count_of(count, 'fact')})")
+
+    def handle_review(self, args: ReviewArgs) -> Notice:
+        if args.mode is not None:
+            self.memory.review = args.mode == "on"
+        state = "on" if self.memory.review else "off"
+        hint = f": folds wait in {PROG} pending" if state == "on" else ": folds apply directly"
+        return Notice(f"Review mode {state}{hint}")
+
+    def handle_approve(self, args: ApproveArgs) -> Notice:
+        count = self.memory.approve(self._require_pending(args))
+        return Notice(f"Approved {count} pending change{'s' * (count != 1)}")
+
+    def handle_reject(self, args: RejectArgs) -> Notice:
+        count = self.memory.reject(self._require_pending(args))
+        return Notice(f"Rejected {count} pending change{'s' * (count != 1)}")
+
+    def handle_export(self, args: ExportArgs) -> Notice:
+        try:
+            path = self.memory.export(Path(args.path).expanduser(), overwrite=args.force)
+        except ValueError as exc:
+            raise UsageError(f"{PROG} export: {exc}") from None
+        count = len(self.memory.data.get("facts", []))
+        return Notice(f"Exported {count_of(count, 'fact')} to {path}")
+
+    def handle_import(self, args: ImportArgs) -> Notice:
+        path = Path(args.path).expanduser()
+        if not path.is_file():
+            raise UsageError(f"no file {str(path)!r}; give the path of a memory.json")
+        try:
+            self.memory.read_import(path)  # a broken file is said before any confirmation
+            held = len(self.memory.data.get("facts", []))
+            if held and not args.yes:
+                replaced = count_of(held, "fact")
+                raise UsageError(
+                    f"import replaces the {replaced} in memory; run {PROG} import "
+                    f"{args.path} --yes to confirm (versions keep the current state for rollback)"
+                )
+            count = self.memory.import_(path)
+        except ValueError as exc:  # json.JSONDecodeError included
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise UsageError(
+                first if "cannot import" in first else f"cannot import: {first}"
+            ) from None
+        return Notice(f"Imported {count_of(count, 'fact')} from {path}")
+
+    def handle_stale(self, args: StaleArgs) -> StaleView:
+        days = args.days or self.memory.settings.memory.staleness_days
+        if args.dry_run:
+            return StaleView(tuple(self.memory.stale(args.as_of, days)), days)
+        report = self.memory.propose_stale(args.as_of, days)
+        return StaleView(
+            tuple(report.stale), days, report.pending_id, tuple(report.already_pending), True
+        )
+
+    def handle_consolidate(self, args: ConsolidateArgs) -> ConsolidationView:
+        before = [v["id"] for v in self.memory.versions()]
+        report = self.memory.consolidate()
+        return ConsolidationView(
+            tuple(report.merges),
+            tuple(report.merged),
+            tuple(report.left_out),
+            report.version,
+            report.pending_id,
+            tuple(self.memory.data.get("facts", [])) if report.pending_id else (),
+            before[-1] if before and report.version is not None else None,
+        )
+
+    def handle_reset(self, args: ResetArgs) -> Notice:
+        if not args.yes:
+            raise UsageError(f"reset empties memory; run {PROG} reset --yes to confirm")
+        self.memory.reset()
+        return Notice(f"Memory reset; {PROG} versions keeps earlier states for rollback")
+
+
+def _describe(fact: dict[str, Any]) -> str:
+    conf = fact.get("confidence")
+    conf_text = f", {conf:.2f}" if isinstance(conf, int | float) else ""
+    return f"{fact.get('id')} ({fact.get('category')}{conf_text}): {fact.get('content')}"

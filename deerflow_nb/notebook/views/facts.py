@@ -1,0 +1,108 @@
+"""Views of facts: the facts table, search results and the injection preview."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...untrusted import clean_text, code_block, escape_html
+from .table import Table, View, confidence_bar, count_of, day, html_bar, md_cell, short
+
+if TYPE_CHECKING:
+    from ...memory import Memory
+
+
+@dataclass(frozen=True, repr=False)
+class FactsTable(View):
+    """Facts with id, category, a confidence bar, content and creation time."""
+
+    facts: tuple[Mapping[str, Any], ...]
+    title: str = "Facts"
+
+    def table(self) -> Table:
+        headers = ("id", "category", "confidence", "content", "created")
+        rows = [
+            (
+                f.get("id"),
+                f.get("category"),
+                confidence_bar(f.get("confidence")),
+                short(f.get("content"), 80),
+                day(f.get("createdAt")),
+            )
+            for f in self.facts
+        ]
+        html_rows = [
+            [
+                escape_html(str(f.get("id", ""))),
+                escape_html(str(f.get("category", ""))),
+                html_bar(f.get("confidence")),
+                escape_html(str(f.get("content", ""))),
+                escape_html(day(f.get("createdAt"))),
+            ]
+            for f in self.facts
+        ]
+        title = f"{self.title} ({len(self.facts)})"
+        return Table(headers, rows, title, "No facts.", html_rows)
+
+
+@dataclass(frozen=True, repr=False)
+class SearchResults(View):
+    """Facts ranked for a query, each with its score."""
+
+    query: str
+    results: tuple[tuple[Mapping[str, Any], float], ...]
+
+    def table(self) -> Table:
+        headers = ("rank", "score", "id", "category", "content")
+        rows = [
+            (i, f"{score:.3f}", f.get("id"), f.get("category"), short(f.get("content"), 80))
+            for i, (f, score) in enumerate(self.results, 1)
+        ]
+        return Table(headers, rows, f"Search: {self.query!r}", "No fact matches.")
+
+
+@dataclass(frozen=True, repr=False)
+class PreviewView(View):
+    """The exact injected block, with its token count against the budget."""
+
+    block: str
+    tokens: int
+    budget: int
+    fact_count: int = 0
+
+    @property
+    def header(self) -> str:
+        return f"{self.tokens} / {self.budget} tokens, {count_of(self.fact_count, 'fact')}"
+
+    @property
+    def body(self) -> str:
+        return self.block or "(nothing would be injected)"
+
+    def __str__(self) -> str:
+        return clean_text(f"Memory preview: {self.header}\n{self.body}")
+
+    def _repr_markdown_(self) -> str:
+        block = code_block(clean_text(self.body), "text")
+        return f"**Memory preview** — {md_cell(self.header)}\n\n{block}"
+
+    def _repr_html_(self) -> str:
+        body = self.body
+        return (
+            f"<p><b>Memory preview</b> — {escape_html(self.header)}</p>"
+            f"<pre>{escape_html(body)}</pre>"
+        )
+
+
+def facts_view(facts: Iterable[Mapping[str, Any]], title: str = "Facts") -> FactsTable:
+    """Build a :class:`FactsTable` from any iterable of fact dicts."""
+    return FactsTable(tuple(facts), title)
+
+
+def preview_view(memory: Memory, context: str | None, tokens: int | None) -> PreviewView:
+    """The injected block and its exact token count; shared by ``%memory preview`` and the panel."""
+    from ...tokens import count_tokens
+
+    budget = memory.settings.memory.max_injection_tokens if tokens is None else tokens
+    block, chosen = memory.injection(context, max_tokens=budget)
+    return PreviewView(block, count_tokens(block), budget, len(chosen))

@@ -1,0 +1,194 @@
+"""Views of changes waiting for a decision: pending diffs, stale facts, consolidation merges."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...untrusted import clean_text, escape_html
+from .table import Table, View, day, md_cell, short
+
+
+@dataclass(frozen=True, repr=False)
+class PendingView(View):
+    """Extraction diffs waiting for review, one row per proposed change set."""
+
+    pending: tuple[Mapping[str, Any], ...]
+    review: bool = False
+
+    def table(self) -> Table:
+        rows = [
+            (
+                p.get("id"),
+                day(p.get("created_at")),
+                p.get("source") or "",
+                short(summarize_diff(p.get("diff")), 90),
+            )
+            for p in self.pending
+        ]
+        mode = "on" if self.review else "off"
+        return Table(
+            ("id", "time", "source", "proposed"),
+            rows,
+            f"Pending changes (review {mode})",
+            "No pending changes.",
+        )
+
+
+def summarize_diff(diff: Any) -> str:
+    """A one-line reading of an extraction diff: ``+ new fact; - f3; section: …``."""
+    if isinstance(diff, str):
+        try:
+            diff = json.loads(diff)
+        except ValueError:
+            return diff
+    if not isinstance(diff, Mapping):
+        return "" if diff is None else str(diff)
+    parts: list[str] = []
+    for merge in diff.get("merges") or []:
+        if isinstance(merge, Mapping):
+            sources = ", ".join(str(i) for i in merge.get("from") or [])
+            parts.append(f"merge {sources} → {merge.get('content', '')}")
+    for fact in diff.get("newFacts") or []:
+        content = fact.get("content") if isinstance(fact, Mapping) else fact
+        parts.append(f"+ {content}")
+    stale = {str(s.get("id")): s for s in diff.get("stale") or [] if isinstance(s, Mapping)}
+    for fid in diff.get("factsToRemove") or []:
+        if str(fid) in stale:
+            parts.append(f"- {fid} (stale: {stale[str(fid)].get('content', '')})")
+        else:
+            parts.append(f"- {fid}")
+    for group in ("user", "history"):
+        for name, section in (diff.get(group) or {}).items():
+            if isinstance(section, Mapping) and section.get("shouldUpdate"):
+                parts.append(f"{name}: {section.get('summary', '')}")
+    return "; ".join(parts) or "(no changes)"
+
+
+@dataclass(frozen=True, repr=False)
+class StaleView(View):
+    """``%memory stale``: facts idle past their limit, and the pending change proposing
+    their removal (if one was made)."""
+
+    stale: tuple[Mapping[str, Any], ...]
+    days: float = 180.0
+    pending_id: int | None = None
+    already_pending: tuple[str, ...] = ()
+    proposing: bool = False
+
+    def _note(self) -> str:
+        if not self.stale:
+            return ""
+        if self.pending_id is not None:
+            note = (
+                f"Proposed for removal as pending change #{self.pending_id}: "
+                f"%memory approve {self.pending_id} removes them, "
+                f"%memory reject {self.pending_id} keeps them."
+            )
+        elif self.proposing:
+            note = "Nothing new to propose."
+        else:
+            note = "Listed only (--dry-run): nothing proposed."
+        if self.already_pending:
+            note += f" Already waiting for review: {', '.join(self.already_pending)}."
+        return note
+
+    def table(self) -> Table:
+        rows = [
+            (
+                s.get("id"),
+                s.get("category"),
+                short(s.get("content"), 70),
+                f"{float(s.get('idle_days') or 0):.0f} d",
+                f"{float(s.get('limit_days') or 0):.0f} d",
+                day(s.get("last_active")),
+            )
+            for s in self.stale
+        ]
+        title = f"Stale facts (memory.staleness_days {self.days:g})"
+        return Table(
+            ("id", "category", "content", "idle", "stale after", "last confirmed or used"),
+            rows,
+            title,
+            "No stale facts: every fact was confirmed or used recently enough.",
+        )
+
+    def _repr_markdown_(self) -> str:
+        note = self._note()
+        return self.table()._markdown() + (f"\n\n{md_cell(note)}" if note else "")
+
+    def _repr_html_(self) -> str:
+        note = self._note()
+        return self.table()._html() + (f"<p>{escape_html(note)}</p>" if note else "")
+
+    def __str__(self) -> str:
+        note = self._note()
+        return self.table()._text() + (f"\n{clean_text(note)}" if note else "")
+
+
+@dataclass(frozen=True, repr=False)
+class ConsolidationView(View):
+    """``%memory consolidate``: each merge (the facts it joins, the text it keeps), and
+    whether it applied (a version, undone by rollback) or waits for review."""
+
+    merges: tuple[Mapping[str, Any], ...]
+    merged: tuple[Mapping[str, Any], ...] = ()
+    left_out: tuple[Mapping[str, Any], ...] = ()
+    version: int | None = None
+    pending_id: int | None = None
+    facts: tuple[Mapping[str, Any], ...] = ()  # to show the sources' text while pending
+    undo_version: int | None = None  # the version before the merge, for rollback
+
+    def _note(self) -> str:
+        if not self.merges:
+            note = "Nothing to merge."
+        elif self.pending_id is not None:
+            note = (
+                f"Waiting for review as pending change #{self.pending_id} "
+                f"(%memory approve {self.pending_id})."
+            )
+        else:
+            undo = (
+                f"%memory rollback {self.undo_version}"
+                if self.undo_version is not None
+                else "%memory rollback to the version before"
+            )
+            note = (
+                f"Applied as version {self.version}; {undo} undoes it, and %memory history ID "
+                "shows each merged fact's lineage."
+            )
+        if self.left_out:
+            reasons = "; ".join(f"{x.get('item')}: {x.get('reason')}" for x in self.left_out[:3])
+            note += f" Left out: {reasons}."
+        return note
+
+    def table(self) -> Table:
+        by_id = {str(f.get("id")): f for f in self.facts}
+        new_ids = {tuple(m.get("from") or ()): m.get("id") for m in self.merged}
+        rows = []
+        for merge in self.merges:
+            sources = tuple(str(i) for i in merge.get("from") or ())
+            names = [
+                f"{i} ({short(by_id[i].get('content'), 40)})" if i in by_id else i for i in sources
+            ]
+            rows.append(
+                (
+                    new_ids.get(sources) or "(pending)",
+                    short(merge.get("content"), 80),
+                    "; ".join(names),
+                )
+            )
+        return Table(
+            ("new fact", "merged text", "merged from"), rows, "Consolidation", "No merges."
+        )
+
+    def _repr_markdown_(self) -> str:
+        return self.table()._markdown() + f"\n\n{md_cell(self._note())}"
+
+    def _repr_html_(self) -> str:
+        return self.table()._html() + f"<p>{escape_html(self._note())}</p>"
+
+    def __str__(self) -> str:
+        return self.table()._text() + f"\n{clean_text(self._note())}"

@@ -1,0 +1,94 @@
+"""The offline model's words: stopwords, crude stems, content words, hashed embeddings.
+
+The hashed bag-of-words embedding is what the model and the loopback server return.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from typing import Any
+
+EMBEDDING_DIM = 256
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves please tell know want
+    like use using used also get got let lets make one two show give need any thing things really
+"""
+# Words too common to tie a question to a remembered fact ("every", "always", "thanks"):
+# sharing one of them is not relevance.
+_GENERIC_TEXT = """
+    every always never often usually sometimes ever much many lot lots still even quite rather
+    maybe perhaps something anything everything nothing someone anyone everyone way kind sort
+    stuff etc per via across within without yes yeah okay ok thanks thank hi hello hey sure
+    just well
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(_GENERIC_TEXT.split())
+WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+_SENTENCE_RE = re.compile(r"(.+?[.!?])(?:\s|$)", re.DOTALL)
+
+
+def message_text(message: Any) -> str:
+    """The text of a message whatever shape its content has (str, content parts, None)."""
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def _stem(word: str) -> str:
+    """A crude suffix strip so 'prefers'/'prefer' and 'dataframes'/'dataframe' match."""
+    word = word.lower()
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> list[str]:
+    """Stemmed words of ``text`` without stopwords, in order, without repeats."""
+    seen: dict[str, None] = {}
+    for word in WORD_RE.findall(text):
+        if word.lower() in STOPWORDS or len(word) < 2:
+            continue
+        seen.setdefault(_stem(word), None)
+    return list(seen)
+
+
+def hashed_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """A deterministic L2-normalised hashed bag of words: shared words give high cosine."""
+    vector = [0.0] * dim
+    for word in WORD_RE.findall(text.lower()):
+        digest = hashlib.blake2b(_stem(word).encode(), digest_size=8).digest()
+        value = int.from_bytes(digest, "little")
+        vector[value % dim] += 1.0 if (value >> 63) & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector] if norm else vector
+
+
+def key_terms(text: str, limit: int = 6) -> list[str]:
+    """Content words in their original spelling, first occurrences, at most ``limit``."""
+    terms: dict[str, str] = {}
+    for word in WORD_RE.findall(text):
+        if word.lower() in STOPWORDS or len(word) < 3:
+            continue
+        terms.setdefault(_stem(word), word)
+    return list(terms.values())[:limit]
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` on one line (all of it when there is no end mark)."""
+    text = " ".join(text.split())
+    match = _SENTENCE_RE.match(text)
+    return match.group(1) if match else text

@@ -1,0 +1,41 @@
+"""memory.json's fixed names (sections, categories, prompt tags) and who added a fact.
+
+No pydantic here: modules on light paths (the agent's tools, the ``%memory`` grammar) take
+their constants from this module instead of spelling them out again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SCHEMA_VERSION = "1.0"
+USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
+HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
+SECTION_GROUPS = (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS))
+CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
+DIFF_KEYS = ("user", "history", "newFacts", "factsToRemove")
+
+# An opening or closing <memory> tag, spaces allowed inside the brackets: manual text has it
+# neutralised (the injection block's own escaping also holds).
+MEMORY_TAG = re.compile(r"<\s*(/?)\s*(memory)\s*>", re.IGNORECASE)
+# Tags of our prompts and of common chat templates: model text holding one is an attempt to
+# close or forge a block, not a fact. Generic angle brackets ("List<String>") are fine.
+PROMPT_TAG = re.compile(
+    r"<\s*/?\s*(?:memory|current_memory|conversation|conversation_to_summarize|system|user|"
+    r"assistant|tool|instructions?|uploaded_files|im_start|im_end)\b[^<>]*>|<\|[^<>|]{1,40}\|>",
+    re.IGNORECASE,
+)
+
+# Facts the user stated by hand (``%memory add``, the inspector, a ``remember`` tool) carry
+# ``addedBy: "user"``; older ones are recognised by their source. A fold never removes or
+# evicts one without review.
+ADDED_BY_USER = "user"
+# The consolidation prompt's tag (memory/aging.py); the offline model answers it with merges.
+CONSOLIDATE_TAG = "consolidate_facts"
+USER_SOURCES = frozenset({"manual", "remember"})
+
+
+def is_user_fact(fact: dict[str, Any]) -> bool:
+    """Whether the user added ``fact`` themselves (so no fold may drop it unreviewed)."""
+    return fact.get("addedBy") == ADDED_BY_USER or fact.get("source") in USER_SOURCES

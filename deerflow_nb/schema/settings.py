@@ -1,0 +1,185 @@
+"""config.yaml's sections as pydantic models, and ``check_settings_section``'s one-line errors.
+
+Each ``*Settings`` model bounds its keys with ``Field(ge=…, le=…)``; ``config`` reads the
+checked values into its dataclasses, and ``SETTINGS_SECTIONS`` feeds the README's table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+
+Seconds = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class ContextSizeSettings(_Section):
+    """DeerFlow's ``{type, value}`` size: tokens, messages, or a fraction of the window."""
+
+    type: Literal["tokens", "messages", "fraction"] = "messages"
+    value: Annotated[float, Field(allow_inf_nan=False)] = 20
+
+    @model_validator(mode="after")
+    def _value_fits_type(self) -> ContextSizeSettings:
+        if self.type == "fraction" and not 0 < self.value <= 1:
+            raise ValueError(
+                "is a fraction of the window, so its value must be above 0 and at most 1, "
+                f"got {self.value!r}"
+            )
+        if self.type != "fraction" and self.value < 0:
+            raise ValueError(
+                f"counts {self.type}, so its value must be at least 0, got {self.value!r}"
+            )
+        return self
+
+
+class ModelSettings(_Section):
+    name: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    send_openai_key_to_base_url: bool = False
+    max_input_tokens: int = Field(128_000, ge=1)
+    timeout_seconds: Seconds = Field(60.0, ge=0.001)
+    max_retries: int = Field(3, ge=0)
+
+
+class MemorySettings(_Section):
+    enabled: bool = True
+    debounce_seconds: Seconds = Field(30.0, ge=0, le=86_400)  # more overflows the wait
+    model_name: str | None = None
+    max_facts: int = Field(100, ge=1)
+    fact_confidence_threshold: Annotated[float, Field(allow_inf_nan=False)] = Field(0.7, ge=0, le=1)
+    injection_enabled: bool = True
+    max_injection_tokens: int = Field(2000, ge=1)
+    embeddings: str | None = None
+    review: bool = False
+    staleness_days: Annotated[float, Field(allow_inf_nan=False)] = Field(180.0, ge=1)
+    eviction: Literal["blend", "confidence"] = "blend"
+
+
+def _listify(value: Any) -> Any:
+    return value if isinstance(value, list) else [value]
+
+
+class SummarizationSettings(_Section):
+    enabled: bool = True
+    model_name: str | None = None
+    trigger: Annotated[list[ContextSizeSettings], BeforeValidator(_listify)] = Field(
+        default_factory=lambda: [ContextSizeSettings(type="fraction", value=0.8)]
+    )
+    keep: ContextSizeSettings = Field(
+        default_factory=lambda: ContextSizeSettings(type="messages", value=20)
+    )
+    trim_tokens_to_summarize: int = Field(4000, ge=1)
+    summary_prompt: str | None = None
+
+
+class SubagentsSettings(_Section):
+    enabled: bool = True
+    max_concurrent: int = Field(3, ge=1)
+    max_per_turn: int = Field(6, ge=1)
+    max_turns: int = Field(8, ge=1)
+    timeout_seconds: Seconds = Field(120.0, ge=0.001)
+
+
+class AgentSettings(_Section):
+    max_turns: int = Field(12, ge=1)
+    allow_code_execution: bool = False
+
+
+SETTINGS_SECTIONS: dict[str, type[_Section]] = {
+    "model": ModelSettings,
+    "memory": MemorySettings,
+    "summarization": SummarizationSettings,
+    "subagents": SubagentsSettings,
+    "agent": AgentSettings,
+}
+
+
+def check_settings_section(section: str, raw: Any, source: Path | str) -> dict[str, Any]:
+    """One config.yaml section as plain values (nested sizes as dicts), or ConfigError."""
+    from ..config import ConfigError
+
+    model = SETTINGS_SECTIONS[section]
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: '{section}' must be a mapping, got {raw!r}")
+    try:
+        checked = model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_settings_problem(exc, section, model)}") from None
+    return {name: getattr(checked, name) for name in raw}
+
+
+_TYPE_WORDS = {
+    "bool_type": "true or false",
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "string_type": "a string",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "list_type": "a list",
+}
+
+
+def _settings_problem(exc: ValidationError, section: str, model: type[BaseModel]) -> str:
+    error = exc.errors(include_url=False)[0]
+    loc = [section, *error["loc"]]
+    # A union (str | None) reports its member; the key is the path without the member name.
+    loc = [p for p in loc if p not in ("str", "int", "float", "bool", "list[ContextSizeSettings]")]
+    key = ".".join(str(p) for p in loc if not isinstance(p, int))
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            key = (
+                ".".join(str(p) for p in loc[:i])
+                + f"[{part}]"
+                + "".join(f".{p}" for p in loc[i + 1 :])
+            )
+            break
+    kind = error["type"]
+    value = error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        owner = model if len(loc) == 2 else ContextSizeSettings
+        known = ", ".join(sorted(owner.model_fields))
+        return f"unknown key '{key}' (known: {known})"
+    if kind == "finite_number":
+        return f"'{key}' must be a finite number, got {value!r}"
+    if kind in ("greater_than_equal", "less_than_equal"):
+        low, high = _bounds(model, loc)
+        shown = float(value) if isinstance(value, float) or _is_float_field(model, loc) else value
+        if high is not None:
+            return f"'{key}' must be from {low:g} to {high:g}, got {shown!r}"
+        return f"'{key}' must be at least {low:g}, got {shown!r}"
+    if kind == "literal_error":
+        return f"'{key}' must be one of {ctx.get('expected', '')}, got {value!r}"
+    if kind == "value_error":
+        return f"'{key}' " + str(error.get("msg", "")).removeprefix("Value error, ")
+    if kind in _TYPE_WORDS:
+        return f"'{key}' must be {_TYPE_WORDS[kind]}, got {value!r}"
+    return f"'{key}': {error.get('msg')} (got {value!r})"
+
+
+def _field_info(model: type[BaseModel], loc: list[Any]) -> Any:
+    if len(loc) != 2:
+        return None
+    return model.model_fields.get(str(loc[1]))
+
+
+def _bounds(model: type[BaseModel], loc: list[Any]) -> tuple[float | None, float | None]:
+    info = _field_info(model, loc)
+    low = high = None
+    for meta in getattr(info, "metadata", []):
+        low = getattr(meta, "ge", low)
+        high = getattr(meta, "le", high)
+    return low, high
+
+
+def _is_float_field(model: type[BaseModel], loc: list[Any]) -> bool:
+    info = _field_info(model, loc)
+    return info is not None and info.annotation is float
