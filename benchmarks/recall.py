@@ -234,7 +234,7 @@ def quality_table(data_dir: Path, embeddings: bool, conversations: int | None) -
 
 def synthetic_section(data_dir: Path, size: int) -> str:
     """Latency on a journal of ``size`` messages (LOCOMO's turns cycled, threads of 40)."""
-    from deerflow_nb.storage.journal import now_iso
+    from deerflow_nb.storage.db import now_iso
 
     sessions: list[dict] = []
     questions: list[str] = []

@@ -26,7 +26,7 @@ from ..memory import versions as version_rows  # memory_versions: snapshots and 
 from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import HISTORY_SECTIONS, USER_SECTIONS, MemoryStore
 from ..memory.store import MemoryFileError as MemoryFileError
-from ..storage.journal import reading
+from ..storage.db import reading
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import ConfigError, parse_embeddings_spec
-from ..storage.journal import now_iso
+from ..storage.db import now_iso
 
 if TYPE_CHECKING:
     from ..config import Settings

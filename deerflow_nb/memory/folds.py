@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..scrub import encodable, encodable_deep
-from ..storage.journal import now_iso
+from ..storage.db import now_iso
 
 APPLIED = "applied"
 PARTLY = "partly applied"

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..llm.base import ModelError
-from ..storage.journal import RECALL_SCHEMA
+from ..storage.migrations import RECALL_SCHEMA
 from .dates import date_match, mentioned_dates
 from .ranking import _ENTITY_RE, STOPWORDS
 

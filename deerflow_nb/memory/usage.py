@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..similarity import signature
-from ..storage.journal import now_iso
+from ..storage.db import now_iso
 
 log = logging.getLogger(__name__)
 
