@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +92,10 @@ class Journal:
             db = self._local.db = connect(self.path)
         return db
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite_utils.Database]:
+    def transaction(self) -> AbstractContextManager[sqlite_utils.Database]:
         """One atomic write (``db.transaction``): concurrent writers queue, and a lock held
         elsewhere, a read-only folder or a full disk is the one-line ``HomeError``."""
-        with transaction(self.db, self.path) as db:
-            yield db
+        return transaction(self.db, self.path)
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)
