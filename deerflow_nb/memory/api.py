@@ -34,7 +34,8 @@ from ..schema.constants import ADDED_BY_USER
 from ..schema.diff import ExtractionDiff
 from ..scrub import encodable_deep, redact
 from ..similarity import overlap
-from ..storage.journal import Journal, now_iso, row_to_message
+from ..storage.db import now_iso
+from ..storage.journal import Journal, row_to_message
 from . import folds as fold_log
 from . import queue, usage, versions
 from .events import decode_event, event_row, replacement_events

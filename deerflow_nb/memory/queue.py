@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ..scrub import encodable, redact
-from ..storage.journal import Journal, now_iso, owner_is_live
+from ..storage.db import now_iso, owner_is_live
+from ..storage.journal import Journal
 
 log = logging.getLogger(__name__)
 
