@@ -46,6 +46,7 @@ from locomo_injection import BOOTSTRAP_ROUNDS, _cell  # noqa: E402  (this folder
 from deerflow_nb.config import Settings  # noqa: E402
 from deerflow_nb.memory import recall as recall_module  # noqa: E402
 from deerflow_nb.memory.api import Memory  # noqa: E402
+from deerflow_nb.storage import recall_index  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev"
 CATEGORIES = (1, 2, 3, 4)
@@ -199,7 +200,7 @@ def quality_table(data_dir: Path, embeddings: bool, conversations: int | None) -
         memory = memory_at(home)
         where = journal_sessions(memory, sessions)
         start = time.perf_counter()
-        recall_module.sync(memory.journal)
+        recall_index.sync(memory.journal)
         build = time.perf_counter() - start
         rows.append(("BM25 (bm25s, plain)", *run(PlainBM25(sessions), questions)))
         rows.append(("Memory.recall (default install)", *run(Recall(memory, where), questions)))
@@ -234,7 +235,7 @@ def quality_table(data_dir: Path, embeddings: bool, conversations: int | None) -
 
 def synthetic_section(data_dir: Path, size: int) -> str:
     """Latency on a journal of ``size`` messages (LOCOMO's turns cycled, threads of 40)."""
-    from deerflow_nb.storage.journal import now_iso
+    from deerflow_nb.storage.db import now_iso
 
     sessions: list[dict] = []
     questions: list[str] = []

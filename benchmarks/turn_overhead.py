@@ -29,7 +29,7 @@ from deerflow_nb import Agent  # noqa: E402
 from deerflow_nb.config import load_settings  # noqa: E402
 from deerflow_nb.memory import Memory  # noqa: E402
 from deerflow_nb.memory.store import MemoryStore, empty_memory  # noqa: E402
-from deerflow_nb.storage.journal import now_iso  # noqa: E402
+from deerflow_nb.storage.db import now_iso  # noqa: E402
 
 GOAL_MS = 2.0
 CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal")

@@ -9,8 +9,9 @@ import pytest
 import sqlite_utils
 
 from deerflow_nb.config import HomeError
-from deerflow_nb.storage import journal
-from deerflow_nb.storage.journal import MIGRATIONS, Journal
+from deerflow_nb.storage import journal, migrations
+from deerflow_nb.storage.journal import Journal
+from deerflow_nb.storage.migrations import MIGRATIONS
 
 
 def test_migrations_are_recorded_in_order_and_run_once(tmp_path: Path) -> None:
@@ -37,7 +38,7 @@ def test_a_migration_appended_later_upgrades_an_existing_journal(
     def m999_notes(db: sqlite_utils.Database) -> None:
         db["notes"].create({"id": int, "text": str}, pk="id")
 
-    monkeypatch.setattr(journal, "MIGRATIONS", [*MIGRATIONS, ("m999_notes", m999_notes)])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, ("m999_notes", m999_notes)])
     upgraded = Journal(path)
     assert upgraded.applied_migrations()[-1] == "m999_notes"
     assert "notes" in upgraded.db.table_names()

@@ -8,6 +8,8 @@ one near-miss reply folded end to end through the loopback server, and property 
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from journal_rows import journal_turn
 
 from deerflow_nb import Memory
 from deerflow_nb.llm.base import ChatResult
+from deerflow_nb.memory import folds
 from deerflow_nb.memory.store import empty_memory
 from deerflow_nb.memory.updater import MAX_NEW_FACTS_PER_FOLD, apply_diff, wipe_limit
 from deerflow_nb.notebook.views.history import EventsView
@@ -224,6 +227,27 @@ def test_repeated_failures_of_the_memory_model_are_visible(home: Path) -> None:
     assert mem.flush().folded == ["t1"]
     assert mem.status()["consecutive_failures"] == 0
     mem.close()
+
+
+def test_fold_reports_read_on_any_connection_and_on_an_old_journal(home: Path) -> None:
+    """The inspector reads them on its own read-only connection; a journal from before
+    ``memory_folds`` existed has none (and no failures), not an error."""
+    mem = Memory(home)
+    mem.apply({"newFacts": [{"content": "Knows SQL", "confidence": 0.9}]}, "t1")
+    with mem.journal.transaction() as db:
+        folds.record(db, source="t2", outcome=folds.FAILED, error="ModelError: timed out")
+    mem.close()
+    uri = f"{(home / 'journal.db').resolve().as_uri()}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True)) as conn:
+        recent = folds.recent(conn, 5)
+        assert [(f["source"], f["outcome"]) for f in recent] == [
+            ("t2", "failed"),
+            ("t1", "applied"),
+        ]
+        assert recent[1]["added"] and recent[0]["error"] == "ModelError: timed out"
+        assert folds.consecutive_failures(conn) == 1
+    with closing(sqlite3.connect(home / "old.db")) as old:
+        assert folds.recent(old) == [] and folds.consecutive_failures(old) == 0
 
 
 def test_review_mode_reports_the_fold_as_held(mem: Memory) -> None:

@@ -138,9 +138,9 @@ def journal_locked_by_another_process(path: Path) -> Iterator[None]:
 def test_a_locked_journal_is_a_one_line_error_and_changes_nothing(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import deerflow_nb.storage.journal as journal_module
+    import deerflow_nb.storage.db as db_module
 
-    monkeypatch.setattr(journal_module, "BUSY_SECONDS", 0.5)
+    monkeypatch.setattr(db_module, "BUSY_SECONDS", 0.5)
     memory = Memory(home)
     memory.add_fact("Prefers polars")
     before = (home / "memory.json").read_bytes()

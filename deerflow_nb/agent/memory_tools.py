@@ -121,10 +121,7 @@ class MemoryTools(ToolSet):
         turn = self._current_turn() if self._current_turn is not None else None
         if not turn:
             return set()
-        rows = self.memory.journal.db.execute(
-            "SELECT thread_id, seq FROM messages WHERE turn_id = ?", [turn]
-        ).fetchall()
-        return {(r[0], int(r[1])) for r in rows}
+        return self.memory.journal.turn_places(turn)
 
 
 def _fit(head: str, lines: list[str]) -> str:

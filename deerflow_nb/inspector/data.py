@@ -26,7 +26,7 @@ from ..memory import versions as version_rows  # memory_versions: snapshots and 
 from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import MemoryFileError as MemoryFileError
 from ..memory.store import MemoryStore
-from ..storage.journal import reading
+from ..storage.db import reading
 from ..storage.ledger import stored_size_sql
 from .view_models import EXCERPT_CHARS, diff_lines, short
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import Settings
 from ..schema.constants import ADDED_BY_USER
-from ..storage.journal import now_iso
+from ..storage.db import now_iso
 from .ledger import Ledger
 from .rules import Rules
 from .store import CATEGORIES

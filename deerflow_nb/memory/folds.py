@@ -3,8 +3,8 @@
 A row holds the outcome (``applied``, ``partly applied``, ``held for review``, ``nothing to
 keep``, ``failed``) and a JSON report: the fact ids added, reinforced, removed and evicted,
 the sections rewritten, the items left out with their reasons, and what waits for review.
-These helpers take a sqlite-utils database, so read-only views (the inspector) can use them
-on their own connection.
+``storage/folds.py`` writes and reads the rows; the read helpers take any connection, so
+read-only views (the inspector) can use them on their own.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..scrub import encodable, encodable_deep
-from ..storage.journal import now_iso
+from ..storage import folds as fold_rows
+from ..storage.db import now_iso
 
 APPLIED = "applied"
 PARTLY = "partly applied"
@@ -46,20 +47,17 @@ def record(
 ) -> int:
     """Journal one fold (inside the caller's transaction); its row id."""
     body = encodable_deep({k: (report or {}).get(k) or [] for k in REPORT_KEYS})
-    return (
-        db["memory_folds"]
-        .insert(
-            {
-                "ts": ts or now_iso(),
-                "source": source,
-                "outcome": outcome,
-                "version_id": version,
-                "pending_id": pending_id,
-                "report": json.dumps(body, ensure_ascii=False),
-                "error": None if error is None else encodable(error[:2000]),
-            }
-        )
-        .last_pk
+    return fold_rows.insert(
+        db,
+        {
+            "ts": ts or now_iso(),
+            "source": source,
+            "outcome": outcome,
+            "version_id": version,
+            "pending_id": pending_id,
+            "report": json.dumps(body, ensure_ascii=False),
+            "error": None if error is None else encodable(error[:2000]),
+        },
     )
 
 
@@ -81,21 +79,12 @@ def decode(row: dict[str, Any]) -> dict[str, Any]:
 
 def recent(db: Any, limit: int = 20) -> list[dict[str, Any]]:
     """The latest folds, newest first ([] on a journal from before ``memory_folds``)."""
-    if "memory_folds" not in db.table_names():
-        return []
-    return [decode(r) for r in db["memory_folds"].rows_where(order_by="id desc", limit=limit)]
+    return [decode(r) for r in fold_rows.latest(db, limit)]
 
 
 def consecutive_failures(db: Any) -> int:
     """Failed folds since the last one that reached the memory model and got a diff."""
-    if "memory_folds" not in db.table_names():
-        return 0
-    row = db.execute(
-        "SELECT COUNT(*) FROM memory_folds WHERE outcome = ? AND id > "
-        "(SELECT COALESCE(MAX(id), 0) FROM memory_folds WHERE outcome != ?)",
-        [FAILED, FAILED],
-    ).fetchone()
-    return int(row[0])
+    return fold_rows.trailing(db, FAILED)
 
 
 def outcome_of(report: dict[str, Any], *, version: int | None, held_all: bool) -> str:

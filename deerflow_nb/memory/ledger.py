@@ -16,7 +16,8 @@ from typing import Any
 
 from ..scrub import encodable_deep
 from ..storage import ledger as rows
-from ..storage.journal import Journal, now_iso
+from ..storage.db import now_iso
+from ..storage.journal import Journal
 from . import usage, versions
 from .events import decode_event, event_row, replacement_events
 from .store import MemoryFileError, MemoryStore, empty_memory, encodable_document

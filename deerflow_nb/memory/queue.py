@@ -28,7 +28,8 @@ from typing import Any
 
 from ..scrub import encodable, redact
 from ..storage import queue as rows
-from ..storage.journal import Journal, now_iso, owner_is_live
+from ..storage.db import now_iso, owner_is_live
+from ..storage.journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def _claim_is_live(claimed_by: str | None, claimed_until: float | None, now: flo
     return owner_is_live(claimed_by)
 
 
-def upsert(
+def schedule(
     db: Any, thread_id: str, snapshot: list[dict[str, Any]], last_seq: int, debounce: float
 ) -> None:
     """Inside the caller's journal transaction (the one that read the snapshot, so a fold

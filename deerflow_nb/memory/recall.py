@@ -5,12 +5,9 @@ ever said is in the journal. ``search`` finds it, best first, over the messages 
 could read: user messages and final assistant replies of lead threads, never tool
 traffic (tool results, tool-calling steps), sub-agent threads or ``--no-memory`` turns.
 
-The index is SQLite FTS5 inside ``journal.db`` (``recall_fts``, with ``recall_docs``
-placing each message in its thread; see ``journal.RECALL_SCHEMA``). It is brought up to
-date from ``messages`` at the start of every search (only the messages written since the
-last one are read), and made again from scratch when any part of it is missing, say a
-table dropped by hand. No trigger on ``messages``: a trigger writing into a table the user
-dropped would make every later journal write fail.
+The index is SQLite FTS5 inside ``journal.db``, kept by ``storage/recall_index.py``: it is
+brought up to date from ``messages`` at the start of every search, and made again when any
+part of it is missing. This module decides what a match is worth.
 
 Scoring, for a query:
 
@@ -41,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..llm.base import ModelError
-from ..storage.journal import RECALL_SCHEMA
+from ..storage import recall_index
 from .dates import date_match, mentioned_dates
 from .terms import ENTITY_RE, STOPWORDS
 
@@ -94,85 +91,6 @@ _BARE_MONTH = re.compile(
 )
 # "Melanie: It was an awesome time" — a transcript's speaker (one or two capitalised words).
 _SPEAKER_RE = re.compile(r"\s*([A-Z][\w'-]*)(?: [A-Z][\w'-]*)?:\s")
-_TABLES = ("recall_docs", "recall_fts", "recall_state")
-# Which messages are indexed: text of a user message or a reply without tool calls, in a
-# thread that is not a sub-agent's, outside private (--no-memory) turns.
-_INDEXABLE = """
-    m.content IS NOT NULL AND TRIM(m.content) != ''
-    AND (m.role = 'user' OR (m.role = 'assistant'
-         AND (m.tool_calls IS NULL OR m.tool_calls IN ('', '[]', 'null'))))
-    AND COALESCE((SELECT t.kind FROM threads t WHERE t.id = m.thread_id), 'lead') != 'subagent'
-    AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.id = m.turn_id AND u.private = 1)
-"""
-_sync_lock = threading.Lock()
-
-
-# -- the index --------------------------------------------------------------------------
-def _missing(db: Any) -> bool:
-    names = {
-        r[0]
-        for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)", list(_TABLES)
-        ).fetchall()
-    }
-    return len(names) < len(_TABLES)
-
-
-def _recreate(db: Any) -> None:
-    """Inside a transaction: the index made again, empty (filled by ``_catch_up``)."""
-    for name in _TABLES:
-        db.execute(f"DROP TABLE IF EXISTS {name}")
-    for statement in RECALL_SCHEMA:
-        db.execute(statement)
-
-
-def sync(journal: Journal) -> int:
-    """Index the messages written since the last call (all of them when the index was
-    missing); returns how many were indexed. Cheap when nothing changed."""
-    db = journal.db
-    if not _missing(db):
-        row = db.execute("SELECT value FROM recall_state WHERE key = 'scanned'").fetchone()
-        scanned = int(row[0]) if row else 0
-        newest = db.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
-        if newest <= scanned:
-            return 0
-    with _sync_lock, journal.transaction() as db:  # re-read: another writer may have caught up
-        if _missing(db):
-            log.info("recall index missing from %s: rebuilding it", journal.path)
-            _recreate(db)
-        return _catch_up(db)
-
-
-def _catch_up(db: Any) -> int:
-    row = db.execute("SELECT value FROM recall_state WHERE key = 'scanned'").fetchone()
-    scanned = int(row[0]) if row else 0
-    newest = db.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
-    if newest <= scanned:
-        return 0
-    rows = db.execute(
-        f"SELECT m.id, m.thread_id, m.content, m.created_at FROM messages m "
-        f"WHERE m.id > ? AND {_INDEXABLE} ORDER BY m.thread_id, m.seq",
-        [scanned],
-    ).fetchall()
-    next_pos: dict[str, int] = {}
-    docs = []
-    for message_id, thread_id, content, created_at in rows:
-        if thread_id not in next_pos:
-            last = db.execute(
-                "SELECT COALESCE(MAX(pos), 0) FROM recall_docs WHERE thread_id = ?", [thread_id]
-            ).fetchone()[0]
-            next_pos[thread_id] = int(last) + 1
-        docs.append((message_id, thread_id, next_pos[thread_id], created_at, content))
-        next_pos[thread_id] += 1
-    db.conn.executemany(
-        "INSERT OR REPLACE INTO recall_docs (id, thread_id, pos, created_at) VALUES (?, ?, ?, ?)",
-        [d[:4] for d in docs],
-    )
-    db.conn.executemany(
-        "INSERT INTO recall_fts (rowid, content) VALUES (?, ?)", [(d[0], d[4]) for d in docs]
-    )
-    db.execute("INSERT OR REPLACE INTO recall_state (key, value) VALUES ('scanned', ?)", [newest])
-    return len(docs)
 
 
 # -- the query --------------------------------------------------------------------------
@@ -185,10 +103,6 @@ def query_words(text: str) -> list[str]:
 def entity_words(text: str) -> list[str]:
     """The query's names: capitalised words that do not open a sentence, lowercased."""
     return list(dict.fromkeys(w.lower() for w in ENTITY_RE.findall(text)))
-
-
-def _match_expression(words: list[str]) -> str:
-    return " OR ".join(f'"{w}"' for w in words)
 
 
 def _without(text: str, words: list[str]) -> str:
@@ -220,11 +134,7 @@ def dense_vectors(journal: Journal, embedder: Embedder) -> tuple[np.ndarray, np.
         entry = _dense_cache.setdefault(key, _Dense())
     with entry.lock:
         last = int(entry.ids[-1]) if len(entry.ids) else 0
-        rows = journal.db.execute(
-            "SELECT d.id, m.content FROM recall_docs d JOIN messages m ON m.id = d.id "
-            "WHERE d.id > ? ORDER BY d.id",
-            [last],
-        ).fetchall()
+        rows = recall_index.texts_after(journal.db, last)
         if rows:
             vectors = embedder.embed_many([r[1] for r in rows])
             ids = np.array([r[0] for r in rows], dtype=np.int64)
@@ -237,22 +147,8 @@ def dense_vectors(journal: Journal, embedder: Embedder) -> tuple[np.ndarray, np.
 
 def warm(journal: Journal, embedder: Embedder) -> None:
     """Index and embed every message now, so the next search only embeds its query."""
-    sync(journal)
+    recall_index.sync(journal)
     dense_vectors(journal, embedder)
-
-
-def _lexical(db: Any, words: list[str], thread: str | None, limit: int = POOL) -> dict[int, float]:
-    """BM25 (positive, higher is better) of the best ``limit`` messages matching a word."""
-    if not words:
-        return {}
-    sql = "SELECT rowid, -bm25(recall_fts) FROM recall_fts WHERE recall_fts MATCH ?"
-    params: list[Any] = [_match_expression(words)]
-    if thread is not None:
-        sql += " AND rowid IN (SELECT id FROM recall_docs WHERE thread_id = ?)"
-        params.append(thread)
-    sql += " ORDER BY rank LIMIT ?"
-    params.append(limit)
-    return {int(i): float(s) for i, s in db.execute(sql, params).fetchall()}
 
 
 def _entity_threads(db: Any, names: list[str]) -> tuple[list[str], set[str]]:
@@ -260,14 +156,10 @@ def _entity_threads(db: Any, names: list[str]) -> tuple[list[str], set[str]]:
     known: list[str] = []
     threads: set[str] = set()
     for name in names:
-        rows = db.execute(
-            "SELECT DISTINCT d.thread_id FROM recall_fts f JOIN recall_docs d ON d.id = f.rowid "
-            "WHERE recall_fts MATCH ?",
-            [f'"{name}"'],
-        ).fetchall()
-        if rows:
+        found = recall_index.threads_naming(db, name)
+        if found:
             known.append(name)
-            threads.update(r[0] for r in rows)
+            threads |= found
     return known, threads
 
 
@@ -296,14 +188,14 @@ def search(
     given. ``embedder`` (``Memory.embedder``) fuses in dense similarity."""
     if k <= 0 or not isinstance(query, str) or not query.strip():
         return []
-    sync(journal)
+    recall_index.sync(journal)
     db = journal.db
     words = query_words(query)
     names = entity_words(query)
     known, named_threads = _entity_threads(db, names) if names else ([], set())
     if not NAMES_IN_QUERY and known:
         words = [w for w in words if w not in known] or words
-    lexical = _lexical(db, words, thread)
+    lexical = recall_index.match(db, words, thread, POOL)
     spans = mentioned_dates(query)
     months = {_MONTHS.split().index(m.lower()) + 1 for m in _BARE_MONTH.findall(query)}
 
@@ -312,12 +204,7 @@ def search(
     if spans:
         first = date.fromordinal(int(min(s[0] for s in spans)) - 7).isoformat()
         last = date.fromordinal(int(max(s[1] for s in spans)) + 8).isoformat()
-        sql = "SELECT id FROM recall_docs WHERE created_at >= ? AND created_at < ?"
-        params: list[Any] = [first, last]
-        if thread is not None:
-            sql += " AND thread_id = ?"
-            params.append(thread)
-        candidates.update(r[0] for r in db.execute(sql + f" LIMIT {DATE_POOL}", params))
+        candidates.update(recall_index.written_between(db, first, last, thread, DATE_POOL))
     dense_all: dict[int, float] = {}
     if embedder is not None:
         dense_all = _dense_scores(journal, embedder, query, names, thread)
@@ -327,16 +214,17 @@ def search(
         return []
 
     ids = sorted(candidates)
-    meta = _rows(db, ids)
+    meta = recall_index.rows(db, ids)
     signals = (lexical, dense_all, known, named_threads, spans, months)
     base = _relevance(ids, meta, *signals)
 
     # Neighbours: the best candidates bring in their thread neighbours, and every message
     # gains a share of its neighbours' relevance.
     top = sorted(base, key=base.__getitem__, reverse=True)[:SPREAD]
-    extra = _neighbour_ids(db, [meta[i] for i in top], set(base))
+    places = [(meta[i]["thread"], meta[i]["pos"]) for i in top]
+    extra = [i for i in recall_index.near(db, places, WINDOW) if i not in base]
     if extra:
-        meta.update(_rows(db, extra))
+        meta.update(recall_index.rows(db, extra))
         base.update(_relevance(extra, meta, *signals))
     by_place = {(meta[i]["thread"], meta[i]["pos"]): i for i in base}
     topic = _thread_scores(base, meta)
@@ -388,27 +276,6 @@ def _thread_scores(base: dict[int, float], meta: dict[int, dict[str, Any]]) -> d
     sums = {t: sum(sorted(v, reverse=True)[:THREAD_TOP]) for t, v in by_thread.items()}
     best = max(sums.values(), default=0.0)
     return {t: v / best for t, v in sums.items()} if best > 0 else {}
-
-
-def _rows(db: Any, ids: list[int]) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for row in db.execute(
-            "SELECT d.id, d.thread_id, d.pos, d.created_at, m.seq, m.role, m.content "
-            f"FROM recall_docs d JOIN messages m ON m.id = d.id WHERE d.id IN ({marks})",
-            chunk,
-        ):
-            out[row[0]] = {
-                "thread": row[1],
-                "pos": row[2],
-                "created_at": row[3],
-                "seq": row[4],
-                "role": row[5],
-                "content": row[6] or "",
-            }
-    return out
 
 
 def _relevance(
@@ -481,26 +348,7 @@ def _dense_scores(
         return {}
     similarity = matrix @ vector
     if thread is not None:
-        keep = {
-            r[0]
-            for r in journal.db.execute("SELECT id FROM recall_docs WHERE thread_id = ?", [thread])
-        }
+        keep = recall_index.in_thread(journal.db, thread)
         mask = np.array([int(i) in keep for i in ids], dtype=bool)
         ids, similarity = ids[mask], similarity[mask]
     return {int(i): float(s) for i, s in zip(ids, similarity, strict=True)}
-
-
-def _neighbour_ids(db: Any, rows: list[dict[str, Any]], known: set[int]) -> list[int]:
-    """Ids of the indexed messages within ``WINDOW`` of ``rows`` in their threads, not in
-    ``known``."""
-    if not rows:
-        return []
-    values = ",".join("(?, ?, ?)" for _ in rows)
-    params: list[Any] = []
-    for row in rows:
-        params += [row["thread"], row["pos"] - WINDOW, row["pos"] + WINDOW]
-    sql = (
-        f"WITH c(t, lo, hi) AS (VALUES {values}) SELECT DISTINCT d.id FROM c "
-        "JOIN recall_docs d ON d.thread_id = c.t AND d.pos BETWEEN c.lo AND c.hi"
-    )
-    return [r[0] for r in db.execute(sql, params) if r[0] not in known]

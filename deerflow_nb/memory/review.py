@@ -8,7 +8,8 @@ from typing import Any
 
 from ..config import Settings
 from ..storage import ledger as rows
-from ..storage.journal import Journal, now_iso
+from ..storage.db import now_iso
+from ..storage.journal import Journal
 from .ledger import Changed, Ledger
 from .rules import Rules
 from .updater import UpdateResult

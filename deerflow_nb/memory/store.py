@@ -32,7 +32,7 @@ from ..schema.constants import (  # the constants live with the schema; kept imp
 )
 from ..schema.document import memory_problem
 from ..scrub import encodable, encodable_deep
-from ..storage.journal import now_iso, storage_error
+from ..storage.db import now_iso, storage_error
 
 __all__ = [
     "CATEGORIES",

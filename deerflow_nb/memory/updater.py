@@ -27,7 +27,7 @@ from typing import Any
 
 from ..schema.constants import is_user_fact
 from ..similarity import normalize_text, signature
-from ..storage.journal import now_iso
+from ..storage.db import now_iso
 from .aging import eviction_order
 from .store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
 

@@ -4,58 +4,19 @@ One row per fact id, upserted: when the fact was last injected into a turn (and 
 last *used* (injected into a turn whose message shares a content word with it, or returned
 by ``Memory.search``), and last *confirmed* (the user said it again, so a fold reinforced
 it, or edited it by hand). memory.json is never rewritten for this: a turn costs one
-``executemany`` in one short transaction, and a failure to record is logged, never raised
-into the turn. ``aging.py`` reads the rows for staleness and eviction.
+``executemany`` in one short transaction (``storage/usage.py`` writes the rows), and a
+failure to record is logged, never raised into the turn. ``aging.py`` reads the rows for
+staleness and eviction.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..similarity import signature
-from ..storage.journal import now_iso
-
-log = logging.getLogger(__name__)
-
-COLUMNS = (
-    "fact_id",
-    "last_injected",
-    "injected",
-    "last_used",
-    "used",
-    "last_confirmed",
-    "confirmed",
-)
-
-# One statement per kind of record; ``?`` are (fact_id, stamp[, used stamp]).
-_INJECTED = """
-INSERT INTO fact_usage (fact_id, last_injected, injected, last_used, used)
-VALUES (?, ?, 1, ?, ?)
-ON CONFLICT(fact_id) DO UPDATE SET
-  last_injected = excluded.last_injected,
-  injected = injected + 1,
-  last_used = COALESCE(excluded.last_used, last_used),
-  used = used + excluded.used
-"""
-_USED = """
-INSERT INTO fact_usage (fact_id, last_used, used) VALUES (?, ?, 1)
-ON CONFLICT(fact_id) DO UPDATE SET last_used = excluded.last_used, used = used + 1
-"""
-_CONFIRMED = """
-INSERT INTO fact_usage (fact_id, last_confirmed, confirmed) VALUES (?, ?, 1)
-ON CONFLICT(fact_id) DO UPDATE SET
-  last_confirmed = excluded.last_confirmed, confirmed = confirmed + 1
-"""
-_INHERIT = """
-INSERT INTO fact_usage (fact_id, last_injected, injected, last_used, used, last_confirmed,
-                        confirmed)
-SELECT ?, MAX(last_injected), COALESCE(SUM(injected), 0), MAX(last_used),
-       COALESCE(SUM(used), 0), MAX(last_confirmed), COALESCE(SUM(confirmed), 0)
-FROM fact_usage WHERE fact_id IN ({marks})
-ON CONFLICT(fact_id) DO NOTHING
-"""
+from ..storage import usage as usage_rows
+from ..storage.db import now_iso
 
 
 def relevant_ids(facts: Iterable[Mapping[str, Any]], message: str) -> set[str]:
@@ -99,43 +60,36 @@ def record_injected(
         )
         for f in facts
     ]
-    db.conn.executemany(_INJECTED, rows)
+    usage_rows.add_injected(db, rows)
     return len(rows)
 
 
 def record_used(db: Any, fact_ids: Iterable[str], when: str | None = None) -> int:
+    """Facts a search returned: used now."""
     stamp = when or now_iso()
     rows = [(str(i), stamp) for i in dict.fromkeys(fact_ids)]
     if rows:
-        db.conn.executemany(_USED, rows)
+        usage_rows.add_used(db, rows)
     return len(rows)
 
 
 def record_confirmed(db: Any, fact_ids: Iterable[str], when: str | None = None) -> int:
+    """Facts the user stated again (a fold's reinforce) or edited by hand: confirmed now."""
     stamp = when or now_iso()
     rows = [(str(i), stamp) for i in dict.fromkeys(fact_ids)]
     if rows:
-        db.conn.executemany(_CONFIRMED, rows)
+        usage_rows.add_confirmed(db, rows)
     return len(rows)
 
 
 def inherit(db: Any, fact_id: str, sources: list[str]) -> None:
     """A merged fact starts with its sources' records: latest times, summed counts."""
     if sources:
-        marks = ", ".join("?" for _ in sources)
-        db.conn.execute(_INHERIT.format(marks=marks), [fact_id, *sources])
+        usage_rows.merge_into(db, fact_id, sources)
 
 
 def read(db: Any, fact_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """``fact_id -> row`` for the given facts (all rows when None)."""
-    sql = f"SELECT {', '.join(COLUMNS)} FROM fact_usage"
     if fact_ids is None:
-        rows = db.conn.execute(sql).fetchall()
-    else:
-        ids = list(dict.fromkeys(map(str, fact_ids)))
-        rows = []
-        for start in range(0, len(ids), 500):  # SQLite's variable limit
-            chunk = ids[start : start + 500]
-            marks = ", ".join("?" for _ in chunk)
-            rows += db.conn.execute(f"{sql} WHERE fact_id IN ({marks})", chunk).fetchall()
-    return {row[0]: dict(zip(COLUMNS, row, strict=True)) for row in rows}
+        return usage_rows.rows(db)
+    return usage_rows.rows(db, list(dict.fromkeys(map(str, fact_ids))))

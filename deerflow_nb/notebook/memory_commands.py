@@ -51,7 +51,7 @@ from .views.status import StatusView, SummaryView, flush_summary
 from .views.table import Notice, count_of
 
 if TYPE_CHECKING:
-    from ..doctor import DoctorReport
+    from ..doctor.report import DoctorReport
     from ..memory import Memory
     from .panel import MemoryPanel
 
@@ -136,7 +136,7 @@ class MemoryCommands:
         return StatusView(self.memory.status())
 
     def handle_doctor(self, args: DoctorArgs) -> DoctorReport:
-        from ..doctor import run_doctor
+        from ..doctor.checks import run_doctor
 
         return run_doctor(self.memory.settings)  # an unreachable server: a one-line ModelError
 

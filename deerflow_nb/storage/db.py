@@ -1,0 +1,185 @@
+"""Opening journal.db: the connection (WAL, busy timeout), transactions, and storage errors.
+
+Each thread of the process gets its own connection (``Journal.db``), because the memory
+queue writes from a daemon thread while the kernel's main thread journals turns. A lock
+held elsewhere, a read-only folder, a full disk or a damaged file becomes a one-line
+``HomeError`` that names the fix.
+
+sqlite-utils is imported only when a connection is opened: it imports pandas when that is
+installed, and the modules that only need ``now_iso`` should not pay for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..config import HomeError
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+BUSY_SECONDS = 10.0  # a write lock held longer than this elsewhere is a one-line HomeError
+
+
+class Connection(Protocol):
+    """What the read functions of storage/ need: a ``sqlite3.Connection`` or a
+    ``sqlite_utils.Database`` (the journal's, or the inspector's read-only one)."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> sqlite3.Cursor: ...
+
+
+def now_iso() -> str:
+    """UTC timestamp with milliseconds, sortable as text."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id(prefix: str = "") -> str:
+    """A short random id (``turn-3f9a…``)."""
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+def this_owner() -> str:
+    """``host:pid`` of this process, as it marks the turns it runs."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_is_live(owner: str | None) -> bool:
+    """True while the ``host:pid`` that owns a turn or a queue claim may still run (another
+    host's, or a live local process)."""
+    if not owner:
+        return False
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def storage_error(path: Path, exc: BaseException, *, waited: float | None = None) -> HomeError:
+    """One line naming the fix for a journal or memory file that cannot be written (a lock
+    held elsewhere, a read-only folder, a full disk); ``exc`` itself when it is none of
+    those."""
+    text = str(exc).lower()
+    errno_ = getattr(exc, "errno", None)
+    home = path.parent
+    if "locked" in text or "busy" in text:
+        held = f" for {waited:g}s" if waited else ""
+        return HomeError(
+            f"{path} is locked by another program{held}: close whatever holds it open for "
+            "writing (a SQLite browser with unsaved changes, a stuck kernel) and run this "
+            "again; nothing was changed"
+        )
+    if errno_ == 28 or "disk is full" in text or "no space" in text:
+        return HomeError(
+            f"no space left on the disk holding {home}: free some space and run this "
+            "again; nothing was changed"
+        )
+    if errno_ in (13, 30, 1) or "readonly" in text or "read-only" in text:
+        return HomeError(
+            f"{home} is read-only ({path.name} cannot be written): make it writable, or "
+            "point DEERFLOW_NB_HOME (or --home) at a folder you can write to"
+        )
+    if "unable to open" in text:
+        return HomeError(
+            f"cannot open {path}: make sure {home} exists and is writable, or point "
+            "DEERFLOW_NB_HOME (or --home) at another folder"
+        )
+    return exc  # type: ignore[return-value]
+
+
+def write_error(path: Path, exc: sqlite3.OperationalError) -> Exception:
+    """A failed journal write as the one-line ``HomeError`` (or ``exc`` when it is not a
+    lock, a read-only folder or a full disk)."""
+    error = storage_error(path, exc, waited=BUSY_SECONDS)
+    return exc if error is exc else error
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """SQLite's "not a database" (damage, not a lock) as the one-line ``HomeError``."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError):  # locked, read-only, …: not damage
+            raise
+        raise HomeError(
+            f"{path} is not a readable journal ({exc}); move it aside (e.g. to "
+            f"{path.name}.broken) and a new one starts; memory.json is not affected"
+        ) from None
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL once; it stays WAL for every later connection.
+
+    Switching needs an exclusive lock and SQLite answers "database is locked" at once,
+    without its busy timeout, when two processes open a new journal together; so retry.
+    """
+    deadline = time.monotonic() + BUSY_SECONDS
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def connect(path: Path) -> sqlite_utils.Database:
+    """A new read-write connection to ``path`` (WAL, ``BUSY_SECONDS`` busy timeout, foreign
+    keys on)."""
+    import sqlite_utils
+
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_SECONDS, check_same_thread=False)
+    except sqlite3.OperationalError as exc:
+        raise write_error(path, exc) from None
+    try:
+        _use_wal(conn)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        raise write_error(path, exc) from None
+    return sqlite_utils.Database(conn)
+
+
+@contextmanager
+def transaction(db: sqlite_utils.Database, path: Path) -> Iterator[sqlite_utils.Database]:
+    """One atomic write on ``db``; BEGIN IMMEDIATE so concurrent writers queue instead of
+    failing. A lock held elsewhere past the busy timeout, a read-only folder or a full disk
+    is the one-line ``HomeError`` (the transaction rolled back: nothing was changed)."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        raise write_error(path, exc) from None
+    try:
+        yield db
+    except BaseException as exc:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.OperationalError):
+            raise write_error(path, exc) from None
+        raise
+    try:
+        db.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise write_error(path, exc) from None
