@@ -20,7 +20,10 @@ import sqlite_utils
 
 from ..scrub import encodable, encodable_deep, redact
 from .db import (
+    Connection,
     connect,
+    dict_rows,
+    has_table,
     new_id,
     now_iso,
     owner_is_live,
@@ -276,6 +279,57 @@ class Journal:
             )
         )
         return rows[0] if rows else None
+
+
+# -- reads on any connection (the inspector's read-only one too) ---------------------
+def thread_rows(db: Connection) -> list[dict[str, Any]]:
+    """Every thread, oldest first (creation order for ties)."""
+    if not has_table(db, "threads"):
+        return []
+    return dict_rows(db, "SELECT * FROM threads ORDER BY created_at, rowid")
+
+
+def turn_rows(db: Connection) -> list[dict[str, Any]]:
+    """Every turn, oldest first."""
+    if not has_table(db, "turns"):
+        return []
+    return dict_rows(db, "SELECT * FROM turns ORDER BY started_at")
+
+
+def summary_rows(db: Connection) -> list[dict[str, Any]]:
+    """Every summary, in the order they were written."""
+    if not has_table(db, "summaries"):
+        return []
+    return dict_rows(db, "SELECT * FROM summaries ORDER BY id")
+
+
+def message_totals(db: Connection) -> dict[str, tuple[int, int]]:
+    """``thread -> (messages, tokens)``."""
+    if not has_table(db, "messages"):
+        return {}
+    sql = "SELECT thread_id, COUNT(*), SUM(tokens) FROM messages GROUP BY thread_id"
+    return {row[0]: (int(row[1]), int(row[2] or 0)) for row in db.execute(sql).fetchall()}
+
+
+def thread_message_rows(db: Connection, thread_id: str) -> list[dict[str, Any]]:
+    """One thread's stored messages, oldest first."""
+    if not has_table(db, "messages"):
+        return []
+    sql = "SELECT * FROM messages WHERE thread_id = ? ORDER BY seq"
+    return dict_rows(db, sql, [thread_id])
+
+
+def turn_texts(db: Connection, thread_id: str) -> list[dict[str, Any]]:
+    """``{turn_id, role, content}`` of the thread's user and assistant messages with text,
+    oldest first: what a turn was asked and answered."""
+    if not has_table(db, "messages"):
+        return []
+    sql = (
+        "SELECT turn_id, role, content FROM messages WHERE thread_id = ? AND turn_id IS NOT "
+        "NULL AND role IN ('user', 'assistant') AND content IS NOT NULL AND content != '' "
+        "ORDER BY seq"
+    )
+    return dict_rows(db, sql, [thread_id])
 
 
 def row_to_message(row: dict[str, Any]) -> dict[str, Any]:
