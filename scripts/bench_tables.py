@@ -91,6 +91,11 @@ def ms(value: float | None) -> str:
     return f"{value:.2f} ms"
 
 
+def limit_ms(value: float) -> str:
+    """A goal's duration as it is set: ``2 ms``, ``300 ms``, ``1.5 s``."""
+    return f"{value / 1000:g} s" if value >= 1000 else f"{value:g} ms"
+
+
 def _interval(figure: dict[str, float] | None) -> str:
     """``0.965 (0.953–0.976)``."""
     if not figure or figure.get("mean") is None:
@@ -338,7 +343,7 @@ def speed_table(results_dir: Path | None = None) -> str:
             f"| first call on a new memory revision (one fact changed), {facts} facts "
             f"| {ms(speed['first_call_ms'])} | DeerFlow classic on that revision "
             f"{ms(speed['first_call_classic_ms'])} "
-            f"| {_goal_cell(f'≤ {ms(first_goal)}', speed['first_call_ms'] <= first_goal)} |",
+            f"| {_goal_cell(f'≤ {limit_ms(first_goal)}', speed['first_call_ms'] <= first_goal)} |",
             f"| first call on {facts} texts never seen (a kernel's first turn) "
             f"| {ms(speed['cold_ms'])} | bm25s tokenising and indexing them alone "
             f"{ms(speed['cold_bm25s_ms'])} | |",
@@ -353,7 +358,7 @@ def speed_table(results_dir: Path | None = None) -> str:
             f"| {ms(figure['fold_p50_ms'])} | `json` load + `dump(indent=2)` "
             f"{ms(figure['json_p50_ms'])}; a durable write of the file alone "
             f"{ms(figure['durable_p50_ms'])} "
-            f"| {_goal_cell(f'≤ {ms(goal)}', figure['fold_p50_ms'] <= goal)} |"
+            f"| {_goal_cell(f'≤ {limit_ms(goal)}', figure['fold_p50_ms'] <= goal)} |"
         )
     at = turn.goals.get("at_facts") if turn else None
     figure = turn.get(f"facts.{at}") if turn else None
@@ -363,7 +368,7 @@ def speed_table(results_dir: Path | None = None) -> str:
         rows.append(
             f"| turn overhead added by memory, {_int(figure['facts'])} facts "
             f"| {ms(figure['added_ms'])} | memory off ({ms(figure['memory_off_ms'])} overhead) "
-            f"| {_goal_cell(f'≤ {ms(goal)}', figure['added_ms'] <= goal)} |"
+            f"| {_goal_cell(f'≤ {limit_ms(goal)}', figure['added_ms'] <= goal)} |"
         )
     figure = load_ext.get("load_ext") if load_ext else None
     if load_ext and figure:
@@ -372,7 +377,7 @@ def speed_table(results_dir: Path | None = None) -> str:
         rows.append(
             f"| `%load_ext deerflow_nb` | {ms(figure['load_ext_ms'])} "
             f"| IPython shell start {ms(figure['ipython_ms'])} "
-            f"| {_goal_cell(f'≤ {ms(goal)}', figure['load_ext_ms'] <= goal)} |"
+            f"| {_goal_cell(f'≤ {limit_ms(goal)}', figure['load_ext_ms'] <= goal)} |"
         )
     if not sources:
         return NOT_MEASURED
@@ -414,7 +419,7 @@ def speed_figures(results_dir: Path | None = None) -> str:
         verdict = "meets" if p50 <= goal else f"misses it by {ms(p50 - goal)}"
         sentences.append(
             f"A fold at {_int(figure['facts'])} facts takes {ms(p50)} at the median "
-            f"(p95 {ms(figure['fold_p95_ms'])}; goal ≤ {ms(goal)}: it {verdict}), "
+            f"(p95 {ms(figure['fold_p95_ms'])}; goal ≤ {limit_ms(goal)}: it {verdict}), "
             f"{ms(p50 - floor)} of it beyond the durable write's {ms(floor)}."
         )
     turn = load("turn_overhead", results_dir)
@@ -434,7 +439,7 @@ def speed_figures(results_dir: Path | None = None) -> str:
         sentences.append(
             f"A turn with {_int(figure['facts'])} facts spends {ms(figure['overhead_ms'])} "
             f"outside the model call, {ms(added)} more than with memory off (goal ≤ "
-            f"{ms(goal)}: it {verdict}); by middleware, medians: {where}."
+            f"{limit_ms(goal)}: it {verdict}); by middleware, medians: {where}."
         )
     if not sentences:
         return NOT_MEASURED
@@ -525,7 +530,7 @@ def recall_figures(results_dir: Path | None = None) -> str:
         verdict = "met" if figure["p95_ms"] <= goal else "missed"
         sentences.append(
             f"The p95 per search is {ms(figure['p95_ms'])} at {_int(setup['messages'])} "
-            f"messages (goal ≤ {ms(goal)}: {verdict})."
+            f"messages (goal ≤ {limit_ms(goal)}: {verdict})."
         )
     synthetic = bench.get("synthetic")
     goal = bench.goals.get("synthetic_p95_max_ms")
@@ -537,9 +542,9 @@ def recall_figures(results_dir: Path | None = None) -> str:
         sentences.append(
             f"On a synthetic journal of {_int(synthetic['messages'])} messages (LOCOMO's turns "
             f"cycled over threads of {synthetic['thread_length']}) it is "
-            f"{ms(synthetic['p95_ms'])} (goal ≤ {ms(goal)}: {verdict}{mark}); the first search, "
-            f"which builds the index, takes {ms(synthetic['first_search_ms'])}, and a search "
-            f"right after a new message, which indexes it first, "
+            f"{ms(synthetic['p95_ms'])} (goal ≤ {limit_ms(goal)}: {verdict}{mark}); the first "
+            f"search, which builds the index, takes {ms(synthetic['first_search_ms'])}, and a "
+            f"search right after a new message, which indexes it first, "
             f"{ms(synthetic['after_new_message_ms'])}."
         )
     dense = bench.get("quality.recall_minilm")
@@ -570,8 +575,8 @@ def aging_setup(seed: int = 20, results_dir: Path | None = None) -> str:
     return (
         f"{setup['days']} days, {setup['sessions_per_week']} sessions a week "
         f"({setup['sessions']} with something said or asked): {setup['stable']} facts that "
-        f"hold all year, {setup['projects']} projects of {low}–{high} weeks that end, most of "
-        f"them silently, {setup['goals']} goals for a season, {setup['once']} one-time "
+        f"hold all year, {setup['projects']} projects of {low}–{high} weeks, most of them "
+        f"ending silently, {setup['goals']} goals for a season, {setup['once']} one-time "
         f"instructions; {setup['statements']} statements and {setup['questions']} questions "
         f"in all (seed {seed}). At the end {setup['still_true']} stated facts are still true "
         f"and {setup['ended']} have ended.\n"
@@ -610,7 +615,7 @@ def aging_table(
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    return f"one {word}" if n == 1 else f"{n} {word}s"
 
 
 def aging_figures(
@@ -686,3 +691,34 @@ def aging_figures(
         )
         sentences.append(f"{lead} (blend against classic at max_facts {pressure}: {listed}).")
     return " ".join(sentences) + "\n"
+
+
+RENDERERS = {
+    "locomo": (locomo_table, locomo_figures),
+    "speed": (speed_table, speed_figures),
+    "recall": (recall_table, recall_figures),
+    "aging": (aging_setup, aging_table, aging_figures),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print tables from the results files (``make bench`` ends with the speed summary)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Print the README's benchmark tables.")
+    parser.add_argument("tables", nargs="*", help=f"any of {', '.join(RENDERERS)} (default: all)")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.tables) - set(RENDERERS))
+    if unknown:
+        parser.error(f"unknown tables: {', '.join(unknown)}")
+    for i, name in enumerate(args.tables or RENDERERS):
+        if i:
+            print()
+        print(f"== {name} ({Path(args.results).name}/)\n")
+        print("\n".join(render(results_dir=args.results) for render in RENDERERS[name]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
