@@ -107,9 +107,10 @@ def machine() -> dict[str, Any]:
     }
 
 
-def rounded(value: Any, digits: int = 4) -> Any:
+def rounded(value: Any, digits: int = 6) -> Any:
     """``value`` with its floats rounded (nested dicts and lists too), so the file reads
-    well and diffs stay small; NaN becomes None (JSON has no NaN)."""
+    well; NaN becomes None (JSON has no NaN). Six decimals, so that rendering a figure to
+    three does not round it twice (0.64251 kept as 0.6425 would show as 0.642)."""
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else round(value, digits)
     if isinstance(value, dict):

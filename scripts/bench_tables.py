@@ -91,6 +91,15 @@ def ms(value: float | None) -> str:
     return f"{value:.2f} ms"
 
 
+def pair_ms(low: float, high: float) -> str:
+    """Two durations with the precision of the larger: ``4.2 / 17.7 ms``."""
+    shown = ms(high)
+    if shown.endswith(" s"):
+        return f"{low / 1000:.1f} / {shown}"
+    decimals = len(shown.removesuffix(" ms").partition(".")[2])
+    return f"{low:.{decimals}f} / {shown}"
+
+
 def limit_ms(value: float) -> str:
     """A goal's duration as it is set: ``2 ms``, ``300 ms``, ``1.5 s``."""
     return f"{value / 1000:g} s" if value >= 1000 else f"{value:g} ms"
@@ -394,7 +403,7 @@ def _speed_provenance(sources: list[tuple[str, Bench, dict[str, Any]]]) -> str:
     parts = []
     for label, run, stamp in runs:
         load_avg = run.get("machine", {}).get("load_average")
-        detail = f"load average {load_avg[0]:.1f}" if load_avg else ""
+        detail = f"{load_avg[0]:.1f}" if load_avg else "not known"
         if len(dates) > 1:
             detail = f"{_date(stamp)}, {detail}" if detail else _date(stamp)
         parts.append(f"{label} {detail}".strip())
@@ -416,10 +425,10 @@ def speed_figures(results_dir: Path | None = None) -> str:
     if fold and figure:
         goal = fold.goals["fold_p50_max_ms"]
         p50, floor = figure["fold_p50_ms"], figure["durable_p50_ms"]
-        verdict = "meets" if p50 <= goal else f"misses it by {ms(p50 - goal)}"
+        verdict = "met" if p50 <= goal else f"missed by {ms(p50 - goal)}"
         sentences.append(
             f"A fold at {_int(figure['facts'])} facts takes {ms(p50)} at the median "
-            f"(p95 {ms(figure['fold_p95_ms'])}; goal ≤ {limit_ms(goal)}: it {verdict}), "
+            f"(p95 {ms(figure['fold_p95_ms'])}; goal ≤ {limit_ms(goal)}: {verdict}), "
             f"{ms(p50 - floor)} of it beyond the durable write's {ms(floor)}."
         )
     turn = load("turn_overhead", results_dir)
@@ -429,7 +438,7 @@ def speed_figures(results_dir: Path | None = None) -> str:
     if turn and figure:
         goal = turn.goals["added_max_ms"]
         added = figure["added_ms"]
-        verdict = "meets" if added <= goal else f"misses it by {ms(added - goal)}"
+        verdict = "met" if added <= goal else f"missed by {ms(added - goal)}"
         where = (
             f"injection {ms(figure['inject_ms'])}, the fold's enqueue "
             f"{ms(figure['enqueue_ms'])}, the journal {ms(figure['journal_ms'])}"
@@ -439,7 +448,7 @@ def speed_figures(results_dir: Path | None = None) -> str:
         sentences.append(
             f"A turn with {_int(figure['facts'])} facts spends {ms(figure['overhead_ms'])} "
             f"outside the model call, {ms(added)} more than with memory off (goal ≤ "
-            f"{limit_ms(goal)}: it {verdict}); by middleware, medians: {where}."
+            f"{limit_ms(goal)}: {verdict}); by middleware, medians: {where}."
         )
     if not sentences:
         return NOT_MEASURED
@@ -487,7 +496,7 @@ def recall_table(results_dir: Path | None = None) -> str:
         halves = " / ".join("–" if h is None else _num(h) for h in figure["halves"])
         out.append(
             f"| {_cell(label)}{provenance.mark(figure)} | {cell} | {halves} "
-            f"| {ms(figure['p50_ms']).removesuffix(' ms')} / {ms(figure['p95_ms'])} |"
+            f"| {pair_ms(figure['p50_ms'], figure['p95_ms'])} |"
         )
     out += [
         "",
@@ -516,8 +525,11 @@ def recall_figures(results_dir: Path | None = None) -> str:
             continue
         r = figure["recall"]
         if r["mean"] >= goal:
-            thin = ", by a thin margin: its interval reaches below it" if r["low"] < goal else ""
-            parts.append(f"≥ {goal:.2f} {label} is met ({_num(r['mean'])}{thin})")
+            below = f"; its interval reaches down to {_num(r['low'])}" if r["low"] < goal else ""
+            parts.append(
+                f"≥ {goal:.2f} {label} is met by {_num(r['mean'] - goal)} ({_num(r['mean'])}"
+                f"{below})"
+            )
         else:
             parts.append(
                 f"≥ {goal:.2f} {label} is missed by {_num(goal - r['mean'])} ({_num(r['mean'])})"
