@@ -180,6 +180,7 @@ class Provenance:
                 for part in (self._options(stamp), _machine(self.bench.runs.get(stamp, {})))
                 if part
             )
+            out.append("")  # a paragraph each
             out.append(
                 f"{MARKS[i % len(MARKS)]} Kept from an earlier run, {self._when(stamp)} "
                 f"({details}): the latest run skipped it."
