@@ -53,7 +53,8 @@ lint: $(VENV)/.demo-installed
 	$(MAKE) --no-print-directory check-generated
 
 # What is generated from other files and committed: the README's cog blocks (from the
-# parsers, the settings and the notebooks) and each example notebook's .ipynb (from its .md).
+# parsers, the settings, the notebooks and the benchmarks' benchmarks/results/*.json) and
+# each example notebook's .ipynb (from its .md).
 check-generated: $(VENV)/.demo-installed
 	$(BIN)/cog -I scripts --check README.md
 	$(BIN)/python scripts/sync_notebooks.py --check
@@ -70,6 +71,11 @@ notebooks: $(VENV)/.demo-installed
 readme: $(VENV)/.demo-installed
 	$(BIN)/cog -I scripts -r README.md
 
+# Every benchmark prints its tables and writes its figures to benchmarks/results/NAME.json;
+# aging.py runs again on three more seeds, under pressure only (the README says whether they
+# agree). The README's figures are then rewritten from those files (cog), and the speed summary
+# (each figure, its same-run baseline, its goal) is printed last. The two LOCOMO benchmarks
+# need ../shared/data/locomo-dev (they say so and the rest runs without it).
 bench: $(VENV)/.test-installed
 	-$(BIN)/python benchmarks/locomo_injection.py
 	$(BIN)/python benchmarks/fold.py
@@ -77,6 +83,9 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/load_ext.py
 	-$(BIN)/python benchmarks/recall.py
 	$(BIN)/python benchmarks/aging.py
+	for seed in 1 2 3; do $(BIN)/python benchmarks/aging.py --seed $$seed --max-facts 40 || exit 1; done
+	$(BIN)/cog -I scripts -r README.md
+	@echo; $(BIN)/python scripts/bench_tables.py speed
 
 # The inspector on the demo's memory (or on $DEERFLOW_NB_DEMO_HOME when set), like `make demo`.
 inspect: $(VENV)/.demo-installed

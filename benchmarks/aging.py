@@ -19,6 +19,10 @@ facts are in memory (of how many the user stated) and how many dead ones remain 
 projects and goals, one-time instructions).
 
     .venv/bin/python benchmarks/aging.py [--max-facts N ...] [--seed S]
+                                         [--results DIR | --no-results]
+
+The figures also go to ``benchmarks/results/aging.json``, keyed by seed and max_facts:
+a run with another seed or other limits adds its rows and keeps the others, dated.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import Results, add_results_options, report_written, results_dir  # noqa: E402
 
 from deerflow_nb.memory.aging import stale_facts  # noqa: E402
 from deerflow_nb.memory.extraction import build_messages, parse  # noqa: E402
@@ -43,7 +50,17 @@ from deerflow_nb.memory.usage import relevant_ids  # noqa: E402
 from deerflow_nb.offline.extraction import extract_diff  # noqa: E402
 
 START = datetime(2026, 1, 5, 9, tzinfo=UTC)
+# What the figures show: under pressure the default policy keeps more of what is still
+# true, and less of what is dead, than DeerFlow's classic confidence-only eviction.
+GOALS = {
+    "under_pressure_max_facts": 40,
+    "default": "blend",
+    "baseline": "classic",
+    "claim": "the default keeps more still-true facts and fewer dead ones than the baseline",
+}
 DAYS = 365
+SESSION_WEEKDAYS = (0, 3)  # two sessions a week: days 0, 3, 7, 10, …
+PROJECT_DAYS = (21, 70)  # a project runs 3 to 10 weeks
 SYLLABLES = [
     "ar",
     "bel",
@@ -86,6 +103,7 @@ class Item:
 
 @dataclass
 class Config:
+    key: str  # its name in the results file
     name: str
     eviction: str
     gate: bool
@@ -127,7 +145,7 @@ def make_items(rng: random.Random) -> list[Item]:
     day = 0
     while day < DAYS:  # projects, one to three at a time
         t = token(rng, taken)
-        length = rng.randint(21, 70)
+        length = rng.randint(*PROJECT_DAYS)
         items.append(
             Item(
                 "project",
@@ -166,7 +184,7 @@ def make_items(rng: random.Random) -> list[Item]:
 
 def sessions(items: list[Item], rng: random.Random) -> list[tuple[int, list[str], list[str]]]:
     """(day, statements, questions) for two sessions a week (days 0, 3, 7, 10, …)."""
-    days = [d for w in range(53) for d in (7 * w, 7 * w + 3) if d < DAYS]
+    days = [d for w in range(53) for d in (7 * w + o for o in SESSION_WEEKDAYS) if d < DAYS]
 
     def first_session(day: int) -> int | None:
         return next((d for d in days if d >= day), None)
@@ -292,20 +310,47 @@ def main(argv: list[str] | None = None) -> int:
         "--max-facts", type=int, action="append", help="memory.max_facts (repeatable; 40 50 100)"
     )
     parser.add_argument("--seed", type=int, default=20)
+    add_results_options(parser)
     args = parser.parse_args(argv)
     limits = args.max_facts or [40, 50, 100]
+    results = Results(
+        "aging",
+        about="A year of synthetic sessions folded with the offline model: what each "
+        "eviction policy keeps at max_facts",
+        goals=GOALS,
+        options={"seed": args.seed, "max_facts": limits, "model": "offline"},
+    )
     rng = random.Random(args.seed)
     items = make_items(rng)
     plan = sessions(items, rng)
     true_items = [i for i in items if i.kind != "once" and i.alive(DAYS) and i.start < DAYS]
     configs = [
-        Config("confidence only, no gate (DeerFlow classic)", "confidence", gate=False),
-        Config("confidence only + scope gate", "confidence", gate=True),
-        Config("blend + scope gate (default)", "blend", gate=True),
-        Config("blend + gate + monthly stale review", "blend", gate=True, review_days=180),
+        Config("classic", "confidence only, no gate (DeerFlow classic)", "confidence", gate=False),
+        Config("gate", "confidence only + scope gate", "confidence", gate=True),
+        Config("blend", "blend + scope gate (default)", "blend", gate=True),
+        Config(
+            "review", "blend + gate + monthly stale review", "blend", gate=True, review_days=180
+        ),
     ]
     statements = sum(len(s) for _, s, _ in plan)
     questions = sum(len(q) for _, _, q in plan)
+    results.add(
+        f"seed{args.seed}.setup",
+        seed=args.seed,
+        days=DAYS,
+        sessions_per_week=len(SESSION_WEEKDAYS),
+        project_weeks=[d // 7 for d in PROJECT_DAYS],
+        sessions=len(plan),
+        statements=statements,
+        questions=questions,
+        still_true=len(true_items),
+        ended=sum(i.kind in ("project", "goal") and not i.alive(DAYS) for i in items),
+        stable=sum(i.kind == "stable" for i in items),
+        projects=sum(i.kind == "project" for i in items),
+        goals=sum(i.kind == "goal" for i in items),
+        once=sum(i.kind == "once" for i in items),
+        staleness_days=next(c.review_days for c in configs if c.review_days),
+    )
     print(
         f"A year of synthetic sessions (seed {args.seed}): {len(plan)} sessions, {statements} "
         f"statements, {questions} questions; {len(true_items)} facts still true at the end, "
@@ -328,6 +373,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"{counts['dead']:>10} {counts['once']:>14} {outcome.evictions:>10} "
                 f"{outcome.reviewed_out:>13} {outcome.seconds * 1000:>6.0f}"
             )
+            results.add(
+                f"seed{args.seed}.max{limit}.{config.key}",
+                seed=args.seed,
+                max_facts=limit,
+                policy=config.name,
+                still_true_kept=counts["true"],
+                still_true=len(true_items),
+                dead_kept=counts["dead"],
+                once_kept=counts["once"],
+                other_kept=counts["other"],
+                evictions=outcome.evictions,
+                reviewed_out=outcome.reviewed_out,
+                ms=outcome.seconds * 1000,
+            )
     print(
         "\nstill-true kept: facts in memory at the end that still hold, of those stated "
         "(corrections, 'No longer works on …', are counted in neither); dead kept: ended "
@@ -335,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         "instructions for one cell stored as facts. The review row approves every monthly "
         "staleness proposal (memory.staleness_days 180)."
     )
+    report_written(results.write(results_dir(args)))
     return 0
 
 

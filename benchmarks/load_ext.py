@@ -2,12 +2,12 @@
 
 Usage::
 
-    python benchmarks/load_ext.py [--runs N]
+    python benchmarks/load_ext.py [--runs N] [--results DIR | --no-results]
 
 Each run is a fresh Python process (imports are cached per process): it times creating an
 ``InteractiveShell`` (the baseline every notebook pays anyway) and then ``%load_ext
 deerflow_nb`` in it. The figure is the median extension time; the goal is at most 20 ms
-over IPython.
+over IPython. The figures also go to ``benchmarks/results/load_ext.json``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from benchlib import Results, add_results_options, report_written, results_dir  # noqa: E402
+
 GOAL_MS = 20.0
 PROBE = """
 import json, time
@@ -43,10 +47,17 @@ def run_once(home: str) -> dict[str, float]:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    args = parser.parse_args()
+    add_results_options(parser)
+    args = parser.parse_args(argv)
+    results = Results(
+        "load_ext",
+        about="%load_ext deerflow_nb in a fresh process, beside IPython's own shell start",
+        goals={"load_ext_max_ms": GOAL_MS},
+        options={"runs": args.runs},
+    )
     with tempfile.TemporaryDirectory() as home:
         runs = [run_once(home) for _ in range(args.runs)]
     ipython = statistics.median(r["ipython"] for r in runs) * 1000
@@ -55,7 +66,10 @@ def main() -> None:
     print(f"%load_ext deerflow_nb ({args.runs} fresh processes, median)")
     print(f"  IPython shell start (baseline): {ipython:7.1f} ms")
     print(f"  %load_ext deerflow_nb on top: {load:7.1f} ms ({verdict} <= {GOAL_MS:.0f} ms)")
+    results.add("load_ext", processes=args.runs, load_ext_ms=load, ipython_ms=ipython)
+    report_written(results.write(results_dir(args)))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

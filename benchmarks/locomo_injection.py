@@ -3,9 +3,10 @@
 Usage::
 
     python benchmarks/locomo_injection.py [DATA_DIR] [--no-embeddings] [--halves]
-        [--only NAME] [--no-quality] [--no-speed]
+        [--only NAME] [--no-quality] [--no-speed] [--results DIR | --no-results]
 
-DATA_DIR defaults to ``../shared/data/locomo-dev`` beside the repository. Each
+DATA_DIR defaults to ``../shared/data/locomo-dev`` beside the repository (or beside its
+main checkout, from a git worktree). Each
 conversation's ``session_N_observation`` facts become memory facts (``source`` = the
 dialog ids they came from, prefixed with the file name when conversations share a store;
 ``createdAt`` = the session's date). Observations carry no confidence: the realistic rows
@@ -31,6 +32,10 @@ A speed section follows, each figure beside a baseline from the same run: on a
 classic injection; the first call on a new memory revision (one fact changed) against the
 classic call on it; and a cold start on 10,000 never-seen texts against bm25s tokenising
 and indexing them alone.
+
+The figures also go to ``benchmarks/results/locomo_injection.json`` (``--results DIR``,
+``--no-results``), with the goals, the run's date, machine and options; rows a run skips
+(``--no-embeddings``, ``--only``, ``--no-speed``) keep their earlier values there, dated.
 """
 
 from __future__ import annotations
@@ -54,12 +59,16 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from benchlib import Results, add_results_options, default_data_dir, report_written  # noqa: E402
+from benchlib import results_dir as results_dir_of  # noqa: E402
 
 from deerflow_nb.memory.injection import select_facts, select_in_order  # noqa: E402
 from deerflow_nb.memory.terms import texts_to_embed  # noqa: E402
 from deerflow_nb.tokens import count_tokens  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev"
+DEFAULT_DATA = default_data_dir("locomo-dev")
 FACT_CONFIDENCE = 0.9  # the flat rows: every fact the same
 # The realistic rows: the few round values an extraction model writes, one per fact by a
 # hash of its text (stable across runs and machines, unlike Python's salted hash()).
@@ -73,6 +82,19 @@ SPEED_FACTS = 10_000
 REVISIONS = 9  # new revisions timed (one fact changed each)
 COLD_ROUNDS = 3  # cold starts timed (every text new)
 BOOTSTRAP_ROUNDS = 2000
+# What the figures are held to, realistic confidences: evidence recall per
+# ranking and store; ranked injection against DeerFlow's classic one; a new revision's
+# first call.
+GOALS = {
+    "per_conversation": {"ours": 0.95, "ours_minilm": 0.98},
+    "merged": {"ours": 0.85, "ours_minilm": 0.90},
+    "ranked_over_classic_max": 1.5,
+    "first_call_max_ms": 300.0,
+}
+ABOUT = (
+    "LOCOMO evidence recall of the injected <memory> block, ours against DeerFlow's "
+    "rankings, and injection speed against DeerFlow's classic injection"
+)
 _DIA_RE = re.compile(r"D\d+:\d+")
 
 
@@ -270,10 +292,16 @@ def bootstrap_interval(
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def interval(recalls: list[float]) -> dict[str, float]:
+    """The mean recall and its bootstrap interval, as the results file keeps them."""
+    low, high = bootstrap_interval(recalls)
+    return {"mean": statistics.fmean(recalls) if recalls else math.nan, "low": low, "high": high}
+
+
 def _cell(recalls: list[float]) -> str:
     """``0.897 (0.874-0.918)``: the mean and its bootstrap interval."""
-    low, high = bootstrap_interval(recalls)
-    return f"{statistics.fmean(recalls):.3f} ({low:.3f}-{high:.3f})"
+    figure = interval(recalls)
+    return f"{figure['mean']:.3f} ({figure['low']:.3f}-{figure['high']:.3f})"
 
 
 def local_embedder(journal_dir: Path) -> Any:
@@ -302,26 +330,35 @@ def load_stores(files: list[Path], realistic: bool) -> tuple[Stores, Stores]:
     return per_conversation, [(merged_facts, merged_questions)]
 
 
-def rankings_for(embedder: Any, only: str | None = None) -> list[tuple[str, Callable]]:
-    rankings: list[tuple[str, Callable]] = [
-        ("confidence only (DeerFlow today)", ConfidenceOnly),
-        ("TF-IDF 0.6 / confidence 0.4 (DeerFlow's plan)", TfidfPlan),
-        ("BM25 (bm25s, plain)", PlainBM25),
-        ("ours, lexical (default install)", Ours),
+def rankings_for(embedder: Any, only: str | None = None) -> list[tuple[str, str, Callable]]:
+    """(key in the results file, name, maker) of each ranking ``only`` keeps."""
+    rankings: list[tuple[str, str, Callable]] = [
+        ("confidence", "confidence only (DeerFlow today)", ConfidenceOnly),
+        ("tfidf", "TF-IDF 0.6 / confidence 0.4 (DeerFlow's plan)", TfidfPlan),
+        ("bm25", "BM25 (bm25s, plain)", PlainBM25),
+        ("ours", "ours, lexical (default install)", Ours),
     ]
     if embedder is not None:
-        rankings.append(("ours + MiniLM embeddings", lambda facts: Ours(facts, embedder)))
-    return [(name, make) for name, make in rankings if only is None or only in name]
+        rankings.append(
+            ("ours_minilm", "ours + MiniLM embeddings", lambda facts: Ours(facts, embedder))
+        )
+    return [ranking for ranking in rankings if only is None or only in ranking[1]]
 
 
 def quality_table(
-    data_dir: Path, embeddings: bool, *, only: str | None = None, halves: bool = False
+    data_dir: Path,
+    embeddings: bool,
+    *,
+    only: str | None = None,
+    halves: bool = False,
+    results: Results | None = None,
 ) -> str:
     """The LOCOMO table: every ranking with realistic confidences, then with flat ones.
 
     ``only`` keeps the rankings whose name contains it; ``halves`` adds, for each row, the
     figures on each dev half alone (each half's conversations, merged among themselves for
-    the merged column): what tuning looks at.
+    the merged column): what tuning looks at. Each row's figures also go to ``results``
+    (``quality.<realistic|flat>.<ranking>``, the data set's size under ``quality.setup``).
     """
     files = sorted(data_dir.glob("*.json"))
     tmp = None
@@ -332,8 +369,24 @@ def quality_table(
     rankings = rankings_for(embedder, only)
     lines: list[str] = []
     for realistic in (True, False):
+        setting = "realistic" if realistic else "flat"
         per_conversation, merged = load_stores(files, realistic)
         n_questions = sum(len(q) for _, q in per_conversation)
+        if results is not None and realistic:
+            results.add(
+                "quality.setup",
+                conversations=len(files),
+                conversation_names=[p.stem for p in files],
+                questions=n_questions,
+                facts=len(merged[0][0]),
+                categories=list(CATEGORIES),
+                per_conversation_budget=PER_CONVERSATION_BUDGET,
+                merged_budget=MERGED_BUDGET,
+                realistic_confidences=list(REALISTIC_CONFIDENCES),
+                flat_confidence=FACT_CONFIDENCE,
+                bootstrap_rounds=BOOTSTRAP_ROUNDS,
+                halves=[list(half) for half in HALVES],
+            )
         confidences = (
             "realistic confidences: each fact 0.8, 0.85, 0.9 or 0.95 by a hash of its text"
             if realistic
@@ -347,12 +400,20 @@ def quality_table(
             "| p50 ms / query |",
             "|---|---|---|---|",
         ]
-        for name, make in rankings:
+        for key, name, make in rankings:
             conv, t1 = question_recalls(make, per_conversation, PER_CONVERSATION_BUDGET)
             big, t2 = question_recalls(make, merged, MERGED_BUDGET)
             p50 = statistics.median(t1 + t2) * 1000
             lines.append(f"| {name} | {_cell(conv)} | {_cell(big)} | {p50:.2f} |")
+            figures: dict[str, Any] = {
+                "name": name,
+                "confidences": setting,
+                "per_conversation": interval(conv),
+                "merged": interval(big),
+                "p50_ms": p50,
+            }
             if halves:
+                figures["halves"] = {}
                 for half in HALVES:
                     chosen = [p for p in files if p.stem in half]
                     if not chosen:
@@ -361,6 +422,9 @@ def quality_table(
                     a = statistics.fmean(question_recalls(make, h_conv, PER_CONVERSATION_BUDGET)[0])
                     b = statistics.fmean(question_recalls(make, h_big, MERGED_BUDGET)[0])
                     lines.append(f"|   half {'+'.join(half)} | {a:.3f} | {b:.3f} | |")
+                    figures["halves"]["+".join(half)] = {"per_conversation": a, "merged": b}
+            if results is not None:
+                results.add(f"quality.{setting}.{key}", **figures)
         lines.append("")
     if tmp is not None:
         tmp.cleanup()
@@ -427,7 +491,9 @@ def _bm25s_build(texts: list[str]) -> None:
     bm25s.BM25().index(bm25s.tokenize(texts, show_progress=False), show_progress=False)
 
 
-def speed_section(data_dir: Path) -> str:
+def speed_section(data_dir: Path, results: Results | None = None) -> str:
+    """The speed table; its figures, with their same-run baselines, also go to
+    ``results`` (``speed``)."""
     from deerflow_nb.memory.injection import format_memory_for_injection
 
     facts: list[dict] = []
@@ -475,6 +541,23 @@ def speed_section(data_dir: Path) -> str:
     classic, no_context, ranked = ms["classic"], ms["no_context"], ms["ranked"]
     first, first_classic = statistics.median(revised), statistics.median(revised_classic)
     cold_ms, bm25s_ms = statistics.median(cold), statistics.median(cold_bm25s)
+    if results is not None:
+        results.add(
+            "speed",
+            facts=SPEED_FACTS,
+            budget=2000,
+            calls=200,
+            revisions=REVISIONS,
+            cold_rounds=COLD_ROUNDS,
+            ranked_ms=ranked,
+            no_context_ms=no_context,
+            classic_ms=classic,
+            ranked_over_classic=ranked / classic,
+            first_call_ms=first,
+            first_call_classic_ms=first_classic,
+            cold_ms=cold_ms,
+            cold_bm25s_ms=bm25s_ms,
+        )
     return "\n".join(
         [
             f"Speed: {SPEED_FACTS:,}-fact store, 2000-token budget; per-call figures are the "
@@ -499,6 +582,29 @@ def facts_of(memory: dict[str, Any]) -> list[dict]:
     return memory["facts"]
 
 
+def goal_lines(results: Results) -> list[str]:
+    """This run's figures against ``GOALS``, one line each."""
+    lines = []
+    for column in ("per_conversation", "merged"):
+        for key, goal in GOALS[column].items():
+            row = results.figures.get(f"quality.realistic.{key}")
+            if row:
+                mean = row[column]["mean"]
+                verdict = "meets" if mean >= goal else f"misses by {goal - mean:.3f}"
+                lines.append(f"goal: {key} {column} >= {goal:.2f} -> {mean:.3f} ({verdict})")
+    speed = results.figures.get("speed")
+    if speed:
+        ratio, limit = speed["ranked_over_classic"], GOALS["ranked_over_classic_max"]
+        verdict = "meets" if ratio <= limit else "misses"
+        lines.append(f"goal: ranked / classic <= {limit:g}x -> {ratio:.2f}x ({verdict})")
+        first, limit = speed["first_call_ms"], GOALS["first_call_max_ms"]
+        verdict = "meets" if first <= limit else "misses"
+        lines.append(
+            f"goal: first call on a new revision <= {limit:g} ms -> {first:.0f} ms ({verdict})"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", nargs="?", type=Path, default=DEFAULT_DATA)
@@ -507,17 +613,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--halves", action="store_true", help="add each dev half's figures")
     parser.add_argument("--no-speed", action="store_true", help="skip the speed section")
     parser.add_argument("--no-quality", action="store_true", help="skip the LOCOMO table")
+    add_results_options(parser)
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
         print(f"error: no LOCOMO conversations (*.json) in {args.data_dir}", file=sys.stderr)
         return 2
+    results = Results(
+        "locomo_injection",
+        about=ABOUT,
+        goals=GOALS,
+        options={
+            "data_dir": args.data_dir.name,
+            "embeddings": "local:all-MiniLM-L6-v2" if not args.no_embeddings else None,
+            "only": args.only,
+            "halves": args.halves,
+            "quality": not args.no_quality,
+            "speed": not args.no_speed,
+        },
+    )
     if not args.no_quality:
         print(
-            quality_table(args.data_dir, not args.no_embeddings, only=args.only, halves=args.halves)
+            quality_table(
+                args.data_dir,
+                not args.no_embeddings,
+                only=args.only,
+                halves=args.halves,
+                results=results,
+            ),
+            flush=True,
         )
         print()
     if not args.no_speed:
-        print(speed_section(args.data_dir))
+        print(speed_section(args.data_dir, results))
+    goals = goal_lines(results)
+    if goals:
+        print("\n" + "\n".join(goals))
+    report_written(results.write(results_dir_of(args)))
     return 0
 
 

@@ -4,9 +4,10 @@ returns among its first 10 messages, beside plain BM25 over the same turns.
 Usage::
 
     python benchmarks/recall.py [DATA_DIR] [--no-embeddings] [--conversations N]
-                                [--synthetic N]
+                                [--synthetic N] [--results DIR | --no-results]
 
-DATA_DIR defaults to ``../shared/data/locomo-dev`` beside the repository. Every
+DATA_DIR defaults to ``../shared/data/locomo-dev`` beside the repository (or beside its
+main checkout, from a git worktree). Every
 conversation is journaled in one home, each session a lead thread
 (``locomo-<file>-s<N>``), one message per turn (``"Speaker: text"``, user and assistant
 alternating), each message dated by its session (``created_at`` set to the session's
@@ -20,6 +21,10 @@ fold would), so the timed searches only embed their query.
 Latency is per ``Memory.recall`` call at this journal's size (about 2,800 messages), then on
 a synthetic journal of ``--synthetic`` messages (100,000 by default: LOCOMO's turns cycled
 over threads of 40), whose index is built by the first search (timed apart).
+
+The figures also go to ``benchmarks/results/recall.json``, with the goals, the run's date,
+machine and options; rows a run skips (``--no-embeddings``, ``--synthetic 0``) keep their
+earlier values there, dated.
 """
 
 from __future__ import annotations
@@ -41,20 +46,37 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from locomo_injection import BOOTSTRAP_ROUNDS, _cell  # noqa: E402  (this folder: one interval)
+from benchlib import Results, add_results_options, default_data_dir, report_written  # noqa: E402
+from benchlib import results_dir as results_dir_of  # noqa: E402
+from locomo_injection import (  # noqa: E402  (this folder: one interval)
+    BOOTSTRAP_ROUNDS,
+    _cell,
+    interval,
+)
 
 from deerflow_nb.config import Settings  # noqa: E402
 from deerflow_nb.memory import recall as recall_module  # noqa: E402
 from deerflow_nb.memory.api import Memory  # noqa: E402
 from deerflow_nb.storage import recall_index  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev"
+DEFAULT_DATA = default_data_dir("locomo-dev")
 CATEGORIES = (1, 2, 3, 4)
 K = 10
 SYNTHETIC_THREAD = 40
 SYNTHETIC_QUERIES = 100
 _DIA_RE = re.compile(r"D\d+:\d+")
 _SESSION_RE = re.compile(r"session_(\d+)")
+# What the figures are held to: evidence recall@10 on the default install and
+# with MiniLM; p95 per search at LOCOMO's size and on the synthetic journal.
+GOALS = {
+    "recall": {"recall": 0.70, "recall_minilm": 0.75},
+    "p95_max_ms": 50.0,
+    "synthetic_p95_max_ms": 200.0,
+}
+ABOUT = (
+    "LOCOMO conversation recall of Memory.recall (evidence turns among the first 10 "
+    "messages) beside plain BM25, and search latency at LOCOMO's size and on a synthetic journal"
+)
 
 
 def session_date(text: str) -> datetime:
@@ -163,20 +185,30 @@ def _first_half(files: list[Path]) -> list[str]:
     return stems[: len(stems) // 2 or 1]
 
 
-def _halves(recalls: list[float], questions: list[dict]) -> str:
+def half_means(recalls: list[float], questions: list[dict]) -> list[float | None]:
     """Recall on the first half of the conversation files (by name) and on the rest: the
     weights were chosen by the two halves' average, so both are shown."""
     files = sorted({q["file"] for q in questions})
     first = set(files[: len(files) // 2 or 1])
     a = [r for r, q in zip(recalls, questions, strict=True) if q["file"] in first]
     b = [r for r, q in zip(recalls, questions, strict=True) if q["file"] not in first]
-    return " / ".join(f"{statistics.fmean(x):.3f}" if x else "-" for x in (a, b))
+    return [statistics.fmean(x) if x else None for x in (a, b)]
+
+
+def _halves(recalls: list[float], questions: list[dict]) -> str:
+    return " / ".join("-" if x is None else f"{x:.3f}" for x in half_means(recalls, questions))
+
+
+def percentiles_ms(seconds: list[float]) -> tuple[float, float]:
+    """p50 and p95 of ``seconds``, in ms."""
+    ordered = sorted(seconds)
+    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+    return statistics.median(ordered) * 1000, p95 * 1000
 
 
 def _ms(seconds: list[float]) -> str:
-    ordered = sorted(seconds)
-    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
-    return f"{statistics.median(ordered) * 1000:.1f} | {p95 * 1000:.1f}"
+    p50, p95 = percentiles_ms(seconds)
+    return f"{p50:.1f} | {p95:.1f}"
 
 
 def memory_at(home: Path, embeddings: str | None = None) -> Memory:
@@ -185,7 +217,14 @@ def memory_at(home: Path, embeddings: str | None = None) -> Memory:
     return Memory(home=home, settings=settings)
 
 
-def quality_table(data_dir: Path, embeddings: bool, conversations: int | None) -> str:
+def quality_table(
+    data_dir: Path,
+    embeddings: bool,
+    conversations: int | None,
+    results: Results | None = None,
+) -> str:
+    """The LOCOMO recall table; its figures also go to ``results`` (``quality.setup`` and
+    ``quality.<bm25|recall|recall_minilm>``)."""
     files = sorted(data_dir.glob("*.json"))[:conversations]
     sessions: list[dict] = []
     questions: list[dict] = []
@@ -194,7 +233,8 @@ def quality_table(data_dir: Path, embeddings: bool, conversations: int | None) -
         sessions += s
         questions += q
     n_messages = sum(len(s["turns"]) for s in sessions)
-    rows: list[tuple[str, list[float], list[float]]] = []
+    rows: list[tuple[str, str, list[float], list[float]]] = []
+    embed = math.nan
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         memory = memory_at(home)
@@ -202,15 +242,19 @@ def quality_table(data_dir: Path, embeddings: bool, conversations: int | None) -
         start = time.perf_counter()
         recall_index.sync(memory.journal)
         build = time.perf_counter() - start
-        rows.append(("BM25 (bm25s, plain)", *run(PlainBM25(sessions), questions)))
-        rows.append(("Memory.recall (default install)", *run(Recall(memory, where), questions)))
+        rows.append(("bm25", "BM25 (bm25s, plain)", *run(PlainBM25(sessions), questions)))
+        rows.append(
+            ("recall", "Memory.recall (default install)", *run(Recall(memory, where), questions))
+        )
         memory.close()
         if embeddings:
             dense = memory_at(home, "local:all-MiniLM-L6-v2")
             start = time.perf_counter()
             recall_module.warm(dense.journal, dense.embedder)
             embed = time.perf_counter() - start
-            rows.append(("Memory.recall + MiniLM", *run(Recall(dense, where), questions)))
+            rows.append(
+                ("recall_minilm", "Memory.recall + MiniLM", *run(Recall(dense, where), questions))
+            )
             dense.close()
     lines = [
         f"LOCOMO conversation recall: {len(files)} conversations, {len(sessions)} threads, "
@@ -220,8 +264,34 @@ def quality_table(data_dir: Path, embeddings: bool, conversations: int | None) -
         "|---|---|---|---|---|",
     ]
     lines += [
-        f"| {name} | {_cell(r)} | {_halves(r, questions)} | {_ms(s)} |" for name, r, s in rows
+        f"| {name} | {_cell(r)} | {_halves(r, questions)} | {_ms(s)} |" for _, name, r, s in rows
     ]
+    if results is not None:
+        results.add(
+            "quality.setup",
+            conversations=len(files),
+            conversation_names=[p.stem for p in files],
+            first_half=_first_half(files),
+            threads=len(sessions),
+            messages=n_messages,
+            questions=len(questions),
+            categories=list(CATEGORIES),
+            k=K,
+            bootstrap_rounds=BOOTSTRAP_ROUNDS,
+            index_build_ms=build * 1000,
+        )
+        for key, name, r, s in rows:
+            p50, p95 = percentiles_ms(s)
+            extra = {"embed_all_s": embed, "messages": n_messages} if key == "recall_minilm" else {}
+            results.add(
+                f"quality.{key}",
+                name=name,
+                recall=interval(r),
+                halves=half_means(r, questions),
+                p50_ms=p50,
+                p95_ms=p95,
+                **extra,
+            )
     lines += [
         "",
         "Mean share of each question's evidence turns among the first 10 messages; in "
@@ -233,8 +303,9 @@ def quality_table(data_dir: Path, embeddings: bool, conversations: int | None) -
     return "\n".join(lines)
 
 
-def synthetic_section(data_dir: Path, size: int) -> str:
-    """Latency on a journal of ``size`` messages (LOCOMO's turns cycled, threads of 40)."""
+def synthetic_section(data_dir: Path, size: int, results: Results | None = None) -> str:
+    """Latency on a journal of ``size`` messages (LOCOMO's turns cycled, threads of 40);
+    the figures also go to ``results`` (``synthetic``)."""
     from deerflow_nb.storage.db import now_iso
 
     sessions: list[dict] = []
@@ -281,6 +352,18 @@ def synthetic_section(data_dir: Path, size: int) -> str:
         memory.recall(picks[1])
         after_write = time.perf_counter() - start
         memory.close()
+    if results is not None:
+        p50, p95 = percentiles_ms(seconds)
+        results.add(
+            "synthetic",
+            messages=size,
+            thread_length=SYNTHETIC_THREAD,
+            queries=len(picks),
+            first_search_ms=first * 1000,
+            p50_ms=p50,
+            p95_ms=p95,
+            after_new_message_ms=after_write * 1000,
+        )
     return "\n".join(
         [
             f"Latency on a synthetic journal of {size:,} messages (default install, "
@@ -303,15 +386,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--synthetic", type=int, default=100_000, help="synthetic journal size (0: skip)"
     )
+    add_results_options(parser)
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
         print(f"error: no LOCOMO conversations (*.json) in {args.data_dir}", file=sys.stderr)
         return 2
-    print(quality_table(args.data_dir, not args.no_embeddings, args.conversations), flush=True)
+    results = Results(
+        "recall",
+        about=ABOUT,
+        goals=GOALS,
+        options={
+            "data_dir": args.data_dir.name,
+            "embeddings": "local:all-MiniLM-L6-v2" if not args.no_embeddings else None,
+            "conversations": args.conversations,
+            "synthetic": args.synthetic,
+        },
+    )
+    table = quality_table(args.data_dir, not args.no_embeddings, args.conversations, results)
+    print(table, flush=True)
     if args.synthetic > 0:
         print()
-        print(synthetic_section(args.data_dir, args.synthetic))
+        print(synthetic_section(args.data_dir, args.synthetic, results))
+    print()
+    for line in goal_lines(results):
+        print(line)
+    report_written(results.write(results_dir_of(args)))
     return 0
+
+
+def goal_lines(results: Results) -> list[str]:
+    """This run's figures against ``GOALS``, one line each."""
+    lines = []
+    for key, goal in GOALS["recall"].items():
+        row = results.figures.get(f"quality.{key}")
+        if row:
+            mean = row["recall"]["mean"]
+            verdict = "meets" if mean >= goal else f"misses by {goal - mean:.3f}"
+            lines.append(f"goal: {row['name']} recall@{K} >= {goal:.2f} -> {mean:.3f} ({verdict})")
+    for key, figure, goal in (
+        ("quality.recall", "p95 per search", GOALS["p95_max_ms"]),
+        ("synthetic", "p95 per search, synthetic journal", GOALS["synthetic_p95_max_ms"]),
+    ):
+        row = results.figures.get(key)
+        if row:
+            verdict = "meets" if row["p95_ms"] <= goal else "misses"
+            lines.append(f"goal: {figure} <= {goal:g} ms -> {row['p95_ms']:.1f} ms ({verdict})")
+    return lines
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/turn_overhead.py [--turns N]
+    python benchmarks/turn_overhead.py [--turns N] [--results DIR | --no-results]
 
 Each row is one configuration of the same offline-model turn (one model call, no tools)
 in a fresh home: memory off, then memory on with 100 and with 10,000 facts in
@@ -10,6 +10,7 @@ memory.json. "Overhead" is the turn's wall time minus its model call; the column
 it by middleware (journal writes, memory injection, memory enqueue, the summarization
 check). "Added" is the overhead beyond the memory-off turn; the goal is at most 2 ms at
 10,000 facts. The memory queue's debounce is set far out so no fold runs during timing.
+The figures also go to ``benchmarks/results/turn_overhead.json``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from benchlib import Results, add_results_options, report_written, results_dir  # noqa: E402
 
 from deerflow_nb import Agent  # noqa: E402
 from deerflow_nb.config import load_settings  # noqa: E402
@@ -46,6 +50,13 @@ COLUMNS = {
     "MemoryInjectionMiddleware": "inject",
     "MemoryEnqueueMiddleware": "enqueue",
     "SummarizationMiddleware": "summ.chk",
+}
+# The same columns' names in the results file (``<name>_ms``).
+FIGURE_NAMES = {
+    "JournalMiddleware": "journal",
+    "MemoryInjectionMiddleware": "inject",
+    "MemoryEnqueueMiddleware": "enqueue",
+    "SummarizationMiddleware": "summarization_check",
 }
 
 
@@ -108,7 +119,14 @@ def measure(facts: int | None, turns: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40, help="timed turns per row")
+    add_results_options(parser)
     args = parser.parse_args(argv)
+    figures = Results(
+        "turn_overhead",
+        about="Time a lead-agent turn spends outside the model call, memory on against off",
+        goals={"added_max_ms": GOAL_MS, "at_facts": 10_000},
+        options={"turns": args.turns, "model": "offline"},
+    )
     configs = [("memory off", None), ("100 facts", 100), ("10,000 facts", 10_000)]
     results = {label: measure(facts, args.turns) for label, facts in configs}
     base = results["memory off"]["overhead"]
@@ -125,6 +143,21 @@ def main(argv: list[str] | None = None) -> int:
     added = results["10,000 facts"]["overhead"] - base
     verdict = "meets" if added <= GOAL_MS else "misses"
     print(f"\nAdded at 10,000 facts: {added:.2f} ms ({verdict} the {GOAL_MS:g} ms goal)")
+    for label, facts in configs:
+        r = results[label]
+        figures.add(
+            "memory_off" if facts is None else f"facts.{facts}",
+            label=label,
+            facts=facts or 0,
+            turns=args.turns,
+            overhead_ms=r["overhead"],
+            p90_ms=r["p90"],
+            **{f"{name}_ms": r[key] for key, name in FIGURE_NAMES.items()},
+            facts_injected=r["facts_injected"],
+            memory_off_ms=base,
+            added_ms=r["overhead"] - base,
+        )
+    report_written(figures.write(results_dir(args)))
     return 0
 
 

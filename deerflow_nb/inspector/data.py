@@ -11,7 +11,6 @@ Every function returns plain lists and dicts; ``view_models`` shapes them for ta
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +25,8 @@ from ..memory import versions as version_rows  # memory_versions: snapshots and 
 from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import MemoryFileError as MemoryFileError
 from ..memory.store import MemoryStore
-from ..storage.db import reading
+from ..storage import journal as journal_rows  # threads, messages, turns, summaries
+from ..storage.db import open_read_only
 from ..storage.ledger import stored_size_sql
 from .view_models import EXCERPT_CHARS, diff_lines, short
 
@@ -85,17 +85,8 @@ def embedder_for(home: Path) -> Any:
 def open_journal(home: Path) -> Iterator[sqlite_utils.Database | None]:
     """The journal opened read-only, or None when it does not exist yet; ``HomeError``
     when SQLite cannot read it."""
-    path = home / JOURNAL_FILENAME
-    if not path.exists():
-        yield None
-        return
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-    try:
-        with reading(path):
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        yield sqlite_utils.Database(conn)
-    finally:
-        conn.close()
+    with open_read_only(home / JOURNAL_FILENAME) as db:
+        yield db
 
 
 def _rows(db: sqlite_utils.Database | None, table: str, **kwargs: Any) -> list[dict[str, Any]]:
@@ -135,11 +126,11 @@ def thread_tree(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
     Every thread carries its turns (token usage per turn), its summaries, and message
     counts; a sub-agent whose parent is not journaled is listed at the top level.
     """
-    threads = _rows(db, "threads", order_by="created_at, rowid")
+    threads = journal_rows.thread_rows(db) if db is not None else []
     if not threads:
         return []
     turns: dict[str, list[dict[str, Any]]] = {}
-    for t in _rows(db, "turns", order_by="started_at"):
+    for t in journal_rows.turn_rows(db):
         turns.setdefault(t["thread_id"], []).append(
             {
                 "turn": t["id"],
@@ -152,7 +143,7 @@ def thread_tree(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
             }
         )
     summaries: dict[str, list[dict[str, Any]]] = {}
-    for s in _rows(db, "summaries", order_by="id"):
+    for s in journal_rows.summary_rows(db):
         summaries.setdefault(s["thread_id"], []).append(
             {
                 "covers_until_seq": s["covers_until_seq"],
@@ -161,14 +152,7 @@ def thread_tree(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
                 "created_at": s.get("created_at") or "",
             }
         )
-    counts = {}
-    if db is not None and db["messages"].exists():
-        counts = {
-            row[0]: (row[1], row[2] or 0)
-            for row in db.execute(
-                "SELECT thread_id, COUNT(*), SUM(tokens) FROM messages GROUP BY thread_id"
-            ).fetchall()
-        }
+    counts = journal_rows.message_totals(db)
     nodes = {}
     for t in threads:
         messages, message_tokens = counts.get(t["id"], (0, 0))
@@ -213,9 +197,7 @@ def thread_messages(db: sqlite_utils.Database | None, thread_id: str) -> list[di
             "content": m.get("content") or _tool_calls_text(m.get("tool_calls")),
             "tokens": m.get("tokens") or 0,
         }
-        for m in _rows(
-            db, "messages", where="thread_id = ?", where_args=[thread_id], order_by="seq"
-        )
+        for m in (journal_rows.thread_message_rows(db, thread_id) if db is not None else [])
     ]
 
 
@@ -223,15 +205,7 @@ def turn_rows(db: sqlite_utils.Database | None, thread: dict[str, Any]) -> list[
     """A thread's turns (``thread_tree``'s node), oldest first, each with the words of its
     user message and of its final reply instead of the turn's id."""
     said: dict[str, dict[str, str]] = {}
-    for m in _rows(
-        db,
-        "messages",
-        select="turn_id, role, content",
-        where="thread_id = ? AND turn_id IS NOT NULL AND role IN ('user', 'assistant') "
-        "AND content IS NOT NULL AND content != ''",
-        where_args=[thread["id"]],
-        order_by="seq",
-    ):
+    for m in journal_rows.turn_texts(db, thread["id"]) if db is not None else []:
         texts = said.setdefault(m["turn_id"], {})
         if m["role"] == "user":
             texts.setdefault("message", m["content"])

@@ -183,3 +183,34 @@ def transaction(db: sqlite_utils.Database, path: Path) -> Iterator[sqlite_utils.
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         raise write_error(path, exc) from None
+
+
+@contextmanager
+def open_read_only(path: Path) -> Iterator[sqlite_utils.Database | None]:
+    """journal.db opened read-only — never created, migrated or written — for readers
+    such as the inspector; None when it does not exist yet, ``HomeError`` when damaged."""
+    import sqlite_utils
+
+    if not path.exists():
+        yield None
+        return
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_SECONDS)
+    try:
+        with reading(path):
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        yield sqlite_utils.Database(conn)
+    finally:
+        conn.close()
+
+
+def has_table(db: Connection, name: str) -> bool:
+    """Whether a table exists: a journal from an older version may lack a newer one."""
+    sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    return db.execute(sql, [name]).fetchone() is not None
+
+
+def dict_rows(db: Connection, sql: str, parameters: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """The rows of a query as dicts keyed by column name, on any connection."""
+    cursor = db.execute(sql, parameters)
+    names = [c[0] for c in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -20,7 +20,10 @@ import sqlite_utils
 
 from ..scrub import encodable, encodable_deep, redact
 from .db import (
+    Connection,
     connect,
+    dict_rows,
+    has_table,
     new_id,
     now_iso,
     owner_is_live,
@@ -47,21 +50,24 @@ def _insert_message(
     seq = db.execute(
         "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?", [thread_id]
     ).fetchone()[0]
-    db["messages"].insert(
-        {
-            "thread_id": thread_id,
-            "turn_id": turn_id,
-            "seq": seq,
-            "role": message["role"],
-            "content": content if isinstance(content, str) else None,
-            "tool_calls": json.dumps(tool_calls) if tool_calls else None,
-            "tool_call_id": message.get("tool_call_id"),
-            "name": message.get("name"),
-            "tokens": count_tokens(content) if isinstance(content, str) else 0,
-            "created_at": now_iso(),
-        }
+    stamp = now_iso()
+    db.execute(
+        "INSERT INTO messages (thread_id, turn_id, seq, role, content, tool_calls, "
+        "tool_call_id, name, tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            thread_id,
+            turn_id,
+            seq,
+            message["role"],
+            content if isinstance(content, str) else None,
+            json.dumps(tool_calls) if tool_calls else None,
+            message.get("tool_call_id"),
+            message.get("name"),
+            count_tokens(content) if isinstance(content, str) else 0,
+            stamp,
+        ],
     )
-    db["threads"].update(thread_id, {"updated_at": now_iso()})
+    db.execute("UPDATE threads SET updated_at = ? WHERE id = ?", [stamp, thread_id])
     return seq
 
 
@@ -118,24 +124,16 @@ class Journal:
     ) -> None:
         stamp = now_iso()
         title = None if title is None else encodable(title)
-        with self.transaction() as db:
-            if db["threads"].count_where("id = ?", [thread_id]):
-                db["threads"].update(thread_id, {"updated_at": stamp})
-            else:
-                db["threads"].insert(
-                    {
-                        "id": thread_id,
-                        "kind": kind,
-                        "parent_id": parent_id,
-                        "title": title,
-                        "model": model,
-                        "created_at": stamp,
-                        "updated_at": stamp,
-                    }
-                )
+        with self.transaction() as db:  # plain SQL: this runs on every turn
+            db.execute(
+                "INSERT INTO threads (id, kind, parent_id, title, model, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at",
+                [thread_id, kind, parent_id, title, model, stamp, stamp],
+            )
 
     def thread(self, thread_id: str) -> dict[str, Any] | None:
-        rows = list(self.db["threads"].rows_where("id = ?", [thread_id]))
+        rows = dict_rows(self.db, "SELECT * FROM threads WHERE id = ?", [thread_id])
         return rows[0] if rows else None
 
     def threads(self) -> list[dict[str, Any]]:
@@ -154,11 +152,8 @@ class Journal:
         return int(self.db.execute(sql, [thread_id]).fetchone()[0])
 
     def message_rows(self, thread_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
-        return list(
-            self.db["messages"].rows_where(
-                "thread_id = ? AND seq > ?", [thread_id, after_seq], order_by="seq"
-            )
-        )
+        sql = "SELECT * FROM messages WHERE thread_id = ? AND seq > ? ORDER BY seq"
+        return dict_rows(self.db, sql, [thread_id, after_seq])
 
     def private_turn_ids(self, thread_id: str) -> set[str]:
         """The thread's turns run without memory."""
@@ -179,19 +174,11 @@ class Journal:
         """A new running turn; a ``private`` one is never read by memory."""
         turn_id = new_id("turn-")
         with self.transaction() as db:
-            db["turns"].insert(
-                {
-                    "id": turn_id,
-                    "thread_id": thread_id,
-                    "started_at": now_iso(),
-                    "status": "running",
-                    "model": model,
-                    "input_tokens": 0,
-                    "output_tokens": 0,
-                    "facts_injected": 0,
-                    "private": int(private),
-                    "owner": this_owner(),
-                }
+            db.execute(
+                "INSERT INTO turns (id, thread_id, started_at, status, model, input_tokens, "
+                "output_tokens, facts_injected, private, owner) "
+                "VALUES (?, ?, ?, 'running', ?, 0, 0, 0, ?, ?)",
+                [turn_id, thread_id, now_iso(), model, int(private), this_owner()],
             )
         return turn_id
 
@@ -232,16 +219,18 @@ class Journal:
                 ).fetchone()
                 for message in messages:
                     _insert_message(db, thread_id, message, turn_id)
-            db["turns"].update(
-                turn_id,
-                {
-                    "ended_at": now_iso(),
-                    "status": status,
-                    "input_tokens": input_tokens,
-                    "output_tokens": output_tokens,
-                    "facts_injected": facts_injected,
-                    "error": None if error is None else redact(encodable(error)),
-                },
+            db.execute(
+                "UPDATE turns SET ended_at = ?, status = ?, input_tokens = ?, "
+                "output_tokens = ?, facts_injected = ?, error = ? WHERE id = ?",
+                [
+                    now_iso(),
+                    status,
+                    input_tokens,
+                    output_tokens,
+                    facts_injected,
+                    None if error is None else redact(encodable(error)),
+                    turn_id,
+                ],
             )
 
     def turns(self, thread_id: str | None = None) -> list[dict[str, Any]]:
@@ -276,6 +265,57 @@ class Journal:
             )
         )
         return rows[0] if rows else None
+
+
+# -- reads on any connection (the inspector's read-only one too) ---------------------
+def thread_rows(db: Connection) -> list[dict[str, Any]]:
+    """Every thread, oldest first (creation order for ties)."""
+    if not has_table(db, "threads"):
+        return []
+    return dict_rows(db, "SELECT * FROM threads ORDER BY created_at, rowid")
+
+
+def turn_rows(db: Connection) -> list[dict[str, Any]]:
+    """Every turn, oldest first."""
+    if not has_table(db, "turns"):
+        return []
+    return dict_rows(db, "SELECT * FROM turns ORDER BY started_at")
+
+
+def summary_rows(db: Connection) -> list[dict[str, Any]]:
+    """Every summary, in the order they were written."""
+    if not has_table(db, "summaries"):
+        return []
+    return dict_rows(db, "SELECT * FROM summaries ORDER BY id")
+
+
+def message_totals(db: Connection) -> dict[str, tuple[int, int]]:
+    """``thread -> (messages, tokens)``."""
+    if not has_table(db, "messages"):
+        return {}
+    sql = "SELECT thread_id, COUNT(*), SUM(tokens) FROM messages GROUP BY thread_id"
+    return {row[0]: (int(row[1]), int(row[2] or 0)) for row in db.execute(sql).fetchall()}
+
+
+def thread_message_rows(db: Connection, thread_id: str) -> list[dict[str, Any]]:
+    """One thread's stored messages, oldest first."""
+    if not has_table(db, "messages"):
+        return []
+    sql = "SELECT * FROM messages WHERE thread_id = ? ORDER BY seq"
+    return dict_rows(db, sql, [thread_id])
+
+
+def turn_texts(db: Connection, thread_id: str) -> list[dict[str, Any]]:
+    """``{turn_id, role, content}`` of the thread's user and assistant messages with text,
+    oldest first: what a turn was asked and answered."""
+    if not has_table(db, "messages"):
+        return []
+    sql = (
+        "SELECT turn_id, role, content FROM messages WHERE thread_id = ? AND turn_id IS NOT "
+        "NULL AND role IN ('user', 'assistant') AND content IS NOT NULL AND content != '' "
+        "ORDER BY seq"
+    )
+    return dict_rows(db, sql, [thread_id])
 
 
 def row_to_message(row: dict[str, Any]) -> dict[str, Any]:
