@@ -45,7 +45,7 @@ demo: $(VENV)/.demo-installed
 test: $(VENV)/.test-installed system-packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/cog -I scripts --check README.md
+	$(BIN)/cog -I scripts --check README.md docs/internals.md
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.demo-installed
@@ -56,7 +56,7 @@ lint: $(VENV)/.demo-installed
 # parsers, the settings, the notebooks and the benchmarks' benchmarks/results/*.json) and
 # each example notebook's .ipynb (from its .md).
 check-generated: $(VENV)/.demo-installed
-	$(BIN)/cog -I scripts --check README.md
+	$(BIN)/cog -I scripts --check README.md docs/internals.md
 	$(BIN)/python scripts/sync_notebooks.py --check
 
 format: $(VENV)/.demo-installed
@@ -65,11 +65,11 @@ format: $(VENV)/.demo-installed
 # Rewrite each example_notebooks/NAME.ipynb from NAME.md (jupytext MyST), the README after.
 notebooks: $(VENV)/.demo-installed
 	$(BIN)/python scripts/sync_notebooks.py
-	$(BIN)/cog -I scripts -r README.md
+	$(BIN)/cog -I scripts -r README.md docs/internals.md
 
 # Rewrite the README's generated tables (cog blocks).
 readme: $(VENV)/.demo-installed
-	$(BIN)/cog -I scripts -r README.md
+	$(BIN)/cog -I scripts -r README.md docs/internals.md
 
 # Every benchmark prints its tables and writes its figures to benchmarks/results/NAME.json;
 # aging.py runs again on three more seeds, under pressure only (the README says whether they
@@ -84,7 +84,7 @@ bench: $(VENV)/.test-installed
 	-$(BIN)/python benchmarks/recall.py
 	$(BIN)/python benchmarks/aging.py
 	for seed in 1 2 3; do $(BIN)/python benchmarks/aging.py --seed $$seed --max-facts 40 || exit 1; done
-	$(BIN)/cog -I scripts -r README.md
+	$(BIN)/cog -I scripts -r README.md docs/internals.md
 	@echo; $(BIN)/python scripts/bench_tables.py speed
 
 # The inspector on the demo's memory (or on $DEERFLOW_NB_DEMO_HOME when set), like `make demo`.
