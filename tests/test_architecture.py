@@ -134,12 +134,6 @@ TABLE_CALLS = {
 # ``journal.db``, ``self._db``): ``db["messages"]``, ``db.table("messages")``.
 DB_ONLY_CALLS = {"table", "query"}
 DRIVERS = {"sqlite3", "sqlite_utils"}
-# Files with SQL still to move into storage/, each owned by another change of issue 18
-# (the inspector's read-only view models). Remove a path when its SQL has moved: the
-# test fails while one here is already clean, so the set only shrinks.
-NOT_YET = {
-    "inspector/data.py",
-}
 
 
 def _name(node: ast.expr) -> str:
@@ -182,20 +176,12 @@ def _driver(module: str | None) -> bool:
 
 
 def test_no_sql_outside_storage() -> None:
-    found = {}
+    wrong = []
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(PACKAGE).as_posix()
-        if where.startswith("storage/"):
-            continue
-        hits = sql_in(path.read_text())
-        if hits:
-            found[where] = hits
-    wrong = [
-        f"{where}: {hit}" for where, hits in found.items() if where not in NOT_YET for hit in hits
-    ]
+        if not where.startswith("storage/"):
+            wrong += [f"{where}: {hit}" for hit in sql_in(path.read_text())]
     assert not wrong, "SQL outside deerflow_nb/storage/ (move it there):\n" + "\n".join(wrong)
-    clean = sorted(NOT_YET - set(found))
-    assert not clean, f"no SQL left in {clean}: take them out of NOT_YET in {__file__}"
 
 
 def test_the_sql_scan_finds_a_planted_example() -> None:
@@ -235,3 +221,21 @@ def test_the_sql_scan_finds_a_planted_example() -> None:
         "    return view.table(), 'Delete it?'\n"
     )
     assert sql_in(innocent) == []
+
+
+MAX_LINES = 500  # a module or a class a newcomer can read in one sitting
+
+
+def test_modules_and_classes_stay_small() -> None:
+    big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        where = path.relative_to(PACKAGE.parent)
+        if len(source.splitlines()) >= MAX_LINES:
+            big.append(f"{where}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size >= MAX_LINES:
+                    big.append(f"{where}: class {node.name} is {size} lines")
+    assert not big, f"split these (each under {MAX_LINES} lines):\n" + "\n".join(big)

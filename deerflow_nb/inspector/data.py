@@ -17,8 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME, load_settings
 from ..config import HomeError as HomeError
 from ..memory import versions as version_rows  # memory_versions: snapshots and deltas
@@ -26,8 +24,9 @@ from ..memory.store import CATEGORIES as CATEGORIES
 from ..memory.store import MemoryFileError as MemoryFileError
 from ..memory.store import MemoryStore
 from ..storage import journal as journal_rows  # threads, messages, turns, summaries
-from ..storage.db import open_read_only
-from ..storage.ledger import stored_size_sql
+from ..storage import ledger  # versions, events, pending changes, settings
+from ..storage import queue as queue_rows
+from ..storage.db import Connection, open_read_only
 from .view_models import EXCERPT_CHARS, diff_lines, short
 
 
@@ -82,25 +81,19 @@ def embedder_for(home: Path) -> Any:
 
 # -- journal.db --------------------------------------------------------------------------
 @contextmanager
-def open_journal(home: Path) -> Iterator[sqlite_utils.Database | None]:
+def open_journal(home: Path) -> Iterator[Connection | None]:
     """The journal opened read-only, or None when it does not exist yet; ``HomeError``
     when SQLite cannot read it."""
     with open_read_only(home / JOURNAL_FILENAME) as db:
         yield db
 
 
-def _rows(db: sqlite_utils.Database | None, table: str, **kwargs: Any) -> list[dict[str, Any]]:
-    if db is None or not db[table].exists():
-        return []
-    return list(db[table].rows_where(**kwargs))
-
-
-def events(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
+def events(db: Connection | None) -> list[dict[str, Any]]:
     """Every memory_events row, oldest first."""
-    return _rows(db, "memory_events", order_by="id")
+    return ledger.all_events(db) if db is not None else []
 
 
-def size_series(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
+def size_series(db: Connection | None) -> list[dict[str, Any]]:
     """Memory size after each saved version: fact count and bytes of memory.json."""
     return [
         {
@@ -110,17 +103,12 @@ def size_series(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
             "kilobytes": round((v.get("chars") or 0) / 1024, 2),
             "reason": v.get("reason") or "",
         }
-        for v in _rows(
-            db,
-            "memory_versions",
-            # the size without loading every snapshot (this runs on each auto-refresh)
-            select=f"id, created_at, reason, fact_count, {stored_size_sql()} AS chars",
-            order_by="id",
-        )
+        # the sizes without loading every snapshot (this runs on each auto-refresh)
+        for v in (ledger.version_sizes(db) if db is not None else [])
     ]
 
 
-def thread_tree(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
+def thread_tree(db: Connection | None) -> list[dict[str, Any]]:
     """Lead threads, newest first, each with its sub-agent threads nested under ``children``.
 
     Every thread carries its turns (token usage per turn), its summaries, and message
@@ -186,7 +174,7 @@ def thread_tree(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
     return roots
 
 
-def thread_messages(db: sqlite_utils.Database | None, thread_id: str) -> list[dict[str, Any]]:
+def thread_messages(db: Connection | None, thread_id: str) -> list[dict[str, Any]]:
     """One thread's messages, oldest first, for the transcript view (a tool call is shown
     by its name and arguments when the message has no text)."""
     return [
@@ -201,7 +189,7 @@ def thread_messages(db: sqlite_utils.Database | None, thread_id: str) -> list[di
     ]
 
 
-def turn_rows(db: sqlite_utils.Database | None, thread: dict[str, Any]) -> list[dict[str, Any]]:
+def turn_rows(db: Connection | None, thread: dict[str, Any]) -> list[dict[str, Any]]:
     """A thread's turns (``thread_tree``'s node), oldest first, each with the words of its
     user message and of its final reply instead of the turn's id."""
     said: dict[str, dict[str, str]] = {}
@@ -240,21 +228,19 @@ def _tool_calls_text(raw: Any) -> str:
         return str(raw)
 
 
-def review_mode(db: sqlite_utils.Database | None, home: Path) -> bool:
+def review_mode(db: Connection | None, home: Path) -> bool:
     """Whether folds wait for review (``Memory.review``: the journal's setting, else
     config.yaml's ``memory.review``)."""
-    rows = _rows(db, "memory_settings", where="key = ?", where_args=["review"])
-    if rows:
-        return rows[0]["value"] == "1"
+    value = ledger.setting(db, "review") if db is not None else None
+    if value is not None:
+        return value == "1"
     try:
         return bool(load_settings(home).memory.review)
     except Exception:  # a bad config.yaml is reported on the Injection preview page
         return False
 
 
-def pending_changes(
-    db: sqlite_utils.Database | None, memory: dict[str, Any] | None
-) -> list[dict[str, Any]]:
+def pending_changes(db: Connection | None, memory: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The changes waiting for review (``Memory.pending()``'s rows, read on the inspector's
     read-only connection), oldest first, each with ``lines``: what it would do, one
     readable line each (a removal names the fact's current text)."""
@@ -262,9 +248,7 @@ def pending_changes(
 
     known = {f.get("id"): f for f in (memory or {}).get("facts", [])}
     changes = []
-    for row in _rows(
-        db, "pending_changes", where="status = ?", where_args=["pending"], order_by="id"
-    ):
+    for row in ledger.pending(db) if db is not None else []:
         try:
             diff = json.loads(row.get("diff") or "{}")
         except ValueError:
@@ -280,7 +264,7 @@ def pending_changes(
     return changes
 
 
-def fold_reports(db: sqlite_utils.Database | None, limit: int = 10) -> dict[str, Any]:
+def fold_reports(db: Connection | None, limit: int = 10) -> dict[str, Any]:
     """What the latest folds did (``memory.folds``: newest first) and how many failed in
     a row since the memory model last answered with a diff."""
     from ..memory import folds
@@ -309,26 +293,19 @@ def fold_rows(recent: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def versions(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
+def versions(db: Connection | None) -> list[dict[str, Any]]:
     """Saved memory versions, newest first, without their snapshots."""
-    return _rows(
-        db,
-        "memory_versions",
-        select="id, created_at, reason, source, fact_count",
-        order_by="id desc",
-    )
+    return list(reversed(ledger.versions(db))) if db is not None else []
 
 
-def version_snapshot(db: sqlite_utils.Database | None, version_id: int) -> dict[str, Any]:
+def version_snapshot(db: Connection | None, version_id: int) -> dict[str, Any]:
     """The memory.json saved as version ``version_id``; KeyError when there is no such version."""
     if db is None:
         raise KeyError(version_id)
     return version_rows.read(db, version_id)
 
 
-def status(
-    home: Path, db: sqlite_utils.Database | None, now: float | None = None
-) -> dict[str, Any]:
+def status(home: Path, db: Connection | None, now: float | None = None) -> dict[str, Any]:
     """Pending folds (and which one a kernel is folding now), the last fold, the last
     error, and where every file is (the journal's size with its write-ahead log, where a
     running kernel's recent writes are)."""
@@ -343,18 +320,11 @@ def status(
             "enqueued_at": q.get("enqueued_at") or "",
             "last_error": q.get("last_error") or "",
         }
-        for q in _rows(db, "memory_queue", order_by="enqueued_at")
+        for q in (queue_rows.queued_rows(db) if db is not None else [])
     ]
-    folds = _rows(
-        db,
-        "memory_versions",
-        where="reason IN ('fold', 'approve')",
-        order_by="id desc",
-        limit=1,
-    )
+    f = ledger.last_version(db, ("fold", "approve")) if db is not None else None
     last_fold = None
-    if folds:
-        f = folds[0]
+    if f is not None:
         last_fold = {"version": f["id"], "at": f["created_at"], "source": f.get("source") or ""}
     errors = [q for q in queue if q["last_error"]]
     files = []
@@ -373,8 +343,6 @@ def status(
         "queue": queue,
         "last_fold": last_fold,
         "last_error": errors[-1] if errors else None,
-        "awaiting_review": len(
-            _rows(db, "pending_changes", where="status = ?", where_args=["pending"])
-        ),
+        "awaiting_review": len(ledger.pending(db)) if db is not None else 0,
         "files": files,
     }

@@ -69,6 +69,28 @@ def versions(db: Any) -> list[dict[str, Any]]:
     return list(db["memory_versions"].rows_where(select=_VERSION_COLUMNS, order_by="id"))
 
 
+def version_sizes(db: Any) -> list[dict[str, Any]]:
+    """Every version's row with its stored size in characters (``chars``) instead of its
+    snapshot or delta, oldest first: sizes without loading the snapshots."""
+    select = f"id, created_at, reason, fact_count, {stored_size_sql()} AS chars"
+    return list(db["memory_versions"].rows_where(select=select, order_by="id"))
+
+
+def last_version(db: Any, reasons: tuple[str, ...]) -> dict[str, Any] | None:
+    """The newest version row made for one of ``reasons`` (without its snapshot)."""
+    marks = ", ".join("?" * len(reasons))
+    rows = list(
+        db["memory_versions"].rows_where(
+            f"reason IN ({marks})",
+            list(reasons),
+            select=_VERSION_COLUMNS,
+            order_by="id desc",
+            limit=1,
+        )
+    )
+    return rows[0] if rows else None
+
+
 def unwritten_version(db: Any) -> int | None:
     """The newest version journaled but not yet written to memory.json."""
     row = db.execute(
@@ -97,6 +119,11 @@ def events(db: Any, limit: int, fact_id: str | None = None) -> list[dict[str, An
     """Event rows, newest first (only ``fact_id``'s, when given)."""
     where, args = ("fact_id = ?", [fact_id]) if fact_id else (None, None)
     return list(db["memory_events"].rows_where(where, args, order_by="id desc", limit=limit))
+
+
+def all_events(db: Any) -> list[dict[str, Any]]:
+    """Every event row, oldest first."""
+    return list(db["memory_events"].rows_where(order_by="id"))
 
 
 def fact_events(db: Any, fact_id: str) -> list[dict[str, Any]]:

@@ -34,7 +34,13 @@ def put(db: Any, row: dict[str, Any], *, due_at_least: float) -> None:
         "UPDATE memory_queue SET due_at = ? WHERE status = 'pending' AND due_at < ?",
         [due_at_least, due_at_least],
     )
-    db["memory_queue"].upsert(row, pk="thread_id")
+    columns = list(row)  # plain SQL: this runs after every turn (sqlite-utils introspects)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "thread_id")
+    db.execute(
+        f"INSERT INTO memory_queue ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        f" ON CONFLICT(thread_id) DO UPDATE SET {updates}",
+        list(row.values()),
+    )
 
 
 def get(db: Any, thread_id: str) -> dict[str, Any] | None:
@@ -105,6 +111,13 @@ def status_rows(db: Any) -> list[dict[str, Any]]:
     """Every row but its snapshot, soonest due first."""
     columns = "thread_id, status, attempts, last_error, due_at, enqueued_at"
     return list(db["memory_queue"].rows_where(select=columns, order_by="due_at"))
+
+
+def queued_rows(db: Any) -> list[dict[str, Any]]:
+    """Every row but its snapshot, claims included, in the order the threads were queued
+    (for readers such as the inspector; any connection)."""
+    columns = "thread_id, status, attempts, last_error, enqueued_at, claimed_by, claimed_until"
+    return list(db["memory_queue"].rows_where(select=columns, order_by="enqueued_at"))
 
 
 def next_due(db: Any) -> float | None:
