@@ -1,4 +1,5 @@
-"""The lead agent, its tools and sub-agents, and the ``%%agent`` magic (in ``agent.magic``)."""
+"""The lead agent: its turn loop, middleware, tools, sub-agents and summarization (the
+``%%agent`` magic that drives it is in ``notebook/agent_magic.py``)."""
 
 from __future__ import annotations
 

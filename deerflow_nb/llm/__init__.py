@@ -1,4 +1,5 @@
-"""Chat models: the interface, the OpenAI-compatible client and the embedded offline model."""
+"""Chat models: the interface, the OpenAI-compatible client, and `get_chat_model`, which
+picks the configured model or the embedded offline one (``offline/``)."""
 
 from __future__ import annotations
 

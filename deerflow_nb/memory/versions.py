@@ -39,10 +39,13 @@ def _fact_ids(data: dict[str, Any]) -> list[str] | None:
     facts = data.get("facts")
     if not isinstance(facts, list):
         return None
-    ids = [f.get("id") if isinstance(f, dict) else None for f in facts]
-    if not all(isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):
+    try:
+        ids = [f["id"] for f in facts]
+    except (TypeError, KeyError, IndexError):  # a fact that is no dict, or has no id
         return None
-    return ids  # type: ignore[return-value]
+    if not set(map(type, ids)) <= {str} or len(set(ids)) != len(ids):
+        return None
+    return ids
 
 
 def make_delta(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:

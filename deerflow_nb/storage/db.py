@@ -214,3 +214,17 @@ def dict_rows(db: Connection, sql: str, parameters: Sequence[Any] = ()) -> list[
     cursor = db.execute(sql, parameters)
     names = [c[0] for c in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def insert_rows(db: Connection, table: str, rows: Sequence[dict[str, Any]]) -> int | None:
+    """Insert ``rows`` (each with the same keys) into ``table`` as plain SQL, and return
+    the last row's rowid: a fold writes a version and its events, and sqlite-utils'
+    ``insert`` introspects the table on every call."""
+    if not rows:
+        return None
+    columns = list(rows[0])
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    cursor = None
+    for row in rows:
+        cursor = db.execute(sql, [row[c] for c in columns])
+    return None if cursor is None else cursor.lastrowid

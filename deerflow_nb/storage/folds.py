@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .db import insert_rows
+
 if TYPE_CHECKING:
     import sqlite_utils
 
@@ -19,7 +21,7 @@ COLUMNS = ("id", "ts", "source", "outcome", "version_id", "pending_id", "report"
 
 def insert(db: sqlite_utils.Database, row: dict[str, Any]) -> int:
     """Inside the caller's transaction: one fold's row; its id."""
-    return db["memory_folds"].insert(row).last_pk
+    return int(insert_rows(db, "memory_folds", [row]) or 0)
 
 
 def _exists(db: Connection) -> bool:

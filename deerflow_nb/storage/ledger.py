@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from .db import insert_rows
+
 _VERSION_COLUMNS = "id, created_at, reason, source, fact_count"
 
 
@@ -21,7 +23,7 @@ def stored_size_sql() -> str:
 
 
 def insert_version(db: Any, row: dict[str, Any]) -> int:
-    return int(db["memory_versions"].insert(row).last_pk)
+    return int(insert_rows(db, "memory_versions", [row]) or 0)
 
 
 def newest_version(db: Any) -> int | None:
@@ -112,7 +114,7 @@ def last_version_at(db: Any, reasons: tuple[str, ...]) -> str | None:
 
 # -- memory_events ---------------------------------------------------------------------------
 def insert_events(db: Any, rows: list[dict[str, Any]]) -> None:
-    db["memory_events"].insert_all(rows)
+    insert_rows(db, "memory_events", rows)
 
 
 def events(db: Any, limit: int, fact_id: str | None = None) -> list[dict[str, Any]]:
@@ -134,7 +136,7 @@ def fact_events(db: Any, fact_id: str) -> list[dict[str, Any]]:
 # -- pending_changes -------------------------------------------------------------------------
 def insert_pending(db: Any, *, created_at: str, source: str, diff: str) -> int:
     row = {"created_at": created_at, "source": source, "diff": diff, "status": "pending"}
-    return int(db["pending_changes"].insert(row).last_pk)
+    return int(insert_rows(db, "pending_changes", [row]) or 0)
 
 
 def pending(db: Any) -> list[dict[str, Any]]:
