@@ -30,6 +30,7 @@ import json
 import math
 import os
 import platform
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,14 @@ def default_data_dir(name: str = "locomo-dev", root: Path = ROOT) -> Path:
     if main != root:
         candidates.append(main.parent / "shared" / "data" / name)
     return next((path for path in candidates if path.is_dir()), candidates[0])
+
+
+def has_conversations(data_dir: Path) -> bool:
+    """Whether ``data_dir`` holds LOCOMO conversations; if not, says so on stderr."""
+    if data_dir.is_dir() and any(data_dir.glob("*.json")):
+        return True
+    print(f"error: no LOCOMO conversations (*.json) in {data_dir}", file=sys.stderr)
+    return False
 
 
 def add_results_options(parser: argparse.ArgumentParser) -> None:

@@ -46,7 +46,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import Results, add_results_options, default_data_dir, report_written  # noqa: E402
+from benchlib import (  # noqa: E402
+    Results,
+    add_results_options,
+    default_data_dir,
+    has_conversations,  # noqa: E402
+    report_written,
+)
 from benchlib import results_dir as results_dir_of  # noqa: E402
 from locomo_injection import (  # noqa: E402  (this folder: one interval)
     BOOTSTRAP_ROUNDS,
@@ -388,8 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_results_options(parser)
     args = parser.parse_args(argv)
-    if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
-        print(f"error: no LOCOMO conversations (*.json) in {args.data_dir}", file=sys.stderr)
+    if not has_conversations(args.data_dir):
         return 2
     results = Results(
         "recall",

@@ -185,7 +185,7 @@ def thread_messages(db: Connection | None, thread_id: str) -> list[dict[str, Any
             "content": m.get("content") or _tool_calls_text(m.get("tool_calls")),
             "tokens": m.get("tokens") or 0,
         }
-        for m in (journal_rows.thread_message_rows(db, thread_id) if db is not None else [])
+        for m in (journal_rows.message_rows(db, thread_id) if db is not None else [])
     ]
 
 

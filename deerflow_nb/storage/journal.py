@@ -137,7 +137,7 @@ class Journal:
         return rows[0] if rows else None
 
     def threads(self) -> list[dict[str, Any]]:
-        return list(self.db["threads"].rows_where(order_by="created_at"))
+        return thread_rows(self.db)
 
     def add_message(
         self, thread_id: str, message: dict[str, Any], *, turn_id: str | None = None
@@ -152,8 +152,7 @@ class Journal:
         return int(self.db.execute(sql, [thread_id]).fetchone()[0])
 
     def message_rows(self, thread_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
-        sql = "SELECT * FROM messages WHERE thread_id = ? AND seq > ? ORDER BY seq"
-        return dict_rows(self.db, sql, [thread_id, after_seq])
+        return message_rows(self.db, thread_id, after_seq)
 
     def private_turn_ids(self, thread_id: str) -> set[str]:
         """The thread's turns run without memory."""
@@ -235,7 +234,7 @@ class Journal:
 
     def turns(self, thread_id: str | None = None) -> list[dict[str, Any]]:
         if thread_id is None:
-            return list(self.db["turns"].rows_where(order_by="started_at"))
+            return turn_rows(self.db)
         return list(
             self.db["turns"].rows_where("thread_id = ?", [thread_id], order_by="started_at")
         )
@@ -297,12 +296,11 @@ def message_totals(db: Connection) -> dict[str, tuple[int, int]]:
     return {row[0]: (int(row[1]), int(row[2] or 0)) for row in db.execute(sql).fetchall()}
 
 
-def thread_message_rows(db: Connection, thread_id: str) -> list[dict[str, Any]]:
-    """One thread's stored messages, oldest first."""
-    if not has_table(db, "messages"):
-        return []
-    sql = "SELECT * FROM messages WHERE thread_id = ? ORDER BY seq"
-    return dict_rows(db, sql, [thread_id])
+def message_rows(db: Connection, thread_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+    """A thread's stored messages after ``after_seq``, oldest first (on the turn's path:
+    no table check, ``messages`` exists from the first migration)."""
+    sql = "SELECT * FROM messages WHERE thread_id = ? AND seq > ? ORDER BY seq"
+    return dict_rows(db, sql, [thread_id, after_seq])
 
 
 def turn_texts(db: Connection, thread_id: str) -> list[dict[str, Any]]:
