@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,19 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in MODEL_ENV:
         monkeypatch.delenv(name, raising=False)
     return path
+
+
+@pytest.fixture
+def ctrl_c_lands() -> Iterator[None]:
+    """Collect garbage first and keep the cyclic collector off while the test presses
+    Ctrl-C: a finalizer running in the main thread (an earlier test's HTTP client) would
+    swallow the KeyboardInterrupt as "Exception ignored in __del__"."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture

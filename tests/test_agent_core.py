@@ -192,6 +192,7 @@ def test_a_thread_resumes_from_the_journal_in_a_new_agent() -> None:
     second.close()
 
 
+@pytest.mark.usefixtures("ctrl_c_lands")
 def test_ctrl_c_mid_stream_journals_an_interrupted_turn() -> None:
     agent = Agent(model="offline")
     received: list[str] = []
@@ -218,6 +219,7 @@ def test_ctrl_c_mid_stream_journals_an_interrupted_turn() -> None:
     agent.close()
 
 
+@pytest.mark.usefixtures("ctrl_c_lands")
 def test_ctrl_c_during_a_tool_gives_every_call_a_result() -> None:
     class Interrupting:
         def __repr__(self) -> str:
@@ -324,6 +326,7 @@ def test_a_subagents_result_is_capped_in_the_leads_context() -> None:
     agent.close()
 
 
+@pytest.mark.usefixtures("ctrl_c_lands")
 def test_ctrl_c_keeps_the_results_of_sub_agents_that_had_finished() -> None:
     slow = Blocking()  # still reading "slow" when Ctrl-C comes, whatever the machine's speed
     agent = Agent(model="offline", namespace={"quick": [1, 2], "slow": slow})

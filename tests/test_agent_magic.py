@@ -205,6 +205,7 @@ def test_run_code_needs_allow_code_and_shows_the_code(shell: InteractiveShell) -
     assert "42" in cap.stdout
 
 
+@pytest.mark.usefixtures("ctrl_c_lands")
 def test_ctrl_c_stops_the_turn_cleanly(shell: InteractiveShell) -> None:
     class Trap:
         def __repr__(self) -> str:
@@ -220,6 +221,7 @@ def test_ctrl_c_stops_the_turn_cleanly(shell: InteractiveShell) -> None:
     assert "interrupted" in markdown_updates(cap)[-1].splitlines()[-1]
 
 
+@pytest.mark.usefixtures("ctrl_c_lands")
 def test_ctrl_c_in_code_the_agent_runs_stops_the_turn(shell: InteractiveShell) -> None:
     body = "Run this:\n```python\nimport signal\nsignal.raise_signal(signal.SIGINT)\n```"
     result, cap = agent_cell(shell, "-t stopped --no-memory --allow-code", body)

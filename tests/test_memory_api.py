@@ -395,6 +395,7 @@ def test_search_finds_a_word_inside_text_written_without_spaces(mem: Memory) -> 
     assert found("タワー") == ["東京タワーに行きました"]
 
 
+@pytest.mark.usefixtures("ctrl_c_lands")
 def test_a_flush_interrupted_by_ctrl_c_hands_its_thread_back(
     home: Path, model_server: ServerHandle
 ) -> None:
