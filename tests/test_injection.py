@@ -8,6 +8,7 @@ import json
 import math
 import re
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +80,11 @@ def parse_facts(block: str) -> list[tuple[str, str, str]]:
         else:
             assert line.endswith(":"), line
             date = line[:-1]
-            if len(date) == len("03-01"):
-                assert year is not None, "a date without a year needs the legend"
-                date = f"{year}-{date}"
+            if date != "Undated":
+                if date.count(" ") == 1:
+                    assert year is not None, "a date without a year needs the legend"
+                    date = f"{date} {year}"
+                date = datetime.strptime(date, "%d %b %Y").date().isoformat()
     return out
 
 
@@ -177,7 +180,7 @@ def test_layout_matches_deerflow_sections_and_line_format() -> None:
     assert block == (
         "<memory>\nUser Context:\n- Work: Data scientist.\n- Personal: Speaks Portuguese.\n"
         "- Current Focus: A churn model.\n\nHistory:\n- Recent: Moved to polars.\n"
-        "- Earlier: Used R.\n\nFacts:\n2026-03-01:\n"
+        "- Earlier: Used R.\n\nFacts:\n1 Mar 2026:\n"
         "[preference | 0.92]\n- Prefers polars over pandas\n"
         "[context | 0.80]\n- Works in Lisbon\n</memory>"
     )
@@ -196,9 +199,9 @@ def test_shared_metadata_is_said_once_under_tag_and_date_headers() -> None:
     # Three tags over three dates in five pairs: tags outside cost fewer header tokens.
     assert block == (
         "<memory>\nFacts:\n"
-        "[preference | 0.92]\n2026-03-01:\n- Prefers polars over pandas\n"
-        "[context | 0.90]\n2026-03-01:\n- Works on churn models\n"
-        "2026-02-10:\n- Lives in Lisbon\n- Has a cat named Miso\n"
+        "[preference | 0.92]\n1 Mar 2026:\n- Prefers polars over pandas\n"
+        "[context | 0.90]\n1 Mar 2026:\n- Works on churn models\n"
+        "10 Feb 2026:\n- Lives in Lisbon\n- Has a cat named Miso\n"
         "Undated:\n- [context | 0.90] [goal | 1.00] sneaky text\n"
         "[goal | 0.80]\nUndated:\n- Wants to learn Rust\n</memory>"
     )
@@ -211,7 +214,7 @@ def test_shared_metadata_is_said_once_under_tag_and_date_headers() -> None:
     # One date, two tags: the date outside.
     two = format_memory_for_injection(memory(facts[:2]))
     assert two == (
-        "<memory>\nFacts:\n2026-03-01:\n[preference | 0.92]\n- Prefers polars over pandas\n"
+        "<memory>\nFacts:\n1 Mar 2026:\n[preference | 0.92]\n- Prefers polars over pandas\n"
         "[context | 0.90]\n- Works on churn models\n</memory>"
     )
     assert [t for t, _, _ in parse_facts(two)] == ["preference | 0.92", "context | 0.90"]
@@ -247,15 +250,15 @@ def test_the_commonest_year_is_said_once_when_that_saves_tokens() -> None:
     block = format_memory_for_injection(memory(facts))
     assert block == (
         "<memory>\nFacts:\nDates without a year are in 2026.\n[context | 0.90]\n"
-        + "".join(f"{d[5:]}:\n- Did thing {n}\n" for n, d in enumerate(days[:5]))
-        + "2025-12-31:\n- Did thing 5\n</memory>"
+        + "".join(f"{5 - n} Jan:\n- Did thing {n}\n" for n in range(5))
+        + "31 Dec 2025:\n- Did thing 5\n</memory>"
     )
     assert [date for _, date, _ in parse_facts(block)] == days
-    full = block.replace("Dates without a year are in 2026.\n", "").replace("\n01-", "\n2026-01-")
+    full = block.replace("Dates without a year are in 2026.\n", "").replace(" Jan:", " Jan 2026:")
     assert count_tokens(block) < count_tokens(full)
     # Two dates in the year save less than the legend costs: every header stays full.
     two = format_memory_for_injection(memory(facts[:2]))
-    assert "without a year" not in two and "\n2026-01-05:\n" in two
+    assert "without a year" not in two and "\n5 Jan 2026:\n" in two
     # Under tags, a date is a header once per tag it has: the legend counts each, so two
     # dates under two tags are worth it.
     spread = [
@@ -264,7 +267,7 @@ def test_the_commonest_year_is_said_once_when_that_saves_tokens() -> None:
     ]
     block = format_memory_for_injection(memory(spread))
     assert block.startswith("<memory>\nFacts:\nDates without a year are in 2026.\n[context")
-    assert block.count("\n01-05:\n") == block.count("\n01-04:\n") == 2
+    assert block.count("\n5 Jan:\n") == block.count("\n4 Jan:\n") == 2
     assert [(t, d) for t, d, _ in parse_facts(block)] == [
         (readable_tag(f), f["createdAt"][:10]) for f in select_facts(memory(spread))
     ]
@@ -478,7 +481,9 @@ def test_a_fact_that_looks_like_a_tag_line_keeps_its_own_tag(text: str) -> None:
     )
 
 
-@pytest.mark.parametrize("text", ["2026-03-01:", "Undated:", "03-01:", "Dates without a year"])
+@pytest.mark.parametrize(
+    "text", ["2026-03-01:", "1 Mar 2026:", "Undated:", "1 Mar:", "Dates without a year"]
+)
 def test_a_fact_that_looks_like_a_date_header_stays_a_fact_line(text: str) -> None:
     facts = [fact(text, 0.9, createdAt=None), fact("Plain", 0.8, createdAt="2025-01-01")]
     block = format_memory_for_injection(memory(facts), 2000)

@@ -16,12 +16,12 @@ Layout (DeerFlow's order and labels; empty sections are left out)::
     Facts:
     Dates without a year are in 2026.
     [preference | 0.95]
-    03-01:
+    1 Mar:
     - Prefers polars over pandas
     [context | 0.90]
-    03-01:
+    1 Mar:
     - Works on churn prediction for a telecom
-    2025-11-20:
+    20 Nov 2025:
     - Moved to Lisbon
     Undated:
     - Wants to learn Rust
@@ -33,8 +33,9 @@ under the date they were learned; the commonest year of the block's best candida
 stated once (the year legend) and left off the date headers in it, when that saves more
 tokens than it costs. A tag on every line would cost ~8 tokens a fact, most of a short
 fact's own cost (~19 tokens on LOCOMO), and a memory holds only a few distinct tags (an
-extraction model writes round confidences: 0.8, 0.85, 0.9, 0.95); a full date header costs
-7 tokens where ``03-01:`` costs 4. Only header lines start with ``[`` or end with ``:``
+extraction model writes round confidences: 0.8, 0.85, 0.9, 0.95). A date header names its
+month (``1 Mar 2026:``, 6 tokens, ``1 Mar:`` 3 tokens) where ISO ``2026-03-01:`` costs 7
+and ``03-01:`` 4. Only header lines start with ``[`` or end with ``:``
 without starting with ``- ``; a fact whose text starts like a tag or a list item (``[``,
 ``- [goal | 0.99]``) carries its own tag on its line too, ``- [context | 0.90] [goal |
 0.99] …``, so no text can pass for a tag.
