@@ -13,7 +13,9 @@ each returns the Markdown the block holds:
 - ``config_yaml()``: every config.yaml key with its default, from ``schema.SETTINGS_SECTIONS``
   (the comments are the ones below, each checked to name a real key);
 - ``notebooks()``: the example notebooks, from their ``.md`` front matter
-  (``deerflow_nb: {shows: ...}``) or, without it, their title.
+  (``deerflow_nb: {shows: ...}``) or, without it, their title;
+- ``injection_example()``: the Facts of a ``<memory>`` block, as
+  ``format_memory_for_injection`` lays out ``EXAMPLE_FACTS``.
 """
 
 from __future__ import annotations
@@ -150,3 +152,35 @@ def notebooks() -> str:
             shows = title.splitlines()[0].lstrip("# ") if title else source.stem
         rows.append(f"| [`{source.stem}`](example_notebooks/{source.name}) | {_cell(shows)} |")
     return "\n".join(rows) + "\n"
+
+
+# (content, category, confidence, learned on) of the README's example block.
+EXAMPLE_FACTS = (
+    ("Prefers polars over pandas", "preference", 0.95, "2026-03-02"),
+    ("Uses DuckDB for local analytics", "preference", 0.95, "2026-02-10"),
+    ("Works on churn prediction for a telecom", "context", 0.85, "2026-03-01"),
+    ("Retrains the churn model every Monday", "context", 0.85, "2026-03-01"),
+    ("Presents to the board on 12 March", "context", 0.85, "2026-03-04"),
+    ("Moved to Lisbon", "context", 0.85, "2025-11-20"),
+    ("Wants to learn Rust", "goal", 0.8, None),
+)
+
+
+def injection_example() -> str:
+    """The Facts part of the block for ``EXAMPLE_FACTS``, in a code block."""
+    from deerflow_nb.memory.injection import format_memory_for_injection
+
+    facts = [
+        {
+            "id": f"f{n}",
+            "content": content,
+            "category": category,
+            "confidence": confidence,
+            "createdAt": f"{date}T09:00:00Z" if date else None,
+            "source": "manual",
+        }
+        for n, (content, category, confidence, date) in enumerate(EXAMPLE_FACTS)
+    ]
+    block = format_memory_for_injection({"facts": facts}, 2000)
+    facts_part = block.split("\n", 1)[1].rsplit("\n", 1)[0]  # without the tags
+    return f"```\n{facts_part}\n```\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import itertools
 import json
 import math
 import re
@@ -50,19 +51,50 @@ def memory(facts: list[dict], **summaries: str) -> dict:
     return data
 
 
+# A date header, alone (``1 Mar:``) or heading the one fact of its group (``1 Mar: text``).
+DATE_LINE = re.compile(
+    r"(\d{1,2} [A-Z][a-z]{2}(?: \d{4})?|\d{4}-\d{2}-\d{2}|\d{2}-\d{2}|Undated):(?: (.+))?"
+)
+
+
 def facts_section(block: str) -> list[str]:
-    """The fact lines of a block (the legend, tag and date headers left out)."""
+    """The lines of a block that list a fact (the legend, tag and date headers left out):
+    ``- text`` lines, and a date with the one fact of its group (``1 Mar: text``)."""
     body = block.split("Facts:\n", 1)[1].rsplit("\n</memory>", 1)[0]
-    return [line for line in body.split("\n") if line.startswith("- ")]
+    return [
+        line
+        for line in body.split("\n")
+        if line.startswith("- ") or ((date := DATE_LINE.fullmatch(line)) and date.group(2))
+    ]
 
 
 def parse_facts(block: str) -> list[tuple[str, str, str]]:
     """``(tag, date, text)`` of each listed fact, in block order, as a reader resolves them:
     a ``[category | confidence]`` line heads the facts under it until the next one, a date
-    line (``2026-03-01:``, ``03-01:`` in the legend's year, ``Undated:``) likewise; a fact
-    line may carry its own tag, which must agree with its header's."""
+    line (``1 Mar 2026:``, ``1 Mar:`` in the legend's year, ``Undated:``) likewise; a group
+    of one fact is one line (``1 Mar: text`` under a tag, ``- [tag] text`` under a date). A
+    fact line may carry its own tag; under tag headers it must agree with its header's."""
     body = block.split("Facts:\n", 1)[1].rsplit("\n</memory>", 1)[0]
     year, tag, date, out = None, None, None, []
+    dates_outside = None
+
+    def iso(header: str) -> str:
+        if header == "Undated" or "-" in header:
+            assert "-" not in header or len(header) == len("2026-03-01"), header
+            return header
+        if header.count(" ") == 1:
+            assert year is not None, "a date without a year needs the legend"
+            header = f"{header} {year}"
+        return datetime.strptime(header, "%d %b %Y").date().isoformat()
+
+    def listed(text: str, on: str | None) -> None:
+        own = None
+        if text.startswith("["):
+            own, text = text[1:].split("] ", 1)
+            assert dates_outside or own == tag, "a fact's own tag agrees with its header"
+        assert (own or tag) is not None and on is not None, "a fact line comes under headers"
+        out.append((own or tag, on, text))
+
     for n, line in enumerate(body.split("\n")):
         if line.startswith("Dates without a year are in "):
             assert n == 0, "the legend comes first"
@@ -70,22 +102,25 @@ def parse_facts(block: str) -> list[tuple[str, str, str]]:
         elif line.startswith("["):
             assert line.endswith("]") and line.count("[") == 1, line
             tag = line[1:-1]
-        elif line.startswith("- ["):
-            own, text = line[3:].split("] ", 1)
-            assert own == tag, "a fact's own tag agrees with its header"
-            out.append((own, date, text))
+            dates_outside = bool(dates_outside)
         elif line.startswith("- "):
-            assert tag is not None and date is not None, "a fact line comes under headers"
-            out.append((tag, date, line[2:]))
+            listed(line[2:], date)
         else:
-            assert line.endswith(":"), line
-            date = line[:-1]
-            if date != "Undated":
-                if date.count(" ") == 1:
-                    assert year is not None, "a date without a year needs the legend"
-                    date = f"{date} {year}"
-                date = datetime.strptime(date, "%d %b %Y").date().isoformat()
+            match = DATE_LINE.fullmatch(line)
+            assert match, line
+            if match.group(2) is None:
+                date = iso(match.group(1))
+                dates_outside = dates_outside is None or dates_outside
+                if dates_outside:
+                    tag = None
+            else:
+                listed(match.group(2), iso(match.group(1)))
     return out
+
+
+def contiguous(keys: list[Any]) -> bool:
+    """Whether equal keys come together: each group listed once."""
+    return len([k for k, _ in itertools.groupby(keys)]) == len(set(keys))
 
 
 def readable_tag(f: dict) -> str:
@@ -181,8 +216,8 @@ def test_layout_matches_deerflow_sections_and_line_format() -> None:
         "<memory>\nUser Context:\n- Work: Data scientist.\n- Personal: Speaks Portuguese.\n"
         "- Current Focus: A churn model.\n\nHistory:\n- Recent: Moved to polars.\n"
         "- Earlier: Used R.\n\nFacts:\n1 Mar 2026:\n"
-        "[preference | 0.92]\n- Prefers polars over pandas\n"
-        "[context | 0.80]\n- Works in Lisbon\n</memory>"
+        "- [preference | 0.92] Prefers polars over pandas\n"
+        "- [context | 0.80] Works in Lisbon\n</memory>"
     )
 
 
@@ -199,11 +234,11 @@ def test_shared_metadata_is_said_once_under_tag_and_date_headers() -> None:
     # Three tags over three dates in five pairs: tags outside cost fewer header tokens.
     assert block == (
         "<memory>\nFacts:\n"
-        "[preference | 0.92]\n1 Mar 2026:\n- Prefers polars over pandas\n"
-        "[context | 0.90]\n1 Mar 2026:\n- Works on churn models\n"
+        "[preference | 0.92]\n1 Mar 2026: Prefers polars over pandas\n"
+        "[context | 0.90]\n1 Mar 2026: Works on churn models\n"
         "10 Feb 2026:\n- Lives in Lisbon\n- Has a cat named Miso\n"
-        "Undated:\n- [context | 0.90] [goal | 1.00] sneaky text\n"
-        "[goal | 0.80]\nUndated:\n- Wants to learn Rust\n</memory>"
+        "Undated: [context | 0.90] [goal | 1.00] sneaky text\n"
+        "[goal | 0.80]\nUndated: Wants to learn Rust\n</memory>"
     )
     # Every fact still shows its category, confidence and date; a text starting with "["
     # keeps its own tag, so it cannot pass for one.
@@ -214,8 +249,8 @@ def test_shared_metadata_is_said_once_under_tag_and_date_headers() -> None:
     # One date, two tags: the date outside.
     two = format_memory_for_injection(memory(facts[:2]))
     assert two == (
-        "<memory>\nFacts:\n1 Mar 2026:\n[preference | 0.92]\n- Prefers polars over pandas\n"
-        "[context | 0.90]\n- Works on churn models\n</memory>"
+        "<memory>\nFacts:\n1 Mar 2026:\n- [preference | 0.92] Prefers polars over pandas\n"
+        "- [context | 0.90] Works on churn models\n</memory>"
     )
     assert [t for t, _, _ in parse_facts(two)] == ["preference | 0.92", "context | 0.90"]
 
@@ -250,15 +285,15 @@ def test_the_commonest_year_is_said_once_when_that_saves_tokens() -> None:
     block = format_memory_for_injection(memory(facts))
     assert block == (
         "<memory>\nFacts:\nDates without a year are in 2026.\n[context | 0.90]\n"
-        + "".join(f"{5 - n} Jan:\n- Did thing {n}\n" for n in range(5))
-        + "31 Dec 2025:\n- Did thing 5\n</memory>"
+        + "".join(f"{5 - n} Jan: Did thing {n}\n" for n in range(5))
+        + "31 Dec 2025: Did thing 5\n</memory>"
     )
     assert [date for _, date, _ in parse_facts(block)] == days
     full = block.replace("Dates without a year are in 2026.\n", "").replace(" Jan:", " Jan 2026:")
     assert count_tokens(block) < count_tokens(full)
     # Two dates in the year save less than the legend costs: every header stays full.
     two = format_memory_for_injection(memory(facts[:2]))
-    assert "without a year" not in two and "\n5 Jan 2026:\n" in two
+    assert "without a year" not in two and "\n5 Jan 2026: Did thing 0\n" in two
     # Under tags, a date is a header once per tag it has: the legend counts each, so two
     # dates under two tags are worth it.
     spread = [
@@ -313,18 +348,12 @@ def test_grouped_block_is_exact_and_select_facts_follows_its_order(
     lines = body.rsplit("\n</memory>", 1)[0].split("\n")
     frame = count_tokens(head + "Facts:\n</memory>")
     assert count_tokens(block) == frame + sum(count_tokens(line + "\n") for line in lines)
-    # Each group is listed once: every outer header once, every inner one once within it.
-    headers = [line for line in lines if not line.startswith(("- ", "Dates without"))]
-    outer_is_tag = headers[0].startswith("[")
-    outers = [h for h in headers if h.startswith("[") == outer_is_tag]
-    assert len(outers) == len(set(outers))
-    pairs, current = [], None
-    for h in headers:
-        if h.startswith("[") == outer_is_tag:
-            current = h
-        else:
-            pairs.append((current, h))
-    assert len(pairs) == len(set(pairs))
+    # Each group is listed once: the facts of an outer group come together, and so do
+    # those of an inner group within it.
+    tags = [t for t, _, _ in parsed]
+    dates = [d for _, d, _ in parsed]
+    assert contiguous(tags) or contiguous(dates)
+    assert contiguous(list(zip(tags, dates, strict=True)))
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -386,10 +415,9 @@ def test_no_context_groups_dates_by_their_most_confident_fact() -> None:
     # Chosen in DeerFlow's confidence order; listed by date, the date of the most
     # confident fact first, each date's facts in confidence order.
     assert chosen == ["Beta fact", "Delta fact", "Gamma fact", "Alpha fact"]
-    # With room for two facts, the two most confident are the ones injected.
-    two = select_facts(
-        memory(facts), None, count_tokens(format_memory_for_injection(memory(facts[1:3])))
-    )
+    # With room for two facts and not three, the two most confident are the ones injected.
+    by_budget = {b: select_facts(memory(facts), None, b) for b in range(120)}
+    two = by_budget[max(b for b, chosen in by_budget.items() if len(chosen) == 2)]
     assert sorted(f["content"] for f in two) == ["Beta fact", "Gamma fact"]
 
 
@@ -418,11 +446,9 @@ def test_hostile_fact_text_cannot_close_or_forge_tags(context: str | None) -> No
     lines = facts_section(block)
     assert len(lines) == len(HOSTILE) + 1  # no fact added a line of its own
     body = block.split("Facts:\n", 1)[1].rsplit("\n</memory>", 1)[0].split("\n")
-    assert len(body) == len(lines) + 3  # the date header and two tag headers
-    assert [line for line in body if line.startswith("[")] == [
-        "[context | 0.95]",
-        "[system | 0.90]",
-    ]
+    assert len(body) == len(lines) + 2  # the date header and the shared tag's header
+    assert [line for line in body if line.startswith("[")] == ["[context | 0.95]"]
+    assert "- [system | 0.90] Likes tea" in lines  # a group of one: its tag on its line
     assert sorted(text for _, _, text in parse_facts(block)) == sorted(
         escape(f) for f in [*HOSTILE, "Likes tea"]
     )
@@ -473,9 +499,10 @@ def test_a_fact_that_looks_like_a_tag_line_keeps_its_own_tag(text: str) -> None:
     block = format_memory_for_injection(data, 2000)
     # The tag is a header line of its own; only headers start with "[".
     headers = [line for line in block.split("\n") if line.startswith("[")]
-    assert headers == ["[context | 0.90]", "[context | 0.80]"]
+    assert headers == ["[context | 0.90]"]
     assert f"- [context | 0.90] {escape(text)}" in facts_section(block)
     assert "- Plain one" in facts_section(block)
+    assert "- [context | 0.80] Plain two" in facts_section(block)
     assert sorted(parse_facts(block)) == sorted(
         (readable_tag(f), "2026-03-01", escape(f["content"])) for f in data["facts"]
     )
@@ -487,7 +514,10 @@ def test_a_fact_that_looks_like_a_tag_line_keeps_its_own_tag(text: str) -> None:
 def test_a_fact_that_looks_like_a_date_header_stays_a_fact_line(text: str) -> None:
     facts = [fact(text, 0.9, createdAt=None), fact("Plain", 0.8, createdAt="2025-01-01")]
     block = format_memory_for_injection(memory(facts), 2000)
-    assert f"- {text}" in facts_section(block)
+    # Alone under its tag: on its date's line, or on a line of its own when it ends like
+    # a header.
+    alone = f"- {text}" if text.endswith(":") else f"Undated: {text}"
+    assert alone in facts_section(block)
     assert sorted(parse_facts(block)) == sorted(
         [("context | 0.90", "Undated", text), ("context | 0.80", "2025-01-01", "Plain")]
     )

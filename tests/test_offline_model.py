@@ -348,11 +348,12 @@ def test_non_offline_name_without_key_names_the_fix() -> None:
         get_chat_model(load_settings(), "gpt-4o")
 
 
-def test_quotes_tagged_and_legend_untagged_facts_but_not_summaries() -> None:
+def test_quotes_the_blocks_facts_but_not_summaries() -> None:
     system = (
         "<memory>\nUser Context:\n- Work: Leads the telecom churn team.\n\nFacts:\n"
-        "Untagged facts are [context | 0.90].\n2026-11-22:\n"
-        "- Works on a churn model\n- [preference | 0.92] Prefers polars over pandas\n</memory>"
+        "Dates without a year are in 2026.\n[context | 0.90]\n22 Nov:\n"
+        "- Works on a churn model\n- [preference | 0.92] Prefers polars over pandas\n"
+        "[goal | 0.80]\n20 Nov: Wants a churn dashboard\n</memory>"
     )
     reply = OfflineModel().chat(
         [
@@ -362,4 +363,6 @@ def test_quotes_tagged_and_legend_untagged_facts_but_not_summaries() -> None:
     )
     assert "Works on a churn model" in reply.content
     assert "Prefers polars over pandas" in reply.content
+    assert "Wants a churn dashboard" in reply.content  # a group of one, on its date's line
+    assert "20 Nov" not in reply.content and "[" not in reply.content
     assert "telecom" not in reply.content  # the summary line is not a fact

@@ -106,6 +106,20 @@ def fact_line(fact: dict[str, Any]) -> str:
     return f"- {text}"
 
 
+def single_line(header: str, line: str) -> str | None:
+    """A group of one fact as one line, a token cheaper than its header over its line, or
+    None when the fact keeps its own line under the header.
+
+    Under a tag header a date group of one reads ``1 Mar: text``, unless the text ends with
+    ``:`` (the line would end like a header); under a date header a tag group of one is the
+    fact line with its own tag, ``- [context | 0.90] text`` (a line that carries its tag
+    already needs nothing more).
+    """
+    if header.startswith("["):
+        return line if line.startswith("- [") else f"- {header} {line[2:]}"
+    return None if line.endswith(":") else f"{header} {line[2:]}"
+
+
 @lru_cache(maxsize=4096)
 def line_cost(line: str) -> int:
     """Tokens a line adds to the block, its line break included.

@@ -16,15 +16,15 @@ Layout (DeerFlow's order and labels; empty sections are left out)::
     Facts:
     Dates without a year are in 2026.
     [preference | 0.95]
-    1 Mar:
-    - Prefers polars over pandas
-    [context | 0.90]
+    2 Mar: Prefers polars over pandas
+    10 Feb: Uses DuckDB for local analytics
+    [context | 0.85]
     1 Mar:
     - Works on churn prediction for a telecom
-    20 Nov 2025:
-    - Moved to Lisbon
-    Undated:
-    - Wants to learn Rust
+    - Retrains the churn model every Monday
+    20 Nov 2025: Moved to Lisbon
+    [goal | 0.80]
+    Undated: Wants to learn Rust
     </memory>
 
 Every fact shows its category, confidence and date, but each is said once for the facts
@@ -35,8 +35,10 @@ tokens than it costs. A tag on every line would cost ~8 tokens a fact, most of a
 fact's own cost (~19 tokens on LOCOMO), and a memory holds only a few distinct tags (an
 extraction model writes round confidences: 0.8, 0.85, 0.9, 0.95). A date header names its
 month (``1 Mar 2026:``, 6 tokens, ``1 Mar:`` 3 tokens) where ISO ``2026-03-01:`` costs 7
-and ``03-01:`` 4. Only header lines start with ``[`` or end with ``:``
-without starting with ``- ``; a fact whose text starts like a tag or a list item (``[``,
+and ``03-01:`` 4. A group of one fact is one line, a token cheaper: ``2 Mar: text`` under
+a tag header, ``- [goal | 0.80] text`` under a date header. Only header lines start with
+``[`` or end with ``:`` without starting with ``- ``, and no fact text ends a line with
+``:`` without its own ``- ``; a fact whose text starts like a tag or a list item (``[``,
 ``- [goal | 0.99]``) carries its own tag on its line too, ``- [context | 0.90] [goal |
 0.99] …``, so no text can pass for a tag.
 
@@ -44,16 +46,16 @@ The whole string, tags included, never exceeds ``max_tokens`` counted with ``cl1
 Summaries come first, as in DeerFlow; if they alone would not fit they are shortened, never
 the budget broken. Facts then fill what is left in rank order (see ``ranking``), each
 costing its line plus, for the first fact of a tag, the tag header, for the first of a date
-within its tag, the date header, and for the first date header in the legend's year, the
-legend; a fact that does not fit is skipped and the next one tried. The year legend is the
-commonest year among the date headers of the best candidates, so a block about last year's
-facts shortens those. The listing groups the chosen facts by tag, tags in the order of their
-best-ranked fact, then by date in the same way, facts within a date in rank order (without
-context: confidence order, so the most confident tag comes first); ``select_facts`` returns
-them in that listing order. Every text from memory is escaped (``&``, ``<``, ``>`` and their
-look-alikes such as ``＜`` and ``‹`` become entities; line breaks become spaces; control,
-bidi and zero-width characters are removed), so no fact or summary can close or forge a tag
-or add a line of its own.
+within its tag, its one-line form (the second turns it back into a header and two lines),
+and for the first date header in the legend's year, the legend; a fact that does not fit is
+skipped and the next one tried. The year legend is the commonest year among the date headers
+of the best candidates, so a block about last year's facts shortens those. The listing
+groups the chosen facts by tag, tags in the order of their best-ranked fact, then by date in
+the same way, facts within a date in rank order (without context: confidence order, so the
+most confident tag comes first); ``select_facts`` returns them in that listing order. Every
+text from memory is escaped (``&``, ``<``, ``>`` and their look-alikes such as ``＜`` and
+``‹`` become entities; line breaks become spaces; control, bidi and zero-width characters
+are removed), so no fact or summary can close or forge a tag or add a line of its own.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from .block import (
     in_year,
     line_cost,
     render,
+    single_line,
     tag_header,
 )
 from .fact_index import FactIndex
@@ -111,7 +112,8 @@ def _layout(
     listed facts, in order.
 
     ``accepted`` is in rank order; outer groups come in the order of their best-ranked
-    fact, and so do the inner groups within each.
+    fact, and so do the inner groups within each. An inner group of one fact is one line
+    (``single_line``).
     """
     groups: dict[str, dict[str, list[int]]] = {}
     yearless = False
@@ -125,8 +127,12 @@ def _layout(
     for outer, inners in groups.items():
         lines.append(outer)
         for inner, members in inners.items():
-            lines.append(inner)
-            lines += [cache[i][2] for i in members]
+            single = single_line(inner, cache[members[0]][2]) if len(members) == 1 else None
+            if single is not None:
+                lines.append(single)
+            else:
+                lines.append(inner)
+                lines += [cache[i][2] for i in members]
             listed += members
     legends = [YEAR_LEGEND.format(year=plan.year)] if yearless else []
     return legends + lines, listed
@@ -142,9 +148,10 @@ def pack(
     """The block holding the facts that fit, tried in ``order``, and the listed positions.
 
     A fact costs its line, plus its outer header if it is the first of its outer group,
-    plus its inner header if it is the first of its group within that, plus the year legend
-    if that date header is the first to leave its year to the legend: the exact marginal
-    cost of adding it.
+    plus the year legend if its date header is the first to leave its year to the legend.
+    The first fact of an inner group costs its one-line form (header and text, see
+    ``single_line``); the second turns that line back into a header and two fact lines.
+    Each is the exact marginal cost of adding the fact.
     """
     # The block with an empty Facts section; each line then adds its own cost.
     used = count_tokens(render(sections, ["\0"]).replace("\0\n", ""))  # "Facts:\n</memory>"
@@ -162,7 +169,8 @@ def pack(
     accepted: list[tuple[int, int]] = []  # (try number, position): sorted back to rank order
     skipped: list[tuple[int, int]] = []
     outers: set[str] = set()
-    pairs: set[tuple[str, str]] = set()
+    # Each inner group's size, and the extra cost of the first fact's one-line form.
+    pairs: dict[tuple[str, str], tuple[int, int]] = {}
     year_legend = False
 
     placed = index.meta.get(("placed", plan))
@@ -174,22 +182,29 @@ def pack(
         nonlocal used, year_legend
         where = placed.get(i)
         if where is None:
-            tag, date, _, line_cost = _line(index, facts, i)
-            where = placed[i] = (*_group(plan, tag, date), line_cost)
-        outer, inner, outer_cost, inner_cost, short_outer, short_inner, cost = where
+            tag, date, line, cost = _line(index, facts, i)
+            group = _group(plan, tag, date)
+            one_line = single_line(group[1], line)
+            single = group[3] + cost if one_line is None else line_cost(one_line)
+            where = placed[i] = (*group, cost, single)
+        outer, inner, outer_cost, inner_cost, short_outer, short_inner, line, single = where
+        size, unfold = pairs.get((outer, inner), (0, 0))
         yearless = False
+        if size == 0:
+            cost = single
+            unfold = inner_cost + line - single
+            yearless = short_inner
+        else:
+            cost = line + (unfold if size == 1 else 0)
         if outer not in outers:
             cost += outer_cost
-            yearless = short_outer
-        if (outer, inner) not in pairs:
-            cost += inner_cost
-            yearless = yearless or short_inner
+            yearless = yearless or short_outer
         if yearless and not year_legend:
             cost += year_legend_cost
         if used + cost > max_tokens:
             return False
         outers.add(outer)
-        pairs.add((outer, inner))
+        pairs[(outer, inner)] = (size + 1, unfold)
         year_legend = year_legend or yearless
         used += cost
         return True

@@ -21,7 +21,12 @@ SUMMARY_MAX_TOKENS = 300
 TOOL_RESULT_MAX_TOKENS = 300
 SUMMARY_TAG = "<conversation_to_summarize>"
 _MEMORY_RE = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)
-_FACT_RE = re.compile(r"^-\s*(?:\[[^\]]*\]\s*)?(?:\([^)]*\)\s*)?(.+)$")
+# A fact line of the block: ``- text``, or a date with the one fact of its group
+# (``1 Mar 2026: text``, ``Undated: text``), either with an optional ``[tag]`` first.
+_FACT_RE = re.compile(
+    r"^(?:-\s*|(?:\d{1,2} [A-Z][a-z]{2}(?: \d{4})?|[\d-]{5,10}|Undated):\s+)"
+    r"(?:\[[^\]]*\]\s*)?(?:\([^)]*\)\s*)?(.+)$"
+)
 _ROLE_RE = re.compile(r"^(User|Assistant|Human|AI|Tool result)\s*:", re.MULTILINE | re.IGNORECASE)
 _SUMMARY_HEAD = "Summary of earlier conversation:\n"
 _BULLET_SAID = "- The user said: "
