@@ -162,9 +162,46 @@ def test_a_turn_records_its_injections_in_one_statement(home: Path) -> None:
     mem.journal.db.conn.set_trace_callback(statements.append)
     agent.run("Tell me about the datasets", thread="q")
     mem.journal.db.conn.set_trace_callback(None)
-    upserts = [s for s in statements if "fact_usage" in s]
-    # executemany traces each row; one distinct statement, in one transaction
-    assert len({s.split("VALUES")[0] for s in upserts}) == 1 and len(upserts) == 5
+    # One logged row for the five injected facts; no per-fact upsert (none was used: the
+    # message shares no distinctive word with them).
+    assert len([s for s in statements if "INSERT INTO fact_injections" in s]) == 1
+    assert not [s for s in statements if "fact_usage" in s]
+    assert [r["injected"] for r in mem.usage().values()] == [1] * 5
+    mem.close()
+
+
+def test_logged_injections_count_the_same_before_and_after_they_are_settled(
+    home: Path,
+) -> None:
+    agent = Agent()
+    mem = agent.memory
+    polars = mem.add_fact("Prefers polars over pandas", "preference")["id"]
+    for n in range(3):
+        agent.run("Should I use polars for this?", thread=f"t{n}")
+    logged = journal_rows(home, "SELECT count(*) FROM fact_injections")[0][0]
+    before = mem.usage()[polars]
+    assert logged == 3 and before["injected"] == 3 and before["used"] == 3
+    mem.add_fact("Is learning Rust on weekends", "goal")  # a ledger commit settles the log
+    assert journal_rows(home, "SELECT count(*) FROM fact_injections")[0][0] == 0
+    assert mem.usage()[polars] == before
+    agent.run("Should I use polars here?", thread="t9")
+    after = mem.usage()[polars]
+    assert after["injected"] == 4 and after["last_injected"] >= before["last_injected"]
+    mem.close()
+
+
+def test_a_corrupt_injection_log_row_is_skipped_not_fatal(home: Path) -> None:
+    agent = Agent()
+    mem = agent.memory
+    polars = mem.add_fact("Prefers polars over pandas", "preference")["id"]
+    agent.run("Should I use polars for this?", thread="t")
+    with closing(sqlite3.connect(home / "journal.db")) as con, con:
+        con.execute("INSERT INTO fact_injections (at, fact_ids) VALUES ('x', '{not json')")
+        con.execute("INSERT INTO fact_injections (at, fact_ids) VALUES ('x', '{\"a\": 1}')")
+    assert mem.usage()[polars]["injected"] == 1
+    mem.add_fact("Is learning Rust on weekends", "goal")  # settles; the bad rows go too
+    assert mem.usage()[polars]["injected"] == 1
+    assert journal_rows(home, "SELECT count(*) FROM fact_injections")[0][0] == 0
     mem.close()
 
 

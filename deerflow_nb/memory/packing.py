@@ -173,7 +173,8 @@ def pack(
     accepted: list[tuple[int, int]] = []  # (try number, position): sorted back to rank order
     skipped: list[tuple[int, int]] = []
     outers: set[str] = set()
-    # Each inner group's size, and the extra cost of the first fact's one-line form.
+    # Each inner group's size, and what its first fact's one-line form costs to undo (its
+    # header and own line, less the one line) when a second fact joins it.
     pairs: dict[tuple[str, str], tuple[int, int]] = {}
     year_legend = False
 
@@ -187,22 +188,22 @@ def pack(
         nonlocal used, year_legend
         where = placed.get(i)
         if where is None:
-            tag, date, line, cost = _line(index, facts, i)
+            tag, date, line, own = _line(index, facts, i)
             group = _group(plan, tag, date)
             one_line = single_line(group[1], line)
-            single = group[3] + cost if one_line is None else line_cost(one_line)
-            where = placed[i] = (*group, cost, single) if line != EMPTY_FACT_LINE else ()
+            single = group[3] + own if one_line is None else line_cost(one_line)
+            where = placed[i] = (*group, own, single) if line != EMPTY_FACT_LINE else ()
         if not where:
             return False
-        outer, inner, outer_cost, inner_cost, short_outer, short_inner, line, single = where
+        outer, inner, outer_cost, inner_cost, short_outer, short_inner, own, single = where
         size, unfold = pairs.get((outer, inner), (0, 0))
         yearless = False
         if size == 0:
             cost = single
-            unfold = inner_cost + line - single
+            unfold = inner_cost + own - single
             yearless = short_inner
         else:
-            cost = line + (unfold if size == 1 else 0)
+            cost = own + (unfold if size == 1 else 0)
         if outer not in outers:
             cost += outer_cost
             yearless = yearless or short_outer

@@ -4,9 +4,10 @@ One row per fact id, upserted: when the fact was last injected into a turn (and 
 last *used* (injected into a turn whose message shares a content word with it, or returned
 by ``Memory.search``), and last *confirmed* (the user said it again, so a fold reinforced
 it, or edited it by hand). memory.json is never rewritten for this: a turn costs one
-``executemany`` in one short transaction (``storage/usage.py`` writes the rows), and a
-failure to record is logged, never raised into the turn. ``aging.py`` reads the rows for
-staleness and eviction.
+logged row of its injected ids, plus an upsert for the few it used, in one short
+transaction (``storage/usage.py`` writes the rows and counts the log in at each ledger
+commit), and a failure to record is logged, never raised into the turn. ``aging.py``
+reads the rows for staleness and eviction.
 """
 
 from __future__ import annotations
@@ -45,23 +46,17 @@ def record_injected(
     db: Any, facts: Iterable[Mapping[str, Any]], message: str, when: str | None = None
 ) -> int:
     """One turn's injection: every fact injected, those relevant to ``message`` also used.
-    Inside the caller's transaction; one ``executemany``."""
+    Inside the caller's transaction: one logged row, and one ``executemany`` for the used."""
     facts = list(facts)
     if not facts:
         return 0
     stamp = when or now_iso()
     relevant = relevant_ids(facts, message)
-    rows = [
-        (
-            str(f.get("id")),
-            stamp,
-            stamp if str(f.get("id")) in relevant else None,
-            int(str(f.get("id")) in relevant),
-        )
-        for f in facts
-    ]
-    usage_rows.add_injected(db, rows)
-    return len(rows)
+    ids = list(dict.fromkeys(str(f.get("id")) for f in facts))
+    usage_rows.log_injected(db, stamp, ids)
+    if relevant:
+        usage_rows.add_used(db, [(i, stamp) for i in ids if i in relevant])
+    return len(ids)
 
 
 def record_used(db: Any, fact_ids: Iterable[str], when: str | None = None) -> int:
@@ -80,6 +75,11 @@ def record_confirmed(db: Any, fact_ids: Iterable[str], when: str | None = None) 
     if rows:
         usage_rows.add_confirmed(db, rows)
     return len(rows)
+
+
+def settle(db: Any) -> None:
+    """Count the turns' logged injections in the use records (a ledger commit does)."""
+    usage_rows.settle(db)
 
 
 def inherit(db: Any, fact_id: str, sources: list[str]) -> None:

@@ -271,6 +271,18 @@ def m013_fact_usage(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration
+def m014_fact_injections(db: sqlite_utils.Database) -> None:
+    """One row per turn that injected facts, the ids as a JSON list: a turn costs one insert
+    where upserting a ``fact_usage`` row per injected fact cost a hundred. A ledger commit
+    (every fold and edit) settles the rows into ``fact_usage``; reads add the unsettled
+    ones (``storage/usage.py``)."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS fact_injections (id INTEGER PRIMARY KEY, at TEXT NOT NULL,"
+        " fact_ids TEXT NOT NULL)"
+    )
+
+
 def migrate(db: sqlite_utils.Database) -> None:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order."""
     db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)

@@ -1,13 +1,19 @@
-"""The ``fact_usage`` rows: one upserted row of use and confirmation records per fact id.
+"""The ``fact_usage`` rows: one upserted row of use and confirmation records per fact id,
+and ``fact_injections``, the log of turns' injected ids not yet counted in them.
 
-Writes run inside the caller's transaction, one ``executemany`` per kind of record, so a
-turn costs one statement; what counts as a use is ``memory/usage.py``'s job.
+Writes run inside the caller's transaction, one statement per kind of record. A turn's
+injection is one logged row (``log_injected``), settled into ``fact_usage`` by the next
+ledger commit (``settle``); ``rows`` adds the unsettled ones, so every reader, read-only
+ones included, sees the same counts. What counts as a use is ``memory/usage.py``'s job.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from .db import has_table
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -26,14 +32,12 @@ COLUMNS = (
 _CHUNK = 500  # ids per ``IN (...)``: below SQLite's variable limit
 
 # One statement per kind of record; ``?`` are (fact_id, stamp[, used stamp, used]).
-_INJECTED = """
-INSERT INTO fact_usage (fact_id, last_injected, injected, last_used, used)
-VALUES (?, ?, 1, ?, ?)
+_LOGGED = "INSERT INTO fact_injections (at, fact_ids) VALUES (?, ?)"
+_SETTLE = """
+INSERT INTO fact_usage (fact_id, last_injected, injected) VALUES (?, ?, ?)
 ON CONFLICT(fact_id) DO UPDATE SET
-  last_injected = excluded.last_injected,
-  injected = injected + 1,
-  last_used = COALESCE(excluded.last_used, last_used),
-  used = used + excluded.used
+  last_injected = MAX(COALESCE(last_injected, ''), excluded.last_injected),
+  injected = injected + excluded.injected
 """
 _USED = """
 INSERT INTO fact_usage (fact_id, last_used, used) VALUES (?, ?, 1)
@@ -54,11 +58,42 @@ ON CONFLICT(fact_id) DO NOTHING
 """
 
 
-def add_injected(
-    db: sqlite_utils.Database, rows: Sequence[tuple[str, str, str | None, int]]
-) -> None:
-    """Each (fact_id, stamp, used stamp or None, 1 if used else 0): injected once more."""
-    db.conn.executemany(_INJECTED, rows)
+def log_injected(db: sqlite_utils.Database, stamp: str, fact_ids: Sequence[str]) -> None:
+    """One turn's injected fact ids, one row (``settle`` counts them in ``fact_usage``)."""
+    db.conn.execute(_LOGGED, (stamp, json.dumps(list(fact_ids))))
+
+
+def _pending(db: Connection) -> tuple[int, dict[str, tuple[str, int]]]:
+    """The log's last row id, and per fact id its latest logged injection and how many.
+    A row that is not a JSON list of ids (a hand-edited journal) is left out."""
+    if not has_table(db, "fact_injections"):
+        return 0, {}
+    last, found = 0, {}
+    for row_id, stamp, text in db.execute(
+        "SELECT id, at, fact_ids FROM fact_injections ORDER BY id"
+    ).fetchall():
+        last = row_id
+        try:
+            ids = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(ids, list) or not isinstance(stamp, str):
+            continue
+        for fact_id in ids:
+            if isinstance(fact_id, str):
+                before = found.get(fact_id)
+                found[fact_id] = (max(before[0], stamp), before[1] + 1) if before else (stamp, 1)
+    return last, found
+
+
+def settle(db: sqlite_utils.Database) -> None:
+    """Count the logged injections in ``fact_usage`` and empty the log (the caller's
+    transaction: both or neither)."""
+    last, pending = _pending(db)
+    if pending:
+        db.conn.executemany(_SETTLE, [(i, stamp, n) for i, (stamp, n) in pending.items()])
+    if last:
+        db.conn.execute("DELETE FROM fact_injections WHERE id <= ?", (last,))
 
 
 def add_used(db: sqlite_utils.Database, rows: Sequence[tuple[str, str]]) -> None:
@@ -73,13 +108,35 @@ def add_confirmed(db: sqlite_utils.Database, rows: Sequence[tuple[str, str]]) ->
 
 def merge_into(db: sqlite_utils.Database, fact_id: str, sources: Sequence[str]) -> None:
     """A row for ``fact_id`` from the ``sources``' rows: latest times, summed counts (none
-    when it has one already)."""
+    when it has one already); the log is settled first, so its injections count."""
+    settle(db)
     marks = ", ".join("?" for _ in sources)
     db.conn.execute(_INHERIT.format(marks=marks), [fact_id, *sources])
 
 
 def rows(db: Connection, fact_ids: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
-    """``fact_id -> row`` for the given (distinct) ids, all rows when None."""
+    """``fact_id -> row`` for the given (distinct) ids, all rows when None; injections
+    still in the log are counted in."""
+    found = _settled_rows(db, fact_ids)
+    wanted = None if fact_ids is None else set(fact_ids)
+    for fact_id, (stamp, count) in _pending(db)[1].items():
+        if wanted is not None and fact_id not in wanted:
+            continue
+        row = found.setdefault(fact_id, dict.fromkeys(COLUMNS, None))
+        row.update(
+            fact_id=fact_id,
+            last_injected=max(row["last_injected"] or "", stamp),
+            injected=(row["injected"] or 0) + count,
+            used=row["used"] or 0,
+            confirmed=row["confirmed"] or 0,
+        )
+    return found
+
+
+def _settled_rows(
+    db: Connection, fact_ids: Sequence[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """``fact_usage``'s own rows for the given (distinct) ids, all rows when None."""
     sql = f"SELECT {', '.join(COLUMNS)} FROM fact_usage"
     if fact_ids is None:
         found = db.execute(sql).fetchall()
