@@ -117,3 +117,26 @@ def test_a_turn_interrupted_while_it_is_closed_leaves_no_tool_call_unanswered(
     j.end_turn(turn, status="ok", messages=rest)
     assert [m["role"] for m in j.messages("t")] == ["user", "assistant", "tool", "assistant"]
     assert [t["status"] for t in j.turns("t")] == ["ok"]
+
+
+def test_a_turn_begins_journaled_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thread, running turn and the user's message go in with one commit; a Ctrl-C while
+    the message is written leaves no running turn without its message."""
+    j = Journal(tmp_path / "journal.db")
+    statements: list[str] = []
+    j.db.conn.set_trace_callback(statements.append)
+    turn = j.begin_turn("t", {"role": "user", "content": "hello"}, model="offline")
+    j.db.conn.set_trace_callback(None)
+    assert statements.count("BEGIN IMMEDIATE") == 1 and statements.count("COMMIT") == 1
+    assert [t["id"] for t in j.turns("t")] == [turn]
+    assert j.messages("t") == [{"role": "user", "content": "hello"}]
+
+    def interrupted(*args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(journal, "_insert_message", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        j.begin_turn("u", {"role": "user", "content": "again"}, model="offline")
+    assert j.thread("u") is None and j.turns("u") == []

@@ -146,17 +146,15 @@ class JournalMiddleware(Middleware):
         self.private = private  # a --no-memory turn: journaled, never read by memory
 
     def before_agent(self, state: TurnState) -> None:
-        self.journal.ensure_thread(
+        state.turn_id = self.journal.begin_turn(
             state.thread_id,
+            state.user_message,
+            model=state.model.name,
             kind=state.kind,
             parent_id=state.parent_id,
             title=self.title,
-            model=state.model.name,
+            private=self.private,
         )
-        state.turn_id = self.journal.start_turn(
-            state.thread_id, state.model.name, private=self.private
-        )
-        self.journal.add_message(state.thread_id, state.user_message, turn_id=state.turn_id)
 
     def after_agent(self, state: TurnState) -> None:
         if state.turn_id is None:

@@ -70,6 +70,7 @@ def fact_date(fact: dict[str, Any]) -> str | None:
     return created.group(0) if created else None
 
 
+@lru_cache(maxsize=4096)
 def date_header(date: str | None, year: str | None = None) -> str:
     """``1 Mar 2026:``, or ``1 Mar:`` when the date is in ``year`` (the legend's).
 

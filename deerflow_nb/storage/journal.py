@@ -35,6 +35,37 @@ from .db import (
 from .migrations import applied, migrate
 
 
+def _upsert_thread(
+    db: sqlite_utils.Database,
+    thread_id: str,
+    kind: str,
+    parent_id: str | None,
+    title: str | None,
+    model: str | None,
+) -> None:
+    """The thread's row, made or touched (plain SQL: this runs on every turn)."""
+    stamp = now_iso()
+    title = None if title is None else encodable(title)
+    db.execute(
+        "INSERT INTO threads (id, kind, parent_id, title, model, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at",
+        [thread_id, kind, parent_id, title, model, stamp, stamp],
+    )
+
+
+def _insert_turn(db: sqlite_utils.Database, thread_id: str, model: str, private: bool) -> str:
+    """A new running turn's row; its id."""
+    turn_id = new_id("turn-")
+    db.execute(
+        "INSERT INTO turns (id, thread_id, started_at, status, model, input_tokens, "
+        "output_tokens, facts_injected, private, owner) "
+        "VALUES (?, ?, ?, 'running', ?, 0, 0, 0, ?, ?)",
+        [turn_id, thread_id, now_iso(), model, int(private), this_owner()],
+    )
+    return turn_id
+
+
 def _insert_message(
     db: sqlite_utils.Database, thread_id: str, message: dict[str, Any], turn_id: str | None
 ) -> int:
@@ -122,15 +153,27 @@ class Journal:
         title: str | None = None,
         model: str | None = None,
     ) -> None:
-        stamp = now_iso()
-        title = None if title is None else encodable(title)
-        with self.transaction() as db:  # plain SQL: this runs on every turn
-            db.execute(
-                "INSERT INTO threads (id, kind, parent_id, title, model, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at",
-                [thread_id, kind, parent_id, title, model, stamp, stamp],
-            )
+        with self.transaction() as db:
+            _upsert_thread(db, thread_id, kind, parent_id, title, model)
+
+    def begin_turn(
+        self,
+        thread_id: str,
+        user_message: dict[str, Any],
+        *,
+        model: str,
+        kind: str = "lead",
+        parent_id: str | None = None,
+        title: str | None = None,
+        private: bool = False,
+    ) -> str:
+        """``ensure_thread``, ``start_turn`` and ``add_message`` of the user's message, in
+        one transaction: a turn starts journaled whole or not at all, for one commit."""
+        with self.transaction() as db:
+            _upsert_thread(db, thread_id, kind, parent_id, title, model)
+            turn_id = _insert_turn(db, thread_id, model, private)
+            _insert_message(db, thread_id, user_message, turn_id)
+        return turn_id
 
     def thread(self, thread_id: str) -> dict[str, Any] | None:
         rows = dict_rows(self.db, "SELECT * FROM threads WHERE id = ?", [thread_id])
@@ -171,15 +214,8 @@ class Journal:
     # -- turns -------------------------------------------------------------------
     def start_turn(self, thread_id: str, model: str, *, private: bool = False) -> str:
         """A new running turn; a ``private`` one is never read by memory."""
-        turn_id = new_id("turn-")
         with self.transaction() as db:
-            db.execute(
-                "INSERT INTO turns (id, thread_id, started_at, status, model, input_tokens, "
-                "output_tokens, facts_injected, private, owner) "
-                "VALUES (?, ?, ?, 'running', ?, 0, 0, 0, ?, ?)",
-                [turn_id, thread_id, now_iso(), model, int(private), this_owner()],
-            )
-        return turn_id
+            return _insert_turn(db, thread_id, model, private)
 
     def interrupt_orphan_turns(self) -> int:
         """Mark ``interrupted`` the turns left ``running`` by a process that is gone (a
@@ -258,10 +294,12 @@ class Journal:
             )
 
     def latest_summary(self, thread_id: str) -> dict[str, Any] | None:
-        rows = list(
-            self.db["summaries"].rows_where(
-                "thread_id = ?", [thread_id], order_by="covers_until_seq desc", limit=1
-            )
+        """The thread's latest summary row, or None (plain SQL: every turn asks, and
+        sqlite-utils' ``rows_where`` looks the table up first)."""
+        rows = dict_rows(
+            self.db,
+            "SELECT * FROM summaries WHERE thread_id = ? ORDER BY covers_until_seq DESC LIMIT 1",
+            [thread_id],
         )
         return rows[0] if rows else None
 
