@@ -95,10 +95,6 @@ def tag_header(tag: str) -> str:
     return f"[{tag}]"
 
 
-# What ``fact_line`` makes of a text that escapes to nothing.
-EMPTY_FACT_LINE = "- "
-
-
 def fact_line(fact: dict[str, Any]) -> str:
     """``- content``: the tag and the date head the line's group.
 

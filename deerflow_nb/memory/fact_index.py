@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..untrusted import clean_text
 from .bm25 import BM25
 from .dates import fact_ordinals
 from .terms import lexicon, vocabulary
@@ -107,8 +108,12 @@ def _careful_signature(raw: list[Any]) -> tuple:
 
 
 def _usable(fact: Any) -> bool:
-    """Whether a stored fact can be injected: a dict with non-blank text content."""
-    return isinstance(fact, dict) and isinstance(c := fact.get("content"), str) and bool(c.strip())
+    """Whether a stored fact can be injected: a dict whose text content shows something once
+    escaped (not blank, nor only control, bidi or zero-width characters, which the block
+    drops). Printable text, nearly every fact, needs no cleaning to tell."""
+    if not (isinstance(fact, dict) and isinstance(c := fact.get("content"), str)):
+        return False
+    return bool(c.strip()) and (c.isprintable() or bool(clean_text(c).strip()))
 
 
 @dataclass

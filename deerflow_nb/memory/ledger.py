@@ -153,7 +153,7 @@ class Ledger:
             if e.fact_id and (e.kind == "reinforce" or (e.kind == "update" and reason == "edit"))
         ]
         usage.record_confirmed(db, confirmed, stamp)
-        usage.settle(db)  # keeps the log of turns' injections short
+        usage.settle(db)  # the log counted in (inherit reads fact_usage) and kept short
         for event in result.events:
             if event.kind == "add" and event.details.get("merged_from") and event.fact_id:
                 usage.inherit(db, event.fact_id, list(event.details["merged_from"]))

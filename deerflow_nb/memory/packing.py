@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 
 from ..tokens import count_tokens
 from .block import (
-    EMPTY_FACT_LINE,
     YEAR_LEGEND,
     Section,
     date_header,
@@ -161,11 +160,8 @@ def pack(
     head: list[int] = []
     room = max_tokens - used
     for i in order:
-        line = _line(index, facts, int(i))
-        if line[2] == EMPTY_FACT_LINE:
-            continue
         head.append(int(i))
-        room -= line[3]
+        room -= _line(index, facts, int(i))[3]
         if len(head) >= _HEAD_CANDIDATES or (room <= 0 and len(head) >= _HEAD_MIN):
             break
     plan = _plan(index, facts, head)
@@ -183,8 +179,7 @@ def pack(
         placed = index.meta[("placed", plan)] = {}
 
     def fits(i: int) -> bool:
-        """Add fact ``i`` if its line and the headers it brings fit (a text that escapes
-        to nothing, control characters only, is never listed)."""
+        """Add fact ``i`` if its line and the headers it brings fit."""
         nonlocal used, year_legend
         where = placed.get(i)
         if where is None:
@@ -192,9 +187,7 @@ def pack(
             group = _group(plan, tag, date)
             one_line = single_line(group[1], line)
             single = group[3] + own if one_line is None else line_cost(one_line)
-            where = placed[i] = (*group, own, single) if line != EMPTY_FACT_LINE else ()
-        if not where:
-            return False
+            where = placed[i] = (*group, own, single)
         outer, inner, outer_cost, inner_cost, short_outer, short_inner, own, single = where
         size, unfold = pairs.get((outer, inner), (0, 0))
         yearless = False

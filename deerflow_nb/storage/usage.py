@@ -108,8 +108,8 @@ def add_confirmed(db: sqlite_utils.Database, rows: Sequence[tuple[str, str]]) ->
 
 def merge_into(db: sqlite_utils.Database, fact_id: str, sources: Sequence[str]) -> None:
     """A row for ``fact_id`` from the ``sources``' rows: latest times, summed counts (none
-    when it has one already); the log is settled first, so its injections count."""
-    settle(db)
+    when it has one already). Injections still in the log are not counted: the ledger
+    settles it first, in the same commit."""
     marks = ", ".join("?" for _ in sources)
     db.conn.execute(_INHERIT.format(marks=marks), [fact_id, *sources])
 
@@ -122,14 +122,13 @@ def rows(db: Connection, fact_ids: Sequence[str] | None = None) -> dict[str, dic
     for fact_id, (stamp, count) in _pending(db)[1].items():
         if wanted is not None and fact_id not in wanted:
             continue
-        row = found.setdefault(fact_id, dict.fromkeys(COLUMNS, None))
-        row.update(
-            fact_id=fact_id,
-            last_injected=max(row["last_injected"] or "", stamp),
-            injected=(row["injected"] or 0) + count,
-            used=row["used"] or 0,
-            confirmed=row["confirmed"] or 0,
-        )
+        row = found.get(fact_id) or {
+            **dict.fromkeys(COLUMNS),
+            **{"fact_id": fact_id, "injected": 0, "used": 0, "confirmed": 0},
+        }
+        row["last_injected"] = max(row["last_injected"] or "", stamp)
+        row["injected"] += count
+        found[fact_id] = row
     return found
 
 
