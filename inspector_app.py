@@ -1,5 +1,5 @@
 """Streamlit memory inspector: `streamlit run inspector_app.py` (or `deerflow-nb inspect`)."""
 
-from deerflow_nb.inspector.pages.frame import main
+from deerflow_nb.inspector.tabs.frame import main
 
 main()

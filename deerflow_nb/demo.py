@@ -5,8 +5,9 @@ which ``make demo`` installs with the dev extra); an ``.ipynb`` path runs as it 
 
 Memory goes to ``.demo_home`` in the current folder, emptied at the start of each run so
 every demo begins with an agent that knows nothing yet, or to ``$DEERFLOW_NB_DEMO_HOME``
-when set (kept as it is). Never ``$DEERFLOW_NB_HOME``: a demo does not touch a user's own
-memory.
+when set (kept as it is), handed to the notebook as ``$DEERFLOW_NB_EXAMPLE_HOME``, the
+one name an example notebook takes its home from. Never ``$DEERFLOW_NB_HOME``: a demo does
+not touch a user's own memory.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def run(notebook: Path = NOTEBOOK, home: Path | None = None) -> Path:
         if not chosen and home.exists():
             shutil.rmtree(home)  # the demo's own folder: each run starts from no memory
     home.mkdir(parents=True, exist_ok=True)
-    os.environ["DEERFLOW_NB_HOME"] = str(home)
+    os.environ["DEERFLOW_NB_EXAMPLE_HOME"] = str(home)
     nb = _read(notebook)
     started = time.perf_counter()
     NotebookClient(

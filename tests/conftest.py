@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
@@ -15,6 +17,13 @@ from deerflow_nb.notebook.session import close_session
 
 if TYPE_CHECKING:
     from loopback import ServerHandle
+
+# The suite's property tests run the same examples every time (``make test`` is CI's
+# gate: a new falsifying example must come from exploring, not from a red build). Explore
+# with HYPOTHESIS_PROFILE=explore (``make explore``): random examples, ten times as many.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis_settings.register_profile("explore", max_examples=1000, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 MODEL_ENV = (
     "OPENAI_API_KEY",

@@ -215,26 +215,32 @@ def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 9
     pytest.fail(f"no answer from {url} in {timeout:.0f} s:\n{log.read_text()}")
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 @contextmanager
-def served_inspector(home: Path, tmp_path: Path) -> Iterator[int]:
-    """``deerflow-nb inspect --home HOME`` on a free loopback port, until the block ends."""
+def served_inspector(home: Path, tmp_path: Path, *, script: bool = False) -> Iterator[int]:
+    """``deerflow-nb inspect --home HOME`` on a free loopback port, until the block ends;
+    with ``script``, ``streamlit run inspector_app.py`` from the checkout instead, the
+    other way the README starts it (its home from ``DEERFLOW_NB_HOME``)."""
     port = free_port()
     log = tmp_path / "inspector.log"
+    if script:
+        command = [
+            sys.executable, "-m", "streamlit", "run", str(ROOT / "inspector_app.py"),
+            "--server.port", str(port), "--server.address", "127.0.0.1",
+            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+        ]  # fmt: skip
+        env = {**os.environ, "DEERFLOW_NB_HOME": str(home)}
+    else:
+        command = [
+            sys.executable, "-m", "deerflow_nb.cli", "inspect",
+            "--home", str(home), "--port", str(port),
+        ]  # fmt: skip
+        env = {**os.environ, "DEERFLOW_NB_HOME": str(tmp_path / "not-this-one")}
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "deerflow_nb.cli",
-                "inspect",
-                "--home",
-                str(home),
-                "--port",
-                str(port),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "DEERFLOW_NB_HOME": str(tmp_path / "not-this-one")},
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT)
         )
     try:
         wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)

@@ -107,7 +107,8 @@ def start_lab(
     tmp_path: Path, root: Path, server: ServerHandle | None = None
 ) -> tuple[subprocess.Popen, int]:
     """JupyterLab on 127.0.0.1 serving ``root``, its kernels' home ``tmp_path/deerflow-home``
-    and their model ``server``'s ``loopback-model`` (None: the offline model, no key)."""
+    (also the home an example notebook opts into, ``DEERFLOW_NB_EXAMPLE_HOME``) and their
+    model ``server``'s ``loopback-model`` (None: the offline model, no key)."""
     port = free_port()
     state = tmp_path / "jupyter"
     model = {} if server is None else {
@@ -117,6 +118,7 @@ def start_lab(
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEERFLOW_NB_"))},
         "DEERFLOW_NB_HOME": str(tmp_path / "deerflow-home"),
+        "DEERFLOW_NB_EXAMPLE_HOME": str(tmp_path / "deerflow-home"),
         **model,
         # this checkout for the kernel, whatever the environment's editable install says
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),

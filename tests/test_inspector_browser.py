@@ -22,7 +22,7 @@ import pytest
 from inspector_seed import POLARS, quiet_memory, seed_home, seed_hostile_home, served_inspector
 from jupyterlab_harness import CHROMIUM, CHROMIUM_ARGS
 
-from deerflow_nb.inspector.pages.frame import TABS
+from deerflow_nb.inspector.tabs.frame import TABS
 
 README_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "inspector.png"
 
@@ -207,6 +207,33 @@ def test_facts_page_in_real_chromium(tmp_path: Path, home: Path) -> None:
         if os.environ.get("DEERFLOW_NB_UPDATE_SCREENSHOT") == "1":
             README_SCREENSHOT.parent.mkdir(exist_ok=True)
             shutil.copyfile(shot, README_SCREENSHOT)
+
+
+@pytest.mark.parametrize("script", [False, True], ids=["deerflow-nb-inspect", "streamlit-run"])
+def test_only_the_inspectors_own_navigation_in_real_chromium(
+    tmp_path: Path, home: Path, script: bool
+) -> None:
+    """However it is started, the inspector lists no page of Streamlit's own making (a
+    ``pages/`` folder beside the script becomes one, and each failed with an ImportError):
+    no sidebar navigation, no exception on the page, its own tabs all there."""
+    from playwright.sync_api import expect, sync_playwright
+
+    seed_dashboard(home)
+    with served_inspector(home, tmp_path, script=script) as port, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
+            expect(page.get_by_text("3 of 3 facts")).to_be_visible(timeout=60_000)
+            settle(page)
+            for tab in TABS:
+                expect(page.get_by_role("tab", name=tab)).to_be_visible()
+            nav = page.locator('[data-testid="stSidebarNav"] a, [data-testid="stSidebarNavLink"]')
+            assert nav.count() == 0, [a.inner_text() for a in nav.all()]
+            assert page.locator('[data-testid="stException"]').count() == 0
+            assert "ImportError" not in page.inner_text("body")
+        finally:
+            browser.close()
 
 
 @contextmanager

@@ -1,10 +1,12 @@
 """The example notebooks run top to bottom in a real kernel, on the offline model, no key.
 
 Each notebook's source is ``example_notebooks/NAME.md`` (jupytext MyST); it is converted
-with jupytext and executed by nbclient in the venv's ``python3`` kernel, with its own
-temporary ``DEERFLOW_NB_HOME`` (the autouse ``home`` fixture sets it; the kernel inherits
-the environment). The assertions look at what the notebook printed (cells are found by
-their tags) and at the files it left in the home: memory.json and journal.db.
+with jupytext and executed by nbclient in the venv's ``python3`` kernel. The kernel
+inherits ``DEERFLOW_NB_EXAMPLE_HOME``, the one name an example takes its home from (the
+test's temporary ``home``), and a ``DEERFLOW_NB_HOME`` that points at a reader's own
+memory (facts, a config and a journal): every notebook must leave that home byte for byte
+as it was. The assertions look at what the notebook printed (cells are found by their
+tags) and at the files it left in its home: memory.json and journal.db.
 
 Every notebook there runs: one with a ``test_<stem>`` function below is checked by it, any
 other (a notebook added later) by ``test_notebook_runs``.
@@ -17,6 +19,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,36 @@ import sync_notebooks  # noqa: E402
 
 NOTEBOOKS = [p.name for p in sync_notebooks.sources(NOTEBOOK_DIR)]
 CELL_TIMEOUT = 120
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder``, by relative path, with its bytes."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture(autouse=True)
+def readers_own_home(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A reader's own memory behind ``DEERFLOW_NB_HOME``: a config, a fact typed by hand
+    (about DuckDB, which memory_tour forgets in its own home) and a journal. The examples
+    get ``home`` through ``DEERFLOW_NB_EXAMPLE_HOME``; afterwards the reader's home must be
+    byte for byte as it was, with no file added or removed."""
+    from deerflow_nb import Memory
+
+    own = tmp_path / "readers-own-home"
+    own.mkdir()
+    (own / "config.yaml").write_text("memory:\n  max_facts: 200\n  debounce_seconds: 5\n")
+    mem = Memory(home=own)
+    mem.add_fact("Uses DuckDB for local analytics at work", category="knowledge")
+    mem.add_fact("Prefers short answers with code", category="preference")
+    mem.close()
+    monkeypatch.setenv("DEERFLOW_NB_HOME", str(own))
+    monkeypatch.setenv("DEERFLOW_NB_EXAMPLE_HOME", str(home))
+    before = tree(own)
+    assert "memory.json" in before and "journal.db" in before
+    yield own
+    assert tree(own) == before, "an example notebook changed the reader's own memory"
 
 
 def load(name: str) -> nbformat.NotebookNode:
@@ -53,10 +86,28 @@ def execute(name: str, workdir: Path) -> nbformat.NotebookNode:
     return nb
 
 
+def shown(cell: nbformat.NotebookNode) -> list[dict[str, Any]]:
+    """The cell's outputs as a front end shows them: consecutive stream outputs of the same
+    stream are one text (a kernel may send ``print``'s words and its newline apart)."""
+    merged: list[dict[str, Any]] = []
+    for output in cell.get("outputs", []):
+        last = merged[-1] if merged else None
+        if (
+            output.get("output_type") == "stream"
+            and last is not None
+            and last.get("output_type") == "stream"
+            and last.get("name") == output.get("name")
+        ):
+            last["text"] += output.get("text", "")
+        else:
+            merged.append(dict(output))
+    return merged
+
+
 def output_text(cell: nbformat.NotebookNode) -> str:
     """Everything a cell showed, as text: streams, results and displays."""
     parts = []
-    for output in cell.get("outputs", []):
+    for output in shown(cell):
         if output.get("output_type") == "stream":
             parts.append(output.get("text", ""))
         elif output.get("output_type") in ("execute_result", "display_data"):
@@ -269,7 +320,7 @@ def test_make_demo_runs_the_quickstart(home: Path, tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "WARNING" not in run.stderr, run.stderr[-3000:]
-    assert list(home.iterdir()) == []  # the user's own home is untouched
+    assert list(home.iterdir()) == []  # the demo keeps to .demo_home, whatever is set
     demo_home = work / ".demo_home"
     assert "Old" not in (demo_home / "memory.json").read_text()  # the last demo is gone
     out = run.stdout
@@ -292,7 +343,7 @@ def plain_tagged(nb: nbformat.NotebookNode, tag: str) -> str:
     assert cells, f"no cell tagged {tag!r}"
     parts = []
     for cell in cells:
-        for output in cell.get("outputs", []):
+        for output in shown(cell):
             if output.get("output_type") == "stream":
                 parts.append(output.get("text", ""))
             elif "data" in output:
@@ -358,4 +409,7 @@ def test_notebooks_teach(name: str) -> None:
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert len(markdown) >= len(code) / 3
     first_code = code[0].source
-    assert "DEERFLOW_NB_HOME" in first_code and "setdefault" in first_code
+    # Its own home, always: DEERFLOW_NB_EXAMPLE_HOME or a fresh folder, never the reader's.
+    assert 'os.environ.get("DEERFLOW_NB_EXAMPLE_HOME")' in first_code
+    assert 'os.environ["DEERFLOW_NB_HOME"] = str(HOME)' in first_code
+    assert "setdefault" not in first_code
