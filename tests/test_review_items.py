@@ -1,0 +1,117 @@
+"""Reviews a person can do (issue 30 item 4): a pending change read item by item with full
+texts, and each item approved or rejected on its own, in ``Memory``, ``%memory`` and the
+panel (the inspector's side is in test_inspector_apptest.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deerflow_nb.memory import Memory
+from deerflow_nb.storage.journal import Journal
+
+NAME = "Their name is Maya Chen"
+# Longer than any column a listing used to cut at, with its last words telling.
+LONG = (
+    "Keeps every experiment's parameters, metrics and artifacts in a self-hosted MLflow "
+    "server behind the lab VPN, and tags runs with the ticket number they belong to"
+)
+NOTEBOOK = "Prefers JupyterLab over VS Code notebooks"
+
+
+def quiet(home: Path) -> Memory:
+    from deerflow_nb.config import load_settings
+
+    settings = load_settings(home)
+    settings.memory.enabled = False  # no worker: nothing folds behind the test's back
+    return Memory(home, settings=settings)
+
+
+def seeded_change(mem: Memory) -> tuple[int, dict[str, str]]:
+    """Three stored facts and one held change that adds one, removes two and rewrites a
+    section; the change's id and the stored ids by name."""
+    ids = {
+        "name": mem.add_fact(NAME)["id"],
+        "long": mem.add_fact(LONG, category="behavior")["id"],
+        "notebook": mem.add_fact(NOTEBOOK, category="preference")["id"],
+    }
+    mem.review = True
+    change = mem.apply(
+        {
+            "newFacts": [{"content": "Uses DuckDB for SQL", "category": "knowledge",
+                          "confidence": 0.9}],
+            "factsToRemove": [ids["name"], ids["long"]],
+            "user": {"workContext": {"summary": "Data scientist at Acme", "shouldUpdate": True}},
+        },
+        source="thread-notes",
+    ).pending_id  # fmt: skip
+    assert change is not None
+    return change, ids
+
+
+def statuses(home: Path) -> list[tuple[str, dict]]:
+    journal = Journal(home / "journal.db")
+    try:
+        rows = journal.db.execute("SELECT status, diff FROM pending_changes ORDER BY id")
+        return [(status, json.loads(diff)) for status, diff in rows.fetchall()]
+    finally:
+        journal.close()
+
+
+def test_items_read_every_fact_with_its_full_text(home: Path) -> None:
+    with quiet(home) as mem:
+        change, ids = seeded_change(mem)
+        (pending,) = mem.pending()
+        lines = [item.line() for item in mem.review_items(pending)]
+    assert lines == [
+        "1. + Uses DuckDB for SQL (knowledge, 0.90)",
+        f"2. - {ids['name']}: {NAME}",
+        f"3. - {ids['long']}: {LONG}",
+        "4. § user.workContext: Data scientist at Acme",
+    ]
+
+
+def test_each_item_is_approved_or_rejected_on_its_own(home: Path) -> None:
+    with quiet(home) as mem:
+        change, ids = seeded_change(mem)
+        # Keep the user's name: approve only the other removal.
+        assert mem.approve_items(change, [3]) == 1
+        contents = {f["content"] for f in mem.data["facts"]}
+        assert LONG not in contents and NAME in contents
+        (rest,) = mem.pending()
+        assert rest["id"] == change  # the rest waits under the same id, same numbers
+        assert [i.number for i in mem.review_items(rest)] == [1, 2, 4]
+        assert mem.reject_items(change, [2]) == 1
+        assert NAME in {f["content"] for f in mem.data["facts"]}
+        with pytest.raises(ValueError, match=r"change \d+ has no item 3; its items: 1, 4"):
+            mem.approve_items(change, [3])  # decided already: named, not re-applied
+        assert mem.approve_items(change, [1, 4]) == 2  # all that is left: the whole change
+        assert mem.pending() == []
+        assert "Uses DuckDB for SQL" in {f["content"] for f in mem.data["facts"]}
+        assert mem.data["user"]["workContext"]["summary"] == "Data scientist at Acme"
+    # Every decision is journaled: each part as its own decided change naming the original.
+    rows = statuses(home)
+    assert [s for s, _ in rows] == ["approved", "approved", "rejected"]
+    original, first, second = (d for _, d in rows)
+    assert first["factsToRemove"] == [ids["long"]] and first["partOf"] == change
+    assert second["factsToRemove"] == [ids["name"]] and second["partOf"] == change
+    assert original["itemNumbers"] == [1, 4]
+
+
+def test_numbers_survive_another_kernels_decision_and_a_race_is_left_alone(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with quiet(home) as mem, quiet(home) as other:
+        change, ids = seeded_change(mem)
+        seen = mem.pending()  # what this kernel listed
+        assert other.reject_items(change, [1]) == 1  # another kernel decides item 1
+        assert mem.approve_items(change, [2]) == 1  # number 2 still names the name fact
+        assert NAME not in {f["content"] for f in mem.data["facts"]}
+        # A decision racing another (the change narrowed between reading and the lock)
+        # is left alone, not applied to a diff the user did not see.
+        monkeypatch.setattr(mem._review, "pending", lambda: seen)
+        assert mem.approve_items(change, [3]) == 0
+        assert LONG in {f["content"] for f in mem.data["facts"]}
+        assert mem.approve_items(change + 1, [1]) == 0  # no such pending change
