@@ -8,8 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
 
 from deerflow_nb.memory import Memory
+from deerflow_nb.notebook.session import get_session
 from deerflow_nb.storage.journal import Journal
 
 NAME = "Their name is Maya Chen"
@@ -115,3 +119,52 @@ def test_numbers_survive_another_kernels_decision_and_a_race_is_left_alone(
         assert mem.approve_items(change, [3]) == 0
         assert LONG in {f["content"] for f in mem.data["facts"]}
         assert mem.approve_items(change + 1, [1]) == 0  # no such pending change
+
+
+# -- %memory ------------------------------------------------------------------------------------
+def magic_error(shell: InteractiveShell, line: str) -> str:
+    """The one line IPython shows for ``%memory line``'s UsageError."""
+    with capture_output() as cap:
+        result = shell.run_cell(f"%memory {line}")
+    assert isinstance(result.error_in_exec, UsageError), (line, result.error_in_exec)
+    (shown,) = [ln for ln in cap.stderr.splitlines() if ln.strip()]
+    return shown
+
+
+def test_memory_pending_lists_items_in_full_and_decides_some(
+    shell: InteractiveShell, home: Path
+) -> None:
+    mem = get_session(shell).memory
+    change, ids = seeded_change(mem)
+    view = shell.run_line_magic("memory", "pending")
+    for reading in (str(view), view._repr_markdown_(), view._repr_html_()):
+        assert "tags runs with the ticket number they belong to" in reading  # not cut
+        assert "…" not in reading
+        assert NAME in reading  # a removal names the fact, not only its id
+    assert f"{change}  " in str(view) and "--only 1,3" in str(view)
+    text = str(view)
+    assert f"2     - {ids['name']}: {NAME}" in text
+
+    done = shell.run_line_magic("memory", f"approve {change} --only 3")
+    assert str(done).startswith(f"Approved 1 item of change {change}; 3 items of it still")
+    assert f"2. - {ids['name']}: {NAME}" in str(done)  # what still waits, with its numbers
+    assert LONG not in {f["content"] for f in mem.data["facts"]}
+    done = shell.run_line_magic("memory", f"reject {change} --only 1-2")
+    assert (
+        str(done).splitlines()[0]
+        == f"Rejected 2 items of change {change}; 1 item of it still waiting"
+    )
+    assert NAME in {f["content"] for f in mem.data["facts"]}
+    assert [i.number for i in mem.review_items(mem.pending()[0])] == [4]
+
+    assert magic_error(shell, f"approve {change} --only 2") == (
+        f"UsageError: change {change} has no item 2; its items: 4 (see %memory pending)"
+    )
+    assert "give one ID, e.g. %memory approve 3 --only 1,2" in magic_error(
+        shell, "approve --all --only 1"
+    )
+    assert "must be item numbers such as 2, 1,3 or 2-5" in magic_error(
+        shell, f"reject {change} --only 3-1"
+    )
+    assert "no pending change 99" in magic_error(shell, "approve 99 --only 1")
+    assert mem.pending()[0]["id"] == change  # no error wrote anything

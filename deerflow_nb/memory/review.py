@@ -41,13 +41,17 @@ class ReviewItem:
     fact_id: str | None = None  # the fact removed
     detail: str = ""  # category and confidence, why removed, what merges, which section
 
-    def line(self) -> str:
-        """One plain line: ``3. - fact_1: Uses MLflow (stale: idle 200 days)``."""
+    def reading(self) -> str:
+        """The item in one plain line: ``- fact_1: Uses MLflow (stale: idle 200 days)``."""
         head = f"{self.fact_id}: " if self.fact_id else ""
         if self.kind == "section":
             head = f"{self.detail}: "
         detail = f" ({self.detail})" if self.detail and self.kind != "section" else ""
-        return f"{self.number}. {_SIGNS.get(self.kind, '?')} {head}{self.text}{detail}"
+        return f"{_SIGNS.get(self.kind, '?')} {head}{self.text}{detail}"
+
+    def line(self) -> str:
+        """The reading with the item's number: ``3. - fact_1: Uses MLflow``."""
+        return f"{self.number}. {self.reading()}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

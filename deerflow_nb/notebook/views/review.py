@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...untrusted import clean_text, escape_html
@@ -13,28 +13,49 @@ from .table import Table, View, day, md_cell, short
 
 @dataclass(frozen=True, repr=False)
 class PendingView(View):
-    """Extraction diffs waiting for review, one row per proposed change set."""
+    """Extraction diffs waiting for review: each change, then each fact it adds, removes or
+    merges and each section it rewrites, numbered and in full (never cut)."""
 
     pending: tuple[Mapping[str, Any], ...]
     review: bool = False
+    items: Mapping[int, tuple[Any, ...]] = field(default_factory=dict)  # ReviewItem by change
 
     def table(self) -> Table:
-        rows = [
-            (
-                p.get("id"),
-                day(p.get("created_at")),
-                p.get("source") or "",
-                short(summarize_diff(p.get("diff")), 90),
-            )
-            for p in self.pending
-        ]
+        rows: list[tuple[Any, ...]] = []
+        for p in self.pending:
+            head = (p.get("id"), day(p.get("created_at")), p.get("source") or "")
+            lines = [(i.number, i.reading()) for i in self.items.get(p.get("id"), ())]
+            for number, reading in lines or [("", summarize_diff(p.get("diff")))]:
+                rows.append((*head, number, reading))
+                head = ("", "", "")
         mode = "on" if self.review else "off"
         return Table(
-            ("id", "time", "source", "proposed"),
+            ("id", "time", "source", "item", "proposed"),
             rows,
             f"Pending changes (review {mode})",
             "No pending changes.",
         )
+
+    def _note(self) -> str:
+        if not self.pending:
+            return ""
+        return (
+            "%memory approve ID (or reject ID) decides a whole change; "
+            "%memory approve ID --only 1,3 (or reject) decides some of its items, and the "
+            "rest keeps waiting with the same numbers."
+        )
+
+    def _repr_markdown_(self) -> str:
+        note = self._note()
+        return self.table()._markdown() + (f"\n\n{md_cell(note)}" if note else "")
+
+    def _repr_html_(self) -> str:
+        note = self._note()
+        return self.table()._html() + (f"<p>{escape_html(note)}</p>" if note else "")
+
+    def __str__(self) -> str:
+        note = self._note()
+        return self.table()._text() + (f"\n{clean_text(note)}" if note else "")
 
 
 def summarize_diff(diff: Any) -> str:
