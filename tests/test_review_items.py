@@ -11,10 +11,13 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from test_widgets import dummy_comm  # noqa: F401 (autouse: widgets on a dummy comm)
 
 from deerflow_nb.memory import Memory
+from deerflow_nb.notebook.panel import MemoryPanel
 from deerflow_nb.notebook.session import get_session
 from deerflow_nb.storage.journal import Journal
+from deerflow_nb.untrusted import escape_html
 
 NAME = "Their name is Maya Chen"
 # Longer than any column a listing used to cut at, with its last words telling.
@@ -168,3 +171,38 @@ def test_memory_pending_lists_items_in_full_and_decides_some(
     )
     assert "no pending change 99" in magic_error(shell, "approve 99 --only 1")
     assert mem.pending()[0]["id"] == change  # no error wrote anything
+
+
+# -- the panel ----------------------------------------------------------------------------------
+def test_the_panel_lists_items_in_full_each_with_its_own_buttons(home: Path) -> None:
+    with quiet(home) as mem:
+        change, ids = seeded_change(mem)
+        panel = MemoryPanel(mem)
+        try:
+            shown = [row.children[-1].value for row in panel.pending_rows.children]
+            assert shown[0] == f"<b>#{change}</b> from thread-notes"
+            assert shown[1:] == [
+                "1. + Uses DuckDB for SQL (knowledge, 0.90)",
+                f"2. - {ids['name']}: {NAME}",
+                f"3. - {ids['long']}: {escape_html(LONG)}",  # in full, escaped
+                "4. § user.workContext: Data scientist at Acme",
+            ]
+            approve, _ = panel.item_buttons[(change, 3)]
+            approve.click()
+            assert LONG not in {f["content"] for f in mem.data["facts"]}
+            assert panel.message.value == f"Approved item 3 of change #{change}"
+            assert sorted(panel.item_buttons) == [(change, 1), (change, 2), (change, 4)]
+            _, reject = panel.item_buttons[(change, 2)]
+            reject.click()
+            assert NAME in {f["content"] for f in mem.data["facts"]}
+            assert panel.message.value == f"Rejected item 2 of change #{change}"
+            assert [n for _, n in panel.item_buttons] == [1, 4]
+            assert panel.tabs.titles[3] == "Pending (1)"
+            # Another kernel decides the rest meanwhile: the stale button says so.
+            with quiet(home) as other:
+                assert other.reject([change]) == 1
+            panel.item_buttons[(change, 1)][0].click()
+            assert "change #" + str(change) + " was decided meanwhile" in panel.message.value
+            assert "Uses DuckDB for SQL" not in {f["content"] for f in mem.data["facts"]}
+        finally:
+            panel.close()
