@@ -13,6 +13,7 @@ they see what every other view sees, and write nothing.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..memory import Memory
 
+log = logging.getLogger(__name__)
 RECENT_FOLDS = 20  # how many of the newest folds are searched for a watched thread's
 _VERBS = {"add": "remember", "remove": "forget", "merge": "merge into"}  # held items
 
@@ -71,16 +73,22 @@ class FoldNotices:
         self._lock = threading.Lock()
         self._unsubscribe = memory.on_change(self.check)
 
-    def mark(self) -> int:
-        """Before a turn: the newest fold so far (the turn's own fold comes after it)."""
+    def mark(self) -> int | None:
+        """Before a turn: the newest fold so far (the turn's own fold comes after it), or
+        None when the journal cannot say (the turn runs all the same, unwatched)."""
         self.check()  # a fold that kept nothing said nothing: settle the turns it ended
-        folds = self.memory.folds(limit=1)
+        try:
+            folds = self.memory.folds(limit=1)
+        except Exception:
+            return None
         return int(folds[0]["id"]) if folds else 0
 
-    def watch(self, thread: str, after: int, tell: Callable[[str], None] | None) -> None:
+    def watch(self, thread: str, after: int | None, tell: Callable[[str], None] | None) -> None:
         """After a turn that will be folded: hand the thread's first fold newer than
         ``after`` to ``tell`` (the cell's view adds the line in place), or, without one,
         keep it for the next cell."""
+        if after is None:
+            return
         with self._lock:
             self._watches.append(_Watch(thread, after, tell))
         self.check()
@@ -92,21 +100,26 @@ class FoldNotices:
             if not self._watches:
                 return
             try:
-                folds = self.memory.folds(limit=RECENT_FOLDS)
-            except Exception:  # a locked journal: the next change or turn looks again
-                return
-            for watch in list(self._watches):
-                done = [
-                    f
-                    for f in folds
-                    if f.get("source") == watch.thread
-                    and f["id"] > watch.after
-                    and f.get("outcome") != "failed"  # retried: not the last word
-                ]
-                if done:
-                    self._watches.remove(watch)
-                    fold = done[-1]  # the first one after the turn
-                    self._tell(fold_note(fold, self._texts(fold), self._held(fold)), watch)
+                self._settle()
+            except Exception:  # a locked journal, a damaged memory.json: %memory status
+                log.debug("fold notices: could not read the folds", exc_info=True)
+
+    def _settle(self) -> None:
+        """Under the lock: tell the turns whose fold is in the newest records."""
+        folds = self.memory.folds(limit=RECENT_FOLDS)
+        for watch in list(self._watches):
+            done = [
+                f
+                for f in folds
+                if f.get("source") == watch.thread
+                and f["id"] > watch.after
+                and f.get("outcome") != "failed"  # retried: not the last word
+            ]
+            if done:
+                fold = done[-1]  # the first one after the turn
+                note = fold_note(fold, self._texts(fold), self._held(fold))
+                self._watches.remove(watch)
+                self._tell(note, watch)
 
     @property
     def watching(self) -> list[str]:
