@@ -206,3 +206,18 @@ def test_the_panel_lists_items_in_full_each_with_its_own_buttons(home: Path) -> 
             assert "Uses DuckDB for SQL" not in {f["content"] for f in mem.data["facts"]}
         finally:
             panel.close()
+
+
+def test_stale_and_consolidation_proposals_show_facts_in_full() -> None:
+    from deerflow_nb.notebook.views.review import ConsolidationView, StaleView
+
+    stale = StaleView(({"id": "f1", "category": "behavior", "content": LONG},), pending_id=4)
+    merge = ConsolidationView(
+        ({"from": ["f1", "f2"], "content": LONG + " (merged)"},),
+        pending_id=5,
+        facts=({"id": "f1", "content": LONG}, {"id": "f2", "content": NOTEBOOK}),
+    )
+    for view in (stale, merge):
+        for reading in (str(view), view._repr_markdown_(), view._repr_html_()):
+            assert "belong to" in reading and "…" not in reading
+    assert f"f2 ({NOTEBOOK})" in str(merge)

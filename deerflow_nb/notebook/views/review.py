@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...untrusted import clean_text, escape_html
-from .table import Table, View, day, md_cell, short
+from .table import Table, View, day, md_cell
 
 
 @dataclass(frozen=True, repr=False)
@@ -121,7 +121,7 @@ class StaleView(View):
             (
                 s.get("id"),
                 s.get("category"),
-                short(s.get("content"), 70),
+                s.get("content") or "",
                 f"{float(s.get('idle_days') or 0):.0f} d",
                 f"{float(s.get('limit_days') or 0):.0f} d",
                 day(s.get("last_active")),
@@ -191,13 +191,11 @@ class ConsolidationView(View):
         rows = []
         for merge in self.merges:
             sources = tuple(str(i) for i in merge.get("from") or ())
-            names = [
-                f"{i} ({short(by_id[i].get('content'), 40)})" if i in by_id else i for i in sources
-            ]
+            names = [f"{i} ({by_id[i].get('content', '')})" if i in by_id else i for i in sources]
             rows.append(
                 (
                     new_ids.get(sources) or "(pending)",
-                    short(merge.get("content"), 80),
+                    merge.get("content") or "",
                     "; ".join(names),
                 )
             )
