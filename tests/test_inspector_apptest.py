@@ -20,6 +20,7 @@ from inspector_seed import CHURN, MATPLOTLIB, POLARS, RUST, quiet_memory, seed_h
 from journal_rows import memory_json
 from streamlit.testing.v1 import AppTest
 
+from deerflow_nb.inspector.tabs.frame import TAB_KEY, TABS
 from deerflow_nb.storage.journal import Journal
 
 APP = Path(__file__).resolve().parents[1] / "inspector_app.py"
@@ -486,6 +487,65 @@ def test_a_change_decided_elsewhere_is_reported_not_applied_twice(home, seeded, 
     assert not at.exception
     assert any(f"change #{change} was decided meanwhile" in e.value for e in at.error)
     assert "Uses VS Code" not in {f["content"] for f in memory_json(home)["facts"]}
+
+
+def selected_tab(at: AppTest) -> str:
+    """The tab the page tells the browser to show (the tab container's default index)."""
+    stack = [at.main]
+    while stack:
+        node = stack.pop()
+        proto = getattr(node, "proto", None)
+        kind = proto.WhichOneof("type") if hasattr(proto, "WhichOneof") else None
+        if kind == "tab_container":
+            return TABS[proto.tab_container.default_tab_index]
+        stack.extend(getattr(node, "children", {}).values())
+    raise AssertionError("no tabs on the page")
+
+
+def test_each_item_is_decided_on_its_own_and_the_tab_stays(home, seeded, monkeypatch):
+    """Issue 30 item 4: every fact a change would remove is listed in full with its own
+    buttons; the Pending tab stays in use after each click, and the headline follows."""
+    with quiet_memory(home) as mem:
+        mem.review = True
+        change = mem.apply(
+            {
+                "newFacts": [{"content": "Uses DuckDB for SQL", "category": "knowledge",
+                              "confidence": 0.9}],
+                "factsToRemove": [seeded["rust"], seeded["polars"]],
+            },
+            source="thread-notes",
+        ).pending_id  # fmt: skip
+    at = run_app(home, monkeypatch)
+    assert {m.label: m.value for m in at.metric}["Last fold"] == "held for review"
+    at.session_state[TAB_KEY] = "Pending changes"  # the user opens the Pending tab
+    at.run()
+    page = texts(at)
+    assert f"2. :material/remove: remove {seeded['rust']}: {RUST}" in page
+    assert f"3. :material/remove: remove {seeded['polars']}: {POLARS}" in page
+
+    at.button(key=f"pending_item_approve_{change}_2").click().run()  # let the goal go
+    assert not at.exception
+    assert any(f"Approved item 2 of change #{change}." in x.value for x in at.success)
+    contents = {f["content"] for f in memory_json(home)["facts"]}
+    assert RUST not in contents and POLARS in contents and "Uses DuckDB for SQL" not in contents
+    assert selected_tab(at) == "Pending changes"  # not back on Facts
+    assert f"3. :material/remove: remove {seeded['polars']}: {POLARS}" in texts(at)
+    with pytest.raises(KeyError):
+        at.button(key=f"pending_item_approve_{change}_2")  # decided: its row is gone
+
+    at.button(key=f"pending_item_reject_{change}_3").click().run()  # keep the preference
+    assert any(f"Rejected item 3 of change #{change}." in x.value for x in at.success)
+    assert POLARS in {f["content"] for f in memory_json(home)["facts"]}
+    assert selected_tab(at) == "Pending changes"
+    assert {m.label: m.value for m in at.metric}["Last fold"] == "held for review"  # 1 waits
+
+    at.button(key=f"pending_approve_{change}").click().run()  # the rest: the new fact
+    assert "Uses DuckDB for SQL" in {f["content"] for f in memory_json(home)["facts"]}
+    assert selected_tab(at) == "Pending changes"
+    assert shown({m.label: m.value for m in at.metric}["Last fold"]) == (
+        "held for review, then approved"
+    )
+    assert "No pending changes" in texts(at)
 
 
 # -- Live reading ---------------------------------------------------------------------------------

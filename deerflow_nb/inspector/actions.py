@@ -69,6 +69,14 @@ def reject(home: Path, ids: list[int] | str) -> int:
         return mem.reject(ids)
 
 
+def decide_items(home: Path, op: str, change_id: int, numbers: list[int]) -> int:
+    """Approve or reject only items ``numbers`` of one pending change (the rest keeps
+    waiting); how many were decided (0: the change was decided elsewhere meanwhile)."""
+    with _memory(home) as mem:
+        decide = mem.approve_items if op == "approve" else mem.reject_items
+        return decide(change_id, numbers)
+
+
 def recall(home: Path, query: str, k: int = 10) -> list[dict[str, Any]]:
     """``Memory.recall``: journaled messages of lead threads matching ``query``, best first.
 

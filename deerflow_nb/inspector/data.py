@@ -27,7 +27,7 @@ from ..storage import journal as journal_rows  # threads, messages, turns, summa
 from ..storage import ledger  # versions, events, pending changes, settings
 from ..storage import queue as queue_rows
 from ..storage.db import Connection, open_read_only
-from .view_models import EXCERPT_CHARS, diff_lines, short
+from .view_models import EXCERPT_CHARS, short
 
 
 def paths(home: Path) -> dict[str, Path]:
@@ -242,11 +242,13 @@ def review_mode(db: Connection | None, home: Path) -> bool:
 
 def pending_changes(db: Connection | None, memory: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The changes waiting for review (``Memory.pending()``'s rows, read on the inspector's
-    read-only connection), oldest first, each with ``lines``: what it would do, one
-    readable line each (a removal names the fact's current text)."""
+    read-only connection), oldest first, each with ``items``: every fact it adds, removes or
+    merges and every section it rewrites, numbered and in full (``Memory.review_items``)."""
     import json
 
-    known = {f.get("id"): f for f in (memory or {}).get("facts", [])}
+    from ..memory.review import items
+
+    facts = (memory or {}).get("facts", [])
     changes = []
     for row in ledger.pending(db) if db is not None else []:
         try:
@@ -258,7 +260,9 @@ def pending_changes(db: Connection | None, memory: dict[str, Any] | None) -> lis
                 "id": row["id"],
                 "source": row.get("source") or "",
                 "created_at": row.get("created_at") or "",
-                "lines": diff_lines(diff if isinstance(diff, dict) else {}, known),
+                "items": [
+                    i.to_dict() for i in items(diff if isinstance(diff, dict) else {}, facts)
+                ],
             }
         )
     return changes
@@ -266,15 +270,19 @@ def pending_changes(db: Connection | None, memory: dict[str, Any] | None) -> lis
 
 def fold_reports(db: Connection | None, limit: int = 10) -> dict[str, Any]:
     """What the latest folds did (``memory.folds``: newest first) and how many failed in
-    a row since the memory model last answered with a diff."""
+    a row since the memory model last answered with a diff. A fold held for review says
+    what became of its change once it was decided (``outcome`` "held for review, then
+    approved")."""
     from ..memory import folds
 
     if db is None:
         return {"recent": [], "consecutive_failures": 0}
-    return {
-        "recent": folds.recent(db, limit),
-        "consecutive_failures": folds.consecutive_failures(db),
-    }
+    recent = folds.recent(db, limit)
+    for fold in recent:
+        change = ledger.change(db, fold["pending_id"]) if fold.get("pending_id") else None
+        if fold.get("outcome") == folds.HELD and change and change["status"] != "pending":
+            fold["outcome"] = f"{folds.HELD}, then {change['status']}"
+    return {"recent": recent, "consecutive_failures": folds.consecutive_failures(db)}
 
 
 def fold_rows(recent: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -229,26 +229,6 @@ def short(text: Any, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def diff_lines(diff: dict[str, Any], known: dict[str, Any]) -> list[tuple[str, str]]:
-    """An extraction diff as ``(kind, text)`` lines: ``add``, ``remove``, ``section``."""
-    lines: list[tuple[str, str]] = []
-    for fact in diff.get("newFacts") or []:
-        if isinstance(fact, dict):
-            conf = fact.get("confidence")
-            conf = f"{float(conf):.2f}" if isinstance(conf, int | float) else "?"
-            lines.append(
-                ("add", f"{fact.get('content', '')} ({fact.get('category', 'context')}, {conf})")
-            )
-    for fid in diff.get("factsToRemove") or []:
-        fact = known.get(fid)
-        lines.append(("remove", f"{fid}: {fact.get('content', '')}" if fact else f"{fid}"))
-    for group in SECTIONS:
-        for name, section in (diff.get(group) or {}).items():
-            if isinstance(section, dict) and section.get("shouldUpdate"):
-                lines.append(("section", f"{group}.{name}: {section.get('summary', '')}"))
-    return lines or [("none", "no changes")]
-
-
 def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """What changed from ``old`` to ``new``: facts added, removed, changed, sections rewritten."""
     old_facts = {f.get("id"): f for f in old.get("facts", [])}

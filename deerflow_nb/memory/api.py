@@ -19,7 +19,7 @@ import inspect
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from .extraction import check_diff
 from .folding import SAID_IN_ONE_LINE, Folding
 from .ledger import Ledger
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
-from .review import Review, select
+from .review import Review, ReviewItem, items, select
 from .rules import Rules
 from .store import MemoryFileError, MemoryStore
 from .transfer import Transfer, read_import
@@ -338,6 +338,19 @@ class Memory:
     def reject(self, ids: list[int] | str) -> int:
         """Drop proposals; returns how many (one another kernel decided meanwhile is not)."""
         return self._review.reject(select(self.pending(), ids))
+
+    def review_items(self, change: dict[str, Any]) -> list[ReviewItem]:
+        """A ``pending()`` change item by item, with full texts and the numbers below."""
+        return items(change["diff"], self.data.get("facts", []))
+
+    def approve_items(self, change_id: int, numbers: Iterable[int]) -> int:
+        """Apply only items ``numbers`` of a pending change; the rest keeps waiting (same id
+        and numbers). How many were applied: 0 if it was decided elsewhere meanwhile."""
+        return self._review.decide_items(change_id, numbers, "approve")
+
+    def reject_items(self, change_id: int, numbers: Iterable[int]) -> int:
+        """Drop only items ``numbers`` of a pending change (see ``approve_items``)."""
+        return self._review.decide_items(change_id, numbers, "reject")
 
     # -- whole-memory operations (transfer.py) -----------------------------------------
     def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:

@@ -126,6 +126,7 @@ class TurnView:
         self._subagents: dict[str, int] = {}  # run id -> index in lines
         self.reply = ""
         self.footer = ""
+        self.notes: list[str] = []  # what memory's fold of this turn did (``note``)
         self._handle: Any = None
         self._last_update = 0.0
 
@@ -146,6 +147,9 @@ class TurnView:
         if self.footer:
             blocks.append(f"---\n\n*{escape_markdown(self.footer)}*")
             plain.append(f"---\n{self.footer}")
+        for note in self.notes:
+            blocks.append(f"*{escape_markdown(note)}*")
+            plain.append(note)
         return SafeMarkdown(blocks, plain="\n\n".join(plain), separator="\n")
 
     def markdown(self) -> str:
@@ -181,6 +185,12 @@ class TurnView:
         if result is not None:
             self.reply = result.reply
             self.footer = footer(result, self.memory)
+        self.refresh()
+
+    def note(self, text: str) -> None:
+        """Add a line below the footer, redrawn in place (by the memory fold worker, when
+        this turn's fold lands: ``fold_notice``)."""
+        self.notes.append(text)
         self.refresh()
 
     def refresh(self) -> None:

@@ -117,8 +117,12 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
     if args.interpolate:
         message = interpolate(message, shell.user_ns)
     with fixable_errors():  # a config.yaml typo, no key for the model, a damaged journal
-        agent = get_session(shell).agent(args.model)
+        session = get_session(shell)
+        agent = session.agent(args.model)
         view = turn_view(shell)
+        folds_before = session.notices.mark()
+    for note in session.notices.take_later():  # an earlier turn's fold, in a terminal
+        print(note)
     view.show()
     try:
         with fixable_errors():
@@ -137,6 +141,9 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
         print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")
     finally:
         _keep(shell, args, agent.last_turn, view)
+    if agent.last_turn is not None and not args.no_memory and session.settings.memory.enabled:
+        # "Memory updated: …" below the footer when the fold lands (a terminal: next cell)
+        session.notices.watch(agent.last_turn.thread, folds_before, getattr(view, "note", None))
     return agent.last_turn
 
 

@@ -77,6 +77,23 @@ def number(text: str) -> int:
     return positive_int(expanded(text))
 
 
+def item_numbers(text: str) -> tuple[int, ...]:
+    """A pending change's item numbers: ``2``, ``1,3`` or ``2-5`` (``%memory pending``)."""
+    numbers: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        low, dash, high = part.partition("-")
+        try:
+            first, last = int(low), int(high if dash else low)
+        except ValueError:
+            first = last = 0
+        if not 1 <= first <= last:
+            raise argparse.ArgumentTypeError(
+                f"must be item numbers such as 2, 1,3 or 2-5 (see %memory pending), got {text!r}"
+            )
+        numbers.extend(range(first, last + 1))
+    return tuple(dict.fromkeys(numbers))
+
+
 def day_count(text: str) -> float:
     try:
         value = float(text)
@@ -241,17 +258,29 @@ class PendingArgs:
 @dataclass(frozen=True)
 class ApproveArgs:
     command: ClassVar[str] = "approve"
-    about: ClassVar[str] = "apply pending changes by id, or --all"
+    about: ClassVar[str] = "apply pending changes by id, or --all; --only N,M: some items of one"
     ids: tuple[int, ...] = positional("ID", nargs="*", type=number)
     all: bool = switch("--all")
+    only: tuple[int, ...] | None = option(
+        "--only",
+        type=item_numbers,
+        metavar="N,M",
+        help="only these items of the one change ID (numbered in %memory pending)",
+    )
 
 
 @dataclass(frozen=True)
 class RejectArgs:
     command: ClassVar[str] = "reject"
-    about: ClassVar[str] = "drop pending changes by id, or --all"
+    about: ClassVar[str] = "drop pending changes by id, or --all; --only N,M: some items of one"
     ids: tuple[int, ...] = positional("ID", nargs="*", type=number)
     all: bool = switch("--all")
+    only: tuple[int, ...] | None = option(
+        "--only",
+        type=item_numbers,
+        metavar="N,M",
+        help="only these items of the one change ID (numbered in %memory pending)",
+    )
 
 
 @dataclass(frozen=True)

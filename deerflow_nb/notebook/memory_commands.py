@@ -160,7 +160,9 @@ class MemoryCommands:
         return DiffView(title, self.memory.diff(args.v1, args.v2))
 
     def handle_pending(self, args: PendingArgs) -> PendingView:
-        return PendingView(tuple(self.memory.pending()), bool(self.memory.review))
+        pending = tuple(self.memory.pending())
+        items = {p["id"]: tuple(self.memory.review_items(p)) for p in pending}
+        return PendingView(pending, bool(self.memory.review), items)
 
     # writes
     def handle_add(self, args: AddArgs) -> Notice:
@@ -231,12 +233,35 @@ class MemoryCommands:
         return Notice(f"Review mode {state}{hint}")
 
     def handle_approve(self, args: ApproveArgs) -> Notice:
+        if args.only is not None:
+            return self._decide_items(args, self.memory.approve_items, "Approved")
         count = self.memory.approve(self._require_pending(args))
         return Notice(f"Approved {count} pending change{'s' * (count != 1)}")
 
     def handle_reject(self, args: RejectArgs) -> Notice:
+        if args.only is not None:
+            return self._decide_items(args, self.memory.reject_items, "Rejected")
         count = self.memory.reject(self._require_pending(args))
         return Notice(f"Rejected {count} pending change{'s' * (count != 1)}")
+
+    def _decide_items(self, args: ApproveArgs | RejectArgs, decide: Any, done: str) -> Notice:
+        """``--only N,M``: some items of one change; the rest keeps waiting, same numbers."""
+        ids = self._require_pending(args)
+        if ids == "all" or len(ids) != 1:
+            raise UsageError(
+                f"{PROG} {args.command} --only picks items of one change: give one ID, "
+                f"e.g. {PROG} {args.command} 3 --only 1,2"
+            )
+        try:
+            count = decide(ids[0], args.only or ())
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if count == 0:
+            return Notice(f"Nothing {done.lower()}: change {ids[0]} was decided meanwhile")
+        left = next((p for p in self.memory.pending() if p["id"] == ids[0]), None)
+        rest = [item.line() for item in self.memory.review_items(left)] if left else []
+        note = f"; {count_of(len(rest), 'item')} of it still waiting" if rest else ""
+        return Notice(f"{done} {count_of(count, 'item')} of change {ids[0]}{note}", tuple(rest))
 
     def handle_export(self, args: ExportArgs) -> Notice:
         try:

@@ -32,7 +32,6 @@ from ..untrusted import escape_html
 from .recall_tab import RecallTab
 from .views.facts import preview_view
 from .views.history import EventsView
-from .views.review import summarize_diff
 from .views.status import SummaryView, flush_summary
 from .views.table import count_of
 from .widget_tree import WIDE, close_tree, replace_children
@@ -118,6 +117,8 @@ class MemoryPanel:
         self.review.observe(self._on_review, names="value")
         self.pending_rows = w.VBox()
         self.pending_checks: dict[int, w.Checkbox] = {}
+        # (change id, item number) → its (Approve, Reject) buttons
+        self.item_buttons: dict[tuple[int, int], tuple[w.Button, w.Button]] = {}
         self.approve_button = w.Button(description="Approve selected", button_style="success")
         self.reject_button = w.Button(description="Reject selected", button_style="warning")
         self.approve_all_button = w.Button(description="Approve all")
@@ -268,19 +269,42 @@ class MemoryPanel:
         self.preview_block.value = f"<pre>{escape_html(body)}</pre>"
 
     def _draw_pending(self) -> None:
+        """Each change with a box (for the buttons below the list), then each fact it adds,
+        removes or merges and each section it rewrites, in full, with its own Approve and
+        Reject (the rest of the change keeps waiting)."""
         self.review.unobserve(self._on_review, names="value")
         self.review.value = bool(self.memory.review)
         self.review.observe(self._on_review, names="value")
         self.pending_checks = {}
-        rows = []
+        self.item_buttons = {}
+        rows: list[w.Widget] = []
         for change in self.memory.pending():
             box = w.Checkbox(indent=False, layout=w.Layout(width="28px"))
             self.pending_checks[change["id"]] = box
-            summary = summarize_diff(change.get("diff"))
-            rows.append(
-                w.HBox([box, w.HTML(f"<b>#{escape_html(change['id'])}</b> {escape_html(summary)}")])
-            )
+            head = f"<b>#{escape_html(change['id'])}</b> from {escape_html(change['source'])}"
+            rows.append(w.HBox([box, w.HTML(head)]))
+            for item in self.memory.review_items(change):
+                buttons = tuple(
+                    self._item_button(verb, change["id"], item.number)
+                    for verb in ("approve", "reject")
+                )
+                self.item_buttons[(change["id"], item.number)] = buttons
+                text = w.HTML(
+                    f"{item.number}. {escape_html(item.reading())}",
+                    layout=w.Layout(flex="1 1 auto"),
+                )
+                rows.append(w.HBox([*buttons, text], layout=w.Layout(margin="0 0 0 28px")))
         replace_children(self.pending_rows, rows or [w.HTML("<i>No pending changes.</i>")])
+
+    def _item_button(self, verb: str, change_id: int, number: int) -> w.Button:
+        button = w.Button(
+            description=verb.capitalize(),
+            button_style="success" if verb == "approve" else "",
+            tooltip=f"{verb} only item {number} of change #{change_id}",
+            layout=w.Layout(width="80px"),
+        )
+        button.on_click(lambda _: self._act(lambda: self._decide_item(verb, change_id, number)))
+        return button
 
     # -- actions ---------------------------------------------------------------------
     def _act(self, action: Any) -> None:
@@ -385,6 +409,13 @@ class MemoryPanel:
         count = getattr(self.memory, verb)(ids)
         done = {"approve": "Approved", "reject": "Rejected"}[verb]
         return f"{done} {count} change{'s' * (count != 1)}"
+
+    def _decide_item(self, verb: str, change_id: int, number: int) -> str:
+        decide = self.memory.approve_items if verb == "approve" else self.memory.reject_items
+        done = {"approve": "Approved", "reject": "Rejected"}[verb]
+        if not decide(change_id, [number]):
+            return f"Nothing {done.lower()}: change #{change_id} was decided meanwhile"
+        return f"{done} item {number} of change #{change_id}"
 
     def _on_review(self, change: dict[str, Any]) -> None:
         self.memory.review = bool(change["new"])

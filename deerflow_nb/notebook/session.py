@@ -14,6 +14,7 @@ from ..config import Settings, default_home, load_settings
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..memory import Memory
+    from .fold_notice import FoldNotices
 
 _ATTR = "_deerflow_nb_session"
 # %load_ext may open memory in a background thread while the first cell runs: one of each.
@@ -28,6 +29,7 @@ class Session:
         self.settings = settings
         self._memory: Memory | None = None
         self._agents: dict[str, Agent] = {}
+        self._notices: FoldNotices | None = None
 
     @property
     def memory(self) -> Memory:
@@ -44,6 +46,16 @@ class Session:
                 self._memory = memory
             return self._memory
 
+    @property
+    def notices(self) -> FoldNotices:
+        """What the cells of this shell wait to hear from memory's folds (one listener)."""
+        with _LOCK:
+            if self._notices is None:
+                from .fold_notice import FoldNotices
+
+                self._notices = FoldNotices(self.memory)
+            return self._notices
+
     def agent(self, model: str | None = None) -> Agent:
         """The lead agent for ``model`` (default: the configured one), created once."""
         from ..agent import Agent
@@ -56,6 +68,9 @@ class Session:
         return self._agents[key]
 
     def close(self) -> None:
+        if self._notices is not None:
+            self._notices.close()
+            self._notices = None
         if self._memory is not None:
             self._memory.close()
             self._memory = None

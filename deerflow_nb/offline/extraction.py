@@ -204,6 +204,21 @@ def extract_diff(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return _diff(existing, facts, removed)
 
 
+def forget_requests(texts: list[str]) -> list[str]:
+    """What the user asked to forget in ``texts`` (their messages), as they said it: "that I
+    log experiments in MLflow" gives "I log experiments in MLflow". A reply must not quote
+    such a fact back while the fold that removes it is still queued."""
+    asked = []
+    for text in texts:
+        for sentence in _SENTENCE.split(text):
+            for statement in _CLAUSE.split(sentence):
+                clean = _clean(statement)
+                low = clean.lower()
+                if match := _FORGET.match(low):
+                    asked.append(_groups(match, clean if len(low) == len(clean) else low)[0])
+    return asked
+
+
 def consolidate_reply(prompt: str) -> dict[str, Any]:
     """The offline consolidation: near-duplicates merged deterministically (``aging.py``)."""
     lines = []

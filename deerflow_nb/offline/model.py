@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from ..llm.base import ChatModel, ChatResult, OnText, ToolCall, counted_usage
+from .extraction import forget_requests
 from .replies import SUMMARY_TAG, answer_from_tools, plain_answer, subagent_answer, summary
 from .routing import choose_tools, known_variables
 from .words import hashed_embedding, message_text
@@ -88,7 +89,8 @@ class OfflineModel(ChatModel):
             return answer_from_tools(messages), []
         if SUBAGENT_MARKER in system:
             return subagent_answer(_last_user_text(messages)), []
-        return plain_answer(_last_user_text(messages), system), []
+        said = [message_text(m) for m in messages if m.get("role") == "user"]
+        return plain_answer(_last_user_text(messages), system, forget_requests(said)), []
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:

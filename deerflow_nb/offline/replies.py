@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from ..similarity import overlap
 from ..tokens import count_tokens, truncate_to_tokens
 from ..untrusted import escape_markdown
+from .extraction import forget_requests
 from .routing import unknown_variable
 from .words import content_words, first_sentence, key_terms, message_text
 
@@ -118,17 +121,30 @@ def subagent_answer(task: str) -> str:
     return f"{PREFIX}Sub-agent result for: {' '.join(task.split())}\n({words} words; {detail}.)"
 
 
-def plain_answer(question: str, system: str) -> str:
+def plain_answer(question: str, system: str, forgotten: Sequence[str] = ()) -> str:
     """Say which variables exist when the question asks about one the notebook lacks; quote
-    remembered facts sharing content words with the question; else acknowledge it."""
+    remembered facts sharing content words with the question; else acknowledge it.
+
+    ``forgotten`` is what the user asked in this conversation to forget: the fold that
+    removes it may still be queued, so those facts are not quoted back, and a message that
+    is itself such a request is answered with what will happen."""
     if missing := _missing_variable(question, system):
         return missing
+    asked_now = forget_requests([question])
+    if asked_now:
+        said = "; ".join(f"“{escape_markdown(a)}”" for a in asked_now)
+        return (
+            f"{PREFIX}Noted: memory will forget {said} when this conversation is folded "
+            "into it; I will not quote it from memory meanwhile."
+        )
     wanted = set(content_words(question))
     quoted = []
     for block in _MEMORY_RE.findall(system):
         for line in block.partition("\nFacts:\n")[2].splitlines():
             match = _FACT_RE.match(line.strip())
-            if match and wanted & set(content_words(match.group(1))):
+            if not match or any(overlap(f, match.group(1)) >= 0.5 for f in forgotten):
+                continue
+            if wanted & set(content_words(match.group(1))):
                 quoted.append(match.group(1).strip().rstrip("."))
     if quoted:
         return f"{PREFIX}From memory: " + "; ".join(dict.fromkeys(quoted)) + "."

@@ -154,6 +154,22 @@ def is_pending(db: Any, change_id: int) -> bool:
     return row is not None and row[0] == "pending"
 
 
+def change(db: Any, change_id: int) -> dict[str, Any] | None:
+    """One pending change's row, whatever its status (None if there is no such change)."""
+    rows = list(db["pending_changes"].rows_where("id = ?", [change_id]))
+    return rows[0] if rows else None
+
+
+def narrow_pending(db: Any, change_id: int, diff: str) -> bool:
+    """Replace a still pending change's diff by what is left of it after a partial
+    decision; False if it was decided already."""
+    cursor = db.execute(
+        "UPDATE pending_changes SET diff = ? WHERE id = ? AND status = 'pending'",
+        [diff, change_id],
+    )
+    return cursor.rowcount > 0
+
+
 def decide(db: Any, change_id: int, status: str, at: str) -> bool:
     """Mark a still pending change ``status``; False if it was decided already."""
     cursor = db.execute(

@@ -3,8 +3,8 @@
 The pages only lay out what ``data`` computes and hand writes to ``actions``. Writes
 are asked for with one click and carried out with a second (the confirmation), both in
 widget callbacks, so the page that follows already reads the files as they now are; the
-one exception is the Approve or Reject button of a single pending change, which names
-the change it acts on (approving or rejecting them all asks first). The recall search
+one exception is the Approve or Reject button of a single pending change or of one item
+of it, which names what it acts on (approving or rejecting them all asks first). The recall search
 (Threads tab) also goes through ``actions``: ``Memory.recall`` catches its index up.
 
 Everything read from the home (memory.json, journal.db, config errors, exception

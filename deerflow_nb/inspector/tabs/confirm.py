@@ -60,6 +60,17 @@ def confirm(home: Path) -> None:
         message = (
             f"Forgot fact {code(action['fact_id'])}." if ok else f"Forget failed: {md(result)}"
         )
+    elif op in ("approve_item", "reject_item"):
+        verb = op.removesuffix("_item")
+        number, change_id = action["number"], action["change_id"]
+        ok, result = actions.run(actions.decide_items, home, verb, change_id, [number])
+        if not ok:
+            message = f"{verb.capitalize()} failed: {md(result)}"
+        elif result == 0:
+            ok, message = False, f"Nothing to {verb}: change #{change_id} was decided meanwhile."
+        else:
+            done = "Approved" if verb == "approve" else "Rejected"
+            message = f"{done} item {number} of change #{change_id}."
     elif op in ("approve", "reject"):
         write = actions.approve if op == "approve" else actions.reject
         ok, result = actions.run(write, home, action["ids"])
@@ -99,8 +110,16 @@ def confirmation(home: Path, ops: tuple[str, ...]) -> None:
         right.button("Cancel", key="confirm_no", on_click=cancel)
 
 
-def decide(home: Path, op: str, change_id: int) -> None:
-    """Approve or reject one pending change (one click: it names the change it acts on)."""
+def decide(home: Path, op: str, change_id: int, number: int | None = None) -> None:
+    """Approve or reject one pending change, or one item of it (one click: it names what
+    it acts on)."""
     cancel()
-    st.session_state[_CONFIRM] = {"op": op, "ids": [change_id]}
+    if number is None:
+        st.session_state[_CONFIRM] = {"op": op, "ids": [change_id]}
+    else:
+        st.session_state[_CONFIRM] = {
+            "op": f"{op}_item",
+            "change_id": change_id,
+            "number": number,
+        }
     confirm(home)

@@ -25,6 +25,7 @@ from .status import status_page
 from .threads import threads_page
 from .versions import versions_page
 
+TAB_KEY = "inspector_tab"
 TABS = (
     "Facts",
     "Pending changes",
@@ -102,7 +103,10 @@ def render(home: Path) -> None:
         folds = data.fold_reports(db)
         pending = data.pending_changes(db, memory)
         summary_strip(memory, info, folds, pending)
-        tabs = st.tabs(list(TABS))
+        # Keyed and tracked: the tab in use stays selected across the reruns a click
+        # causes (an untracked st.tabs goes back to the first tab when the page above it
+        # changes, e.g. when a flash message appears after Approve).
+        tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun")
         with tabs[0]:
             facts_page(home, memory)
         with tabs[1]:

@@ -14,14 +14,15 @@ from .markup import code, count, md, when
 _LINE_ICONS = {
     "add": ":material/add:",
     "remove": ":material/remove:",
+    "merge": ":material/merge:",
     "section": ":material/notes:",
-    "none": ":material/block:",
 }
 
 
 def pending_page(home: Path, db: Any, pending: list[dict[str, Any]]) -> None:
-    """Folds held for review: what each would change, approved or rejected one by one or
-    all at once (rejecting all asks first). Writes go through ``Memory.approve/reject``."""
+    """Folds held for review: each fact each would add, remove or merge, in full; a change
+    or one item of it approved or rejected with one click, or all at once (rejecting all
+    asks first). Writes go through ``Memory.approve/reject``."""
     review = data.review_mode(db, home)
     mode = (
         "Review mode is **on**: every fold waits here until you approve it "
@@ -77,6 +78,7 @@ def pending_page(home: Path, db: Any, pending: list[dict[str, Any]]) -> None:
                 key=f"pending_approve_{change['id']}",
                 icon=":material/check:",
                 type="primary",
+                help=f"Apply every item of change #{change['id']}",
                 on_click=decide,
                 args=(home, "approve", change["id"]),
             )
@@ -84,12 +86,38 @@ def pending_page(home: Path, db: Any, pending: list[dict[str, Any]]) -> None:
                 "Reject",
                 key=f"pending_reject_{change['id']}",
                 icon=":material/close:",
+                help=f"Drop every item of change #{change['id']}",
                 on_click=decide,
                 args=(home, "reject", change["id"]),
             )
-            st.markdown(
-                "\n".join(
-                    f"- {_LINE_ICONS.get(kind, '')} {kind} {md(text)}"
-                    for kind, text in change["lines"]
-                )
-            )
+            for item in change["items"]:
+                _item_row(home, change["id"], item)
+
+
+def _item_row(home: Path, change_id: int, item: dict[str, Any]) -> None:
+    """One fact added, removed or merged (or a section rewritten), in full, with its own
+    Approve and Reject: the rest of the change keeps waiting."""
+    text, approve, reject = st.columns([6, 1, 1], vertical_alignment="center")
+    head = f"{md(item['fact_id'])}: " if item.get("fact_id") else ""
+    if item["kind"] == "section":
+        head = f"{md(item['detail'])}: "
+    detail = f" ({md(item['detail'])})" if item["detail"] and item["kind"] != "section" else ""
+    text.markdown(
+        f"{item['number']}. {_LINE_ICONS.get(item['kind'], '')} {item['kind']} "
+        f"{head}{md(item['text'])}{detail}"
+    )
+    number = item["number"]
+    approve.button(
+        "Approve",
+        key=f"pending_item_approve_{change_id}_{number}",
+        help=f"Apply only item {number} of change #{change_id}",
+        on_click=decide,
+        args=(home, "approve", change_id, number),
+    )
+    reject.button(
+        "Reject",
+        key=f"pending_item_reject_{change_id}_{number}",
+        help=f"Drop only item {number} of change #{change_id}",
+        on_click=decide,
+        args=(home, "reject", change_id, number),
+    )

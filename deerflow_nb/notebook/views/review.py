@@ -4,37 +4,58 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...untrusted import clean_text, escape_html
-from .table import Table, View, day, md_cell, short
+from .table import Table, View, day, md_cell
 
 
 @dataclass(frozen=True, repr=False)
 class PendingView(View):
-    """Extraction diffs waiting for review, one row per proposed change set."""
+    """Extraction diffs waiting for review: each change, then each fact it adds, removes or
+    merges and each section it rewrites, numbered and in full (never cut)."""
 
     pending: tuple[Mapping[str, Any], ...]
     review: bool = False
+    items: Mapping[int, tuple[Any, ...]] = field(default_factory=dict)  # ReviewItem by change
 
     def table(self) -> Table:
-        rows = [
-            (
-                p.get("id"),
-                day(p.get("created_at")),
-                p.get("source") or "",
-                short(summarize_diff(p.get("diff")), 90),
-            )
-            for p in self.pending
-        ]
+        rows: list[tuple[Any, ...]] = []
+        for p in self.pending:
+            head = (p.get("id"), day(p.get("created_at")), p.get("source") or "")
+            lines = [(i.number, i.reading()) for i in self.items.get(p.get("id"), ())]
+            for number, reading in lines or [("", summarize_diff(p.get("diff")))]:
+                rows.append((*head, number, reading))
+                head = ("", "", "")
         mode = "on" if self.review else "off"
         return Table(
-            ("id", "time", "source", "proposed"),
+            ("id", "time", "source", "item", "proposed"),
             rows,
             f"Pending changes (review {mode})",
             "No pending changes.",
         )
+
+    def _note(self) -> str:
+        if not self.pending:
+            return ""
+        return (
+            "%memory approve ID (or reject ID) decides a whole change; "
+            "%memory approve ID --only 1,3 (or reject) decides some of its items, and the "
+            "rest keeps waiting with the same numbers."
+        )
+
+    def _repr_markdown_(self) -> str:
+        note = self._note()
+        return self.table()._markdown() + (f"\n\n{md_cell(note)}" if note else "")
+
+    def _repr_html_(self) -> str:
+        note = self._note()
+        return self.table()._html() + (f"<p>{escape_html(note)}</p>" if note else "")
+
+    def __str__(self) -> str:
+        note = self._note()
+        return self.table()._text() + (f"\n{clean_text(note)}" if note else "")
 
 
 def summarize_diff(diff: Any) -> str:
@@ -100,7 +121,7 @@ class StaleView(View):
             (
                 s.get("id"),
                 s.get("category"),
-                short(s.get("content"), 70),
+                s.get("content") or "",
                 f"{float(s.get('idle_days') or 0):.0f} d",
                 f"{float(s.get('limit_days') or 0):.0f} d",
                 day(s.get("last_active")),
@@ -170,13 +191,11 @@ class ConsolidationView(View):
         rows = []
         for merge in self.merges:
             sources = tuple(str(i) for i in merge.get("from") or ())
-            names = [
-                f"{i} ({short(by_id[i].get('content'), 40)})" if i in by_id else i for i in sources
-            ]
+            names = [f"{i} ({by_id[i].get('content', '')})" if i in by_id else i for i in sources]
             rows.append(
                 (
                     new_ids.get(sources) or "(pending)",
-                    short(merge.get("content"), 80),
+                    merge.get("content") or "",
                     "; ".join(names),
                 )
             )
