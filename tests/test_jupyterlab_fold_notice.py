@@ -60,7 +60,7 @@ def test_the_fold_workers_line_appears_in_the_finished_cell(tmp_path: Path) -> N
                     "Memory updated: remembered “Prefers polars over pandas”", exact=False
                 )
                 expect(cells.nth(1).locator(".jp-InputPrompt")).to_have_text("[2]:")  # done
-                assert line.count() == 0  # the fold waits out its 20 s debounce (a margin for a loaded machine)
+                assert line.count() == 0  # the fold waits out its 20 s debounce
                 expect(line.first).to_be_visible(timeout=120_000)
                 assert output.locator(".jp-OutputArea-output").count() == 1  # in place
             finally:
