@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import HOME_ENV, HomeError, Settings, load_settings
+from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff
 from ..similarity import overlap
 from ..storage import ledger as ledger_rows
@@ -34,6 +35,7 @@ from . import queue, usage
 from .edits import Edits
 from .extraction import check_diff
 from .folding import SAID_IN_ONE_LINE, Folding
+from .gate import Gate
 from .ledger import Ledger
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
 from .review import Review, select
@@ -72,12 +74,15 @@ class Memory:
         self._start_lock = threading.Lock()
         self._ledger = ledger = Ledger(self.journal, self.store, self._changed)
         rules = Rules(self.settings, self.journal)
-        self._edits = Edits(self.settings, ledger, rules)
-        parts = (self.settings, self.journal, ledger, rules)
-        self._review = Review(*parts, self._changed, self._warm)
-        self._folding = Folding(*parts, self._review, self._changed, self._warm)
-        self._upkeep = Upkeep(self.settings, ledger, rules, self._review)
-        self._transfer = Transfer(self.settings, ledger)
+        self._review = review = Review(self.settings, self.journal, ledger, self._changed)
+        # The one door for every change (gate.py): nothing below writes memory without it.
+        self._gate = gate = Gate(
+            self.settings, self.journal, ledger, rules, lambda: review.on, self._changed, self._warm
+        )
+        self._edits = Edits(self.settings, gate)
+        self._folding = Folding(self.settings, self.journal, ledger, gate)
+        self._upkeep = Upkeep(self.settings, ledger, review, gate)
+        self._transfer = Transfer(self.settings, ledger, gate)
 
     def start(self) -> Memory:
         """Load memory as a kernel does; idempotent, returns ``self``.
@@ -221,12 +226,21 @@ class Memory:
     def add_fact(
         self,
         content: str,
-        category: str = "context",
+        category: str | None = None,
         confidence: float = 0.9,
         source: str = "manual",
+        *,
+        origin: str = "user",
+        turn: str | None = None,
     ) -> dict[str, Any]:
-        """Add a fact by hand (no threshold); a near-duplicate reinforces the stored one."""
-        return self._edits.add_fact(content, category, confidence, source)
+        """Add a fact by hand (no threshold); a near-duplicate reinforces the stored one, and
+        with no ``category`` it is read from the text.
+
+        ``origin="model"`` (with the agent ``turn``) is the model's ``remember`` when no user
+        message asked: stored as its suggestion (``addedBy: "model"``), capped per turn,
+        never evicting a fact the user added; in review mode it waits (the returned dict
+        then has ``pending_id`` and no ``id``). ``Refused`` (a ValueError) says why not."""
+        return self._edits.add_fact(content, category, confidence, source, origin=origin, turn=turn)
 
     def edit_fact(
         self,
@@ -333,7 +347,7 @@ class Memory:
         Each is checked again under the memory lock: one another kernel decided meanwhile
         is skipped, not applied twice.
         """
-        return self._review.approve(select(self.pending(), ids))
+        return self._review.approve(select(self.pending(), ids), self._gate)
 
     def reject(self, ids: list[int] | str) -> int:
         """Drop proposals; returns how many (one another kernel decided meanwhile is not)."""
@@ -383,11 +397,16 @@ class Memory:
 
     def rollback(self, v: int) -> None:
         """Restore version ``v`` as a new change (history is kept, nothing is rewritten)."""
-        self._ledger.rollback(v)
+        document = self._ledger.version(v)
+        self._gate.submit(
+            ChangeSet(origin="user", reason="rollback", source=f"version {v}", document=document)
+        )
 
     def recover(self) -> int:
         """Rebuild memory.json from the journal's last version (after corruption); its id."""
-        return self._ledger.rebuild()
+        newest = self._ledger.newest()
+        self.rollback(newest)
+        return newest
 
     # -- status and plumbing -----------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -1,18 +1,21 @@
-"""Review mode: proposed changes wait as ``pending_changes`` until approved or rejected."""
+"""Review mode: proposed changes wait as ``pending_changes`` until approved or rejected.
+
+The gate (``gate.py``) proposes; an approval goes back through it as the user's change."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
+from ..schema.changes import ChangeSet
 from ..storage import ledger as rows
 from ..storage.db import now_iso
 from ..storage.journal import Journal
 from .ledger import Changed, Ledger
-from .rules import Rules
-from .updater import UpdateResult
+
+if TYPE_CHECKING:
+    from .gate import Gate
 
 _REVIEW_KEY = "review"
 
@@ -35,21 +38,11 @@ def select(pending: list[dict[str, Any]], ids: list[int] | str) -> list[dict[str
 class Review:
     """Whether folds wait for approval, what waits, and the decisions on it."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        journal: Journal,
-        ledger: Ledger,
-        rules: Rules,
-        changed: Changed,
-        warm: Callable[[dict[str, Any]], None],
-    ) -> None:
+    def __init__(self, settings: Settings, journal: Journal, ledger: Ledger, changed: Changed):
         self.settings = settings
         self.journal = journal
         self.ledger = ledger
-        self.rules = rules
         self._changed = changed
-        self._warm = warm
 
     @property
     def on(self) -> bool:
@@ -62,41 +55,29 @@ class Review:
         with self.journal.transaction() as db:
             rows.put_setting(db, _REVIEW_KEY, "1" if value else "0")
 
-    def propose(self, source: str, diff: dict[str, Any]) -> int:
-        """Store ``diff`` as a pending change in its own transaction, and say so."""
-        with self.journal.transaction() as db:
-            pending_id = propose(db, source, diff)
-        self._changed({"reason": "proposed", "pending_id": pending_id})
-        return pending_id
-
     def count(self) -> int:
         return rows.pending_count(self.journal.db)
 
     def pending(self) -> list[dict[str, Any]]:
         return [{**r, "diff": json.loads(r["diff"])} for r in rows.pending(self.journal.db)]
 
-    def approve(self, chosen: list[dict[str, Any]]) -> int:
-        """Apply the chosen proposals (oldest first) as folds; how many were applied."""
-        return sum(self._approve_one(change) for change in chosen)
-
-    def _approve_one(self, change: dict[str, Any]) -> bool:
-        """Checked again under the memory lock: a proposal another kernel decided meanwhile
-        is skipped, not applied twice."""
-        change_id, diff, source = change["id"], change["diff"], change["source"]
-        still: list[bool] = []
-
-        def apply(data: dict[str, Any]) -> UpdateResult:
-            still.append(rows.is_pending(self.journal.db, change_id))  # decided nowhere else
-            return self.rules.apply(data, diff, source) if still[0] else UpdateResult(data, [])
-
-        def mark(db: Any) -> None:
-            if still[0]:
-                rows.decide(db, change_id, "approved", now_iso())
-
-        result, _ = self.ledger.commit("approve", source, apply, mark)
-        if still[0]:
-            self._warm(result.data)
-        return still[0]
+    def approve(self, chosen: list[dict[str, Any]], gate: Gate) -> int:
+        """Apply the chosen proposals (oldest first) through the gate, as the user's
+        changes; how many were applied. Each is checked again under the memory lock: one
+        another kernel decided meanwhile is skipped, not applied twice."""
+        applied = 0
+        for change in chosen:
+            passed = gate.submit(
+                ChangeSet(
+                    origin="user",
+                    reason="approve",
+                    source=change["source"],
+                    diff=change["diff"],
+                    pending_id=change["id"],
+                )
+            )
+            applied += not passed.skipped
+        return applied
 
     def reject(self, chosen: list[dict[str, Any]]) -> int:
         """Drop the chosen proposals; how many (one another kernel decided is not counted)."""
