@@ -3,7 +3,8 @@
 Given the current memory document and one validated extraction diff, returns the new
 document and the list of events that explain every change. DeerFlow's order is kept
 (sections, removals, new facts, cap); on top of it: text is sanitised, exact and
-near-duplicate facts reinforce the fact already stored instead of adding a second one,
+near-duplicate facts (or ones restating a stored fact with a detail more) reinforce the
+fact already stored instead of adding a second one,
 merges (``%memory consolidate``) replace related facts by one with their lineage in the
 events, and eviction over ``max_facts`` follows ``memory.eviction``: the blend of
 confidence, confirmation freshness and use (``aging.py``; corrections last), or DeerFlow's
@@ -187,6 +188,8 @@ def apply_diff(
             continue
         sig = signature(content)
         match = by_text.get(normalize_text(content)) or (by_sig.get(sig) if sig else None)
+        if match is None:
+            match = _restated(sig, out["facts"])
         if match is not None:
             old_conf = float(match.get("confidence", 0.0))
             bumped = round(min(REINFORCE_CAP, old_conf + REINFORCE_BUMP), 4)
@@ -311,6 +314,24 @@ def _apply_merge(
         event.new_content = content
         event.details.update(merged_into=fact["id"], reason="consolidated")
         events.append(event)
+    return None
+
+
+# A new fact restates a stored one when it says all of it and adds at most this many words
+# ("Prefers polars over pandas for data frames" / "Prefers polars over pandas"); the stored
+# fact must have at least MIN_RESTATED words, so "Uses Python" / "Uses Python and R" differ.
+MAX_EXTRA_WORDS = 2
+MIN_RESTATED = 3
+
+
+def _restated(sig: frozenset[str], facts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The stored fact ``sig`` restates with a detail or two more (see above), if any."""
+    if len(sig) < MIN_RESTATED:
+        return None
+    for fact in facts:
+        stored = signature(fact["content"])
+        if len(stored) >= MIN_RESTATED and stored < sig and len(sig - stored) <= MAX_EXTRA_WORDS:
+            return fact
     return None
 
 
