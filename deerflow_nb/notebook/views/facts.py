@@ -47,7 +47,7 @@ class FactsTable(View):
         return Table(headers, rows, title, "No facts.", html_rows)
 
 
-SUGGESTED = "(model's suggestion) "  # the model stored it; the user never asked
+SUGGESTED = "(suggested by the model) "  # the model stored it; the user never asked
 
 
 def _marked(fact: Mapping[str, Any], content: str) -> str:
