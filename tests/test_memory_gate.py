@@ -21,11 +21,47 @@ from deerflow_nb.memory.updater import wipe_limit
 from deerflow_nb.schema.constants import is_model_suggestion, is_user_fact
 
 TOPICS = (
-    "polars pandas duckdb spark arrow numpy scipy sklearn torch jax keras xgboost lightgbm "
-    "catboost statsmodels seaborn plotly altair bokeh dash streamlit flask fastapi django "
-    "celery redis kafka airflow dagster prefect dbt snowflake bigquery redshift postgres "
-    "mysql sqlite mongo neo4j elastic"
-).split()
+    "polars",
+    "pandas",
+    "duckdb",
+    "spark",
+    "arrow",
+    "numpy",
+    "scipy",
+    "sklearn",
+    "torch",
+    "jax",
+    "keras",
+    "xgboost",
+    "lightgbm",
+    "catboost",
+    "statsmodels",
+    "seaborn",
+    "plotly",
+    "altair",
+    "bokeh",
+    "dash",
+    "streamlit",
+    "flask",
+    "fastapi",
+    "django",
+    "celery",
+    "redis",
+    "kafka",
+    "airflow",
+    "dagster",
+    "prefect",
+    "dbt",
+    "snowflake",
+    "bigquery",
+    "redshift",
+    "postgres",
+    "mysql",
+    "sqlite",
+    "mongo",
+    "neo4j",
+    "elastic",
+)
 
 
 def seed(mem: Memory, by_hand: int, organic: int, path: Path) -> tuple[list[str], list[str]]:
