@@ -214,6 +214,20 @@ def test_a_model_remember_never_evicts_a_fact_the_user_added(memory_home: Memory
     assert [f["id"] for f in mem.facts(sort="none")] == mine
 
 
+def test_a_user_asked_remember_is_capped_and_spares_user_facts_too(memory_home: Memory) -> None:
+    mem = memory_home
+    tools = MemoryTools(mem, "t", user_message="Remember that I trust these sites")
+    replies = [tools.call(name, args) for name, args in remembers(12)]
+    stored = mem.facts()
+    assert len(stored) == MAX_REMEMBER_PER_TURN and all(is_user_fact(f) for f in stored)
+    assert sum("at most 5 facts" in r for r in replies) == 12 - MAX_REMEMBER_PER_TURN
+    mem.settings.memory.max_facts = MAX_REMEMBER_PER_TURN
+    more = MemoryTools(mem, "t", user_message="Please remember that I like tea")
+    result = more.call("remember", {"content": "Likes green tea", "category": "preference"})
+    assert result.startswith("Error:") and "you added by hand" in result
+    assert len(mem.facts()) == MAX_REMEMBER_PER_TURN
+
+
 @pytest.fixture
 def memory_home(home: Path) -> Any:
     mem = Memory(home)

@@ -46,7 +46,7 @@ from .updater import WIPE_MIN_FACTS, WIPE_SHARE, UpdateResult, wipe_limit
 
 MAX_REMEMBER_PER_TURN = 5  # the model's remember calls one turn may make
 WINDOW = timedelta(days=1)  # the wipe guard's memory
-GUARDED = ("model", "fold", "maintenance")  # origins the wipe guard counts
+GUARDED = ("model", "fold", "maintenance")  # origins the wipe guard counts (and remember)
 WHOLESALE = 0.5  # a section keeping less than half its words was rewritten wholesale
 
 
@@ -101,8 +101,7 @@ class Gate:
         happen at all, ``KeyError`` for an edit of a fact that is gone."""
         if change.origin != "user" and (change.document is not None or change.edit is not None):
             raise Refused(f"only a person may {change.reason} memory as a whole or edit a fact")
-        if change.origin == "model":
-            self._check_turn(change)
+        self._check_turn(change)
         if change.reason == "stale" or (change.origin != "user" and self.review_on()):
             why = "a staleness proposal waits for approval" if change.reason == "stale" else ""
             return self._hold(change, finish, why or "review mode is on")
@@ -143,7 +142,7 @@ class Gate:
             if change.edit is not None:
                 outcome.result = apply_edit(data, change.edit)
                 return outcome.result
-            if change.origin == "user":
+            if change.origin == "user" and change.reason != "remember":
                 return self._direct(data, change, outcome)
             return self._guarded(data, change, outcome)
 
@@ -189,8 +188,8 @@ class Gate:
     def _guarded(self, data: dict[str, Any], change: ChangeSet, outcome: Passed) -> UpdateResult:
         """A fold's, the model's or upkeep's change, through the wipe guard."""
         diff = dict(change.diff or {})
-        if change.origin == "model":  # the model may only add facts, as its suggestions
-            diff = {"newFacts": diff.get("newFacts") or [], "addedBy": ADDED_BY_MODEL}
+        if change.reason == "remember":  # the model's tool only adds facts
+            diff = {"newFacts": diff.get("newFacts") or []}
         before = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
         result = self._apply(data, change, diff)
         protected = [i for i in result.ids("remove") if is_user_fact(before.get(i, {}))]
@@ -214,10 +213,16 @@ class Gate:
             diff = {**diff, "factsToRemove": keep}
             diff["merges"] = [m for m in merges if m not in held_merges]
             result = self._apply(data, change, diff)
+        if change.reason == "remember" and set(result.ids("add")) & set(result.ids("evict")):
+            raise Refused(
+                f"not stored: memory is full (memory.max_facts is "
+                f"{self.settings.memory.max_facts}) of more confident facts"
+            )
         lost = lost_count(result)
         rewritten = wholesale_sections(data, diff)
         since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
-        window = change_rows.lost_since(self.journal.db, since.replace("+00:00", "Z"), GUARDED)
+        since = since.replace("+00:00", "Z")
+        window = change_rows.lost_since(self.journal.db, since, GUARDED, ("remember",))
         limit = wipe_limit(len(before) + window)
         evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
         why = ""
@@ -235,7 +240,7 @@ class Gate:
                 f"with the {window} fact(s) lost in the last day it would lose {window + lost}"
                 f" (more than max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = {limit} a day)"
             )
-        if why and change.origin == "model":
+        if why and change.reason == "remember":
             raise Refused(
                 f"not stored: {why}; the user can raise memory.max_facts or forget a fact"
             )

@@ -16,11 +16,16 @@ def insert(db: Any, row: dict[str, Any]) -> int:
     return int(insert_rows(db, "memory_changes", [row]) or 0)
 
 
-def lost_since(db: Any, since: str, origins: tuple[str, ...]) -> int:
-    """Facts removed, evicted or merged away by changes of ``origins`` at or after ``since``."""
+def lost_since(db: Any, since: str, origins: tuple[str, ...], reasons: tuple[str, ...]) -> int:
+    """Facts removed, evicted or merged away at or after ``since`` by changes of ``origins``
+    or of ``reasons`` (whatever their origin)."""
     marks = ", ".join("?" * len(origins))
-    sql = f"SELECT COALESCE(SUM(lost), 0) FROM memory_changes WHERE at >= ? AND origin IN ({marks})"
-    return int(db.execute(sql, [since, *origins]).fetchone()[0])
+    kinds = ", ".join("?" * len(reasons))
+    sql = (
+        "SELECT COALESCE(SUM(lost), 0) FROM memory_changes WHERE at >= ? AND "
+        f"(origin IN ({marks}) OR reason IN ({kinds}))"
+    )
+    return int(db.execute(sql, [since, *origins, *reasons]).fetchone()[0])
 
 
 def count_in_turn(db: Any, turn: str, reason: str) -> int:
