@@ -196,6 +196,13 @@ def test_the_models_suggestion_is_marked_in_memory_facts_and_confirmed_by_the_us
     shown = shell.run_line_magic("memory", "facts")
     assert "(suggested by the model) Prefers tabs" in str(shown)
     assert "(suggested by the model)" in shown._repr_html_()
+    from deerflow_nb.inspector.view_models import fact_rows
+    from deerflow_nb.notebook.panel import MemoryPanel
+
+    panel = MemoryPanel(memory)
+    texts = [c.value for c in panel.fact_rows.children[0].children if hasattr(c, "value")]
+    assert "(suggested by the model) Prefers tabs" in texts
+    assert fact_rows(memory.data)[0]["source"] == "t (suggested by the model)"
     shell.run_line_magic("memory", "add Prefers tabs")  # the user says it: now theirs
     (fact,) = memory.facts()
     assert is_user_fact(fact) and "(suggested by the model)" not in str(

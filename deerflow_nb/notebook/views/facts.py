@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...schema.constants import is_model_suggestion
+from ...schema.constants import SUGGESTION_MARK, is_model_suggestion
 from ...untrusted import clean_text, code_block, escape_html
 from .table import Table, View, confidence_bar, count_of, day, html_bar, md_cell, short
 
@@ -47,12 +47,9 @@ class FactsTable(View):
         return Table(headers, rows, title, "No facts.", html_rows)
 
 
-SUGGESTED = "(suggested by the model) "  # the model stored it; the user never asked
-
-
 def _marked(fact: Mapping[str, Any], content: str) -> str:
     """The content, marked when the model stored the fact on its own."""
-    return SUGGESTED + content if is_model_suggestion(dict(fact)) else content
+    return f"{SUGGESTION_MARK} {content}" if is_model_suggestion(dict(fact)) else content
 
 
 @dataclass(frozen=True, repr=False)
