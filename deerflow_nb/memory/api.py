@@ -226,7 +226,7 @@ class Memory:
     def add_fact(
         self,
         content: str,
-        category: str | None = None,
+        category: str | None = "context",
         confidence: float = 0.9,
         source: str = "manual",
         *,
@@ -234,7 +234,7 @@ class Memory:
         turn: str | None = None,
     ) -> dict[str, Any]:
         """Add a fact by hand (no threshold); a near-duplicate reinforces the stored one, and
-        with no ``category`` it is read from the text.
+        with ``category=None`` it is read from the text (``%memory add`` without one).
 
         ``origin="model"`` (with the agent ``turn``) is the model's ``remember`` when no user
         message asked: stored as its suggestion (``addedBy: "model"``), capped per turn,
