@@ -239,3 +239,77 @@ def test_modules_and_classes_stay_small() -> None:
                 if size >= MAX_LINES:
                     big.append(f"{where}: class {node.name} is {size} lines")
     assert not big, f"split these (each under {MAX_LINES} lines):\n" + "\n".join(big)
+
+
+# -- one gate for every change to memory (issue 26) ------------------------------------------
+# Who may do what: the gate alone commits a change; the ledger alone writes memory.json (its
+# commit, and rolling a journaled version forward after a crash); the rules are applied by
+# the gate alone.
+WRITE_DOORS = {
+    "commit": {"memory/gate.py"},  # ledger.commit: the one write path
+    "apply": {"memory/gate.py"},  # rules.apply: the update rules, run by the gate
+    "prepare": {"memory/ledger.py", "memory/store.py"},  # store.prepare/install/write
+    "install": {"memory/ledger.py", "memory/store.py"},
+    "write": {"memory/ledger.py", "memory/store.py"},
+}
+# The receivers those calls are writes on (``self.ledger.commit``, ``self.rules.apply``,
+# ``self.store.write``); a list's ``insert`` or a file's ``write`` is not one.
+WRITE_RECEIVERS = {"commit": "ledger", "apply": "rules", "prepare": "store", "install": "store"}
+PURE_RULES = {"apply_diff", "apply_edit", "_apply_merge"}
+
+
+def memory_writes_in(source: str) -> list[tuple[str, str]]:
+    """(door, where) for every call in ``source`` that changes facts or writes memory.json."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            owner = _name(func.value).lstrip("_")
+            wanted = WRITE_RECEIVERS.get(func.attr, "store")
+            if func.attr in WRITE_DOORS and owner.endswith(wanted):
+                found.append((func.attr, f"line {node.lineno}: {owner}.{func.attr}()"))
+        elif isinstance(func, ast.Name) and func.id in PURE_RULES:
+            found.append(("apply", f"line {node.lineno}: {func.id}()"))
+        if _name(func) in {"write_text", "write_bytes"} and "memory_path" in ast.unparse(func):
+            found.append(("write", f"line {node.lineno}: writes memory.json directly"))
+    return found
+
+
+def test_only_the_gate_changes_memory() -> None:
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        for door, hit in memory_writes_in(path.read_text()):
+            allowed = WRITE_DOORS[door] | {"memory/rules.py", "memory/updater.py"}
+            if where not in allowed:
+                wrong.append(f"{where}: {hit}")
+    assert not wrong, "memory changed outside memory/gate.py:\n" + "\n".join(wrong)
+
+
+def test_the_gate_scan_finds_a_planted_side_door() -> None:
+    """The check itself: each way around the gate is found, and look-alikes are not."""
+    planted = (
+        "def f(self, data, diff, settings):\n"
+        "    self.ledger.commit('add', 'manual', lambda d: d)\n"
+        "    self.rules.apply(data, diff, 'x')\n"
+        "    apply_diff(data, diff, source='x', threshold=0, max_facts=9)\n"
+        "    self._store.write(data)\n"
+        "    settings.memory_path.write_text('{}')\n"
+    )
+    assert [door for door, _ in memory_writes_in(planted)] == [
+        "commit",
+        "apply",
+        "apply",
+        "write",
+        "write",
+    ]
+    innocent = (
+        "def g(rows, fh, journal, model):\n"
+        "    rows.insert(0, 1)\n"
+        "    fh.write('x')\n"
+        "    journal.db.commit()\n"
+        "    return model.apply(rows)\n"
+    )
+    assert memory_writes_in(innocent) == []

@@ -194,7 +194,9 @@ class Agent:
         # --no-memory turn neither reads memory nor writes it.
         memory_tools = None
         if memory_on:
-            memory_tools = MemoryTools(self.memory, thread, current_turn=lambda: state.turn_id)
+            memory_tools = MemoryTools(
+                self.memory, thread, current_turn=lambda: state.turn_id, user_message=message
+            )
         prompt = (
             LEAD_PROMPT
             + (MEMORY_HINT if memory_tools else "")

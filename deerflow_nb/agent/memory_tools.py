@@ -1,12 +1,16 @@
 """The lead agent's memory tools: ``search_memory``, ``recall`` and ``remember``.
 
 Search and recall show untrusted text inert; ``remember`` goes through
-``Memory.add_fact``; results fit a tool result's token budget.
+``Memory.add_fact`` and so the gate: a fact the user's message asked for ("remember that
+…") is the user's own, any other is stored as the model's suggestion (``addedBy:
+"model"``), a turn may remember at most a handful, and none evicts a fact the user added.
+Results fit a tool result's token budget.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +22,17 @@ MAX_K = 20
 EXCERPT_CHARS = 280  # of one recalled message
 REMEMBER_CONFIDENCE = 0.95  # the user asked for it in so many words
 MAX_REMEMBER_CHARS = 500
+# The user's own words asking to keep something: then ``remember`` stores the user's fact.
+_ASKED = re.compile(
+    r"\b(?:remember|memori[sz]e|don'?t forget|do not forget|keep in mind|make a note|"
+    r"note (?:that|down))\b",
+    re.IGNORECASE,
+)
+
+
+def user_asked_to_remember(message: str | None) -> bool:
+    """Whether the user's message asks to remember something (else the model chose to)."""
+    return bool(message and _ASKED.search(message))
 
 
 class MemoryTools(ToolSet):
@@ -39,10 +54,13 @@ class MemoryTools(ToolSet):
         thread: str,
         *,
         current_turn: Callable[[], str | None] | None = None,
+        user_message: str | None = None,
     ) -> None:
         self.memory = memory
         self.thread = thread
         self._current_turn = current_turn  # its messages are never "the past"
+        self._user_message = user_message  # whether the user asked to remember
+        self._own_turn = f"tools-{uuid.uuid4().hex[:12]}"  # one ToolSet serves one turn
 
     def search_memory(self, query: str = "", k: int = SEARCH_K) -> str:
         from ..memory.block import escape
@@ -106,13 +124,32 @@ class MemoryTools(ToolSet):
         if category not in CATEGORIES:
             raise ToolError(f"category must be one of: {', '.join(CATEGORIES)}")
         before = {f.get("id") for f in self.memory.data.get("facts", [])}
+        asked = user_asked_to_remember(self._user_message)
+        turn = (self._current_turn() if self._current_turn else None) or self._own_turn
         try:
-            fact = self.memory.add_fact(content, category, REMEMBER_CONFIDENCE, source=self.thread)
+            fact = self.memory.add_fact(
+                content,
+                category,
+                REMEMBER_CONFIDENCE,
+                source=self.thread,
+                origin="user" if asked else "model",
+                turn=turn,
+            )
         except ValueError as exc:
             raise ToolError(str(exc)) from None
+        if fact.get("id") is None:
+            waits = f"pending change {fact['pending_id']}" if fact.get("pending_id") else ""
+            return f"Not stored yet: {escape_line(fact.get('held', ''))}" + (
+                f"; it waits for the user's approval as {waits}" if waits else ""
+            )
         line = _fact_line(fact).removeprefix("- ")
         if fact.get("id") in before:
             return f"Already remembered, now confirmed: {line}"
+        if not asked:
+            return (
+                f"Remembered: {line} (stored as your suggestion, since the user did not ask; "
+                "they see it marked in %memory facts and can confirm or forget it)"
+            )
         return f"Remembered: {line} (stored now; the user can see it with %memory facts)"
 
     def _this_turn(self) -> set[tuple[str, int]]:
@@ -122,6 +159,12 @@ class MemoryTools(ToolSet):
         if not turn:
             return set()
         return self.memory.journal.turn_places(turn)
+
+
+def escape_line(text: str) -> str:
+    from ..memory.block import escape
+
+    return escape(text)
 
 
 def _fit(head: str, lines: list[str]) -> str:

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..schema.constants import HISTORY_SECTIONS, USER_SECTIONS
+from ..schema.constants import (
+    HISTORY_SECTIONS,
+    SUGGESTION_MARK,
+    USER_SECTIONS,
+    is_model_suggestion,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +60,10 @@ def fact_rows(
                 "content": fact.get("content", ""),
                 "category": fact.get("category", ""),
                 "confidence": round(conf, 3),
-                "source": fact.get("source", ""),
+                "source": " ".join(
+                    [str(fact.get("source", ""))]
+                    + ([SUGGESTION_MARK] if is_model_suggestion(fact) else [])
+                ),
                 "createdAt": fact.get("createdAt", ""),
                 "updatedAt": fact.get("updatedAt", ""),
             }

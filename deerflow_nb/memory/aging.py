@@ -46,6 +46,8 @@ from typing import Any
 
 from ..schema.constants import CONSOLIDATE_TAG, PROMPT_TAG
 
+MAX_MERGE_SOURCES = 8  # DeerFlow's limit on the facts one merge joins
+
 DAY = 86_400.0
 WEIGHT_CONFIDENCE, WEIGHT_CONFIRMED, WEIGHT_USE = 0.65, 0.25, 0.10
 CONFIRM_HALF_LIFE_DAYS = 90.0
@@ -360,6 +362,9 @@ def parse_merges(
         if len(ids) < 2:
             skip("a merge needs at least two facts", names)
             continue
+        if len(ids) > MAX_MERGE_SOURCES:
+            skip(f"a merge joins at most {MAX_MERGE_SOURCES} facts, this one {len(ids)}", names)
+            continue
         if used & set(ids):
             skip("a fact appears in two merges", names)
             continue
@@ -367,13 +372,14 @@ def parse_merges(
             skip("corrections are kept as they are", names)
             continue
         sources = [by_id[i] for i in ids]
+        highest = max(_unit(f.get("confidence")) for f in sources)
         confidence = item.get("confidence")
         try:
-            confidence = float(confidence)
+            confidence = min(float(confidence), highest)  # never surer than its sources
             if not 0 <= confidence <= 1:
                 raise ValueError
-        except (TypeError, ValueError):
-            confidence = max(_unit(f.get("confidence")) for f in sources)
+        except (TypeError, ValueError, OverflowError):
+            confidence = highest
         category = str(item.get("category") or "").strip().lower()
         if category not in CATEGORIES:
             category = str(sources[0].get("category") or "context")

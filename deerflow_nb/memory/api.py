@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import HOME_ENV, HomeError, Settings, load_settings
+from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff
 from ..similarity import overlap
 from ..storage import ledger as ledger_rows
@@ -34,6 +35,7 @@ from . import queue, usage
 from .edits import Edits
 from .extraction import check_diff
 from .folding import SAID_IN_ONE_LINE, Folding
+from .gate import Gate
 from .ledger import Ledger
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
 from .review import Review, ReviewItem, items, select
@@ -72,21 +74,21 @@ class Memory:
         self._start_lock = threading.Lock()
         self._ledger = ledger = Ledger(self.journal, self.store, self._changed)
         rules = Rules(self.settings, self.journal)
-        self._edits = Edits(self.settings, ledger, rules)
-        parts = (self.settings, self.journal, ledger, rules)
-        self._review = Review(*parts, self._changed, self._warm)
-        self._folding = Folding(*parts, self._review, self._changed, self._warm)
-        self._upkeep = Upkeep(self.settings, ledger, rules, self._review)
-        self._transfer = Transfer(self.settings, ledger)
+        self._review = review = Review(self.settings, self.journal, ledger, self._changed)
+        # The one door for every change (gate.py): nothing below writes memory without it.
+        self._gate = gate = Gate(
+            self.settings, self.journal, ledger, rules, lambda: review.on, self._changed, self._warm
+        )
+        self._edits = Edits(self.settings, gate)
+        self._folding = Folding(self.settings, self.journal, ledger, gate)
+        self._upkeep = Upkeep(self.settings, ledger, review, gate)
+        self._transfer = Transfer(self.settings, ledger, gate)
 
     def start(self) -> Memory:
-        """Load memory as a kernel does; idempotent, returns ``self``.
-
-        Finishes what a killed process left (a change journaled but not written, its temp
-        files, turns it left ``running``), queues threads it journaled but never enqueued,
-        and joins this home's background fold worker (one per home per process; none when
-        memory is disabled). ``close`` leaves it again.
-        """
+        """Load memory as a kernel does (idempotent, returns ``self``): finish what a killed
+        process left (a change journaled but not written, temp files, ``running`` turns),
+        queue threads journaled but never enqueued, and join this home's background fold
+        worker (one per home per process; none when memory is disabled); ``close`` leaves."""
         if self._started:
             return self
         with self._start_lock:
@@ -221,12 +223,21 @@ class Memory:
     def add_fact(
         self,
         content: str,
-        category: str = "context",
+        category: str | None = "context",
         confidence: float = 0.9,
         source: str = "manual",
+        *,
+        origin: str = "user",
+        turn: str | None = None,
     ) -> dict[str, Any]:
-        """Add a fact by hand (no threshold); a near-duplicate reinforces the stored one."""
-        return self._edits.add_fact(content, category, confidence, source)
+        """Add a fact by hand (no threshold); a near-duplicate reinforces the stored one, and
+        with ``category=None`` it is read from the text (``%memory add`` without one).
+
+        ``origin="model"`` (with the agent ``turn``) is the model's ``remember`` when no user
+        message asked: stored as its suggestion (``addedBy: "model"``), capped per turn,
+        never evicting a fact the user added; in review mode it waits (the returned dict
+        then has ``pending_id`` and no ``id``). ``Refused`` (a ValueError) says why not."""
+        return self._edits.add_fact(content, category, confidence, source, origin=origin, turn=turn)
 
     def edit_fact(
         self,
@@ -263,12 +274,9 @@ class Memory:
         return fold_log.recent(self.journal.db, limit)
 
     def enqueue(self, thread_id: str) -> bool:
-        """Snapshot the journaled thread into ``memory_queue`` and restart the debounce.
-
-        False (and nothing queued) when memory is disabled, the thread is a sub-agent's, or
-        it lacks a user message and an assistant reply. Without ``start`` the row waits,
-        durable, for a ``flush`` or a started ``Memory``.
-        """
+        """Snapshot the journaled thread into ``memory_queue`` and restart the debounce;
+        False (nothing queued) when memory is disabled, the thread is a sub-agent's, or it
+        lacks a user message and a reply. Without ``start`` the row waits, durable."""
         return self._folding.enqueue(thread_id)
 
     def skip(self, thread_id: str) -> None:
@@ -328,12 +336,9 @@ class Memory:
         return self._review.pending()
 
     def approve(self, ids: list[int] | str) -> int:
-        """Apply proposals (oldest first) as folds; returns how many were applied.
-
-        Each is checked again under the memory lock: one another kernel decided meanwhile
-        is skipped, not applied twice.
-        """
-        return self._review.approve(select(self.pending(), ids))
+        """Apply proposals (oldest first) as the user's; how many (one another kernel decided
+        meanwhile is skipped, not applied twice)."""
+        return self._review.approve(select(self.pending(), ids), self._gate)
 
     def reject(self, ids: list[int] | str) -> int:
         """Drop proposals; returns how many (one another kernel decided meanwhile is not)."""
@@ -344,20 +349,17 @@ class Memory:
         return items(change["diff"], self.data.get("facts", []))
 
     def approve_items(self, change_id: int, numbers: Iterable[int]) -> int:
-        """Apply only items ``numbers`` of a pending change; the rest keeps waiting (same id
-        and numbers). How many were applied: 0 if it was decided elsewhere meanwhile."""
-        return self._review.decide_items(change_id, numbers, "approve")
+        """Apply items ``numbers`` of a pending change, the rest waiting (same id, numbers)."""
+        return self._review.decide_items(change_id, numbers, "approve", self._gate)
 
     def reject_items(self, change_id: int, numbers: Iterable[int]) -> int:
         """Drop only items ``numbers`` of a pending change (see ``approve_items``)."""
-        return self._review.decide_items(change_id, numbers, "reject")
+        return self._review.decide_items(change_id, numbers, "reject", self._gate)
 
     # -- whole-memory operations (transfer.py) -----------------------------------------
     def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Write memory as an indented memory.json at ``path``; returns the path.
-
-        Never overwrites the home's own files, nor (unless ``overwrite``) any existing file.
-        """
+        """Write memory as an indented memory.json at ``path`` (never over the home's own
+        files, nor, unless ``overwrite``, any existing file); returns the path."""
         return self._transfer.export(path, overwrite=overwrite)
 
     @staticmethod
@@ -396,11 +398,16 @@ class Memory:
 
     def rollback(self, v: int) -> None:
         """Restore version ``v`` as a new change (history is kept, nothing is rewritten)."""
-        self._ledger.rollback(v)
+        document = self._ledger.version(v)
+        self._gate.submit(
+            ChangeSet(origin="user", reason="rollback", source=f"version {v}", document=document)
+        )
 
     def recover(self) -> int:
         """Rebuild memory.json from the journal's last version (after corruption); its id."""
-        return self._ledger.rebuild()
+        newest = self._ledger.newest()
+        self.rollback(newest)
+        return newest
 
     # -- status and plumbing -----------------------------------------------------------
     def status(self) -> dict[str, Any]:

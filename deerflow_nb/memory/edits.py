@@ -1,17 +1,18 @@
-"""Hand edits of memory: add, edit and forget facts, each one journaled change."""
+"""Hand edits of memory: add, edit and forget facts, each one change set through the gate."""
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from ..schema.constants import ADDED_BY_USER
+from ..schema.changes import ChangeSet, FactEdit
+from ..schema.constants import ADDED_BY_USER, CATEGORIES
 from ..storage.db import now_iso
-from .ledger import Ledger
-from .rules import Rules
-from .store import CATEGORIES
 from .updater import Event, UpdateResult, sanitize_text, scrub_summaries
+
+if TYPE_CHECKING:
+    from .gate import Gate
 
 
 def find_fact(data: dict[str, Any], fact_id: str) -> dict[str, Any] | None:
@@ -25,35 +26,90 @@ def _check(category: str | None, confidence: float | None) -> None:
         raise ValueError(f"confidence must be from 0 to 1, got {confidence!r}")
 
 
-class Edits:
-    """What the user changes by hand (``%memory``, the panel, the inspector, the tools)."""
+def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
+    """``edit`` applied to ``data`` (changed in place); KeyError if the fact is gone.
 
-    def __init__(self, settings: Settings, ledger: Ledger, rules: Rules) -> None:
+    A new text also drops the summary sentences that restate the old one, as forgetting
+    does: otherwise the profile would go on telling the model what the user corrected. An
+    edited fact is the user's own from then on (a model's suggestion they confirmed).
+    """
+    fact = find_fact(data, edit.fact_id)
+    if fact is None:
+        raise KeyError(edit.fact_id)
+    old_content, old_conf = fact["content"], fact.get("confidence")
+    if edit.content is not None:
+        fact["content"] = edit.content
+    if edit.category is not None:
+        fact["category"] = edit.category
+    if edit.confidence is not None:
+        fact["confidence"] = float(edit.confidence)
+    fact["updatedAt"] = now_iso()
+    fact["addedBy"] = ADDED_BY_USER
+    event = Event(
+        "update",
+        edit.fact_id,
+        None,
+        old_content,
+        fact["content"],
+        old_conf,
+        fact.get("confidence"),
+        {"category": fact.get("category")},
+    )
+    events = [event]
+    if edit.content is not None and edit.content != old_content:
+        events += scrub_summaries(data, [old_content], skip=set(), now=fact["updatedAt"])
+    return UpdateResult(data, events)
+
+
+class Edits:
+    """What the user changes by hand (``%memory``, the panel, the inspector), and the
+    model's ``remember``: change sets for the gate."""
+
+    def __init__(self, settings: Settings, gate: Gate) -> None:
         self.settings = settings
-        self.ledger = ledger
-        self.rules = rules
+        self.gate = gate
 
     def add_fact(
-        self, content: str, category: str, confidence: float, source: str
+        self,
+        content: str,
+        category: str | None,
+        confidence: float,
+        source: str,
+        *,
+        origin: str = "user",
+        turn: str | None = None,
     ) -> dict[str, Any]:
-        """Add a fact (no threshold); a near-duplicate reinforces the stored one."""
+        """Add a fact (no threshold for a person's); a near-duplicate reinforces the stored
+        one. With no ``category``, the category is read from the text."""
+        if category is None:
+            from .classify import category_of
+
+            category = category_of(content)
         _check(category, confidence)
         if not sanitize_text(content):
             raise ValueError("a fact needs some text")
         diff = {"newFacts": [{"content": content, "category": category, "confidence": confidence}]}
-
-        def mutate(data: dict[str, Any]) -> UpdateResult:
-            result = self.rules.apply(data, diff, source, threshold=0.0, added_by=ADDED_BY_USER)
-            if set(result.ids("add")) & set(result.ids("evict")):  # refused before writing
-                raise ValueError(
-                    f"memory is full (memory.max_facts is {self.settings.memory.max_facts}) "
-                    f"and every fact is more confident than {confidence:g}; raise the "
-                    "confidence, forget a fact, or raise memory.max_facts"
-                )
-            return result
-
-        result, _ = self.ledger.commit("add", source, mutate)
-        fact_id = next(e.fact_id for e in result.events if e.kind in ("add", "reinforce"))
+        change = ChangeSet(
+            origin=origin,  # type: ignore[arg-type]
+            reason="add" if origin == "user" and turn is None else "remember",
+            source=source,
+            diff=diff,
+            turn=turn,
+            threshold=0.0 if origin == "user" else None,
+        )
+        passed = self.gate.submit(change)
+        result = passed.result
+        fact_id = next((e.fact_id for e in result.events if e.kind in ("add", "reinforce")), None)
+        if fact_id is None:  # held for review, or left out by the rules
+            reasons = [h["reason"] for h in passed.held] + [
+                item["reason"] for item in result.left_out
+            ]
+            return {
+                "content": sanitize_text(content),
+                "category": category,
+                "pending_id": passed.pending_id,
+                "held": "; ".join(reasons) or "nothing to store",
+            }
         return copy.deepcopy(find_fact(result.data, fact_id) or {"id": fact_id})
 
     def edit_fact(
@@ -63,58 +119,16 @@ class Edits:
         category: str | None,
         confidence: float | None,
     ) -> dict[str, Any]:
-        """Change a fact's text, category or confidence; KeyError if there is no such fact.
-
-        A new text also drops the summary sentences that restate the old one, as forgetting
-        does: otherwise the profile would go on telling the model what the user corrected.
-        """
+        """Change a fact's text, category or confidence; KeyError if there is no such fact."""
         _check(category, confidence)
         text = None if content is None else sanitize_text(content)
         if text == "":
             raise ValueError("a fact needs some text; to remove it, forget it")
-
-        def mutate(data: dict[str, Any]) -> UpdateResult:
-            fact = find_fact(data, fact_id)
-            if fact is None:
-                raise KeyError(fact_id)
-            old_content, old_conf = fact["content"], fact.get("confidence")
-            if text is not None:
-                fact["content"] = text
-            if category is not None:
-                fact["category"] = category
-            if confidence is not None:
-                fact["confidence"] = float(confidence)
-            fact["updatedAt"] = now_iso()
-            event = Event(
-                "update",
-                fact_id,
-                None,
-                old_content,
-                fact["content"],
-                old_conf,
-                fact.get("confidence"),
-                {"category": fact.get("category")},
-            )
-            events = [event]
-            if text is not None and text != old_content:  # the profile must not keep the old text
-                events += scrub_summaries(data, [old_content], skip=set(), now=fact["updatedAt"])
-            return UpdateResult(data, events)
-
-        result, _ = self.ledger.commit("edit", "manual", mutate)
-        return copy.deepcopy(find_fact(result.data, fact_id) or {})
+        edit = FactEdit(fact_id=fact_id, content=text, category=category, confidence=confidence)
+        passed = self.gate.submit(ChangeSet(origin="user", reason="edit", edit=edit))
+        return copy.deepcopy(find_fact(passed.result.data, fact_id) or {})
 
     def forget_many(self, fact_ids: list[str]) -> list[dict[str, Any]]:
         """Remove several facts as one change: all of them, or none if any id is unknown."""
-        removed: list[dict[str, Any]] = []
-
-        def mutate(data: dict[str, Any]) -> UpdateResult:
-            removed.clear()
-            for fact_id in fact_ids:
-                fact = find_fact(data, fact_id)
-                if fact is None:
-                    raise KeyError(fact_id)
-                removed.append(copy.deepcopy(fact))
-            return self.rules.apply(data, {"factsToRemove": list(fact_ids)}, "manual")
-
-        self.ledger.commit("forget", "manual", mutate)
-        return removed
+        change = ChangeSet(origin="user", reason="forget", diff={"factsToRemove": list(fact_ids)})
+        return self.gate.submit(change).removed

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..schema.constants import HISTORY_SECTIONS, USER_SECTIONS
 from ..schema.diff import ExtractionDiff, LeftOut, NotADiff
+from ..similarity import overlap
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,35 @@ def parse(text: str, handles: dict[str, str] | None = None) -> ExtractionDiff:
     return diff
 
 
+def paired_removals(
+    diff: ExtractionDiff, memory: dict[str, Any]
+) -> tuple[list[str], list[dict[str, str]]]:
+    """The removals that may apply, and the ones left out because their replacement was
+    malformed (as DeerFlow: the pair fails closed, the rest of the diff applies).
+
+    A removal pairs with a malformed ``newFacts`` item that shares most of its subject
+    words, or with any malformed item that has no readable text (it could replace anything).
+    """
+    if not diff.malformed or not diff.facts_to_remove:
+        return list(diff.facts_to_remove), []
+    by_id = {str(f.get("id")): str(f.get("content", "")) for f in memory.get("facts", [])}
+    kept, left = [], []
+    for fact_id in diff.facts_to_remove:
+        content = by_id.get(fact_id, "")
+        if any(not text.strip() or overlap(content, text) >= 0.5 for text in diff.malformed):
+            left.append(
+                {
+                    "item": f"remove {fact_id}",
+                    "reason": "its replacement in newFacts is malformed; kept until a valid "
+                    "one comes",
+                    "value": content[:80],
+                }
+            )
+        else:
+            kept.append(fact_id)
+    return kept, left
+
+
 def parse_reply(text: str, handles: dict[str, str]) -> dict[str, Any]:
     """``parse`` as DeerFlow's plain dict (without what was left out)."""
     return parse(text, handles).to_dict()
@@ -173,6 +203,9 @@ def load_reply(text: str) -> tuple[Any, tuple[str, ...] | None]:
             return json.loads(body[start : end + 1]), None
         except json.JSONDecodeError:
             pass
+        found = _best_object(body[start : end + 1])
+        if found is not None:
+            return found, None
     import json_repair
 
     try:
@@ -185,6 +218,34 @@ def load_reply(text: str) -> tuple[Any, tuple[str, ...] | None]:
 
 
 _ITEM_LISTS = ("newFacts", "factsToRemove")
+_SHAPES = {"user": dict, "history": dict, "newFacts": list, "factsToRemove": list, "merges": list}
+MAX_CANDIDATES = 64  # JSON objects tried in one reply
+
+
+def _best_object(body: str) -> dict[str, Any] | None:
+    """Of the complete JSON objects in ``body`` (prose, an example, then the diff), the one
+    most like a diff or a merges reply: an example or decoy object before the real one
+    must not hide it. None when no object has a key of the right shape."""
+    decoder = json.JSONDecoder()
+    best, best_score = None, 0
+    at, tried = body.find("{"), 0
+    while at >= 0 and tried < MAX_CANDIDATES:
+        tried += 1
+        try:
+            value, end = decoder.raw_decode(body, at)
+        except (json.JSONDecodeError, RecursionError):
+            at = body.find("{", at + 1)
+            continue
+        if isinstance(value, dict):
+            score = sum(
+                1 + (len(value[k]) if isinstance(value[k], list) else 0)
+                for k, shape in _SHAPES.items()
+                if isinstance(value.get(k), shape)
+            )
+            if score and score >= best_score:  # the later of equals: examples come first
+                best, best_score = value, score
+        at = body.find("{", end)
+    return best
 
 
 def _drop_cut_item(raw: Any, cut: tuple[str, ...]) -> list[LeftOut]:

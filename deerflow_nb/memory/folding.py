@@ -2,8 +2,8 @@
 
 ``enqueue`` snapshots what a thread has not folded yet into ``memory_queue``; a fold (the
 background worker's, once ``start_worker`` ran, or ``flush``'s, synchronously) claims the
-row, asks the memory model for a diff and applies it exactly as ``apply`` does: held for
-review in review mode, guarded against wiping memory, recorded in ``memory_folds``.
+row, asks the memory model for a diff and applies it exactly as ``apply`` does: through the
+gate (``gate.py``: review mode, the wipe guard), recorded in ``memory_folds``.
 """
 
 from __future__ import annotations
@@ -20,21 +20,19 @@ from typing import Any
 
 from ..config import ConfigError, Settings
 from ..llm.base import ModelError
+from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff
 from ..scrub import redact
-from ..storage import ledger as ledger_rows
 from ..storage import queue as queue_rows
 from ..storage.journal import Journal, row_to_message
 from . import folds as fold_log
 from . import queue
-from .extraction import ExtractionError, build_messages, parse
+from .extraction import ExtractionError, build_messages, paired_removals, parse
 from .filter import filter_messages, is_foldable
-from .ledger import Changed, Ledger
-from .reports import ApplyReport, FlushReport, changes_anything
-from .review import Review, propose
-from .rules import Rules
+from .gate import Gate, Passed
+from .ledger import Ledger
+from .reports import ApplyReport, FlushReport
 from .store import MemoryFileError
-from .updater import GuardedFold, UpdateResult, guard_fold
 
 log = logging.getLogger(__name__)
 # Failures whose message already says what went wrong and how to fix it: logged as that
@@ -50,18 +48,12 @@ class Folding:
         settings: Settings,
         journal: Journal,
         ledger: Ledger,
-        rules: Rules,
-        review: Review,
-        changed: Changed,
-        warm: Callable[[dict[str, Any]], None],
+        gate: Gate,
     ) -> None:
         self.settings = settings
         self.journal = journal  # the worker reads the queue through its first holder's
         self.ledger = ledger
-        self.rules = rules
-        self.review = review
-        self._changed = changed
-        self._warm = warm
+        self.gate = gate
         self.worker: queue.QueueWorker | None = None
         self.last_error: str | None = None
         self._orphans_checked = False
@@ -71,72 +63,36 @@ class Folding:
     def apply(
         self, diff: ExtractionDiff, source: str, finish: Callable[[Any], None] | None = None
     ) -> ApplyReport:
-        """Apply a checked diff as a fold; ``finish`` runs in the same journal transaction."""
+        """Apply a checked diff as a fold, through the gate; ``finish`` runs in the same
+        journal transaction."""
         left_out = [item.to_dict() for item in diff.left_out]
         clean = diff.to_dict()
-        if self.review.on:
-            return self._hold(clean, source, left_out, finish)
-        guarded: list[GuardedFold] = []
+        kept, unpaired = paired_removals(diff, self.ledger.shared()[1])
+        clean["factsToRemove"], left_out = kept, left_out + unpaired
         reports: list[ApplyReport] = []
 
-        def mutate(data: dict[str, Any]) -> UpdateResult:
-            guarded[:] = [guard_fold(data, clean, lambda d: self.rules.apply(data, d, source))]
-            return guarded[0].result
-
-        def finish_fold(db: Any) -> None:
-            outcome = guarded[0]
+        def finish_fold(db: Any, outcome: Passed) -> None:
             result = outcome.result
-            version = None
-            if result.events:  # journaled just now, in this transaction, under the lock
-                version = ledger_rows.newest_version(db)
-            report = ApplyReport.from_result(result, version)
+            report = ApplyReport.from_result(result, outcome.version)
             report.left_out = left_out + report.left_out
             report.left_out += [
                 {"item": "factsToRemove", "reason": "names no stored fact", "value": i}
                 for i in result.ignored_removals
             ]
-            if outcome.held_diff:
-                report.pending_id = propose(db, source, outcome.held_diff)
-                report.held = outcome.held
+            report.pending_id, report.held = outcome.pending_id, outcome.held
             report.left_out = fold_log.bounded(report.left_out)
             report.outcome = fold_log.outcome_of(
-                report.to_dict(), version=version, held_all=outcome.held_all
+                report.to_dict(), version=outcome.version, held_all=outcome.held_all
             )
             _record_fold(db, source, report)
             reports.append(report)
             if finish:
                 finish(db)
 
-        result, _ = self.ledger.commit("fold", source, mutate, finish_fold)
-        if reports[0].pending_id is not None:
-            self._changed({"reason": "proposed", "pending_id": reports[0].pending_id})
-        if result.events:
-            self._warm(result.data)
+        self.gate.submit(
+            ChangeSet(origin="fold", reason="fold", source=source, diff=clean), finish_fold
+        )
         return reports[0]
-
-    def _hold(
-        self,
-        clean: dict[str, Any],
-        source: str,
-        left_out: list[dict[str, str]],
-        finish: Callable[[Any], None] | None,
-    ) -> ApplyReport:
-        """Review mode: the diff waits as one pending change (none when it changes nothing:
-        there would be nothing to approve, only the fold's record)."""
-        report = ApplyReport(left_out=fold_log.bounded(left_out), outcome=fold_log.NOTHING)
-        with self.journal.transaction() as db:
-            if changes_anything(clean):
-                report.pending_id = propose(db, source, clean)
-                report.held = [
-                    {"item": "the whole fold", "reason": "review mode is on", "value": ""}
-                ]
-                report.outcome = fold_log.HELD
-            _record_fold(db, source, report)
-            if finish:
-                finish(db)
-        if report.pending_id is not None:
-            self._changed({"reason": "proposed", "pending_id": report.pending_id})
-        return report
 
     # -- the queue -----------------------------------------------------------------------
     def enqueue(self, thread_id: str) -> bool:

@@ -1,15 +1,15 @@
 """The journal-first write protocol for memory.json, and the history it leaves.
 
-Every change (fold, manual edit, forget, rollback, import, reset, approval) is one unit:
-under the memory.json lock, re-read the file, compute, write the new file aside, record
-one ``memory_versions`` row and its ``memory_events`` in a single journal transaction,
-then rename the file into place. So two kernels never lose each other's changes, and any
-past state can be shown, diffed and restored.
+Only the gate (``gate.py``) calls ``commit``: every change (fold, manual edit, forget,
+rollback, import, reset, approval) is one unit: under the memory.json lock, re-read the
+file, compute, write the new file aside, record one ``memory_versions`` row and its
+``memory_events`` in a single journal transaction, then rename the file into place. So
+two kernels never lose each other's changes, and any past state can be shown, diffed and
+restored.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +20,7 @@ from ..storage.db import now_iso
 from ..storage.journal import Journal
 from . import usage, versions
 from .events import decode_event, event_row, replacement_events
-from .store import MemoryFileError, MemoryStore, empty_memory, encodable_document
+from .store import MemoryStore, encodable_document
 from .updater import UpdateResult
 
 Changed = Callable[[dict[str, Any]], None]
@@ -159,21 +159,6 @@ class Ledger:
                 usage.inherit(db, event.fact_id, list(event.details["merged_from"]))
         return version
 
-    def replace(self, new: dict[str, Any], reason: str, source: str) -> int | None:
-        """Make ``new`` the memory (rollback, import, reset), one event per changed fact."""
-
-        def read_tolerant() -> dict[str, Any]:
-            try:
-                return self.store.read()
-            except MemoryFileError:  # the bad copy is already kept aside
-                return empty_memory()
-
-        def mutate(old: dict[str, Any]) -> UpdateResult:
-            return UpdateResult(copy.deepcopy(new), replacement_events(old, new, reason))
-
-        _, version = self.commit(reason, source, mutate, always=True, read=read_tolerant)
-        return version
-
     # -- history -------------------------------------------------------------------------
     def events(self, limit: int = 50, fact_id: str | None = None) -> list[dict[str, Any]]:
         """``memory_events``, newest first."""
@@ -233,17 +218,12 @@ class Ledger:
             },
         }
 
-    def rollback(self, v: int) -> None:
-        """Restore version ``v`` as a new change (history is kept, nothing is rewritten)."""
-        self.replace(self.version(v), "rollback", f"version {v}")
-
-    def rebuild(self) -> int:
-        """Rebuild memory.json from the journal's last version (after corruption); its id."""
+    def newest(self) -> int:
+        """The journal's last version (to rebuild memory.json from); LookupError if none."""
         newest = rows.newest_version(self.journal.db)
         if newest is None:
             raise LookupError(
                 f"journal {self.journal.path} holds no memory version to restore; to start "
                 f"empty, delete {self.store.path} (or run %memory reset --yes)"
             )
-        self.rollback(newest)
         return newest

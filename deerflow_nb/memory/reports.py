@@ -89,13 +89,15 @@ class StaleReport:
 class ConsolidationReport:
     """``Memory.consolidate``: the merges the model proposed (``{"from": [ids], "content",
     "category", "confidence"}``), what was left out, and either the version that applied
-    them (``merged``: the new facts) or the pending change that holds them."""
+    them (``merged``: the new facts) or the pending change that holds them (``held``: why,
+    when the gate held them outside review mode)."""
 
     merges: list[dict[str, Any]] = field(default_factory=list)
     merged: list[dict[str, Any]] = field(default_factory=list)
     left_out: list[dict[str, str]] = field(default_factory=list)
     version: int | None = None
     pending_id: int | None = None
+    held: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass

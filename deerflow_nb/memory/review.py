@@ -5,22 +5,27 @@ and each section it rewrites, with the full text. Items can be decided one by on
 (``Review.decide_items``): the chosen ones are split off as a decided change of their own
 (applied through the same path as a whole approval, or dropped), and the rest keeps waiting
 under the same id with the same numbers, so a listing read earlier still names them.
+
+The gate (``gate.py``) proposes; an approval, whole or of some items, goes back through it
+as the user's change.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
+from ..schema.changes import ChangeSet
 from ..storage import ledger as rows
 from ..storage.db import now_iso
 from ..storage.journal import Journal
 from .ledger import Changed, Ledger
-from .rules import Rules
-from .updater import UpdateResult
+
+if TYPE_CHECKING:
+    from .gate import Gate
 
 _REVIEW_KEY = "review"
 # A narrowed change keeps its items' first numbers here (the updater ignores the key).
@@ -180,21 +185,11 @@ def select(pending: list[dict[str, Any]], ids: list[int] | str) -> list[dict[str
 class Review:
     """Whether folds wait for approval, what waits, and the decisions on it."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        journal: Journal,
-        ledger: Ledger,
-        rules: Rules,
-        changed: Changed,
-        warm: Callable[[dict[str, Any]], None],
-    ) -> None:
+    def __init__(self, settings: Settings, journal: Journal, ledger: Ledger, changed: Changed):
         self.settings = settings
         self.journal = journal
         self.ledger = ledger
-        self.rules = rules
         self._changed = changed
-        self._warm = warm
 
     @property
     def on(self) -> bool:
@@ -207,50 +202,38 @@ class Review:
         with self.journal.transaction() as db:
             rows.put_setting(db, _REVIEW_KEY, "1" if value else "0")
 
-    def propose(self, source: str, diff: dict[str, Any]) -> int:
-        """Store ``diff`` as a pending change in its own transaction, and say so."""
-        with self.journal.transaction() as db:
-            pending_id = propose(db, source, diff)
-        self._changed({"reason": "proposed", "pending_id": pending_id})
-        return pending_id
-
     def count(self) -> int:
         return rows.pending_count(self.journal.db)
 
     def pending(self) -> list[dict[str, Any]]:
         return [{**r, "diff": json.loads(r["diff"])} for r in rows.pending(self.journal.db)]
 
-    def approve(self, chosen: list[dict[str, Any]]) -> int:
-        """Apply the chosen proposals (oldest first) as folds; how many were applied."""
-        return sum(self._approve_one(change) for change in chosen)
+    def approve(self, chosen: list[dict[str, Any]], gate: Gate) -> int:
+        """Apply the chosen proposals (oldest first) through the gate, as the user's
+        changes; how many were applied. Each is checked again under the memory lock: one
+        another kernel decided meanwhile is skipped, not applied twice."""
+        applied = 0
+        for change in chosen:
+            passed = gate.submit(
+                ChangeSet(
+                    origin="user",
+                    reason="approve",
+                    source=change["source"],
+                    diff=change["diff"],
+                    pending_id=change["id"],
+                )
+            )
+            applied += not passed.skipped
+        return applied
 
-    def _approve_one(self, change: dict[str, Any]) -> bool:
-        """Checked again under the memory lock: a proposal another kernel decided meanwhile
-        is skipped, not applied twice."""
-        change_id, diff, source = change["id"], change["diff"], change["source"]
-        still: list[bool] = []
-
-        def apply(data: dict[str, Any]) -> UpdateResult:
-            still.append(rows.is_pending(self.journal.db, change_id))  # decided nowhere else
-            return self.rules.apply(data, diff, source) if still[0] else UpdateResult(data, [])
-
-        def mark(db: Any) -> None:
-            if still[0]:
-                rows.decide(db, change_id, "approved", now_iso())
-
-        result, _ = self.ledger.commit("approve", source, apply, mark)
-        if still[0]:
-            self._warm(result.data)
-        return still[0]
-
-    def decide_items(self, change_id: int, numbers: Iterable[int], verdict: str) -> int:
+    def decide_items(self, change_id: int, numbers: Iterable[int], verdict: str, gate: Gate) -> int:
         """Approve or reject the items ``numbers`` of pending change ``change_id``; how many
         items were decided (0 when it is not pending). ValueError names the change's items
         when a number is not one of them. All of them decide the whole change as
         ``approve``/``reject`` do. Otherwise the chosen items are split off as a change of
-        their own, applied (through the same ledger commit as an approval) or dropped, and
-        journaled with its status; the rest waits under the same id. Checked again under
-        the memory lock: a change decided or narrowed elsewhere meanwhile is left alone (0).
+        their own, applied through the gate as the user's (like a whole approval) or
+        dropped, and journaled with its status; the rest waits under the same id. A change
+        decided or narrowed elsewhere since it was read is left alone (0).
         """
         found = select(self.pending(), [change_id])
         if not found:
@@ -258,48 +241,43 @@ class Review:
         change = found[0]
         wanted = check_numbers(change["diff"], numbers, change_id)
         if wanted >= set(_numbers(change["diff"], _slots(change["diff"]))):
-            decided = self.approve([change]) if verdict == "approve" else self.reject([change])
+            if verdict == "approve":
+                decided = self.approve([change], gate)
+            else:
+                decided = self.reject([change])
             return len(wanted) if decided else 0
         chosen, rest = split(change["diff"], wanted)
-        chosen[PART_OF] = change["id"]
         status = "approved" if verdict == "approve" else "rejected"
-        still: list[bool] = []
 
         def unchanged() -> bool:
             row = rows.change(self.journal.db, change["id"])
             same = row is not None and row["status"] == "pending"
             return same and json.loads(row["diff"]) == change["diff"]
 
-        def mark(db: Any) -> None:
-            if still[0]:
-                part = rows.insert_pending(
-                    db,
-                    created_at=change["created_at"],
-                    source=change["source"],
-                    diff=json.dumps(chosen, ensure_ascii=False),
-                )
-                rows.decide(db, part, status, now_iso())
-                rows.narrow_pending(db, change["id"], json.dumps(rest, ensure_ascii=False))
+        def mark(db: Any, *_: Any) -> None:
+            part = rows.insert_pending(
+                db,
+                created_at=change["created_at"],
+                source=change["source"],
+                diff=json.dumps({**chosen, PART_OF: change["id"]}, ensure_ascii=False),
+            )
+            rows.decide(db, part, status, now_iso())
+            rows.narrow_pending(db, change["id"], json.dumps(rest, ensure_ascii=False))
 
+        if not unchanged():
+            return 0
         if verdict == "approve":
-
-            def apply(data: dict[str, Any]) -> UpdateResult:
-                still.append(unchanged())
-                if not still[0]:
-                    return UpdateResult(data, [])
-                return self.rules.apply(data, chosen, change["source"])
-
-            result, _ = self.ledger.commit("approve", change["source"], apply, mark)
-            if still[0] and result.events:
-                self._warm(result.data)
-                return len(wanted)
+            gate.submit(
+                ChangeSet(origin="user", reason="approve", source=change["source"], diff=chosen),
+                mark,
+            )
         else:
             with self.ledger.store.locked(), self.journal.transaction() as db:
-                still.append(unchanged())
+                if not unchanged():
+                    return 0
                 mark(db)
-        if still[0]:
-            self._changed({"reason": f"{verdict} items", "pending_id": change["id"]})
-        return len(wanted) if still[0] else 0
+        self._changed({"reason": f"{verdict} items", "pending_id": change["id"]})
+        return len(wanted)
 
     def reject(self, chosen: list[dict[str, Any]]) -> int:
         """Drop the chosen proposals; how many (one another kernel decided is not counted)."""

@@ -1,4 +1,6 @@
-"""Whole-memory moves: export to a file, import a (DeerFlow) memory.json, reset to empty."""
+"""Whole-memory moves: export to a file, import a (DeerFlow) memory.json, reset to empty.
+
+Import and reset are the user's change sets through the gate."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import CONFIG_FILENAME, Settings
+from ..schema.changes import ChangeSet
+from .gate import Gate
 from .ledger import Ledger
 from .store import check_schema, empty_memory, loads_document
 
@@ -45,9 +49,10 @@ def read_import(path: str | os.PathLike[str]) -> dict[str, Any]:
 class Transfer:
     """Export, import and reset, each journaled as a version that can be rolled back."""
 
-    def __init__(self, settings: Settings, ledger: Ledger) -> None:
+    def __init__(self, settings: Settings, ledger: Ledger, gate: Gate) -> None:
         self.settings = settings
         self.ledger = ledger
+        self.gate = gate
 
     def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write memory as an indented memory.json at ``path``; returns the path.
@@ -76,9 +81,9 @@ class Transfer:
     def import_(self, path: str | os.PathLike[str]) -> int:
         """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count."""
         data = read_import(path)
-        self.ledger.replace(data, "import", str(path))
+        self.gate.submit(ChangeSet(origin="user", reason="import", source=str(path), document=data))
         return len(data.get("facts", []))
 
     def reset(self) -> None:
         """Empty memory (recorded as a version, so it can be rolled back)."""
-        self.ledger.replace(empty_memory(), "reset", "manual")
+        self.gate.submit(ChangeSet(origin="user", reason="reset", document=empty_memory()))

@@ -3,7 +3,8 @@
 Given the current memory document and one validated extraction diff, returns the new
 document and the list of events that explain every change. DeerFlow's order is kept
 (sections, removals, new facts, cap); on top of it: text is sanitised, exact and
-near-duplicate facts reinforce the fact already stored instead of adding a second one,
+near-duplicate facts (or ones restating a stored fact with a detail more) reinforce the
+fact already stored instead of adding a second one,
 merges (``%memory consolidate``) replace related facts by one with their lineage in the
 events, and eviction over ``max_facts`` follows ``memory.eviction``: the blend of
 confidence, confirmation freshness and use (``aging.py``; corrections last), or DeerFlow's
@@ -11,9 +12,8 @@ lowest confidence first (oldest first among equals). What a diff
 proposed but the rules did not take (below the confidence threshold, over the per-fold
 limit of new facts) is listed in ``left_out`` with the reason.
 
-``guard_fold`` is the wipe guard: no single fold removes or evicts more than
-``wipe_limit(n)`` = max(3, 20 % of the n facts stored) facts, nor any fact the user added
-by hand, without review.
+``wipe_limit(n)`` = max(3, 20 % of the n facts stored) is the wipe guard's bound, which
+``gate.py`` applies per change and over a day of changes.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..schema.constants import is_user_fact
+from ..schema.constants import ADDED_BY_USER, is_user_fact
 from ..similarity import normalize_text, signature
 from ..storage.db import now_iso
-from .aging import eviction_order
+from .aging import MAX_MERGE_SOURCES, eviction_order
 from .store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ def apply_diff(
     left_out: list[dict[str, str]] = []
     taken = {f.get("id") for f in out["facts"]}
     for j, merge in enumerate(diff.get("merges") or []):
-        problem = _apply_merge(out, merge, now, id_factory, taken, events)
+        problem = _apply_merge(out, merge, now, id_factory, taken, events, threshold)
         if problem:
             left_out.append(
                 {"item": f"merges[{j}]", "reason": problem, "value": str(merge.get("content"))[:80]}
@@ -188,6 +188,8 @@ def apply_diff(
             continue
         sig = signature(content)
         match = by_text.get(normalize_text(content)) or (by_sig.get(sig) if sig else None)
+        if match is None:
+            match = _restated(sig, out["facts"])
         if match is not None:
             old_conf = float(match.get("confidence", 0.0))
             bumped = round(min(REINFORCE_CAP, old_conf + REINFORCE_BUMP), 4)
@@ -195,7 +197,7 @@ def apply_diff(
             match["confidence"] = new_conf
             match["confirmations"] = int(match.get("confirmations", 1)) + 1
             match["updatedAt"] = now
-            if added_by:
+            if added_by == ADDED_BY_USER:  # the user said it: now theirs, never the model's
                 match["addedBy"] = added_by
             events.append(
                 Event(
@@ -254,8 +256,12 @@ def _apply_merge(
     id_factory: Callable[[set[str]], str],
     taken: set[str],
     events: list[Event],
+    threshold: float,
 ) -> str | None:
     """Replace the merge's facts by one (in the first one's place); why not, or None.
+
+    As DeerFlow: at most ``MAX_MERGE_SOURCES`` sources, the merged confidence at most the
+    highest source's, and a merge below ``threshold`` refused.
 
     The merged fact keeps the earliest ``createdAt``, the latest ``updatedAt``, the summed
     confirmations, and ``addedBy: "user"`` when any source had it. Its ``add`` event names
@@ -268,10 +274,17 @@ def _apply_merge(
     by_id = {f.get("id"): f for f in out["facts"]}
     if len(ids) < 2 or not content:
         return "a merge needs two facts and a text"
+    if len(ids) > MAX_MERGE_SOURCES:
+        return f"a merge joins at most {MAX_MERGE_SOURCES} facts, this one {len(ids)}"
     missing = [i for i in ids if i not in by_id]
     if missing:
         return f"names facts no longer stored ({', '.join(missing)})"
     sources = [by_id[i] for i in ids]
+    highest = max(_confidence(f.get("confidence")) for f in sources)
+    asked = merge.get("confidence")
+    confidence = highest if asked is None else min(_confidence(asked), highest)
+    if confidence < threshold:
+        return f"confidence {confidence:g} is below memory.fact_confidence_threshold {threshold:g}"
     category = merge.get("category")
     created = min(str(f.get("createdAt") or now) for f in sources)
     updated = max(str(f.get("updatedAt") or f.get("createdAt") or now) for f in sources)
@@ -279,9 +292,7 @@ def _apply_merge(
         "id": id_factory(taken),
         "content": content,
         "category": category if category in CATEGORIES else sources[0].get("category", "context"),
-        "confidence": float(
-            merge.get("confidence") or max(float(f.get("confidence", 0)) for f in sources)
-        ),
+        "confidence": confidence,
         "createdAt": created,
         "source": "consolidate",
         "updatedAt": updated,
@@ -306,73 +317,40 @@ def _apply_merge(
     return None
 
 
+# A new fact restates a stored one when it says all of it and adds at most this many words
+# ("Prefers polars over pandas for data frames" / "Prefers polars over pandas"); the stored
+# fact must have at least MIN_RESTATED words, so "Uses Python" / "Uses Python and R" differ.
+MAX_EXTRA_WORDS = 2
+MIN_RESTATED = 3
+
+
+def _restated(sig: frozenset[str], facts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The stored fact ``sig`` restates with a detail or two more (see above), if any."""
+    if len(sig) < MIN_RESTATED:
+        return None
+    for fact in facts:
+        stored = signature(fact["content"])
+        if len(stored) >= MIN_RESTATED and stored < sig and len(sig - stored) <= MAX_EXTRA_WORDS:
+            return fact
+    return None
+
+
+def _confidence(value: Any) -> float:
+    """A confidence as a number from 0 to 1 (0 when it is none)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return min(max(number, 0.0), 1.0) if number == number else 0.0
+
+
 def _left(i: int, content: str, reason: str) -> dict[str, str]:
     return {"item": f"newFacts[{i}]", "reason": reason, "value": content[:80]}
 
 
 def wipe_limit(stored: int) -> int:
-    """How many facts one fold may remove or evict without review: max(3, 20 %)."""
+    """How many facts changes may take away without review: max(3, 20 %)."""
     return max(WIPE_MIN_FACTS, int(stored * WIPE_SHARE))
-
-
-@dataclass
-class GuardedFold:
-    """A fold after the wipe guard: what applies now (``result``), and what waits for review
-    (``held_diff``, with one ``held`` entry per reason); ``held_all`` when nothing applies."""
-
-    result: UpdateResult
-    held_diff: dict[str, Any] | None = None
-    held: list[dict[str, str]] = field(default_factory=list)
-    held_all: bool = False
-
-
-def guard_fold(
-    data: dict[str, Any], diff: dict[str, Any], apply: Callable[[dict[str, Any]], UpdateResult]
-) -> GuardedFold:
-    """Apply ``diff`` through ``apply`` unless it would wipe memory.
-
-    - Removals of facts the user added by hand are held for review (as their own pending
-      change); the rest of the diff applies.
-    - A fold that would still remove or evict more than ``wipe_limit`` of the stored facts,
-      or evict a fact the user added, is held whole: nothing applies until approved.
-    """
-    before = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
-    result = apply(diff)
-    protected = [i for i in result.ids("remove") if is_user_fact(before.get(i, {}))]
-    guarded = GuardedFold(result)
-    if protected:
-        keep = [i for i in diff.get("factsToRemove") or [] if i not in protected]
-        diff = {**diff, "factsToRemove": keep}
-        guarded.held_diff = {"factsToRemove": protected}
-        guarded.held = [
-            {
-                "item": f"remove {i}",
-                "reason": "a fact you added by hand; a fold removes it only when approved",
-                "value": str(before[i].get("content", ""))[:80],
-            }
-            for i in protected
-        ]
-        guarded.result = result = apply(diff)
-    lost = result.ids("remove") + result.ids("evict")
-    limit = wipe_limit(len(before))
-    evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
-    if len(lost) > limit or evicted_user:
-        why = (
-            f"it would remove or evict {len(lost)} of {len(before)} facts (more than "
-            f"max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = {limit})"
-            if len(lost) > limit
-            else f"it would evict {len(evicted_user)} fact(s) you added by hand"
-        )
-        whole = dict(diff)
-        if guarded.held_diff:
-            whole["factsToRemove"] = [*whole.get("factsToRemove", []), *protected]
-        return GuardedFold(
-            UpdateResult(data, [], result.ignored_removals, result.left_out),
-            whole,
-            [{"item": "the whole fold", "reason": why, "value": ""}],
-            held_all=True,
-        )
-    return guarded
 
 
 def restates(fact: str, sentence: str) -> bool:

@@ -5,21 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Settings
+from ..schema.changes import ChangeSet
 from . import usage
+from .gate import Gate
 from .ledger import Ledger
 from .reports import ConsolidationReport, StaleReport
 from .review import Review
-from .rules import Rules
 
 
 class Upkeep:
-    """The passes that tidy memory as it ages (``aging.py`` holds their rules)."""
+    """The passes that tidy memory as it ages (``aging.py`` holds their rules); their
+    changes go through the gate as maintenance."""
 
-    def __init__(self, settings: Settings, ledger: Ledger, rules: Rules, review: Review) -> None:
+    def __init__(self, settings: Settings, ledger: Ledger, review: Review, gate: Gate) -> None:
         self.settings = settings
         self.ledger = ledger
-        self.rules = rules
         self.review = review
+        self.gate = gate
 
     def stale(self, now: Any, days: float | None) -> list[dict[str, Any]]:
         """Facts idle longer than ``days`` (``memory.staleness_days``) × their age factor as
@@ -53,7 +55,8 @@ class Upkeep:
                     {"id": s["id"], "content": s["content"], "reason": s["reason"]} for s in fresh
                 ],
             }
-            report.pending_id = self.review.propose("stale", diff)
+            change = ChangeSet(origin="maintenance", reason="stale", source="stale", diff=diff)
+            report.pending_id = self.gate.submit(change).pending_id
             report.proposed = [s["id"] for s in fresh]
         return report
 
@@ -77,12 +80,13 @@ class Upkeep:
             return report
         diff = {"merges": merges}
         report.merges = merges
-        if self.review.on:
-            report.pending_id = self.review.propose("consolidate", diff)
-            return report
-        result, report.version = self.ledger.commit(
-            "consolidate", "consolidate", lambda d: self.rules.apply(d, diff, "consolidate")
+        change = ChangeSet(
+            origin="maintenance", reason="consolidate", source="consolidate", diff=diff
         )
+        passed = self.gate.submit(change)
+        report.pending_id, report.version = passed.pending_id, passed.version
+        report.held = passed.held
+        result = passed.result
         report.left_out += result.left_out
         report.merged = [
             {"id": e.fact_id, "content": e.new_content, "from": e.details["merged_from"]}

@@ -168,7 +168,8 @@ class AddArgs:
     command: ClassVar[str] = "add"
     about: ClassVar[str] = "add a fact by hand"
     text: str = words("TEXT")
-    category: str = option("--category", default="context", choices=CATEGORIES)
+    # None: read from the text (memory/classify.py), "Prefers …" is a preference.
+    category: str | None = option("--category", choices=CATEGORIES)
     confidence: float = option("--confidence", default=0.9, type=unit_float, metavar="X")
 
 

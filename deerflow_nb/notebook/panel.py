@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as w
 
 from ..memory.store import MemoryFileError
-from ..schema.constants import CATEGORIES
+from ..schema.constants import CATEGORIES, SUGGESTION_MARK, is_model_suggestion
 from ..untrusted import escape_html
 from .recall_tab import RecallTab
 from .views.facts import preview_view
@@ -249,7 +249,7 @@ class MemoryPanel:
                                     layout=w.Layout(width="90px")),
                     w.HTML(f"<code>{conf:.2f}</code> <small>{escape_html(fact['id'])}</small>"),
                     w.HTML(f"<i>{escape_html(str(fact.get('category', '')))}</i>"),
-                    w.HTML(escape_html(str(fact.get("content", "")))),
+                    w.HTML(escape_html(_marked(fact))),
                 ])
             )  # fmt: skip
         replace_children(self.fact_rows, rows or [w.HTML("<i>No facts.</i>")])
@@ -420,3 +420,9 @@ class MemoryPanel:
     def _on_review(self, change: dict[str, Any]) -> None:
         self.memory.review = bool(change["new"])
         self.message.value = f"Review mode {'on' if change['new'] else 'off'}"
+
+
+def _marked(fact: dict[str, Any]) -> str:
+    """A fact's text, marked when the model stored it without the user asking."""
+    content = str(fact.get("content", ""))
+    return f"{SUGGESTION_MARK} {content}" if is_model_suggestion(fact) else content

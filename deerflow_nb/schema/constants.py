@@ -31,6 +31,11 @@ PROMPT_TAG = re.compile(
 # ``addedBy: "user"``; older ones are recognised by their source. A fold never removes or
 # evicts one without review.
 ADDED_BY_USER = "user"
+# Facts the model chose to store (its ``remember`` when no user message asked) carry
+# ``addedBy: "model"``: its suggestion, shown as such, which later folds may remove. It
+# becomes the user's own when the user states or edits it.
+ADDED_BY_MODEL = "model"
+SUGGESTION_MARK = "(suggested by the model)"  # how %memory, the panel and the inspector say so
 # The consolidation prompt's tag (memory/aging.py); the offline model answers it with merges.
 CONSOLIDATE_TAG = "consolidate_facts"
 USER_SOURCES = frozenset({"manual", "remember"})
@@ -38,4 +43,12 @@ USER_SOURCES = frozenset({"manual", "remember"})
 
 def is_user_fact(fact: dict[str, Any]) -> bool:
     """Whether the user added ``fact`` themselves (so no fold may drop it unreviewed)."""
-    return fact.get("addedBy") == ADDED_BY_USER or fact.get("source") in USER_SOURCES
+    added_by = fact.get("addedBy")
+    if added_by is not None:
+        return added_by == ADDED_BY_USER
+    return fact.get("source") in USER_SOURCES
+
+
+def is_model_suggestion(fact: dict[str, Any]) -> bool:
+    """Whether the model stored ``fact`` on its own (no user message asked for it)."""
+    return fact.get("addedBy") == ADDED_BY_MODEL

@@ -110,7 +110,10 @@ class FactProposal(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True, defer_build=True)
 
     content: str = Field(min_length=1)
-    category: Annotated[str, BeforeValidator(lambda v: "context" if v is None else v)] = "context"
+    # DeerFlow stores a fact whose category is not text (``"category": 9``) as context.
+    category: Annotated[str, BeforeValidator(lambda v: v if isinstance(v, str) else "context")] = (
+        "context"
+    )
     confidence: Confidence = 0.5
     scope: Annotated[str | None, BeforeValidator(_label(_SCOPES))] = None
     durability: Annotated[str | None, BeforeValidator(_label(_DURABILITIES))] = None
@@ -180,6 +183,9 @@ class ExtractionDiff(BaseModel):
     new_facts: list[FactProposal] = Field(default_factory=list, alias="newFacts")
     facts_to_remove: list[str] = Field(default_factory=list, alias="factsToRemove")
     left_out: list[LeftOut] = Field(default_factory=list, exclude=True)
+    # The text of each malformed ``newFacts`` item ("" when it has none): a removal it may
+    # have been meant to replace is not applied alone (``extraction.paired_removals``).
+    malformed: list[str] = Field(default_factory=list, exclude=True)
 
     @classmethod
     def parse(cls, raw: Any) -> ExtractionDiff:
@@ -224,11 +230,14 @@ class ExtractionDiff(BaseModel):
                 where = f"newFacts[{i}]"
                 if not isinstance(fact, dict):
                     left.append(_left(where, "a fact must be an object", fact))
+                    diff.malformed.append(fact if isinstance(fact, str) else "")
                     continue
                 try:
                     proposal = FactProposal.model_validate(fact)
                 except ValidationError as exc:
                     left.append(_left(where, _reason(exc), fact.get("content", fact)))
+                    text = fact.get("content")
+                    diff.malformed.append(text if isinstance(text, str) else "")
                     continue
                 gated = proposal.gate_reason()
                 if gated:

@@ -283,6 +283,21 @@ def m014_fact_injections(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration
+def m015_memory_changes(db: sqlite_utils.Database) -> None:
+    """One row per change set through the gate (issue 26, ``memory/gate.py``): its origin
+    (user, model, fold, maintenance), kind, source, the agent turn of a ``remember``, how
+    many facts it removed, evicted or merged away (``lost``) and what became of it. The wipe
+    guard sums ``lost`` over the last day; ``remember`` is capped per turn."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS memory_changes (id INTEGER PRIMARY KEY, at TEXT NOT NULL,"
+        " origin TEXT NOT NULL, reason TEXT NOT NULL, source TEXT, turn TEXT,"
+        " lost INTEGER NOT NULL DEFAULT 0, outcome TEXT, version_id INTEGER, pending_id INTEGER)"
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS memory_changes_at ON memory_changes(at)")
+    db.execute("CREATE INDEX IF NOT EXISTS memory_changes_turn ON memory_changes(turn)")
+
+
 def migrate(db: sqlite_utils.Database) -> None:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order."""
     db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)

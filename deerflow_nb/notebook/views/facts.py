@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...schema.constants import SUGGESTION_MARK, is_model_suggestion
 from ...untrusted import clean_text, code_block, escape_html
 from .table import Table, View, confidence_bar, count_of, day, html_bar, md_cell, short
 
@@ -27,7 +28,7 @@ class FactsTable(View):
                 f.get("id"),
                 f.get("category"),
                 confidence_bar(f.get("confidence")),
-                short(f.get("content"), 80),
+                _marked(f, short(f.get("content"), 80)),
                 day(f.get("createdAt")),
             )
             for f in self.facts
@@ -37,13 +38,18 @@ class FactsTable(View):
                 escape_html(str(f.get("id", ""))),
                 escape_html(str(f.get("category", ""))),
                 html_bar(f.get("confidence")),
-                escape_html(str(f.get("content", ""))),
+                escape_html(_marked(f, str(f.get("content", "")))),
                 escape_html(day(f.get("createdAt"))),
             ]
             for f in self.facts
         ]
         title = f"{self.title} ({len(self.facts)})"
         return Table(headers, rows, title, "No facts.", html_rows)
+
+
+def _marked(fact: Mapping[str, Any], content: str) -> str:
+    """The content, marked when the model stored the fact on its own."""
+    return f"{SUGGESTION_MARK} {content}" if is_model_suggestion(dict(fact)) else content
 
 
 @dataclass(frozen=True, repr=False)
