@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from .agent_display import TerminalTurnView, TurnView, show_markdown, turn_view
+from .agent_display import TerminalTurnView, TurnView, turn_view
 from .errors import fixable_errors, usage_error
 from .grammar import HelpShown, Parser, build_parser, option, switch, typed_args
 from .session import get_session
@@ -131,7 +131,7 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
                 use_subagents=not args.no_subagents,
                 new=args.new,
                 allow_code=True if args.allow_code else None,
-                show=show_markdown,
+                show=view.show_block,
             )
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")
