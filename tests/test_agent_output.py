@@ -121,3 +121,39 @@ def test_allow_code_output_comes_where_it_happens(home: Path, tmp_path: Path) ->
     ]
     assert order == sorted(order), shown
     assert text.count("print('printed by', 6 * 7)") == 1  # the code shows once
+
+
+def test_re_running_a_cell_that_proposed_code_does_not_propose_it_again(
+    shell: InteractiveShell,
+) -> None:
+    from deerflow_nb.notebook.session import get_session
+
+    ask = "Please write code to plot bmi against age"
+    final_html(shell, "-t plots", ask)
+    first = shell.rl_next_input
+    assert first and first.startswith("# Proposed by the offline model")
+    shell.rl_next_input = None  # the front end took it: the cell is in the notebook
+    journal = get_session(shell).memory.journal
+    assert len(journal.turns("plots")) == 1
+    reply = shell.user_ns["_agent"]
+
+    _, plain = final_html(shell, "-t plots -o again", ask)  # the same cell, run again
+    assert shell.rl_next_input is None  # no second copy of the proposal
+    assert len(journal.turns("plots")) == 1  # and no duplicate turn
+    assert plain.splitlines()[0].startswith("- → propose_cell(code: ")
+    assert "shown again from the journal, not run" in plain.splitlines()[-1]
+    assert shell.user_ns["again"] == shell.user_ns["_agent"] == reply
+
+    final_html(shell, "-t plots", ask + " and colour by sex")  # an edited message asks anew
+    assert shell.rl_next_input and len(journal.turns("plots")) == 2
+    shell.rl_next_input = None
+    final_html(shell, "-t plots --new", ask)  # and so does --new, in a new thread
+    assert shell.rl_next_input and len(journal.turns("plots-2")) == 1
+
+
+def test_re_running_a_cell_without_a_proposal_runs_a_new_turn(shell: InteractiveShell) -> None:
+    from deerflow_nb.notebook.session import get_session
+
+    final_html(shell, "-t chat --no-memory", "Tell me about rivers")
+    final_html(shell, "-t chat --no-memory", "Tell me about rivers")
+    assert len(get_session(shell).memory.journal.turns("chat")) == 2

@@ -40,9 +40,9 @@ _SUBAGENT_MARKS = {
 }
 
 
-def footer(result: TurnResult, memory: Memory | None = None) -> str:
+def footer(result: TurnResult, memory: Memory | None = None, note: str | None = None) -> str:
     """``model · thread · tokens in/out · N facts injected`` (plus the status if not ok,
-    and with ``memory`` in review mode, what waits for review: ``review_note``)."""
+    with ``memory`` in review mode what waits for review: ``review_note``, then ``note``)."""
     facts = result.facts_injected
     parts = [
         result.model,
@@ -52,9 +52,8 @@ def footer(result: TurnResult, memory: Memory | None = None) -> str:
     ]
     if result.status != "ok":
         parts.append(result.status)
-    note = review_note(memory, result.thread) if memory is not None else None
-    if note:
-        parts.append(note)
+    review = review_note(memory, result.thread) if memory is not None else None
+    parts.extend(part for part in (review, note) if part)
     return " · ".join(parts)
 
 
@@ -269,10 +268,10 @@ class TurnView:
             self.lines.append((summary_line(event), summary_line(event)))
         self.refresh()
 
-    def finish(self, result: TurnResult | None) -> None:
+    def finish(self, result: TurnResult | None, note: str | None = None) -> None:
         if result is not None:
             self.reply = result.reply
-            self.footer = footer(result, self.memory)
+            self.footer = footer(result, self.memory, note)
         self.refresh()
 
     def refresh(self) -> None:
@@ -324,13 +323,13 @@ class TerminalTurnView:
         elif kind in ("summary", "shortened"):
             self._line(summary_line(event))
 
-    def finish(self, result: TurnResult | None) -> None:
+    def finish(self, result: TurnResult | None, note: str | None = None) -> None:
         if result is not None:
             if result.reply.startswith(self.reply):
                 self._write(result.reply[len(self.reply) :])
             else:  # not what was streamed (a reply that came whole): write it out
                 self._line(result.reply)
-            self._line(f"---\n{footer(result, self.memory)}")
+            self._line(f"---\n{footer(result, self.memory, note)}")
         elif not self._at_line_start:
             self._write("\n")
 

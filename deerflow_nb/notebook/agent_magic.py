@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 PROG = "%%agent"
 DESCRIPTION = "Ask the lead agent; the cell's body is the message."
 DEFAULT_THREAD = "default"
+REPEATED = (
+    "shown again from the journal, not run: the message is unchanged and its proposed cell "
+    "is already in the notebook (edit the message, or add --new, to ask again)"
+)
 _INTERPOLATION = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -119,6 +123,10 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
     with fixable_errors():  # a config.yaml typo, no key for the model, a damaged journal
         agent = get_session(shell).agent(args.model)
         view = turn_view(shell)
+        name = args.thread or thread
+        earlier = None if args.new else repeated_proposal(agent, name, message)
+    if earlier is not None:
+        return _show_again(shell, args, earlier, view)
     view.show()
     try:
         with fixable_errors():
@@ -138,6 +146,59 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
     finally:
         _keep(shell, args, agent.last_turn, view)
     return agent.last_turn
+
+
+def repeated_proposal(agent: Any, thread: str, message: str) -> TurnResult | None:
+    """The thread's last turn, when it asked exactly ``message`` of the same model, ended
+    well and proposed a cell: re-running the cell that asked it shows that turn again
+    rather than insert a second copy of its cell (the kernel cannot replace a cell the front
+    end holds) and journal the same turn twice. None otherwise."""
+    from ..agent.core import TurnResult
+    from ..llm.base import Usage
+    from ..storage.journal import row_to_message
+
+    turns = agent.journal.turns(thread)
+    last = turns[-1] if turns else None
+    if last is None or last["status"] != "ok" or last["model"] != agent.model.name:
+        return None
+    rows = [r for r in agent.journal.message_rows(thread) if r["turn_id"] == last["id"]]
+    messages = [row_to_message(r) for r in rows]
+    if not messages or messages[0] != {"role": "user", "content": message}:
+        return None
+    calls = [
+        {"name": c["function"]["name"], "arguments": c["function"].get("arguments", "")}
+        for m in messages
+        for c in m.get("tool_calls") or []
+        if isinstance(c, dict) and isinstance(c.get("function"), dict)
+    ]
+    if not any(c["name"] == "propose_cell" for c in calls):
+        return None
+    replies = [m["content"] for m in messages if m["role"] == "assistant" and m["content"]]
+    return TurnResult(
+        reply=replies[-1] if replies else "",
+        thread=thread,
+        model=last["model"],
+        turn_id=last["id"],
+        status="ok",
+        usage=Usage(last["input_tokens"] or 0, last["output_tokens"] or 0),
+        facts_injected=last["facts_injected"] or 0,
+        tool_calls=calls,
+        messages=messages,
+    )
+
+
+def _show_again(
+    shell: Any, args: AgentArgs, result: TurnResult, view: TurnView | TerminalTurnView
+) -> TurnResult:
+    """Show a repeated turn from the journal, with a footer that says so."""
+    view.show()
+    for call in result.tool_calls:
+        view.on_event({"type": "tool", **call})
+    view.finish(result, note=REPEATED)
+    shell.user_ns["_agent"] = result.reply
+    if args.output:
+        shell.user_ns[args.output] = result.reply
+    return result
 
 
 def _keep(
