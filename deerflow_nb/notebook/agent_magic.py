@@ -1,7 +1,11 @@
 """``%%agent``: the cell body is the message; the reply streams into the cell.
 
 ``%%agent [-t/--thread NAME] [--new] [-m/--model ID] [--no-memory] [--no-subagents]
-[-o/--output VAR] [-i/--interpolate] [--allow-code]``
+[-o/--output VAR] [-i/--interpolate] [--allow-code] [--error]``
+
+``-i`` replaces ``{name}`` and ``{expression}`` with its value (``{len(df)}``,
+``{In[3]}``, ``{Out[3]}``, ``{Err[3]}``: ``cell_refs``); ``--error`` asks about the last
+failed cell, its source and traceback (also as the line ``%agent --error``).
 
 Threads: a cell without ``-t`` continues the thread the previous ``%%agent`` cell of
 this notebook used ("default" at first). ``-t NAME`` switches to NAME, resuming it from
@@ -25,6 +29,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from .agent_display import TerminalTurnView, TurnView, turn_view
+from .cell_refs import cell_errors, interpolate, last_error
 from .errors import fixable_errors, usage_error
 from .grammar import HelpShown, Parser, build_parser, option, switch, typed_args
 from .session import get_session
@@ -39,7 +44,6 @@ REPEATED = (
     "shown again from the journal, not run: the message is unchanged and its proposed cell "
     "is already in the notebook (edit the message, or add --new, to ask again)"
 )
-_INTERPOLATION = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,12 @@ class AgentArgs:
     )
     no_subagents: bool = switch("--no-subagents", help="do not offer the task tool")
     output: str | None = option("-o", "--output", metavar="VAR", help="also keep the reply in VAR")
-    interpolate: bool = switch("-i", "--interpolate", help="replace {name} with variables")
+    interpolate: bool = switch(
+        "-i",
+        "--interpolate",
+        help="replace {name} or {expression} (In[n], Out[n], Err[n]) with its value",
+    )
+    error: bool = switch("--error", help="explain the last error, with its traceback")
     allow_code: bool = switch("--allow-code", help="let the agent run code in this kernel")
 
 
@@ -92,34 +101,15 @@ def parse_agent_line(line: str) -> AgentArgs | None:
     return args
 
 
-def interpolate(text: str, namespace: dict[str, Any]) -> str:
-    """Replace ``{name}`` with the variable's value, once; ``{{``/``}}`` give literal braces.
-
-    Other braces (``{1: 2}``, ``f"{x!r}"``) are left exactly as written.
-    """
-
-    def substitute(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token in ("{{", "}}"):
-            return token[0]
-        name = match.group(1)
-        if name not in namespace:
-            raise UsageError(
-                f"{PROG} -i: no variable named '{name}'; define it, or write {{{{{name}}}}} "
-                "for literal braces"
-            )
-        return str(namespace[name])
-
-    return _INTERPOLATION.sub(substitute, text)
-
-
 def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnResult | None:
     """Run one turn for a parsed cell and show it; returns the ``TurnResult``."""
     message = cell.strip()
-    if not message:
+    if not message and not args.error:
         raise UsageError(f"{PROG}: the cell is empty; write your message below the %%agent line")
     if args.interpolate:
-        message = interpolate(message, shell.user_ns)
+        message = interpolate(message, shell.user_ns, cell_errors(shell))
+    if args.error:
+        message = "\n\n".join(part for part in (last_error(shell), message) if part)
     with fixable_errors():  # a config.yaml typo, no key for the model, a damaged journal
         agent = get_session(shell).agent(args.model)
         view = turn_view(shell)
@@ -226,17 +216,19 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str | None = None) -> None:
         """Ask the lead agent; see the module docstring for the flags.
 
-        The line form only answers ``%agent -h`` (IPython refuses ``%%agent -h`` with an
-        empty body before the magic runs); the message always goes in a cell.
+        The line form only answers ``%agent -h`` and ``%agent --error`` (IPython refuses a
+        ``%%agent`` cell with an empty body before the magic runs); a message goes in a
+        cell.
         """
-        if cell is None and not {"-h", "--help"} & set(line.split()):
+        if cell is None and not {"-h", "--help", "--error"} & set(line.split()):
             raise UsageError(
                 f"{PROG} is a cell magic: put {PROG} on the first line of a cell and your "
-                f"message below it (%agent -h lists the flags)"
+                f"message below it (%agent -h lists the flags; %agent --error explains the "
+                "last error)"
             )
         args = parse_agent_line(line)
-        if args is None or cell is None:
+        if args is None:
             return
-        result = handle_agent(self.shell, args, cell, self.thread)
+        result = handle_agent(self.shell, args, cell or "", self.thread)
         if result is not None:
             self.thread = result.thread
