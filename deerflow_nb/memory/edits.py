@@ -18,6 +18,11 @@ def find_fact(data: dict[str, Any], fact_id: str) -> dict[str, Any] | None:
     return next((f for f in data.get("facts", []) if f.get("id") == fact_id), None)
 
 
+def _category_details(old: str | None, new: str | None) -> dict[str, Any]:
+    """An edit event's category, and the one it had when the edit changed it."""
+    return {"category": new} if old == new else {"category": new, "old_category": old}
+
+
 def _check(category: str | None, confidence: float | None) -> None:
     if category is not None and category not in CATEGORIES:
         raise ValueError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
@@ -78,6 +83,7 @@ class Edits:
             if fact is None:
                 raise KeyError(fact_id)
             old_content, old_conf = fact["content"], fact.get("confidence")
+            old_category = fact.get("category")
             if text is not None:
                 fact["content"] = text
             if category is not None:
@@ -93,7 +99,7 @@ class Edits:
                 fact["content"],
                 old_conf,
                 fact.get("confidence"),
-                {"category": fact.get("category")},
+                _category_details(old_category, fact.get("category")),
             )
             events = [event]
             if text is not None and text != old_content:  # the profile must not keep the old text
