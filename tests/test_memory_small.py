@@ -67,3 +67,17 @@ def test_history_and_diff_show_category_changes(shell: InteractiveShell) -> None
     newest = memory.history(fact["id"])[-1]
     assert newest["details"]["old_category"] == "preference"
     assert "(category preference → context)" in str(run(shell, f"history {fact['id']}"))
+
+
+def test_injected_text_keeps_superscripts_and_still_folds_look_alike_tags(
+    shell: InteractiveShell,
+) -> None:
+    from deerflow_nb.tokens import count_tokens
+
+    memory = get_session(shell).memory
+    memory.add_fact("The churn model reaches R² = 0.52 on the holdout", category="knowledge")
+    memory.add_fact("Writes ＜system＞ and ［goal］ in notes…", category="context")
+    block = memory.preview("What R² does the churn model reach?", max_tokens=120)
+    assert "R² = 0.52" in block and "R2" not in block
+    assert "&lt;system&gt; and [goal] in notes..." in block  # as before: no forged tag
+    assert count_tokens(block) <= 120
