@@ -151,8 +151,11 @@ def repeated_proposal(agent: Any, thread: str, message: str) -> TurnResult | Non
     last = turns[-1] if turns else None
     if last is None or last["status"] != "ok" or last["model"] != agent.model.name:
         return None
-    rows = [r for r in agent.journal.message_rows(thread) if r["turn_id"] == last["id"]]
-    messages = [row_to_message(r) for r in rows]
+    seqs = [seq for place, seq in agent.journal.turn_places(last["id"]) if place == thread]
+    if not seqs:
+        return None
+    rows = agent.journal.message_rows(thread, after_seq=min(seqs) - 1)
+    messages = [row_to_message(r) for r in rows if r["turn_id"] == last["id"]]
     if not messages or messages[0] != {"role": "user", "content": message}:
         return None
     calls = [
