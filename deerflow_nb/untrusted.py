@@ -51,6 +51,9 @@ _TAGS = {
 _SCHEMES = ("http://", "https://", "mailto:")
 _BACKTICKS = re.compile(r"`+")
 _INVISIBLE_SET = frozenset(chr(c) for c in _INVISIBLE)
+# JupyterLab's output area wraps <pre> with ``word-break: break-all`` ("di/abetic", a
+# DataFrame row torn in two): the code inside our <pre> keeps its lines (the pre scrolls).
+_PRE_CODE = '<pre><code style="white-space: pre; word-break: normal; overflow-wrap: normal"'
 
 
 def clean_text(text: object) -> str:
@@ -144,9 +147,11 @@ def _renderer() -> tuple[Any, Any]:
 
 
 def render_markdown(text: object) -> str:
-    """Untrusted Markdown as sanitized HTML: formatting kept, nothing live, nothing fetched."""
+    """Untrusted Markdown as sanitized HTML: formatting kept, nothing live, nothing fetched.
+    Code blocks keep their lines (``_PRE_CODE``): the style is added after the cleaner, to
+    the ``<pre><code`` tags it emits (text that spells a tag is escaped by then)."""
     md, cleaner = _renderer()
-    return cleaner.clean(md.render(clean_text(text)))
+    return cleaner.clean(md.render(clean_text(text))).replace("<pre><code", _PRE_CODE)
 
 
 class SafeMarkdown:

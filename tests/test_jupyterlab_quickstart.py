@@ -13,7 +13,7 @@ has run; then:
   (and Cancel keeps the fact); the Recall tab finds the first message, and its button
   opens the thread with that message marked;
 - the tool's result in the ``%%agent`` cell is laid out as a code block (``<pre>``) or a
-  table, not run together in a paragraph.
+  table, not run together in a paragraph, and its lines do not break inside words.
 """
 
 from __future__ import annotations
@@ -178,6 +178,11 @@ def test_the_quickstart_runs_in_jupyterlab_with_the_panel_and_a_tool_block(
                 assert "region" in laid_out and "units" in laid_out
                 assert "\n" in laid_out.strip()  # its lines are lines
                 assert tool.locator("p", has_text="dtypes").count() == 0
+                # JupyterLab breaks output <pre> anywhere ("di/abetic"); its code does not
+                wrap = block.first.locator("code").evaluate(
+                    "c => [getComputedStyle(c).whiteSpace, getComputedStyle(c).wordBreak]"
+                )
+                assert wrap == ["pre", "normal"], wrap
                 page.screenshot(path=str(tmp_path / "quickstart.png"), full_page=True)
             except Exception:
                 page.screenshot(path=str(tmp_path / "failed.png"), full_page=True)

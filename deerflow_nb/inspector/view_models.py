@@ -139,7 +139,10 @@ def confidence_series(event_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     labels: dict[str, str] = {}
     for ev in event_rows:
         if ev.get("fact_id"):
-            content = ev.get("new_content") or ev.get("old_content")
+            # A fact's own text: a removal (a merge's too, whose new_content is the text it
+            # was merged into) names the fact by the text it had.
+            gone = ev.get("kind") in REMOVAL_KINDS or ev.get("new_confidence") is None
+            content = ev.get("old_content") if gone else ev.get("new_content")
             if content:
                 labels[ev["fact_id"]] = content
     last: dict[str, float] = {}

@@ -11,6 +11,7 @@ block's (see ``line_cost``), which is what lets ``packing`` fill a budget withou
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from functools import lru_cache
 from typing import Any
@@ -39,9 +40,25 @@ _CATEGORY_RE = re.compile(r"[^\w-]+")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 # Angle brackets NFKC leaves alone (full-width ＜ already becomes <): shown as entities too,
 # so no look-alike can pass for a tag.
-_LOOK_ALIKES = str.maketrans(
-    dict.fromkeys("‹〈〈⟨❬❮❰⧼﹤ᐸ", "<") | dict.fromkeys("›〉〉⟩❭❯❱⧽﹥ᐳ", ">")
-)
+_LOOK_ALIKES = dict.fromkeys("‹〈〈⟨❬❮❰⧼﹤ᐸ", "<") | dict.fromkeys("›〉〉⟩❭❯❱⧽﹥ᐳ", ">")
+
+
+class _Folds(dict[int, str]):
+    """``str.translate``'s table, filled as characters come: a look-alike bracket becomes
+    ``<``/``>``, a compatibility character whose NFKC form holds ASCII punctuation becomes
+    that form (＜ → <, ［ → [, … → ...), so nothing passes for a tag or a tag line; every
+    other character stays as written ("R²" stays "R²", not "R2")."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = _LOOK_ALIKES.get(char) or unicodedata.normalize("NFKC", char)
+        if folded != char and not any(c in string.punctuation for c in folded):
+            folded = char
+        self[code] = folded
+        return folded
+
+
+_FOLDS = _Folds()
 _TAG_LIKE_STARTS = ("[", "-", "*", "+", "•")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -53,7 +70,7 @@ def escape(text: str) -> str:
     to one space, no control, bidi or zero-width characters (which hide what text says)."""
     text = clean_text(text)
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text).translate(_LOOK_ALIKES)
+        text = unicodedata.normalize("NFC", text).translate(_FOLDS)
     text = _SPACE_RE.sub(" ", text).strip()
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 

@@ -19,6 +19,11 @@ def find_fact(data: dict[str, Any], fact_id: str) -> dict[str, Any] | None:
     return next((f for f in data.get("facts", []) if f.get("id") == fact_id), None)
 
 
+def _category_details(old: str | None, new: str | None) -> dict[str, Any]:
+    """An edit event's category, and the one it had when the edit changed it."""
+    return {"category": new} if old == new else {"category": new, "old_category": old}
+
+
 def _check(category: str | None, confidence: float | None) -> None:
     if category is not None and category not in CATEGORIES:
         raise ValueError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
@@ -37,6 +42,7 @@ def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
     if fact is None:
         raise KeyError(edit.fact_id)
     old_content, old_conf = fact["content"], fact.get("confidence")
+    old_category = fact.get("category")
     if edit.content is not None:
         fact["content"] = edit.content
     if edit.category is not None:
@@ -53,7 +59,7 @@ def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
         fact["content"],
         old_conf,
         fact.get("confidence"),
-        {"category": fact.get("category")},
+        _category_details(old_category, fact.get("category")),
     )
     events = [event]
     if edit.content is not None and edit.content != old_content:

@@ -14,6 +14,9 @@ from .updater import Event
 
 def _fact_event(kind: str, change: str, before: dict | None, after: dict | None) -> Event:
     fact = after or before or {}
+    details = {"change": change}
+    if before and after and before.get("category") != after.get("category"):
+        details |= {"old_category": before.get("category"), "category": after.get("category")}
     return Event(
         kind,
         fact.get("id"),
@@ -22,7 +25,7 @@ def _fact_event(kind: str, change: str, before: dict | None, after: dict | None)
         (after or {}).get("content"),
         (before or {}).get("confidence"),
         (after or {}).get("confidence"),
-        {"change": change},
+        details,
     )
 
 

@@ -15,6 +15,8 @@ reading; the terminal gets the text with control characters removed.
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from ..memory import Memory
 
 THROTTLE = 0.05
+ARGUMENT_WIDTH = 60  # a tool line shows each argument up to this many characters
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,})[ \t]*([^`\s][^`]*)?$")
 _SUBAGENT_MARKS = {
     "started": "◦",
     "running": "◦",
@@ -36,9 +40,9 @@ _SUBAGENT_MARKS = {
 }
 
 
-def footer(result: TurnResult, memory: Memory | None = None) -> str:
+def footer(result: TurnResult, memory: Memory | None = None, note: str | None = None) -> str:
     """``model · thread · tokens in/out · N facts injected`` (plus the status if not ok,
-    and with ``memory`` in review mode, what waits for review: ``review_note``)."""
+    with ``memory`` in review mode what waits for review: ``review_note``, then ``note``)."""
     facts = result.facts_injected
     parts = [
         result.model,
@@ -48,9 +52,8 @@ def footer(result: TurnResult, memory: Memory | None = None) -> str:
     ]
     if result.status != "ok":
         parts.append(result.status)
-    note = review_note(memory, result.thread) if memory is not None else None
-    if note:
-        parts.append(note)
+    review = review_note(memory, result.thread) if memory is not None else None
+    parts.extend(part for part in (review, note) if part)
     return " · ".join(parts)
 
 
@@ -98,9 +101,34 @@ def subagent_line(event: dict[str, Any], markdown: bool = False) -> str:
 
 
 def tool_line(event: dict[str, Any], markdown: bool = False) -> str:
-    """``→ describe_variable({"name": "orders"})``; in Markdown, as a code span."""
-    call = f"{event['name']}({event['arguments']})"
+    """``→ describe_variable(name="orders")``; in Markdown, as a code span. Arguments are
+    summarised (``propose_cell(code: 12 lines)``): code shows once, where it runs or lands."""
+    call = f"{event['name']}({summarize_arguments(event['arguments'])})"
     return f"→ {code_span(clean_text(call))}" if markdown else f"→ {_one_line(call)}"
+
+
+def summarize_arguments(arguments: object, width: int = ARGUMENT_WIDTH) -> str:
+    """A tool call's JSON arguments as ``key="value"`` pairs, each at most ``width``
+    characters; code, and text of several lines, as ``key: N lines`` (the code shows in
+    full where it runs or lands). Not JSON: the text, cut."""
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return _cut(" ".join(str(arguments).split()), width)
+    parts = []
+    for key, value in parsed.items():
+        if isinstance(value, str) and (key == "code" or "\n" in value.strip("\n")):
+            lines = value.strip("\n").count("\n") + 1
+            parts.append(f"{key}: {lines} line{'s' * (lines != 1)}")
+        else:
+            parts.append(f"{key}={_cut(json.dumps(value, ensure_ascii=False), width)}")
+    return ", ".join(parts)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _one_line(text: object) -> str:
@@ -116,40 +144,100 @@ def summary_line(event: dict[str, Any]) -> str:
     return f"↺ summarized {event['messages']} earlier messages ({event['trigger']} trigger)"
 
 
+def nest_fences(text: str) -> str:
+    """``text`` with each fenced block that holds fences of its own (```` ```text ```` inside
+    a ```` ```markdown ```` block, as a model writes an example) given a longer outer fence,
+    so the inner ones read as text. A fence with an info string opens a block; a bare one
+    closes the innermost. Unchanged when that reading does not balance (a reply still
+    streaming, a lone ```` ```text ```` line inside code): CommonMark's own reading stands."""
+    lines = text.split("\n")
+    stack: list[list[int]] = []  # [line, ticks, longest fence inside] of each open block
+    rewrite: list[tuple[int, int, int]] = []  # (opening line, closing line, ticks)
+    for i, line in enumerate(lines):
+        match = _FENCE_LINE.match(line)
+        if match is None:
+            continue
+        ticks = len(match.group(1))
+        if match.group(2) or not stack:
+            stack.append([i, ticks, 0])
+        elif ticks >= stack[-1][1]:
+            start, opened, inner = stack.pop()
+            if stack:
+                stack[-1][2] = max(stack[-1][2], opened, ticks, inner)
+            elif inner >= opened:
+                rewrite.append((start, i, inner + 1))
+    if stack or not rewrite:
+        return text
+    for start, close, ticks in rewrite:
+        for i in (start, close):
+            lines[i] = re.sub(r"`{3,}", "`" * ticks, lines[i], count=1)
+    return "\n".join(lines)
+
+
+class _Segment:
+    """One display of a turn: its progress lines, and the handle that updates it."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []  # (Markdown, plain text) of each line
+        self.handle: Any = None
+
+
 class TurnView:
     """The cell's live output for one turn; with ``memory``, the footer says what waits for
-    review (``review_note``)."""
+    review (``review_note``).
+
+    A block shown mid-turn (``show_block``: the code ``run_code`` runs) closes the display
+    so far; the code's own output follows it, and the rest of the turn (its answer and
+    footer) goes into a new display below: the cell reads in the order things happened."""
 
     def __init__(self, memory: Memory | None = None) -> None:
         self.memory = memory
-        self.lines: list[tuple[str, str]] = []  # (Markdown, plain text) of each line
-        self._subagents: dict[str, int] = {}  # run id -> index in lines
+        self._segment = _Segment()
+        self._subagents: dict[str, tuple[_Segment, int]] = {}  # run id -> its line
         self.reply = ""
         self.footer = ""
         self.notes: list[str] = []  # what memory's fold of this turn did (``note``)
-        self._handle: Any = None
+        self._shown = False
         self._last_update = 0.0
 
+    @property
+    def lines(self) -> list[tuple[str, str]]:
+        """The progress lines of the display in use (earlier displays keep theirs)."""
+        return self._segment.lines
+
     def show(self) -> None:
+        self._shown = True
+        self._display()
+
+    def show_block(self, markdown: str) -> None:
+        """Show ``markdown`` (sanitized) below the turn so far; the turn goes on below it."""
         from IPython.display import display
 
-        self._handle = display(self.output(), display_id=True)
+        if self._segment.handle is not None:
+            self._segment.handle.update(self._render(self._segment, live=False))
+        display(SafeMarkdown(markdown))
+        self._segment = _Segment()
+        self.reply = ""
 
     def output(self) -> SafeMarkdown:
         """The cell's display object: the progress list, the reply and the footer, each
         rendered on its own to sanitized HTML, and the same as plain text."""
+        return self._render(self._segment, live=True)
+
+    def _render(self, segment: _Segment, live: bool) -> SafeMarkdown:
         blocks, plain = [], []
-        if self.lines:
-            blocks.append("\n".join(f"- {md}" for md, _ in self.lines))
-            plain.append("\n".join(f"- {text}" for _, text in self.lines))
-        blocks.append(self.reply or "…")
-        plain.append(self.reply or "…")
-        if self.footer:
-            blocks.append(f"---\n\n*{escape_markdown(self.footer)}*")
-            plain.append(f"---\n{self.footer}")
-        for note in self.notes:
-            blocks.append(f"*{escape_markdown(note)}*")
-            plain.append(note)
+        if segment.lines:
+            blocks.append("\n".join(f"- {md}" for md, _ in segment.lines))
+            plain.append("\n".join(f"- {text}" for _, text in segment.lines))
+        if live:
+            blocks.append(nest_fences(self.reply) or "…")
+            plain.append(self.reply or "…")
+            if self.footer:
+                blocks.append(f"---\n\n*{escape_markdown(self.footer)}*")
+                plain.append(f"---\n{self.footer}")
+            for note in self.notes:
+                blocks.append(f"*{escape_markdown(note)}*")
+                plain.append(note)
         return SafeMarkdown(blocks, plain="\n\n".join(plain), separator="\n")
 
     def markdown(self) -> str:
@@ -170,9 +258,12 @@ class TurnView:
         if kind == "subagent":
             line = (subagent_line(event, markdown=True), subagent_line(event))
             if event["id"] in self._subagents:
-                self.lines[self._subagents[event["id"]]] = line
+                segment, index = self._subagents[event["id"]]
+                segment.lines[index] = line
+                if segment is not self._segment and segment.handle is not None:
+                    segment.handle.update(self._render(segment, live=False))
             else:
-                self._subagents[event["id"]] = len(self.lines)
+                self._subagents[event["id"]] = (self._segment, len(self.lines))
                 self.lines.append(line)
         elif kind == "tool":
             self.lines.append((tool_line(event, markdown=True), tool_line(event)))
@@ -181,10 +272,10 @@ class TurnView:
             self.lines.append((summary_line(event), summary_line(event)))
         self.refresh()
 
-    def finish(self, result: TurnResult | None) -> None:
+    def finish(self, result: TurnResult | None, note: str | None = None) -> None:
         if result is not None:
             self.reply = result.reply
-            self.footer = footer(result, self.memory)
+            self.footer = footer(result, self.memory, note)
         self.refresh()
 
     def note(self, text: str) -> None:
@@ -194,10 +285,18 @@ class TurnView:
         self.refresh()
 
     def refresh(self) -> None:
-        if self._handle is None:
+        if not self._shown:
             return
-        self._handle.update(self.output())
+        if self._segment.handle is None:
+            self._display()
+        else:
+            self._segment.handle.update(self.output())
         self._last_update = time.monotonic()
+
+    def _display(self) -> None:
+        from IPython.display import display
+
+        self._segment.handle = display(self.output(), display_id=True)
 
 
 class TerminalTurnView:
@@ -212,6 +311,10 @@ class TerminalTurnView:
 
     def show(self) -> None:
         """Nothing to show before the first token."""
+
+    def show_block(self, markdown: str) -> None:
+        """Print ``markdown`` (control characters removed) where the turn has got to."""
+        self._line(markdown)
 
     def on_text(self, delta: str) -> None:
         self.reply += delta
@@ -230,13 +333,13 @@ class TerminalTurnView:
         elif kind in ("summary", "shortened"):
             self._line(summary_line(event))
 
-    def finish(self, result: TurnResult | None) -> None:
+    def finish(self, result: TurnResult | None, note: str | None = None) -> None:
         if result is not None:
             if result.reply.startswith(self.reply):
                 self._write(result.reply[len(self.reply) :])
             else:  # not what was streamed (a reply that came whole): write it out
                 self._line(result.reply)
-            self._line(f"---\n{footer(result, self.memory)}")
+            self._line(f"---\n{footer(result, self.memory, note)}")
         elif not self._at_line_start:
             self._write("\n")
 
@@ -260,11 +363,3 @@ def turn_view(shell: Any, memory: Memory | None = None) -> TurnView | TerminalTu
         memory = get_session(shell).memory
     terminal = any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__)
     return TerminalTurnView(memory) if terminal else TurnView(memory)
-
-
-def show_markdown(text: str) -> None:
-    """Display a separate Markdown block, sanitized like the turn (``run_code`` shows its
-    code this way, fenced by ``code_to_run``)."""
-    from IPython.display import display
-
-    display(SafeMarkdown(text))

@@ -1,7 +1,11 @@
 """``%%agent``: the cell body is the message; the reply streams into the cell.
 
 ``%%agent [-t/--thread NAME] [--new] [-m/--model ID] [--no-memory] [--no-subagents]
-[-o/--output VAR] [-i/--interpolate] [--allow-code]``
+[-o/--output VAR] [-i/--interpolate] [--allow-code] [--error]``
+
+``-i`` replaces ``{name}`` and ``{expression}`` with its value (``{len(df)}``,
+``{In[3]}``, ``{Out[3]}``, ``{Err[3]}``: ``cell_refs``); ``--error`` asks about the last
+failed cell, its source and traceback (also as the line ``%agent --error``).
 
 Threads: a cell without ``-t`` continues the thread the previous ``%%agent`` cell of
 this notebook used ("default" at first). ``-t NAME`` switches to NAME, resuming it from
@@ -24,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from .agent_display import TerminalTurnView, TurnView, show_markdown, turn_view
+from .agent_display import TerminalTurnView, TurnView, turn_view
+from .cell_refs import cell_errors, interpolate, last_error
 from .errors import fixable_errors, usage_error
 from .grammar import HelpShown, Parser, build_parser, option, switch, typed_args
 from .session import get_session
@@ -35,7 +40,10 @@ if TYPE_CHECKING:
 PROG = "%%agent"
 DESCRIPTION = "Ask the lead agent; the cell's body is the message."
 DEFAULT_THREAD = "default"
-_INTERPOLATION = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+REPEATED = (
+    "shown again from the journal, not run: the message is unchanged and its proposed cell "
+    "is already in the notebook (edit the message, or add --new, to ask again)"
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,12 @@ class AgentArgs:
     )
     no_subagents: bool = switch("--no-subagents", help="do not offer the task tool")
     output: str | None = option("-o", "--output", metavar="VAR", help="also keep the reply in VAR")
-    interpolate: bool = switch("-i", "--interpolate", help="replace {name} with variables")
+    interpolate: bool = switch(
+        "-i",
+        "--interpolate",
+        help="replace {name} or {expression} (In[n], Out[n], Err[n]) with its value",
+    )
+    error: bool = switch("--error", help="explain the last error, with its traceback")
     allow_code: bool = switch("--allow-code", help="let the agent run code in this kernel")
 
 
@@ -88,41 +101,26 @@ def parse_agent_line(line: str) -> AgentArgs | None:
     return args
 
 
-def interpolate(text: str, namespace: dict[str, Any]) -> str:
-    """Replace ``{name}`` with the variable's value, once; ``{{``/``}}`` give literal braces.
-
-    Other braces (``{1: 2}``, ``f"{x!r}"``) are left exactly as written.
-    """
-
-    def substitute(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token in ("{{", "}}"):
-            return token[0]
-        name = match.group(1)
-        if name not in namespace:
-            raise UsageError(
-                f"{PROG} -i: no variable named '{name}'; define it, or write {{{{{name}}}}} "
-                "for literal braces"
-            )
-        return str(namespace[name])
-
-    return _INTERPOLATION.sub(substitute, text)
-
-
 def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnResult | None:
     """Run one turn for a parsed cell and show it; returns the ``TurnResult``."""
     message = cell.strip()
-    if not message:
+    if not message and not args.error:
         raise UsageError(f"{PROG}: the cell is empty; write your message below the %%agent line")
     if args.interpolate:
-        message = interpolate(message, shell.user_ns)
+        message = interpolate(message, shell.user_ns, cell_errors(shell))
+    if args.error:
+        message = "\n\n".join(part for part in (last_error(shell), message) if part)
     with fixable_errors():  # a config.yaml typo, no key for the model, a damaged journal
         session = get_session(shell)
         agent = session.agent(args.model)
         view = turn_view(shell)
         folds_before = session.notices.mark()
+        name = args.thread or thread
+        earlier = None if args.new else repeated_proposal(agent, name, message)
     for note in session.notices.take_later():  # an earlier turn's fold, in a terminal
         print(note)
+    if earlier is not None:
+        return _show_again(shell, args, earlier, view)
     view.show()
     try:
         with fixable_errors():
@@ -135,7 +133,7 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
                 use_subagents=not args.no_subagents,
                 new=args.new,
                 allow_code=True if args.allow_code else None,
-                show=show_markdown,
+                show=view.show_block,
             )
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")
@@ -145,6 +143,62 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
         # "Memory updated: …" below the footer when the fold lands (a terminal: next cell)
         session.notices.watch(agent.last_turn.thread, folds_before, getattr(view, "note", None))
     return agent.last_turn
+
+
+def repeated_proposal(agent: Any, thread: str, message: str) -> TurnResult | None:
+    """The thread's last turn, when it asked exactly ``message`` of the same model, ended
+    well and proposed a cell: re-running the cell that asked it shows that turn again
+    rather than insert a second copy of its cell (the kernel cannot replace a cell the front
+    end holds) and journal the same turn twice. None otherwise."""
+    from ..agent.core import TurnResult
+    from ..llm.base import Usage
+    from ..storage.journal import row_to_message
+
+    turns = agent.journal.turns(thread)
+    last = turns[-1] if turns else None
+    if last is None or last["status"] != "ok" or last["model"] != agent.model.name:
+        return None
+    seqs = [seq for place, seq in agent.journal.turn_places(last["id"]) if place == thread]
+    if not seqs:
+        return None
+    rows = agent.journal.message_rows(thread, after_seq=min(seqs) - 1)
+    messages = [row_to_message(r) for r in rows if r["turn_id"] == last["id"]]
+    if not messages or messages[0] != {"role": "user", "content": message}:
+        return None
+    calls = [
+        {"name": c["function"]["name"], "arguments": c["function"].get("arguments", "")}
+        for m in messages
+        for c in m.get("tool_calls") or []
+        if isinstance(c, dict) and isinstance(c.get("function"), dict)
+    ]
+    if not any(c["name"] == "propose_cell" for c in calls):
+        return None
+    replies = [m["content"] for m in messages if m["role"] == "assistant" and m["content"]]
+    return TurnResult(
+        reply=replies[-1] if replies else "",
+        thread=thread,
+        model=last["model"],
+        turn_id=last["id"],
+        status="ok",
+        usage=Usage(last["input_tokens"] or 0, last["output_tokens"] or 0),
+        facts_injected=last["facts_injected"] or 0,
+        tool_calls=calls,
+        messages=messages,
+    )
+
+
+def _show_again(
+    shell: Any, args: AgentArgs, result: TurnResult, view: TurnView | TerminalTurnView
+) -> TurnResult:
+    """Show a repeated turn from the journal, with a footer that says so."""
+    view.show()
+    for call in result.tool_calls:
+        view.on_event({"type": "tool", **call})
+    view.finish(result, note=REPEATED)
+    shell.user_ns["_agent"] = result.reply
+    if args.output:
+        shell.user_ns[args.output] = result.reply
+    return result
 
 
 def _keep(
@@ -172,17 +226,19 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str | None = None) -> None:
         """Ask the lead agent; see the module docstring for the flags.
 
-        The line form only answers ``%agent -h`` (IPython refuses ``%%agent -h`` with an
-        empty body before the magic runs); the message always goes in a cell.
+        The line form only answers ``%agent -h`` and ``%agent --error`` (IPython refuses a
+        ``%%agent`` cell with an empty body before the magic runs); a message goes in a
+        cell.
         """
-        if cell is None and not {"-h", "--help"} & set(line.split()):
+        if cell is None and not {"-h", "--help", "--error"} & set(line.split()):
             raise UsageError(
                 f"{PROG} is a cell magic: put {PROG} on the first line of a cell and your "
-                f"message below it (%agent -h lists the flags)"
+                f"message below it (%agent -h lists the flags; %agent --error explains the "
+                "last error)"
             )
         args = parse_agent_line(line)
-        if args is None or cell is None:
+        if args is None:
             return
-        result = handle_agent(self.shell, args, cell, self.thread)
+        result = handle_agent(self.shell, args, cell or "", self.thread)
         if result is not None:
             self.thread = result.thread

@@ -68,6 +68,8 @@ class Spelling:
         given = {k: v for k, v in keys.items() if v is not None}
         if self.flags:  # an option: always has a default (None unless declared)
             parser.add_argument(*self.flags, dest=dest, default=default, **given)
+        elif self.nargs in ("*", "?"):  # optional: argparse requires a bare "*" positional
+            parser.add_argument(dest, default=default, **given)
         else:
             parser.add_argument(dest, **given)
 

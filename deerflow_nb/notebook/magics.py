@@ -17,6 +17,7 @@ from IPython.core.magic import MAGIC_NO_VAR_EXPAND_ATTR
 
 from ..config import JOURNAL_FILENAME, default_home
 from ..storage.queue import has_pending_folds
+from .cell_refs import start_recording, stop_recording
 from .session import close_session, get_session
 
 # name -> (kind, module, class): what each magic's first use imports and registers.
@@ -45,8 +46,9 @@ def _lazy_magic(shell: Any, name: str) -> Callable[..., Any]:
 
 
 def register(shell: Any) -> None:
-    """Register both magics (their code loads on first use) and pick up folds a killed
-    kernel left pending."""
+    """Register both magics (their code loads on first use), record failed cells'
+    errors (``{Err[n]}``, ``--error``), and pick up folds a killed kernel left pending."""
+    start_recording(shell)
     for name, (kind, _, _) in _MAGICS.items():
         shell.register_magic_function(_lazy_magic(shell, name), magic_kind=kind, magic_name=name)
     if has_pending_folds(default_home() / JOURNAL_FILENAME):
@@ -58,4 +60,5 @@ def register(shell: Any) -> None:
 def shutdown(shell: Any) -> None:
     """Release the session: its memory worker stops, and its pending folds stay durable
     in the journal (folded on the next load) rather than holding up the unload."""
+    stop_recording(shell)
     close_session(shell)

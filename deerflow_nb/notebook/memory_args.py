@@ -10,6 +10,7 @@ read; ``memory_commands`` handles what it returns.
 from __future__ import annotations
 
 import argparse
+import difflib
 import shlex
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -402,6 +403,8 @@ def _parse_words(words: list[str]) -> Args:
         return PanelArgs()
     parser = _SUBPARSERS.get(words[0])
     if parser is None:
-        raise usage_error(f"unknown subcommand {words[0]!r}; run {PROG} --help")
+        close = difflib.get_close_matches(words[0].lower(), SUBCOMMANDS, n=1, cutoff=0.6)
+        hint = f"did you mean {PROG} {close[0]}? ({PROG} --help lists them)" if close else ""
+        raise usage_error(f"unknown subcommand {words[0]!r}; {hint or f'run {PROG} --help'}")
     cls = COMMANDS[SUBCOMMANDS.index(words[0])]
     return typed_args(cls, parser.parse_args(words[1:]), parser.prog)

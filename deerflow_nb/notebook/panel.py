@@ -6,7 +6,9 @@ own part, ``recall_tab.RecallTab``; the other tabs are drawn here.
 Every button calls the same public ``Memory`` API as ``%memory`` and the agent, so a
 click is journaled and atomic like any other change. The panel subscribes to
 ``memory.on_change`` and redraws itself after folds, so what it shows follows memory
-without re-running the cell. ipywidgets is imported here only, when a panel is built.
+without re-running the cell; changes other processes make (the inspector) it sees by
+polling memory.json's ``stat`` every ``POLL_SECONDS`` and on every change of tab.
+ipywidgets is imported here only, when a panel is built.
 
 Widgets live in ipywidgets' registry (and the front-end) until closed, so the panel closes
 the rows it replaces on every redraw (``widget_tree``), and ``close()`` closes the whole
@@ -42,14 +44,18 @@ if TYPE_CHECKING:
 TAB_TITLES = ("Profile", "Facts", "Preview", "Pending", "History", "Recall")
 PENDING_TAB = TAB_TITLES.index("Pending")
 ALL = "all"  # the Category filter's "no filter" (ipywidgets 8 shows a None value as blank)
+POLL_SECONDS = 2.0  # how often a panel looks whether another process changed memory.json
 
 
 class MemoryPanel:
     """An ipywidgets view of one ``Memory``; display it, or return it from a cell."""
 
-    def __init__(self, memory: Memory, *, history_limit: int = 50) -> None:
+    def __init__(
+        self, memory: Memory, *, history_limit: int = 50, poll_seconds: float = POLL_SECONDS
+    ) -> None:
         self.memory = memory
         self.history_limit = history_limit
+        self._seen: tuple[int, int, int] | None = None  # memory.json as last drawn
         self._lock = threading.RLock()  # folds refresh from the queue's worker thread
         self._draws = 0  # redraws so far: an action that changed memory has redrawn already
         self.closed = False
@@ -159,6 +165,7 @@ class MemoryPanel:
         )
         self._subscribe()
         self.refresh()
+        self._watch(poll_seconds)
 
     # -- display ---------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -179,12 +186,45 @@ class MemoryPanel:
         self._unsubscribe = self.memory.on_change(on_change)
         weakref.finalize(self, self._unsubscribe)
 
+    def _watch(self, seconds: float) -> None:
+        """Follow changes other processes make (the inspector's edits, another kernel's
+        folds): every ``seconds``, a ``stat`` of memory.json, and a redraw when it is not
+        the file last drawn. The thread holds the panel weakly and ends with it."""
+        ref = weakref.ref(self)
+        self._stop = threading.Event()
+        stop = self._stop
+
+        def watch() -> None:
+            while not stop.wait(seconds):
+                panel = ref()
+                if panel is None or panel.closed:
+                    return
+                panel.refresh_if_changed()
+                del panel
+
+        threading.Thread(target=watch, name="deerflow-nb-panel-watch", daemon=True).start()
+
+    def _file_state(self) -> tuple[int, int, int] | None:
+        try:
+            st = self.memory.path.stat()
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def refresh_if_changed(self) -> bool:
+        """Redraw when memory.json is not the file the panel last drew; True if it did."""
+        if self._file_state() == self._seen:
+            return False
+        self.refresh()
+        return True
+
     def close(self) -> None:
         """Stop following memory and close every widget of the panel (its view goes blank)."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
+            self._stop.set()
             self._unsubscribe()
             close_tree(self.widget)
 
@@ -195,6 +235,7 @@ class MemoryPanel:
             if self.closed:
                 return
             self._draws += 1
+            self._seen = self._file_state()  # before reading: a write in between shows next
             try:
                 data = self.memory.data
             except MemoryFileError as exc:  # a damaged memory.json: say so, keep the rest
@@ -375,9 +416,11 @@ class MemoryPanel:
         self.confirm_text.value = ""
 
     def _on_tab(self, _: Any) -> None:
-        """A new tab starts with no word about what was done in another."""
+        """A new tab starts with no word about what was done in another, and shows memory
+        as it is now (another process may have changed it since the last poll)."""
         self.message.value = ""
         self._hide_confirm()
+        self.refresh_if_changed()
 
     def _edit_selected(self) -> str:
         ids = self.selected_fact_ids()

@@ -21,7 +21,7 @@ from .words import content_words, first_sentence, key_terms, message_text
 
 PREFIX = "(offline model) "
 SUMMARY_MAX_TOKENS = 300
-TOOL_RESULT_MAX_TOKENS = 300
+TOOL_RESULT_MAX_TOKENS = 600  # a 10-column DataFrame head with its dtypes fits whole
 SUMMARY_TAG = "<conversation_to_summarize>"
 _MEMORY_RE = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)
 # A fact line of the block: ``- text``, or a date with the one fact of its group
@@ -80,8 +80,26 @@ def answer_from_tools(messages: list[dict[str, Any]]) -> str:
     for message in results:
         name = names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
         text = message_text(message).strip().removeprefix(PREFIX)
-        lines.append(_result_item(name, truncate_to_tokens(text, TOOL_RESULT_MAX_TOKENS)))
+        lines.append(_result_item(name, whole_lines(text, TOOL_RESULT_MAX_TOKENS)))
     return "\n".join(lines)
+
+
+def whole_lines(text: str, max_tokens: int) -> str:
+    """The lines of ``text`` that fit in ``max_tokens``, each whole (a table is never cut
+    mid-row), and ``… (N more lines)`` for the rest; a first line too long for the budget
+    alone is cut at a token."""
+    if count_tokens(text) <= max_tokens:
+        return text
+    lines = text.split("\n")
+    kept: list[str] = []
+    for line in lines:
+        more = f"… ({len(lines) - len(kept) - 1} more lines)"
+        if count_tokens("\n".join([*kept, line, more])) > max_tokens:
+            break
+        kept.append(line)
+    if not kept:
+        return truncate_to_tokens(text, max_tokens)
+    return "\n".join([*kept, f"… ({len(lines) - len(kept)} more lines)"])
 
 
 def _result_item(name: str, text: str) -> str:

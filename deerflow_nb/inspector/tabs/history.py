@@ -11,10 +11,16 @@ from .markup import plain, table, time_column
 
 CHART_HEIGHT = 360  # the confidence chart's plot area, axis and legend not counted
 LEGEND_MAX = 15  # facts named in the legend; more are told apart by tooltip and picker
+PALETTE = "tableau20"  # 20 colours: the facts a legend names never share one
 _MIN_SPAN_MS = 10 * 60 * 1000  # a time axis spans at least ten minutes
 
 
-def time_axis(times: Any) -> Any:
+def _span_ms(times: Any) -> float:
+    valid = times.dropna()
+    return (valid.max() - valid.min()).total_seconds() * 1000 if not valid.empty else 0.0
+
+
+def time_axis(times: Any, field: str = "ts") -> Any:
     """The time axis of a chart: UTC on a 24-hour clock, the date added when the data
     spans more than a day, and at least ten minutes wide (a demo's events, seconds apart,
     would otherwise get ticks every few milliseconds)."""
@@ -22,7 +28,7 @@ def time_axis(times: Any) -> Any:
 
     valid = times.dropna()
     if valid.empty:
-        return alt.X("ts:T", title="time (UTC)")
+        return alt.X(f"{field}:T", title="time (UTC)")
     low, high = valid.min(), valid.max()
     pad = max(pd_timedelta(0), pd_timedelta(_MIN_SPAN_MS) - (high - low)) / 2
     spec = "%H:%M" if (high - low).total_seconds() < 86_400 else "%Y-%m-%d %H:%M"
@@ -37,7 +43,7 @@ def time_axis(times: Any) -> Any:
     # The label is written by ``utcFormat`` itself: Streamlit's renderer ignores an axis
     # ``format`` whose ``formatType`` is "utc" and falls back to a 12-hour clock.
     return alt.X(
-        "ts:T",
+        f"{field}:T",
         title="time (UTC)",
         scale=alt.Scale(type="utc", domain=[point(low - pad), point(high + pad)], nice=False),
         axis=alt.Axis(
@@ -91,11 +97,20 @@ def history_page(db: Any) -> None:
             if named <= LEGEND_MAX
             else None
         )
-        base = alt.Chart(df).encode(
-            x=time_axis(df["ts"]),
-            xOffset=alt.XOffset("offset:Q", scale=None),
-            y=alt.Y("confidence:Q", scale=alt.Scale(domain=[0, 1]), title="confidence"),
-            color=alt.Color("fact:N", legend=legend),
+        # Points of one minute and confidence sit side by side, ``offset`` pixels apart: the
+        # time moves by that many pixels' worth of the axis (``width`` is the plot's), so
+        # an addition and a removal never overlap into a shape the legend lacks.
+        span = max(_MIN_SPAN_MS, _span_ms(df["ts"]))  # the axis's width, in ms
+        base = (
+            alt.Chart(df)
+            .transform_calculate(
+                shown_ts=f"time(toDate(datum.ts)) + datum.offset * {span} / max(width, 1)"
+            )
+            .encode(
+                x=time_axis(df["ts"], field="shown_ts"),
+                y=alt.Y("confidence:Q", scale=alt.Scale(domain=[0, 1]), title="confidence"),
+                color=alt.Color("fact:N", legend=legend, scale=alt.Scale(scheme=PALETTE)),
+            )
         )
         marks = base.mark_point(
             filled=True, size=110, opacity=0.95, stroke="white", strokeWidth=1

@@ -74,20 +74,25 @@ def event_kind(event: Mapping[str, Any]) -> str:
 def describe_event(event: Mapping[str, Any]) -> str:
     """What changed, in a few words: old → new content, or the content touched."""
     old, new = event.get("old_content"), event.get("new_content")
+    details = event.get("details")
+    details = details if isinstance(details, Mapping) else {}
+    moved = ""
+    if "old_category" in details and details["old_category"] != details.get("category"):
+        moved = f" (category {details['old_category']} → {details.get('category')})"
     if old and new and old != new:
-        return f"{old} → {new}"
+        return f"{old} → {new}{moved}"
     text = new or old or ""
     oc, nc = event.get("old_confidence"), event.get("new_confidence")
     if oc is not None and nc is not None and oc != nc:
         text = f"{text} ({oc:.2f} → {nc:.2f})"
-    details = event.get("details")
-    if isinstance(details, Mapping):  # issue 20: why it went, and where merges came from
-        if details.get("merged_from"):
-            text = f"{text} (merged from {', '.join(map(str, details['merged_from']))})"
-        elif details.get("merged_into"):
-            text = f"{old} (merged into {details['merged_into']})"
-        elif details.get("reason"):
-            text = f"{text} ({details['reason']})"
+    text += moved
+    # issue 20: why it went, and where merges came from
+    if details.get("merged_from"):
+        text = f"{text} (merged from {', '.join(map(str, details['merged_from']))})"
+    elif details.get("merged_into"):
+        text = f"{old} (merged into {details['merged_into']})"
+    elif details.get("reason"):
+        text = f"{text} ({details['reason']})"
     return str(text)
 
 
@@ -138,6 +143,10 @@ class DiffView(View):
                     "new_content": new.get("content"),
                     "old_confidence": old.get("confidence"),
                     "new_confidence": new.get("confidence"),
+                    "details": {
+                        "old_category": old.get("category"),
+                        "category": new.get("category"),
+                    },
                 }
             )
             rows.append(("changed", str(change.get("id", "")), short(detail, 90)))

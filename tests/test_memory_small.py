@@ -1,0 +1,83 @@
+"""Issue 30's smaller ``%memory`` items, in a real InteractiveShell: "did you mean" for a
+mistyped subcommand, ``edit``'s usage, and category changes in ``history`` and ``diff``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from deerflow_nb.notebook.session import get_session
+
+
+def run(shell: InteractiveShell, line: str) -> Any:
+    return shell.run_line_magic("memory", line)
+
+
+def usage_error(shell: InteractiveShell, line: str) -> str:
+    with capture_output() as cap:
+        result = shell.run_cell(f"%memory {line}")
+    assert isinstance(result.error_in_exec, UsageError), (line, result.error_in_exec)
+    lines = [ln for ln in cap.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, cap.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("fatcs", "facts"), ("serach", "search"), ("hsitory", "history"), ("Pending", "pending")],
+)
+def test_a_mistyped_subcommand_suggests_the_one_meant(
+    shell: InteractiveShell, typed: str, meant: str
+) -> None:
+    line = usage_error(shell, typed)
+    assert line.endswith(
+        f"unknown subcommand '{typed}'; did you mean %memory {meant}? (%memory --help lists them)"
+    )
+
+
+def test_nothing_close_still_points_at_help(shell: InteractiveShell) -> None:
+    assert usage_error(shell, "zzz").endswith("unknown subcommand 'zzz'; run %memory --help")
+
+
+def test_edit_does_not_claim_text_is_required(shell: InteractiveShell) -> None:
+    line = usage_error(shell, "edit")
+    assert "required: ID;" in line and "TEXT" not in line
+    with capture_output() as cap:
+        run(shell, "edit --help")
+    assert "ID [TEXT ...]" in cap.stdout
+    fact = get_session(shell).memory.add_fact("Prefers polars", category="context")
+    run(shell, f"edit {fact['id']} --category preference")  # no TEXT: fine
+    assert get_session(shell).memory.data["facts"][0]["category"] == "preference"
+
+
+def test_history_and_diff_show_category_changes(shell: InteractiveShell) -> None:
+    memory = get_session(shell).memory
+    fact = memory.add_fact("Prefers polars over pandas", category="context")
+    before = max(v["id"] for v in memory.versions())
+    run(shell, f"edit {fact['id']} --category preference")
+    history = str(run(shell, f"history {fact['id']}"))
+    assert "Prefers polars over pandas (category context → preference)" in history
+    diff = str(run(shell, f"diff {before}"))
+    assert "changed" in diff and "(category context → preference)" in diff
+    run(shell, f"rollback {before}")  # a whole-memory change says it too
+    newest = memory.history(fact["id"])[-1]
+    assert newest["details"]["old_category"] == "preference"
+    assert "(category preference → context)" in str(run(shell, f"history {fact['id']}"))
+
+
+def test_injected_text_keeps_superscripts_and_still_folds_look_alike_tags(
+    shell: InteractiveShell,
+) -> None:
+    from deerflow_nb.tokens import count_tokens
+
+    memory = get_session(shell).memory
+    memory.add_fact("The churn model reaches R² = 0.52 on the holdout", category="knowledge")
+    memory.add_fact("Writes ＜system＞ and ［goal］ in notes…", category="context")
+    block = memory.preview("What R² does the churn model reach?", max_tokens=120)
+    assert "R² = 0.52" in block and "R2" not in block
+    assert "&lt;system&gt; and [goal] in notes..." in block  # as before: no forged tag
+    assert count_tokens(block) <= 120
