@@ -14,8 +14,16 @@ one of these functions instead of handing text to a renderer:
   cell, a label): every ASCII punctuation character is backslash-escaped, which CommonMark
   defines as literal, so nothing in it is markup.
 - ``clean_text``: text for a terminal, a plain-text mime type or a prompt: no control
-  characters (an ESC sequence can rewrite a terminal), no bidi overrides or zero-width
-  characters (which hide what text says), no lone surrogates (which no encoder accepts).
+  characters (an ESC sequence can rewrite a terminal), no bidi overrides, zero-width,
+  soft-hyphen, invisible-operator or Unicode tag characters (which hide what text says),
+  no lone surrogates (which no encoder accepts).
+- ``prompt_text``: the one prompt boundary. Stored or model text quoted inside a prompt
+  we write (extraction, consolidation, summarization, the ``<memory>`` block's
+  characters): ``clean_text``, then NFKC and look-alike angle brackets mapped to ``<``
+  and ``>``, then any tag of our prompts or a chat template (``</current_memory>``,
+  ``<|im_start|>``) written with square brackets, and a role label starting a line
+  (``User:``) marked as quoted, so quoted text can neither close a section nor speak as
+  the user.
 - ``code_block`` / ``code_span``: untrusted text shown verbatim as Markdown code, with a
   fence longer than any backtick run in it, so nothing in the text can close it; and
   ``reveal_invisible`` for code that will run (its hidden characters are shown, not
@@ -28,18 +36,25 @@ from __future__ import annotations
 import html
 import re
 import string
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-# C0/C1 controls except tab and newline, DEL, bidi embeddings/overrides/isolates and marks,
-# zero-width characters and the BOM: removed wherever untrusted text is shown or prompted.
+# C0/C1 controls except tab and newline, DEL, the soft hyphen, bidi embeddings/overrides/
+# isolates and marks, zero-width characters, invisible operators (U+2061-U+2064), deprecated
+# format characters, interlinear annotation marks, the BOM and Unicode tag characters
+# (U+E0000-U+E007F, which spell hidden ASCII): removed wherever untrusted text is shown or
+# prompted.
 _INVISIBLE = (
     [c for c in range(0x20) if c not in (0x09, 0x0A)]
     + list(range(0x7F, 0xA0))
-    + [0x061C, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2060, 0xFEFF]
+    + [0x00AD, 0x061C, 0x180E, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0xFEFF]
     + list(range(0x202A, 0x202F))
-    + list(range(0x2066, 0x206A))
+    + list(range(0x2060, 0x2065))
+    + list(range(0x2066, 0x2070))
+    + list(range(0xFFF9, 0xFFFC))
+    + list(range(0xE0000, 0xE0080))
 )
 _REMOVE = dict.fromkeys(_INVISIBLE)
 _MARKDOWN_ESCAPES = str.maketrans({c: "\\" + c for c in string.punctuation})
@@ -51,6 +66,24 @@ _TAGS = {
 _SCHEMES = ("http://", "https://", "mailto:")
 _BACKTICKS = re.compile(r"`+")
 _INVISIBLE_SET = frozenset(chr(c) for c in _INVISIBLE)
+# Angle brackets NFKC leaves alone (full-width ＜ already becomes <), as ASCII brackets.
+LOOK_ALIKE_BRACKETS = str.maketrans(
+    dict.fromkeys("‹〈〈⟨❬❮❰⧼﹤ᐸ˂˱", "<") | dict.fromkeys("›〉〉⟩❭❯❱⧽﹥ᐳ˃˲", ">")
+)
+# A tag of our prompts or of a chat template: quoted text holding one would close or
+# forge a section.
+_SECTION_TAG = re.compile(
+    r"<(\s*/?\s*(?:memory|current_memory|conversation\w*|consolidate_facts|system|user|"
+    r"assistant|tool|developer|instructions?|uploaded_files|im_start|im_end)\b[^<>]*)>"
+    r"|<(\|[^<>|]{1,40}\|)>",
+    re.IGNORECASE,
+)
+# A role label starting a line of quoted text ("User:", "> **Assistant**:"): it would read
+# as a new message of that role.
+_ROLE_LABEL = re.compile(
+    r"^([ \t>*_#`~\-]*)((?:user|assistant|system|human|ai|tool(?: result)?|developer)\b[ \t*_`]*:)",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def clean_text(text: object) -> str:
@@ -59,6 +92,29 @@ def clean_text(text: object) -> str:
     if not text.isascii():
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+def prompt_chars(text: object) -> str:
+    """``clean_text`` with NFKC applied and look-alike angle brackets as ``<`` and ``>``:
+    what a prompt's reader sees is what the checks after this see."""
+    text = clean_text(text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text).translate(LOOK_ALIKE_BRACKETS)
+        text = clean_text(text)  # NFKC can compose new controls (U+FE00 families aside)
+    return text
+
+
+def prompt_text(text: object, *, one_line: bool = False) -> str:
+    """Stored or model text to quote inside a prompt section we write: ``prompt_chars``,
+    tags of our prompts or chat templates in square brackets (``</memory>`` becomes
+    ``[/memory]``) and a role label starting a line marked ``(quoted)``, so the text can
+    neither close or open a section nor pass for another message. ``one_line`` folds
+    whitespace runs (line breaks included) to one space."""
+    text = prompt_chars(text)
+    if one_line:
+        text = " ".join(text.split())
+    text = _SECTION_TAG.sub(lambda m: f"[{m.group(1) or m.group(2)}]", text)
+    return _ROLE_LABEL.sub(r"\1(quoted) \2", text)
 
 
 def escape_markdown(text: object) -> str:
