@@ -66,6 +66,9 @@ _TAGS = {
 _SCHEMES = ("http://", "https://", "mailto:")
 _BACKTICKS = re.compile(r"`+")
 _INVISIBLE_SET = frozenset(chr(c) for c in _INVISIBLE)
+# Blanks that can push code out of sight in a code view: 24 or more after something on a
+# line, 40 or more leading one (deeper than any real indentation).
+_OFF_SCREEN = re.compile(r"(?m)(?:(?<=\S)[ \t]{24,}|^[ \t]{40,})(?=\S)")
 # Angle brackets NFKC leaves alone (full-width ＜ already becomes <), as ASCII brackets.
 LOOK_ALIKE_BRACKETS = str.maketrans(
     dict.fromkeys("‹〈〈⟨❬❮❰⧼﹤ᐸ˂˱", "<") | dict.fromkeys("›〉〉⟩❭❯❱⧽﹥ᐳ˃˲", ">")
@@ -128,12 +131,24 @@ def escape_html(text: object) -> str:
 
 
 def reveal_invisible(text: object) -> str:
-    """``text`` with each character ``clean_text`` would drop written as ``<U+XXXX>``
-    (carriage returns included), so code shown before it runs hides nothing."""
+    """``text`` with each character ``clean_text`` would drop (carriage returns and Unicode
+    tag characters included) and each Unicode space but the plain one written as
+    ``<U+XXXX>``, and a run of blanks that could push code off-screen (``_OFF_SCREEN``)
+    written as ``<N blanks>``, so code shown before it runs hides nothing."""
     text = str(text)
     if not text.isascii():
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return "".join(f"<U+{ord(c):04X}>" if c in _INVISIBLE_SET else c for c in text)
+        text = "".join(
+            f"<U+{ord(c):04X}>" if c in _INVISIBLE_SET or _odd_space(c) else c for c in text
+        )
+    elif not text.isprintable():
+        text = "".join(f"<U+{ord(c):04X}>" if c in _INVISIBLE_SET else c for c in text)
+    return _OFF_SCREEN.sub(lambda m: f"<{len(m.group(0))} blanks>", text)
+
+
+def _odd_space(char: str) -> bool:
+    """A space other than the ASCII one, tab and newline (NBSP, U+2000-U+200A, U+3000…)."""
+    return char.isspace() and char not in " \t\n\r\x0b\x0c"
 
 
 def _fence_for(text: str, minimum: int) -> str:
