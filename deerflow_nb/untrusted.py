@@ -41,6 +41,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from .schema.constants import PROMPT_TAG_NAMES
+
 # C0/C1 controls except tab and newline, DEL, the soft hyphen, bidi embeddings/overrides/
 # isolates and marks, zero-width characters, invisible operators (U+2061-U+2064), deprecated
 # format characters, interlinear annotation marks, the BOM and Unicode tag characters
@@ -76,10 +78,7 @@ LOOK_ALIKE_BRACKETS = str.maketrans(
 # A tag of our prompts or of a chat template: quoted text holding one would close or
 # forge a section.
 _SECTION_TAG = re.compile(
-    r"<(\s*/?\s*(?:memory|current_memory|conversation\w*|consolidate_facts|system|user|"
-    r"assistant|tool|developer|instructions?|uploaded_files|im_start|im_end)\b[^<>]*)>"
-    r"|<(\|[^<>|]{1,40}\|)>",
-    re.IGNORECASE,
+    rf"<(\s*/?\s*{PROMPT_TAG_NAMES}\b[^<>]*)>|<(\|[^<>|]{{1,40}}\|)>", re.IGNORECASE
 )
 # A role label starting a line of quoted text ("User:", "> **Assistant**:"): it would read
 # as a new message of that role.

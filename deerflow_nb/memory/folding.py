@@ -30,6 +30,7 @@ from . import queue
 from .extraction import ExtractionError, build_messages, parse
 from .filter import filter_messages, is_foldable
 from .ledger import Changed, Ledger
+from .reply_limits import check_holdable
 from .reports import ApplyReport, FlushReport, changes_anything
 from .review import Review, propose
 from .rules import Rules
@@ -258,6 +259,7 @@ class Folding:
 
             model = get_chat_model(self._settings_until(deadline), self.settings.memory_model_name)
             reply = model.chat(messages, json_mode=True)
+            check_holdable(reply.content)
             diff = parse(reply.content, handles)
             outcome = self.apply(diff, thread_id, lambda db: self._finish_fold(db, row))
         except Exception as exc:  # any failure keeps the row for a bounded retry
