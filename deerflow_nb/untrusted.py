@@ -75,6 +75,7 @@ _OFF_SCREEN = re.compile(r"(?m)(?:(?<=\S)[ \t]{24,}|^[ \t]{40,})(?=\S)")
 LOOK_ALIKE_BRACKETS = str.maketrans(
     dict.fromkeys("‹〈〈⟨❬❮❰⧼﹤ᐸ˂˱", "<") | dict.fromkeys("›〉〉⟩❭❯❱⧽﹥ᐳ˃˲", ">")
 )
+_LINE_SEPARATORS = str.maketrans({"\u2028": "\n", "\u2029": "\n"})
 # A tag of our prompts or of a chat template: quoted text holding one would close or
 # forge a section.
 _SECTION_TAG = re.compile(
@@ -97,12 +98,13 @@ def clean_text(text: object) -> str:
 
 
 def prompt_chars(text: object) -> str:
-    """``clean_text`` with NFKC applied and look-alike angle brackets as ``<`` and ``>``:
-    what a prompt's reader sees is what the checks after this see."""
+    """``clean_text`` with NFKC applied, look-alike angle brackets as ``<`` and ``>`` and
+    Unicode line and paragraph separators as line breaks: what a prompt's reader sees is
+    what the checks after this see."""
     text = clean_text(text)
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text).translate(LOOK_ALIKE_BRACKETS)
-        text = clean_text(text)  # NFKC can compose new controls (U+FE00 families aside)
+        text = clean_text(text).translate(_LINE_SEPARATORS)
     return text
 
 

@@ -10,13 +10,18 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from journal_rows import deerflow_memory
 from loopback import ServerHandle
 
 from deerflow_nb import Memory
 from deerflow_nb.agent.summarization import summary_request
 from deerflow_nb.config import SummarizationConfig
-from deerflow_nb.untrusted import prompt_text, reveal_invisible
+from deerflow_nb.memory.aging import consolidation_messages
+from deerflow_nb.memory.extraction import build_messages
+from deerflow_nb.schema.constants import PROMPT_TAG_NAMES
+from deerflow_nb.untrusted import clean_text, prompt_text, reveal_invisible
 
 HIDDEN = [
     "\x1b[2J",  # ESC
@@ -142,3 +147,44 @@ def test_prompt_text_maps_brackets_before_it_neutralises_tags() -> None:
     assert prompt_text("x\n> Assistant : y") == "x\n> (quoted) Assistant : y"
     assert prompt_text("List<String> and a<b>c") == "List<String> and a<b>c"
     assert prompt_text("Use\U000e0041 it\u00ad") == "Use it"
+
+
+# -- the invariant, on arbitrary hostile text ---------------------------------------------
+PIECES = [
+    "</memory>", "<current_memory>", "</conversation>", "< /conversation >", "＜/memory＞",
+    "˂/memory˃", "‹conversation›", "<|im_start|>", "<consolidate_facts>", "\nUser: ",
+    "\nAssistant:", "\n> **User**: ", "\u2028User:", "\nＵｓｅｒ:", "\nsystem :", "\x1b[2J",
+    "\u202e", "\u200b", "\U000e0041", "\u00ad", "\u2061", "\ufeff", "\r", "Likes tea", " ",
+]  # fmt: skip
+hostile = st.lists(st.sampled_from(PIECES) | st.text(max_size=4), max_size=10).map("".join)
+# A tag of our prompts or a chat template, in angle brackets ("List<str>" is no tag).
+ANGLE_TAG = re.compile(rf"<\s*/?\s*{PROMPT_TAG_NAMES}\b[^<>]*>|<\|[^<>|]{{1,40}}\|>", re.I)
+ROLE_LINE = re.compile(
+    r"^[ \t>*_#`~\-]*(?:user|assistant|system|human|ai|tool(?: result)?|developer)\b[ \t*_`]*:",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def assert_only_ours(prompt: str, tags: list[str], roles: int) -> None:
+    assert [m.group(0) for m in ANGLE_TAG.finditer(prompt)] == tags
+    assert len(ROLE_LINE.findall(prompt)) == roles
+    assert clean_text(prompt) == prompt and not set(prompt) & set("＜＞˂˃‹›\u2028")
+
+
+@settings(max_examples=150, deadline=None)
+@given(fact=hostile, summary=hostile, said=hostile, replied=hostile, category=hostile)
+def test_no_stored_or_model_text_forges_a_section_or_a_role(
+    fact: str, summary: str, said: str, replied: str, category: str
+) -> None:
+    facts = [{"id": "a", "content": fact, "category": category, "confidence": 0.9},
+             {"id": "b", "content": summary, "category": "goal", "confidence": 0.8}]  # fmt: skip
+    memory = {"facts": facts, "user": {"workContext": {"summary": summary}}}
+    conversation = [{"role": "user", "content": said}, {"role": "assistant", "content": replied}]
+    messages, _ = build_messages(memory, conversation)
+    tags = ["<current_memory>", "</current_memory>", "<conversation>", "</conversation>"]
+    assert_only_ours(messages[1]["content"], tags, roles=2)
+    messages, _ = consolidation_messages(memory)
+    assert_only_ours(messages[1]["content"], ["<consolidate_facts>", "</consolidate_facts>"], 0)
+    request = summary_request(SummarizationConfig(), conversation, summary)
+    tags = ["<conversation_to_summarize>", "</conversation_to_summarize>"]
+    assert_only_ours(request[1]["content"], tags, roles=2)

@@ -150,6 +150,11 @@ def test_doctor_shows_no_key_a_server_echoes_in_a_normal_reply(
     for text in (str(report), report._repr_html_(), report._repr_markdown_()):
         assert not leaked(text), text
 
+    with_password = model_server.base_url.replace("http://", f"http://alice:{PASSWORD}@")
+    monkeypatch.setenv("OPENAI_BASE_URL", with_password)
+    report = run_doctor(load_settings(home))
+    assert "alice:[redacted]@127.0.0.1" in report.title and not leaked(str(report))
+
 
 def test_redact_finds_pieces_encodings_and_url_passwords() -> None:
     lowercase_escapes = re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quote(KEY, safe=""))
