@@ -5,6 +5,7 @@ Checked on the prompts a real model server receives over HTTP."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from journal_rows import deerflow_memory
 from loopback import ServerHandle
 
+import deerflow_nb
 from deerflow_nb import Memory
 from deerflow_nb.agent.summarization import summary_request
 from deerflow_nb.config import SummarizationConfig
@@ -188,3 +190,44 @@ def test_no_stored_or_model_text_forges_a_section_or_a_role(
     request = summary_request(SummarizationConfig(), conversation, summary)
     tags = ["<conversation_to_summarize>", "</conversation_to_summarize>"]
     assert_only_ours(request[1]["content"], tags, roles=2)
+
+
+# -- one door: every module that writes a section around text uses the boundary -------------
+SECTION = re.compile(r"</?(?:memory|current_memory|conversation\w*|consolidate_facts)>")
+PACKAGE = Path(deerflow_nb.__file__).parent
+
+
+def _literal(value: ast.expr) -> str:
+    """An f-string's piece as the scan reads it: text as is, a ``*_TAG`` constant as a
+    section name, anything else as ``{}``."""
+    if isinstance(value, ast.Constant):
+        return str(value.value)
+    inner = value.value if isinstance(value, ast.FormattedValue) else value
+    return "memory" if isinstance(inner, ast.Name) and inner.id.endswith("_TAG") else "{}"
+
+
+def sections_around_text(source: str) -> list[int]:
+    """Lines of f-strings that write a prompt section tag (text goes between the tags)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.JoinedStr)
+        and SECTION.search("".join(_literal(v) for v in node.values))
+    ]
+
+
+def test_every_prompt_section_is_written_through_the_boundary() -> None:
+    """A module that writes a section tag around text in an f-string calls the prompt
+    boundary (``prompt_text``, or ``prompt_chars`` under the block's own escaping); the
+    offline model only reads prompts."""
+    writers = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        source = path.read_text(encoding="utf-8")
+        if relative.startswith("offline/") or not sections_around_text(source):
+            continue
+        writers[relative] = bool(re.search(r"\bprompt_(?:text|chars)\(", source))
+    assert {"memory/extraction.py", "memory/aging.py", "agent/summarization.py",
+            "agent/loop.py"} <= set(writers)  # fmt: skip
+    assert all(writers.values()), writers
+    assert sections_around_text('f"<memory>{x}</memory>"') == [1]  # the scan finds one
