@@ -8,10 +8,11 @@
 - ``redact`` removes API keys from text that may echo them (a server's error message
   quoting the ``Authorization`` header, say) before it reaches a cell, a traceback,
   ``last_error``, the journal or ``doctor``: the one redaction boundary. It knows every
-  key the process was configured with (``remember_secret``, and the ``*_API_KEY``
-  variables of the environment), finds any piece of one 8 characters or longer, plain
-  or URL-encoded, and hides the password of a ``user:pass@host`` URL. Redact first, cut
-  to length after: a cut key is no longer the key it searches for.
+  key the process was configured with (``remember_secret``, and the environment's
+  ``*_API_KEY``, ``*_TOKEN`` and ``*_SECRET`` variables), finds any piece of one 8
+  characters or longer, plain or URL-encoded, and hides the password of a
+  ``user:pass@host`` URL. Redact first, cut to length after: a cut key is no longer the
+  key it searches for.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def remember_secret(value: str | None) -> None:
 
 
 def known_secrets() -> list[str]:
-    """The remembered keys and the values of the environment's ``*_API_KEY`` variables."""
+    """The remembered keys and the values of the environment's ``*_API_KEY``,
+    ``*_TOKEN`` and ``*_SECRET`` variables."""
     env = [v for k, v in os.environ.items() if _KEY_ENV.search(k) and len(v) >= _MIN_KEY]
     with _known_lock:
         return sorted(_known.union(env))

@@ -236,7 +236,7 @@ class OpenAIChatModel(ChatModel):
         if self._api_key != PLACEHOLDER_KEY:
             remember_secret(self._api_key)
         remember_secret(self.base_url)  # the password of a user:pass@ URL
-        return ModelError(redact(str(self._describe(exc, model))))
+        return ModelError(str(self._describe(exc, model)))  # ModelError redacts its message
 
     def _describe(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:
         import openai
