@@ -248,6 +248,10 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
             except ConfigError as exc:
                 raise ConfigError(f"{path}: {exc}") from None
     _apply_env(settings)
+    from .scrub import remember_secret
+
+    remember_secret(settings.model.api_key)  # redact hides it wherever it is echoed
+    remember_secret(settings.model.base_url)  # the password of a user:pass@ URL
     return settings
 
 

@@ -14,8 +14,16 @@ one of these functions instead of handing text to a renderer:
   cell, a label): every ASCII punctuation character is backslash-escaped, which CommonMark
   defines as literal, so nothing in it is markup.
 - ``clean_text``: text for a terminal, a plain-text mime type or a prompt: no control
-  characters (an ESC sequence can rewrite a terminal), no bidi overrides or zero-width
-  characters (which hide what text says), no lone surrogates (which no encoder accepts).
+  characters (an ESC sequence can rewrite a terminal), no bidi overrides, zero-width,
+  soft-hyphen, invisible-operator or Unicode tag characters (which hide what text says),
+  no lone surrogates (which no encoder accepts).
+- ``prompt_text``: the one prompt boundary. Stored or model text quoted inside a prompt
+  we write (extraction, consolidation, summarization, the ``<memory>`` block's
+  characters): ``clean_text``, then NFKC and look-alike angle brackets mapped to ``<``
+  and ``>``, then any tag of our prompts or a chat template (``</current_memory>``,
+  ``<|im_start|>``) written with square brackets, and a role label starting a line
+  (``User:``) marked as quoted, so quoted text can neither close a section nor speak as
+  the user.
 - ``code_block`` / ``code_span``: untrusted text shown verbatim as Markdown code, with a
   fence longer than any backtick run in it, so nothing in the text can close it; and
   ``reveal_invisible`` for code that will run (its hidden characters are shown, not
@@ -28,18 +36,27 @@ from __future__ import annotations
 import html
 import re
 import string
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-# C0/C1 controls except tab and newline, DEL, bidi embeddings/overrides/isolates and marks,
-# zero-width characters and the BOM: removed wherever untrusted text is shown or prompted.
+from .schema.constants import PROMPT_TAG_NAMES
+
+# C0/C1 controls except tab and newline, DEL, the soft hyphen, bidi embeddings/overrides/
+# isolates and marks, zero-width characters, invisible operators (U+2061-U+2064), deprecated
+# format characters, interlinear annotation marks, the BOM and Unicode tag characters
+# (U+E0000-U+E007F, which spell hidden ASCII): removed wherever untrusted text is shown or
+# prompted.
 _INVISIBLE = (
     [c for c in range(0x20) if c not in (0x09, 0x0A)]
     + list(range(0x7F, 0xA0))
-    + [0x061C, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2060, 0xFEFF]
+    + [0x00AD, 0x061C, 0x180E, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0xFEFF]
     + list(range(0x202A, 0x202F))
-    + list(range(0x2066, 0x206A))
+    + list(range(0x2060, 0x2065))
+    + list(range(0x2066, 0x2070))
+    + list(range(0xFFF9, 0xFFFC))
+    + list(range(0xE0000, 0xE0080))
 )
 _REMOVE = dict.fromkeys(_INVISIBLE)
 _MARKDOWN_ESCAPES = str.maketrans({c: "\\" + c for c in string.punctuation})
@@ -54,6 +71,43 @@ _INVISIBLE_SET = frozenset(chr(c) for c in _INVISIBLE)
 # JupyterLab's output area wraps <pre> with ``word-break: break-all`` ("di/abetic", a
 # DataFrame row torn in two): the code inside our <pre> keeps its lines (the pre scrolls).
 _PRE_CODE = '<pre><code style="white-space: pre; word-break: normal; overflow-wrap: normal"'
+# Blanks that can push code out of sight in a code view: 24 or more after something on a
+# line, 40 or more leading one (deeper than any real indentation).
+_OFF_SCREEN = re.compile(r"(?m)(?:(?<=\S)[ \t]{24,}|^[ \t]{40,})(?=\S)")
+# Angle brackets NFKC leaves alone (full-width ＜ already becomes <), as ASCII brackets.
+_LOOK_ALIKES = dict.fromkeys("‹〈〈⟨❬❮❰⧼﹤ᐸ˂˱", "<") | dict.fromkeys("›〉〉⟩❭❯❱⧽﹥ᐳ˃˲", ">")
+_FULLWIDTH = range(0xFF01, 0xFF5F)  # ＡＢＣ, ＜／＞: ASCII in wide form
+
+
+class _PromptFolds(dict[int, str]):
+    """``str.translate``'s table, filled as characters come: a look-alike bracket becomes
+    ``<``/``>``, a full-width character its ASCII form, and a compatibility character whose
+    NFKC form holds ASCII punctuation that form (…→..., ［→[), so nothing passes for a tag;
+    every other character stays as written ("R²" stays "R²", not "R2")."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = _LOOK_ALIKES.get(char) or unicodedata.normalize("NFKC", char)
+        punctuation = any(c in string.punctuation for c in folded)
+        if folded != char and code not in _FULLWIDTH and not punctuation:
+            folded = char
+        self[code] = folded
+        return folded
+
+
+_FOLDS = _PromptFolds()
+_LINE_SEPARATORS = str.maketrans({"\u2028": "\n", "\u2029": "\n"})
+# A tag of our prompts or of a chat template: quoted text holding one would close or
+# forge a section.
+_SECTION_TAG = re.compile(
+    rf"<(\s*/?\s*{PROMPT_TAG_NAMES}\b[^<>]*)>|<(\|[^<>|]{{1,40}}\|)>", re.IGNORECASE
+)
+# A role label starting a line of quoted text ("User:", "> **Assistant**:"): it would read
+# as a new message of that role.
+_ROLE_LABEL = re.compile(
+    r"^([ \t>*_#`~\-]*)((?:user|assistant|system|human|ai|tool(?: result)?|developer)\b[ \t*_`]*:)",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def clean_text(text: object) -> str:
@@ -62,6 +116,30 @@ def clean_text(text: object) -> str:
     if not text.isascii():
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+def prompt_chars(text: object) -> str:
+    """``clean_text`` with look-alikes folded (``_PromptFolds``: brackets, full-width and
+    punctuation-bearing compatibility characters) and Unicode line and paragraph separators
+    as line breaks: what a prompt's reader sees is what the checks after this see."""
+    text = clean_text(text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", text).translate(_FOLDS)
+        text = clean_text(text).translate(_LINE_SEPARATORS)
+    return text
+
+
+def prompt_text(text: object, *, one_line: bool = False) -> str:
+    """Stored or model text to quote inside a prompt section we write: ``prompt_chars``,
+    tags of our prompts or chat templates in square brackets (``</memory>`` becomes
+    ``[/memory]``) and a role label starting a line marked ``(quoted)``, so the text can
+    neither close or open a section nor pass for another message. ``one_line`` folds
+    whitespace runs (line breaks included) to one space."""
+    text = prompt_chars(text)
+    if one_line:
+        text = " ".join(text.split())
+    text = _SECTION_TAG.sub(lambda m: f"[{m.group(1) or m.group(2)}]", text)
+    return _ROLE_LABEL.sub(r"\1(quoted) \2", text)
 
 
 def escape_markdown(text: object) -> str:
@@ -75,12 +153,24 @@ def escape_html(text: object) -> str:
 
 
 def reveal_invisible(text: object) -> str:
-    """``text`` with each character ``clean_text`` would drop written as ``<U+XXXX>``
-    (carriage returns included), so code shown before it runs hides nothing."""
+    """``text`` with each character ``clean_text`` would drop (carriage returns and Unicode
+    tag characters included) and each Unicode space but the plain one written as
+    ``<U+XXXX>``, and a run of blanks that could push code off-screen (``_OFF_SCREEN``)
+    written as ``<N blanks>``, so code shown before it runs hides nothing."""
     text = str(text)
     if not text.isascii():
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return "".join(f"<U+{ord(c):04X}>" if c in _INVISIBLE_SET else c for c in text)
+        text = "".join(
+            f"<U+{ord(c):04X}>" if c in _INVISIBLE_SET or _odd_space(c) else c for c in text
+        )
+    elif not text.isprintable():
+        text = "".join(f"<U+{ord(c):04X}>" if c in _INVISIBLE_SET else c for c in text)
+    return _OFF_SCREEN.sub(lambda m: f"<{len(m.group(0))} blanks>", text)
+
+
+def _odd_space(char: str) -> bool:
+    """A space other than the ASCII one, tab and newline (NBSP, U+2000-U+200A, U+3000…)."""
+    return char.isspace() and char not in " \t\n\r\x0b\x0c"
 
 
 def _fence_for(text: str, minimum: int) -> str:

@@ -15,7 +15,8 @@ server sends instead, HTTP 200 and a stream that ends with no chunk). Its handle
   (as llama.cpp's server does when the prompt exceeds its window), or, with ``text=True``,
   after its text but before any ``finish_reason``;
 - ``reply_next(text)``: the next chat reply is ``text``, whatever the offline model says;
-- ``seen_keys``: the bearer key of every request (``None`` when absent).
+- ``seen_keys``: the bearer key of every request (``None`` when absent);
+- ``seen_messages``: the messages of every chat request, in order.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class FaultyServer(OfflineServer):
         self.early_ends: list[bool] = []  # streamed replies to end early
         self.replies: list[str] = []  # chat replies to give instead
         self.seen_keys: list[str | None] = []
+        self.seen_messages: list[list[Any]] = []
 
     def admit(self, handler: OfflineHandler, key: str | None) -> bool:
         super().admit(handler, key)
@@ -101,6 +103,8 @@ class FaultyHandler(OfflineHandler):
     def complete(
         self, request: dict[str, Any], model: str, messages: list[Any]
     ) -> tuple[ChatResult, list[str]] | None:
+        with self.server.lock:
+            self.server.seen_messages.append(messages)
         window = self.server.context_window
         if window is not None and (used := count_message_tokens(messages)) > window:
             if self.server.overflow == "empty" and request.get("stream"):
@@ -167,6 +171,10 @@ class ServerHandle(_ShippedHandle):
     @property
     def seen_keys(self) -> list[str | None]:
         return list(self._httpd.seen_keys)
+
+    @property
+    def seen_messages(self) -> list[list[Any]]:
+        return list(self._httpd.seen_messages)
 
     def fail_next(self, count: int, status: int = 503) -> None:
         """Answer the next ``count`` API requests with ``status`` and an OpenAI error body."""

@@ -206,6 +206,24 @@ def test_run_code_needs_allow_code_and_shows_the_code(shell: InteractiveShell) -
     assert "42" in cap.stdout
 
 
+def test_run_code_shows_tag_characters_and_off_screen_code_before_it_runs(
+    shell: InteractiveShell,
+) -> None:
+    """Unicode tag characters (hidden ASCII) and a statement pushed off-screen by a run of
+    spaces are written out in the code shown, and the code still runs exactly as given."""
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "rm -rf")
+    code = f'_ = "{hidden}"' + " " * 300 + "; pushed_off = True\nif _:\n" + " " * 60 + "shown = 1"
+    body = f"Run this:\n```python\n{code}\n```"
+    result, cap = agent_cell(shell, "--no-memory --allow-code", body)
+    assert result.success and shell.user_ns["pushed_off"] is True
+    (shown,) = [u for u in markdown_updates(cap) if u.startswith("**Running in your kernel")]
+    assert '_ = "<U+E0072><U+E006D><U+E0020>' in shown
+    assert "<300 blanks>; pushed_off = True" in shown and "<60 blanks>shown = 1" in shown
+    assert not any(chr(0xE0000 + ord(c)) in shown for c in "rm -f")
+    page = next(h for h in html_updates(cap) if "Running in your kernel" in h)
+    assert "&lt;300 blanks&gt;; pushed_off" in page and " " * 30 not in page
+
+
 @pytest.mark.usefixtures("ctrl_c_lands")
 def test_ctrl_c_stops_the_turn_cleanly(shell: InteractiveShell) -> None:
     class Trap:

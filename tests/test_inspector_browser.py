@@ -364,3 +364,59 @@ def test_hostile_memory_and_journal_text_stays_inert_in_real_chromium(
     assert not dialogs, dialogs
     assert not hits, f"the beacon was fetched: {hits}"
     assert not elsewhere, f"the page fetched from elsewhere than the inspector: {elsewhere}"
+
+
+@contextmanager
+def framing_page(target: str) -> Iterator[str]:
+    """Another site (``localhost`` on another port, so another origin) whose page frames
+    ``target``, as a clickjacking page would; yields its URL."""
+    body = f'<html><body><iframe id="victim" src="{target}" width="1200" height="800">'
+    body += "</iframe></body></html>"
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_another_site_cannot_frame_the_inspector_in_real_chromium(
+    tmp_path: Path, home: Path
+) -> None:
+    """A framed inspector let two clicks on another site approve a held wipe: Chromium
+    refuses to draw it in the frame (X-Frame-Options / frame-ancestors), so nothing of it
+    is there to click."""
+    from playwright.sync_api import sync_playwright
+
+    seed_dashboard(home)
+    with served_inspector(home, tmp_path) as port, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        target = f"http://127.0.0.1:{port}/"
+        try:
+            page = browser.new_page()
+            with framing_page(target) as attacker:
+                with page.expect_console_message(
+                    lambda m: "frame-ancestors" in m.text or "X-Frame-Options" in m.text,
+                    timeout=60_000,
+                ):
+                    page.goto(attacker, wait_until="domcontentloaded")
+                (frame,) = [f for f in page.frames if f is not page.main_frame]
+                frame.wait_for_url(lambda url: url.startswith("chrome-error:"), timeout=30_000)
+                assert "facts" not in frame.evaluate("() => document.body.innerText")
+        finally:
+            browser.close()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import socket
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,14 @@ from deerflow_nb.inspector.hosts import host_allowed, host_name
 
 def first_line(port: int, host: str | None, path: str, *, upgrade: bool) -> str:
     """The status line the server answers ``GET path`` with, sent with this Host header."""
+    return answer_head(port, host, path, upgrade=upgrade).split("\r\n", 1)[0]
+
+
+def answer_head(
+    port: int, host: str | None, path: str, *, upgrade: bool, origin: str | None = None
+) -> str:
+    """The status line and headers the server answers ``GET path`` with, sent with this
+    Host header (and, for an upgrade, ``origin``, by default the Host's own)."""
     lines = [f"GET {path} HTTP/1.1"]
     if host is not None:
         lines.append(f"Host: {host}")
@@ -32,18 +42,25 @@ def first_line(port: int, host: str | None, path: str, *, upgrade: bool) -> str:
             "Connection: Upgrade",
             f"Sec-WebSocket-Key: {key}",
             "Sec-WebSocket-Version: 13",
-            f"Origin: http://{host}",
+            f"Origin: {origin or f'http://{host}'}",
         ]
     request = "\r\n".join([*lines, "", ""]).encode()
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(request)
         answer = b""
-        while b"\r\n" not in answer:
+        while b"\r\n\r\n" not in answer:
             chunk = sock.recv(1024)
             if not chunk:
                 break
             answer += chunk
-    return answer.split(b"\r\n", 1)[0].decode()
+    return answer.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+
+
+def headers_of(head: str) -> dict[str, str]:
+    return {
+        name.strip().lower(): value.strip()
+        for name, _, value in (line.partition(":") for line in head.split("\r\n")[1:])
+    }
 
 
 def status(port: int, host: str | None, path: str, *, upgrade: bool = False) -> int:
@@ -62,6 +79,40 @@ def test_served_inspector_refuses_foreign_host_headers(tmp_path: Path, home: Pat
             assert status(port, host, "/_stcore/stream", upgrade=True) == 101, host
             assert status(port, host, "/") == 200, host
             assert status(port, host, "/_stcore/health") == 200, host
+
+
+def test_served_inspector_cannot_be_framed_nor_driven_from_another_origin(
+    tmp_path: Path, home: Path
+) -> None:
+    """A page on another site framed the inspector and two clicks approved a pending wipe:
+    every answer forbids framing, and the socket takes only the inspector's own page."""
+    seed_home(home)
+    with served_inspector(home, tmp_path) as port:
+        own = f"localhost:{port}"
+        script = re.search(r'src="([^"]+\.js)"', fetch_page(port))
+        assert script, "the page names its script"
+        answers = [("/", own), ("/_stcore/health", own), (f"/{script.group(1)}", own),
+                   ("/no-such-page", own), ("/", "evil.example")]  # fmt: skip
+        for path, host in answers:
+            head = answer_head(port, host, path, upgrade=False)
+            found = headers_of(head)
+            assert found.get("x-frame-options") == "DENY", (path, head)
+            assert "frame-ancestors 'none'" in found.get("content-security-policy", ""), path
+        foreign = ["http://evil.example", f"http://evil.example:{port}", "null",
+                   f"http://localhost:{port}.evil.example",
+                   f"https://127.0.0.1:{port}/x"]  # fmt: skip
+        for origin in foreign:
+            head = answer_head(port, own, "/_stcore/stream", upgrade=True, origin=origin)
+            assert head.split()[1] == "403", origin
+            assert headers_of(head).get("x-frame-options") == "DENY"
+        for origin in (f"http://localhost:{port}", f"HTTP://LocalHost:{port}"):
+            head = answer_head(port, own, "/_stcore/stream", upgrade=True, origin=origin)
+            assert head.split()[1] == "101", origin
+
+
+def fetch_page(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as answer:
+        return answer.read().decode()
 
 
 @pytest.mark.parametrize(

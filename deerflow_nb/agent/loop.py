@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..llm.base import ChatModel, OnText, ToolCall, Usage
 from ..tokens import count_tokens
+from ..untrusted import prompt_text
 
 if TYPE_CHECKING:
     from .middleware import Middleware
@@ -101,7 +102,7 @@ class TurnState:
         if self.summary:
             system += (
                 "\n\n<conversation_summary>\nEarlier messages of this thread, summarized:\n"
-                f"{self.summary}\n</conversation_summary>"
+                f"{prompt_text(self.summary)}\n</conversation_summary>"
             )
         current = [
             {**m, "content": self.shortened[i]} if i in self.shortened else m

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..config import ContextSize, SummarizationConfig
+from ..config import ContextSize, HomeError, SummarizationConfig
 from ..llm.base import ChatModel
 from ..tokens import count_message_tokens, count_tokens
 from .loop import OnEvent, TurnState
@@ -159,15 +159,28 @@ class JournalMiddleware(Middleware):
     def after_agent(self, state: TurnState) -> None:
         if state.turn_id is None:
             return
-        self.journal.end_turn(
-            state.turn_id,
-            messages=state.new_messages[1:],  # the user message went in before_agent
-            status=state.status,
-            input_tokens=state.usage.input_tokens,
-            output_tokens=state.usage.output_tokens,
-            facts_injected=state.facts_injected,
-            error=state.error,
-        )
+        try:
+            self.journal.end_turn(
+                state.turn_id,
+                messages=state.new_messages[1:],  # the user message went in before_agent
+                status=state.status,
+                input_tokens=state.usage.input_tokens,
+                output_tokens=state.usage.output_tokens,
+                facts_injected=state.facts_injected,
+                error=state.error,
+            )
+        except HomeError as exc:  # a lock, a full disk: say exactly what was not kept
+            reason = str(exc).removesuffix("; nothing was changed")
+            if state.status != "ok":
+                raise HomeError(
+                    f"{reason}; this turn ended {state.status} ({state.error}) and its end "
+                    "was not saved to the journal (your message was)"
+                ) from None
+            raise HomeError(
+                f"{reason}; the reply was not saved to the journal (your message was), so "
+                "this thread will not see it: it is shown above and kept in "
+                "Agent.last_turn.reply (_agent in a notebook)"
+            ) from None
 
 
 class MemoryEnqueueMiddleware(Middleware):

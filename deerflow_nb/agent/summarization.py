@@ -16,6 +16,7 @@ from typing import Any
 from ..config import ContextSize, SummarizationConfig
 from ..llm.base import ChatModel
 from ..tokens import count_message_tokens, count_tokens, get_encoding, truncate_to_tokens
+from ..untrusted import prompt_text
 
 DEFAULT_SUMMARY_PROMPT = (
     "You compress the earlier part of a conversation between a user and an assistant "
@@ -126,7 +127,7 @@ def render_conversation(messages: list[dict[str, Any]]) -> list[str]:
             )
             content = f"{content}\n[called {calls}]".strip()
         label = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}.get(role, role)
-        blocks.append(f"{label}: {content}")
+        blocks.append(f"{prompt_text(label, one_line=True)}: {prompt_text(content)}")
     return blocks
 
 
@@ -143,7 +144,8 @@ def summary_request(
     budget = config.trim_tokens_to_summarize
     head = ""
     if previous:
-        head = truncate_to_tokens(f"Summary so far: {previous}", max(budget // 2, 1)) + "\n"
+        summary = prompt_text(previous)
+        head = truncate_to_tokens(f"Summary so far: {summary}", max(budget // 2, 1)) + "\n"
     room = max(budget - count_tokens(head), 1)
     blocks = render_conversation(messages)
     sizes = [count_tokens(b) + 1 for b in blocks]

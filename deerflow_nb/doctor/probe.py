@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..llm.base import ChatModel, ModelError
+from ..scrub import redact
 from ..untrusted import clean_text
 
 REACH_TIMEOUT = 10.0  # seconds for /models and /props: a server that is up answers at once
@@ -169,6 +170,7 @@ class Probe:
 
 
 def one_line(text: object, limit: int = 160) -> str:
-    """``text`` on one clean line of at most ``limit`` characters (for a table cell)."""
-    line = " ".join(clean_text(text).split())
+    """``text`` redacted, then on one clean line of at most ``limit`` characters (for a
+    table cell): redacted before the cut, so no cut-off start of a key is left."""
+    line = " ".join(clean_text(redact(str(text))).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..scrub import redact
 from ..untrusted import clean_text, escape_html, escape_markdown
 
 OK, FAIL, UNKNOWN = "✓", "✗", "?"
@@ -22,6 +23,10 @@ class Check:
     detail: str
     fix: str = ""
 
+    def __post_init__(self) -> None:
+        for name in ("target", "detail", "fix"):  # a server may echo the key in any reply
+            object.__setattr__(self, name, redact(getattr(self, name)))
+
     @property
     def failed(self) -> bool:
         return self.status == FAIL
@@ -34,6 +39,9 @@ class DoctorReport:
     title: str
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.title = redact(self.title)  # it names the base URL, user:pass@ and all
 
     @property
     def failures(self) -> list[Check]:

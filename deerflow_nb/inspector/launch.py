@@ -7,7 +7,9 @@ Streamlit's developer toolbar hidden (this is a viewer, not an app under develop
 
 What it runs is ``served.py``: the page (``app.py``) as an ``st.App`` behind the loopback
 Host check of ``hosts.py``, which answers 403 to any request or websocket upgrade whose
-Host header is not a loopback name, so no web page can reach it by DNS rebinding.
+Host header is not a loopback name, so no web page can reach it by DNS rebinding, sends
+``X-Frame-Options: DENY`` and ``frame-ancestors 'none'`` so no other site can frame it,
+and refuses a websocket upgrade from another origin.
 Streamlit cannot do this by configuration alone: ``server.allowedHosts`` checks the
 websocket only, and ``server.enableCORS``/``enableXsrfProtection`` check origins and
 tokens, which a rebound page satisfies as same-origin.
@@ -31,8 +33,9 @@ EPILOG = """\
 Only this machine can use it. It binds 127.0.0.1, and it refuses (403) every
 request, the page's websocket included, whose Host header is not localhost,
 127.0.0.1, [::1] or the --host address: a web page cannot reach it by DNS
-rebinding. Open it as http://127.0.0.1:PORT or http://localhost:PORT. With
---host 0.0.0.0 any IP address is accepted as Host, never another name.
+rebinding; no other site may frame it or open its websocket. Open it as
+http://127.0.0.1:PORT or http://localhost:PORT. With --host 0.0.0.0 any IP
+address is accepted as Host, never another name.
 
 Memory and journal text is shown as text: HTML, scripts and images in a fact,
 a summary or an error are not rendered, and the page fetches nothing from the

@@ -13,13 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..scrub import redact
 from ..tokens import count_message_tokens, count_tokens
 
 OnText = Callable[[str], None]
 
 
 class ModelError(RuntimeError):
-    """A model call failed; the message is one line that names the fix."""
+    """A model call failed; the message is one line that names the fix, redacted
+    (``scrub.redact``) whatever built it, so no key reaches a cell or the journal."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(redact(str(message)), *args)
 
 
 @dataclass

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..scrub import encodable, encodable_deep, redact
+from ..scrub import encodable, encodable_deep, redact, remember_secret
 from .base import ChatModel, ChatResult, ModelError, OnText, ToolCall, Usage, counted_usage
 
 if TYPE_CHECKING:
@@ -35,7 +35,9 @@ def _is_context_overflow(exc: Any) -> bool:
 
 
 def _one_line(text: object, limit: int = 200) -> str:
-    line = " ".join(str(text).split())
+    """``text`` redacted, then on one line of at most ``limit`` characters: redacting after
+    the cut would leave the start of a key the cut made unrecognisable."""
+    line = " ".join(redact(str(text)).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -104,7 +106,7 @@ class OpenAIChatModel(ChatModel):
         try:
             result = self._complete(kwargs) if on_text is None else self._stream(kwargs, on_text)
         except openai.OpenAIError as exc:
-            raise self._translate(exc) from exc
+            raise self._translate(exc) from None
         if not result.usage.input_tokens and not result.usage.output_tokens:
             # Some local servers report no usage; count it ourselves, exactly.
             result.usage = counted_usage(messages, result.content, result.tool_calls)
@@ -121,7 +123,7 @@ class OpenAIChatModel(ChatModel):
             try:
                 response = self.client.embeddings.create(model=self.embedding_model, input=batch)
             except openai.OpenAIError as exc:
-                raise self._translate(exc, model=self.embedding_model) from exc
+                raise self._translate(exc, model=self.embedding_model) from None
             data = sorted(response.data, key=lambda d: d.index)
             vectors.extend(list(item.embedding) for item in data)
         return vectors
@@ -218,21 +220,23 @@ class OpenAIChatModel(ChatModel):
             for chunk in stream:
                 received = True
                 yield chunk
-        except openai.APIConnectionError as exc:
+        except openai.APIConnectionError:
             if not received:
                 raise
             raise ModelError(
                 f"the connection to {self.base_url} dropped in the middle of the reply; "
                 "run the turn again (if it keeps dropping, check the server's logs)"
-            ) from exc
+            ) from None
 
     def _translate(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:
         """One line naming the fix for each way an OpenAI-compatible call fails, with any
         key the server echoed (its error quoting the Authorization header, say) redacted
-        before it can reach the cell, ``last_error`` or the journal."""
-        message = str(self._describe(exc, model))
-        secrets = [self._api_key] if self._api_key != PLACEHOLDER_KEY else []
-        return ModelError(redact(message, secrets))
+        before it can reach the cell, ``last_error`` or the journal. Raised ``from None``: the
+        SDK's error (which may quote the key) is not chained into a traceback."""
+        if self._api_key != PLACEHOLDER_KEY:
+            remember_secret(self._api_key)
+        remember_secret(self.base_url)  # the password of a user:pass@ URL
+        return ModelError(str(self._describe(exc, model)))  # ModelError redacts its message
 
     def _describe(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:
         import openai

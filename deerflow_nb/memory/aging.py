@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..schema.constants import CONSOLIDATE_TAG, PROMPT_TAG
+from ..untrusted import prompt_text
 
 MAX_MERGE_SOURCES = 8  # DeerFlow's limit on the facts one merge joins
 
@@ -309,11 +310,10 @@ def consolidation_messages(data: Mapping[str, Any]) -> tuple[list[dict[str, str]
     for i, fact in enumerate(data.get("facts") or [], start=1):
         handle = f"f{i}"
         handles[handle] = str(fact.get("id"))
-        content = " ".join(str(fact.get("content", "")).split())
+        content = prompt_text(fact.get("content", ""), one_line=True)
+        category = prompt_text(fact.get("category", "context"), one_line=True)
         confidence = _unit(fact.get("confidence"))
-        lines.append(
-            f"- [{handle}] ({fact.get('category', 'context')}, {confidence:.2f}) {content}"
-        )
+        lines.append(f"- [{handle}] ({category}, {confidence:.2f}) {content}")
     user = f"<{CONSOLIDATE_TAG}>\n" + "\n".join(lines) + f"\n</{CONSOLIDATE_TAG}>"
     return [
         {"role": "system", "content": CONSOLIDATE_PROMPT},

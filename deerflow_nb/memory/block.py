@@ -2,8 +2,8 @@
 
 Inert text, fact, tag and date lines, and the summary sections.
 
-Every text from memory goes through ``escape`` (entities for ``& < >`` and their
-look-alikes, one line, no control, bidi or zero-width characters), so no fact or summary
+Every text from memory goes through ``escape`` (the prompt boundary's characters, then
+entities for ``& < >`` and their look-alikes, one line), so no fact or summary
 can close or forge a tag or add a line of its own. Line costs add up exactly to the
 block's (see ``line_cost``), which is what lets ``packing`` fill a budget without recounting.
 """
@@ -11,13 +11,11 @@ block's (see ``line_cost``), which is what lets ``packing`` fill a budget withou
 from __future__ import annotations
 
 import re
-import string
-import unicodedata
 from functools import lru_cache
 from typing import Any
 
 from ..tokens import count_tokens, truncate_to_tokens
-from ..untrusted import clean_text
+from ..untrusted import prompt_chars
 from .fact_index import coerce_confidence
 
 OPEN_TAG = "<memory>"
@@ -38,27 +36,6 @@ YEAR_LEGEND = "Dates without a year are in {year}."
 _SPACE_RE = re.compile(r"\s+")
 _CATEGORY_RE = re.compile(r"[^\w-]+")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}")
-# Angle brackets NFKC leaves alone (full-width ＜ already becomes <): shown as entities too,
-# so no look-alike can pass for a tag.
-_LOOK_ALIKES = dict.fromkeys("‹〈〈⟨❬❮❰⧼﹤ᐸ", "<") | dict.fromkeys("›〉〉⟩❭❯❱⧽﹥ᐳ", ">")
-
-
-class _Folds(dict[int, str]):
-    """``str.translate``'s table, filled as characters come: a look-alike bracket becomes
-    ``<``/``>``, a compatibility character whose NFKC form holds ASCII punctuation becomes
-    that form (＜ → <, ［ → [, … → ...), so nothing passes for a tag or a tag line; every
-    other character stays as written ("R²" stays "R²", not "R2")."""
-
-    def __missing__(self, code: int) -> str:
-        char = chr(code)
-        folded = _LOOK_ALIKES.get(char) or unicodedata.normalize("NFKC", char)
-        if folded != char and not any(c in string.punctuation for c in folded):
-            folded = char
-        self[code] = folded
-        return folded
-
-
-_FOLDS = _Folds()
 _TAG_LIKE_STARTS = ("[", "-", "*", "+", "•")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -66,12 +43,10 @@ Section = tuple[str, list[tuple[str, str]]]
 
 
 def escape(text: str) -> str:
-    """One line of inert text: entities for ``& < >`` and their look-alikes, whitespace runs
-    to one space, no control, bidi or zero-width characters (which hide what text says)."""
-    text = clean_text(text)
-    if not text.isascii():
-        text = unicodedata.normalize("NFC", text).translate(_FOLDS)
-    text = _SPACE_RE.sub(" ", text).strip()
+    """One line of inert text through the prompt boundary (``untrusted.prompt_chars``: no
+    control, bidi, zero-width, tag or invisible characters, look-alike brackets as ``<>``),
+    then entities for ``& < >`` and whitespace runs to one space."""
+    text = _SPACE_RE.sub(" ", prompt_chars(text)).strip()
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from ..schema.constants import HISTORY_SECTIONS, USER_SECTIONS
 from ..schema.diff import ExtractionDiff, LeftOut, NotADiff
 from ..similarity import overlap
+from ..untrusted import prompt_text
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,11 @@ class ExtractionError(ValueError):
 
 
 def format_conversation(messages: list[dict[str, Any]]) -> str:
-    """``User: …`` / ``Assistant: …`` blocks, long messages cut as DeerFlow does."""
+    """``User: …`` / ``Assistant: …`` blocks, long messages cut as DeerFlow does, each
+    through the prompt boundary (a ``User:`` line inside a reply is marked as quoted)."""
     blocks = []
     for message in messages:
-        content = str(message.get("content") or "").strip()
+        content = prompt_text(message.get("content") or "").strip()
         if len(content) > MAX_MESSAGE_CHARS:
             content = content[:MAX_MESSAGE_CHARS] + "..."
         label = "User" if message.get("role") == "user" else "Assistant"
@@ -88,15 +90,14 @@ def build_messages(
         handle = f"f{i}"
         handles[handle] = str(fact.get("id"))
         confidence = float(fact.get("confidence", 0.0))
-        content = " ".join(str(fact.get("content", "")).split())
-        lines.append(
-            f"- [{handle}] ({fact.get('category', 'context')}, {confidence:.2f}) {content}"
-        )
+        content = prompt_text(fact.get("content", ""), one_line=True)
+        category = prompt_text(fact.get("category", "context"), one_line=True)
+        lines.append(f"- [{handle}] ({category}, {confidence:.2f}) {content}")
     sections = []
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
         for name in names:
             summary = ((memory.get(group) or {}).get(name) or {}).get("summary") or ""
-            summary = " ".join(str(summary).split())
+            summary = prompt_text(summary, one_line=True)
             if summary:
                 sections.append(f"{group}.{name}: {summary}")
     current = "\n".join(sections + (["Facts:"] if sections and lines else []) + lines)

@@ -31,6 +31,7 @@ from .extraction import ExtractionError, build_messages, paired_removals, parse
 from .filter import filter_messages, is_foldable
 from .gate import Gate, Passed
 from .ledger import Ledger
+from .reply_limits import check_holdable
 from .reports import ApplyReport, FlushReport
 from .store import MemoryFileError
 
@@ -214,6 +215,7 @@ class Folding:
 
             model = get_chat_model(self._settings_until(deadline), self.settings.memory_model_name)
             reply = model.chat(messages, json_mode=True)
+            check_holdable(reply.content)
             diff = parse(reply.content, handles)
             outcome = self.apply(diff, thread_id, lambda db: self._finish_fold(db, row))
         except Exception as exc:  # any failure keeps the row for a bounded retry

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,7 @@ def read_import(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The memory document at ``path``, checked; ValueError says why it cannot be imported."""
     source = Path(path)
     try:
-        size = source.stat().st_size
-        if size > MAX_IMPORT_BYTES:
-            raise ValueError(
-                f"{source}: cannot import, it is {size / 2**20:.1f} MB and an import may "
-                f"be at most {MAX_IMPORT_BYTES // 2**20} MB; remove facts from it first"
-            )
-        data = loads_document(source.read_bytes())
+        data = loads_document(_read_bounded(source))
     except UnicodeDecodeError as exc:
         reason = exc.reason
         raise ValueError(f"{source}: cannot import, it is not UTF-8 text ({reason})") from None
@@ -43,6 +38,31 @@ def read_import(path: str | os.PathLike[str]) -> dict[str, Any]:
     problem = check_schema(data)
     if problem:
         raise ValueError(f"{source}: cannot import, {problem}")
+    return data
+
+
+def _read_bounded(source: Path) -> bytes:
+    """The bytes of the regular file at ``source``, at most ``MAX_IMPORT_BYTES``.
+
+    Checked on the opened file before reading: a device (``/dev/zero`` reports size 0 and
+    never ends), a FIFO (opening one waits for a writer; non-blocking here) or a directory
+    is refused, and a file that grows past the cap while read is cut off and refused."""
+    fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ValueError(f"{source}: cannot import, it is {kind}; name a memory.json file")
+    with os.fdopen(fd, "rb") as file:
+        limit = f"an import may be at most {MAX_IMPORT_BYTES // 2**20} MB"
+        if info.st_size > MAX_IMPORT_BYTES:
+            raise ValueError(
+                f"{source}: cannot import, it is {info.st_size / 2**20:.1f} MB and {limit}; "
+                "remove facts from it first"
+            )
+        data = file.read(MAX_IMPORT_BYTES + 1)
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ValueError(f"{source}: cannot import, it grew past the cap while read ({limit})")
     return data
 
 

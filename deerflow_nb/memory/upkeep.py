@@ -66,6 +66,7 @@ class Upkeep:
         from ..llm import get_chat_model
         from .aging import consolidation_messages, parse_merges
         from .extraction import load_reply
+        from .reply_limits import check_holdable
 
         data = self.ledger.shared()[1]
         report = ConsolidationReport()
@@ -74,6 +75,7 @@ class Upkeep:
         messages, handles = consolidation_messages(data)
         model = get_chat_model(self.settings, self.settings.memory_model_name)
         reply = model.chat(messages, json_mode=True)
+        check_holdable(reply.content)
         raw, _ = load_reply(reply.content)
         merges, report.left_out = parse_merges(raw, handles, data)
         if not merges:

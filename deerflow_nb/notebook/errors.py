@@ -2,8 +2,9 @@
 
 Both magics raise through here: a bad argument (``grammar.Parser``), a config.yaml or home
 problem (``ConfigError``, ``HomeError``), a model that cannot be reached or refuses
-(``ModelError``), a damaged memory.json (``MemoryFileError``), a thread that cannot be
-continued (``ThreadError``). IPython shows a ``UsageError`` as one line without a
+(``ModelError``), a damaged memory.json (``MemoryFileError``), a model reply that is no
+diff or merge list (``ExtractionError``), a thread that cannot be continued
+(``ThreadError``). IPython shows a ``UsageError`` as one line without a
 traceback, so the message is put on one line, and anything that looks like a key is
 redacted (the errors redact at their source too; a line typed by the user may hold one).
 """
@@ -25,6 +26,7 @@ from ..scrub import redact
 # exists only once its module is loaded, so these are looked up, never imported.
 _LOADED_LATER = (
     ("deerflow_nb.memory.store", "MemoryFileError"),
+    ("deerflow_nb.memory.extraction", "ExtractionError"),
     ("deerflow_nb.agent.core", "ThreadError"),
 )
 

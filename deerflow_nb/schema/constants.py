@@ -20,10 +20,16 @@ DIFF_KEYS = ("user", "history", "newFacts", "factsToRemove")
 # neutralised (the injection block's own escaping also holds).
 MEMORY_TAG = re.compile(r"<\s*(/?)\s*(memory)\s*>", re.IGNORECASE)
 # Tags of our prompts and of common chat templates: model text holding one is an attempt to
-# close or forge a block, not a fact. Generic angle brackets ("List<String>") are fine.
+# close or forge a block, not a fact. Generic angle brackets ("List<String>") are fine. The
+# square-bracket forms are what the prompt boundary (``untrusted.prompt_text``) writes for
+# a tag quoted in a prompt: a reply copying one back is the same attempt.
+PROMPT_TAG_NAMES = (
+    r"(?:memory|current_memory|conversation\w*|consolidate_facts|system|user|assistant|tool|"
+    r"developer|instructions?|uploaded_files|im_start|im_end)"
+)
 PROMPT_TAG = re.compile(
-    r"<\s*/?\s*(?:memory|current_memory|conversation|conversation_to_summarize|system|user|"
-    r"assistant|tool|instructions?|uploaded_files|im_start|im_end)\b[^<>]*>|<\|[^<>|]{1,40}\|>",
+    rf"<\s*/?\s*{PROMPT_TAG_NAMES}\b[^<>]*>|<\|[^<>|]{{1,40}}\|>"
+    rf"|\[\s*/?\s*{PROMPT_TAG_NAMES}\s*\]|\[\|[^\[\]|]{{1,40}}\|\]",
     re.IGNORECASE,
 )
 

@@ -89,6 +89,13 @@ def storage_error(path: Path, exc: BaseException, *, waited: float | None = None
             f"no space left on the disk holding {home}: free some space and run this "
             "again; nothing was changed"
         )
+    if errno_ == 5 or "i/o error" in text:
+        if _nearly_full(home):  # SQLite says I/O error when the WAL's index cannot grow
+            return storage_error(path, OSError(28, "No space left on device"))
+        return HomeError(
+            f"the disk reported an I/O error on {path}: check the disk, or point "
+            "DEERFLOW_NB_HOME (or --home) at a folder on another one; nothing was changed"
+        )
     if errno_ in (13, 30, 1) or "readonly" in text or "read-only" in text:
         return HomeError(
             f"{home} is read-only ({path.name} cannot be written): make it writable, or "
@@ -100,6 +107,16 @@ def storage_error(path: Path, exc: BaseException, *, waited: float | None = None
             "DEERFLOW_NB_HOME (or --home) at another folder"
         )
     return exc  # type: ignore[return-value]
+
+
+def _nearly_full(folder: Path) -> bool:
+    """Whether the disk holding ``folder`` has less than a megabyte free."""
+    import shutil
+
+    try:
+        return shutil.disk_usage(folder).free < 2**20
+    except OSError:
+        return False
 
 
 def write_error(path: Path, exc: sqlite3.OperationalError) -> Exception:
