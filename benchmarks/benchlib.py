@@ -2,7 +2,7 @@
 
 Each benchmark prints its table and also writes its figures to
 ``benchmarks/results/<name>.json`` (``--results DIR`` elsewhere, ``--no-results`` not at
-all); ``scripts/bench_tables.py`` renders the README's benchmark tables from those files.
+all); ``scripts/bench_tables.py`` renders docs/benchmarks.md's tables from those files.
 A results file holds::
 
     {

@@ -1,12 +1,12 @@
-"""The README's benchmark figures, rendered from ``benchmarks/results/*.json`` by cog.
+"""The benchmark figures of docs/benchmarks.md, rendered from ``benchmarks/results/*.json`` by cog.
 
 Each benchmark writes its figures, their same-run baselines, its goals and the run's date,
 machine and options to ``benchmarks/results/<name>.json`` (see ``benchmarks/benchlib.py``).
-README.md holds ``[[[cog ... ]]]`` blocks that call the functions below, so no figure in
-the README is typed by hand:
+docs/benchmarks.md holds ``[[[cog ... ]]]`` blocks that call the functions below, so no
+figure in the docs is typed by hand:
 
-    .venv/bin/cog -I scripts -r README.md       # rewrite the blocks (make readme; make bench)
-    .venv/bin/cog -I scripts --check README.md  # fail if one is stale (make lint, make test)
+    .venv/bin/cog -I scripts -r README.md docs/*.md       # rewrite (make readme; make bench)
+    .venv/bin/cog -I scripts --check README.md docs/*.md  # fail if stale (make lint, make test)
 
 - ``locomo_table()``, ``locomo_figures()``: LOCOMO evidence recall of the injected block
   (``locomo_injection.json``) and how it stands against its goals;
@@ -78,7 +78,7 @@ def _int(value: int) -> str:
 
 
 def ms(value: float | None) -> str:
-    """A duration the way the README writes it: ``0.25 ms``, ``38.4 ms``, ``168 ms``,
+    """A duration the way the docs write it: ``0.25 ms``, ``38.4 ms``, ``168 ms``,
     ``1.9 s``."""
     if value is None:
         return "–"
@@ -718,7 +718,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print tables from the results files (``make bench`` ends with the speed summary)."""
     import argparse
 
-    parser = argparse.ArgumentParser(description="Print the README's benchmark tables.")
+    parser = argparse.ArgumentParser(description="Print the docs' benchmark tables.")
     parser.add_argument("tables", nargs="*", help=f"any of {', '.join(RENDERERS)} (default: all)")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR")
     args = parser.parse_args(argv)

@@ -64,7 +64,7 @@ def _agent_arguments() -> list[tuple[str, Spelling]]:
 
 
 def agent_synopsis() -> str:
-    """``%%agent [-h/--help] [-t/--thread NAME] …``, wrapped as the README's code block shows it."""
+    """``%%agent [-h/--help] [-t/--thread NAME] …``, wrapped as docs/reference.md shows it."""
     from deerflow_nb.notebook.agent_magic import PROG
 
     words = [PROG] + [spelling.usage(name) for name, spelling in _agent_arguments()]
@@ -106,7 +106,7 @@ CONFIG_COMMENTS = {
 
 
 def _yaml(value: Any) -> str:
-    """A default as the README writes it: flow style, whole floats without ``.0``."""
+    """A default as the reference writes it: flow style, whole floats without ``.0``."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -176,7 +176,7 @@ def readme_as_index() -> str:
     return _RELATIVE_TARGET.sub(lambda m: f"]({_from_docs(m.group(1))})", text)
 
 
-# (content, category, confidence, learned on) of the README's example block.
+# (content, category, confidence, learned on) of docs/memory.md's example block.
 EXAMPLE_FACTS = (
     ("Prefers polars over pandas", "preference", 0.95, "2026-03-02"),
     ("Uses DuckDB for local analytics", "preference", 0.95, "2026-02-10"),

@@ -79,7 +79,7 @@ def test_help_prints_the_flags_and_runs_nothing(shell: InteractiveShell) -> None
         result, cap = agent_cell(shell, flag, "This message must not be sent")
         assert result.success and result.result is None
         assert "usage: %%agent" in cap.stdout and "--no-memory" in cap.stdout
-        # It says what README's privacy section says: journaled, never folded.
+        # It says what docs/security.md says: journaled, never folded.
         words = " ".join(cap.stdout.split())
         assert "never fold this turn into memory (the journal keeps it)" in words
         assert markdown_updates(cap) == []  # no turn ran

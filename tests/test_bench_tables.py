@@ -1,4 +1,4 @@
-"""The README's benchmark tables come from the results files, not from a typed number.
+"""The benchmark tables of docs/benchmarks.md come from the results files, not from a typed number.
 
 A tiny results fixture is written to ``tmp_path`` through the benchmarks' own writer
 (``benchmarks/benchlib.py``); no benchmark runs and no LOCOMO data is read.
