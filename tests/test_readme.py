@@ -115,7 +115,6 @@ def test_every_link_names_a_file_that_exists() -> None:
     assert checked >= 10
 
 
-@pytest.mark.timeout(600)
 def test_the_readme_steps_run_and_show_what_the_readme_shows(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
