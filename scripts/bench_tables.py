@@ -706,11 +706,47 @@ def aging_figures(
     return " ".join(sentences) + "\n"
 
 
+def embedding_runtime_table(results_dir: Path | None = None) -> str:
+    """MiniLM on PyTorch against its int8 ONNX export: size, cold start, per-query time,
+    agreement and LOCOMO ranking, all from one run of ``embedding_runtime.py``."""
+    bench = load("embedding_runtime", results_dir)
+    runtimes = [(k, bench.get(k) if bench else None) for k in ("torch", "onnx")]
+    if bench is None or not all(figure for _, figure in runtimes):
+        return NOT_MEASURED
+    names = {"torch": "PyTorch (`[embeddings]`)", "onnx": "ONNX int8 (`[embeddings-lite]`)"}
+    ranked = all(bench.get(f"ranking_{k}") for k, _ in runtimes)
+    head = "| runtime | installed | cold start | p50 / query |"
+    if ranked:
+        head += " LOCOMO per-conversation @2000 | merged @500 |"
+    out = [head, "|---" * (head.count("|") - 1) + "|"]
+    for key, figure in runtimes:
+        assert figure is not None
+        row = (
+            f"| {names[key]} | {figure['installed_mb']:,.0f} MB | "
+            f"{figure['cold_start_s']:.1f} s | {ms(figure['p50_ms_per_query'])} |"
+        )
+        if ranked:
+            rank = bench.get(f"ranking_{key}") or {}
+            row += f" {_interval(rank['per_conversation'])} | {_interval(rank['merged'])} |"
+        out.append(row)
+    agreement = bench.get("agreement")
+    if agreement:
+        out += [
+            "",
+            f"Over the {_int(agreement['texts'])} LOCOMO facts, the two vectors of a text have "
+            f"a cosine of {_num(agreement['cosine_min'], 4)} at the least "
+            f"({_num(agreement['cosine_mean'], 4)} on average).",
+        ]
+    out += ["", *Provenance(bench, [f for _, f in runtimes]).lines()]
+    return "\n".join(out) + "\n"
+
+
 RENDERERS = {
     "locomo": (locomo_table, locomo_figures),
     "speed": (speed_table, speed_figures),
     "recall": (recall_table, recall_figures),
     "aging": (aging_setup, aging_table, aging_figures),
+    "embedding_runtime": (embedding_runtime_table,),
 }
 
 

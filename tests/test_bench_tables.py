@@ -248,3 +248,22 @@ def test_recall_and_aging_tables(tmp_path: Path) -> None:
         bench_tables.aging_table(results_dir=tmp_path)
     )
     assert "keeps 7 more still-true facts" in bench_tables.aging_figures(results_dir=tmp_path)
+
+
+def test_embedding_runtime_table(tmp_path: Path) -> None:
+    assert bench_tables.embedding_runtime_table(tmp_path) == bench_tables.NOT_MEASURED
+    run = results("embedding_runtime", goals={})
+    run.add("torch", installed_mb=1183.2, cold_start_s=31.1, p50_ms_per_query=33.7)
+    run.add("onnx", installed_mb=118.4, cold_start_s=1.92, p50_ms_per_query=2.4)
+    run.write(tmp_path)
+    table = bench_tables.embedding_runtime_table(tmp_path)
+    assert "| PyTorch (`[embeddings]`) | 1,183 MB | 31.1 s |" in table
+    assert "| ONNX int8 (`[embeddings-lite]`) | 118 MB | 1.9 s |" in table
+    assert "LOCOMO" not in table  # no ranking rows measured: no ranking columns
+    run.add("ranking_torch", per_conversation=interval(0.985), merged=interval(0.903))
+    run.add("ranking_onnx", per_conversation=interval(0.984), merged=interval(0.899))
+    run.add("agreement", texts=1210, cosine_min=0.9981, cosine_p01=0.999, cosine_mean=0.9996)
+    run.write(tmp_path)
+    table = bench_tables.embedding_runtime_table(tmp_path)
+    assert "merged @500 |" in table and "0.899" in table and "0.903" in table
+    assert "1,210 LOCOMO facts" in table and "0.9981 at the least" in table
