@@ -413,6 +413,7 @@ class Memory:
             "last_fold": self._last_fold(),
             "consecutive_failures": fold_log.consecutive_failures(self.journal.db),
             "last_error": errors[-1] if errors else self._folding.last_error,
+            "waiting_for_user": _waiting_line(rows) if self._folding.waiting_for_user else "no",
         }
 
     def _last_fold(self) -> dict[str, Any] | None:
@@ -475,3 +476,13 @@ def _takes_argument(callback: Callable[..., Any]) -> bool:
             for p in params
         )
     return False
+
+
+def _waiting_line(rows: list[dict[str, Any]]) -> str:
+    """``status``'s line when the last fold gave way to a user's turn on its server."""
+    if not rows:
+        return "no"
+    return (
+        f"{len(rows)} queued fold(s) gave way to your turn on the model server; they run "
+        "when it ends"
+    )

@@ -292,3 +292,59 @@ def _reason(exc: ValidationError) -> str:
         return f"{field} is empty"
     message = str(error.get("msg", "")).removeprefix("Value error, ")
     return f"{field}: {message}"
+
+
+# Bounds of the schema a server constrains a fold's reply to: with them a small model's
+# diff both parses and ends within the fold's output cap (``model.max_output_tokens``).
+SCHEMA_MAX_FACTS = 8
+SCHEMA_FACT_CHARS = 200
+SCHEMA_SUMMARY_CHARS = 400
+
+
+def diff_json_schema() -> dict[str, Any]:
+    """The extraction diff as a JSON schema, for servers that constrain output to one
+    (``response_format`` json_schema); ``ExtractionDiff.parse`` stays the guard behind it."""
+    text = {"type": "string", "minLength": 1}
+    section = {
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "maxLength": SCHEMA_SUMMARY_CHARS},
+            "shouldUpdate": {"type": "boolean"},
+        },
+        "required": ["summary", "shouldUpdate"],
+        "additionalProperties": False,
+    }
+    fact = {
+        "type": "object",
+        "properties": {
+            "content": {**text, "maxLength": SCHEMA_FACT_CHARS},
+            "category": {"enum": list(CATEGORIES)},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "scope": {"enum": [USER_SCOPE, TASK_SCOPE]},
+            "durability": {"enum": [DURABLE, ONE_TIME]},
+        },
+        "required": ["content", "category", "confidence"],
+        "additionalProperties": False,
+    }
+    groups = {
+        group: {
+            "type": "object",
+            "properties": {name: section for name in names},
+            "additionalProperties": False,
+        }
+        for group, names in SECTION_GROUPS
+    }
+    return {
+        "type": "object",
+        "properties": {
+            **groups,
+            "newFacts": {"type": "array", "items": fact, "maxItems": SCHEMA_MAX_FACTS},
+            "factsToRemove": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 40},
+                "maxItems": SCHEMA_MAX_FACTS,
+            },
+        },
+        "required": ["newFacts", "factsToRemove"],
+        "additionalProperties": False,
+    }
