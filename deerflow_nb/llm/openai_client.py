@@ -187,7 +187,8 @@ class OpenAIChatModel(ChatModel):
                     return self._complete(request)
                 return self._stream(request, on_text, turn)
             except openai.APIStatusError as exc:
-                if exc.status_code in (400, 422) and self._adapt(exc, request):
+                # llama-cpp-python's server refuses an unknown response_format with a 500
+                if exc.status_code in (400, 422, 500) and self._adapt(exc, request):
                     continue
                 raise self._translate(exc) from exc
             except openai.OpenAIError as exc:
@@ -315,6 +316,8 @@ class OpenAIChatModel(ChatModel):
             except ReplyCutShort as exc:
                 raise ReplyCutShort(str(exc), encodable("".join(parts))) from exc
         if finish is None:
+            if turn is not None and turn.should_yield(now=True):  # cut off by the user's turn
+                raise turn.give_way()
             raise self._unfinished(kwargs["messages"], chunks, encodable("".join(parts)))
         calls = [
             ToolCall(

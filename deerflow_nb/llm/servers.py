@@ -7,9 +7,10 @@ one endpoint as this process sees it:
 - ``traits``: what the server has shown it accepts (which output-cap parameter, whether
   it takes a JSON schema), learned from its own 400 once and remembered in the home's
   journal (``storage/servers.py``), so every kernel sharing the home asks right first;
-- ``foreground()``: held around a user's model call (and the doctor's probes); it takes a
-  lease (counted in this process, and a journal row other kernels see) and tells every
-  background request running here to give way;
+- ``foreground()``: held around a user's turn or model call (and the doctor's probes);
+  it takes a lease (counted in this process, and a journal row other kernels see), tells
+  every background request running here to give way and waits (``CANCEL_WAIT_SECONDS`` at
+  most) until they have;
 - ``background()``: held around a fold's request; it refuses to start while any lease is
   live (``GiveWay``), and ``should_yield`` says when one started since.
 """
@@ -31,6 +32,10 @@ CAP_PARAM = "cap_param"  # max_tokens | max_completion_tokens
 SCHEMA_OUTPUT = "json_schema"  # yes | no
 CAP_PARAMS = ("max_tokens", "max_completion_tokens")
 LEASE_POLL_SECONDS = 0.5  # how often a background request looks for other kernels' leases
+# The longest a user's request waits for this process's background requests to stop (each
+# stops at its next chunk): sent sooner, it would reach a single-slot server behind the
+# fold's, or (llama-cpp-python) be cut off by it arriving late.
+CANCEL_WAIT_SECONDS = 15.0
 
 
 class GiveWay(ModelError):
@@ -45,10 +50,12 @@ class Server:
         self.endpoint = endpoint
         self.journal_path = journal_path
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when a background call ends
         self._traits: dict[str, str] | None = None
         self._foreground = 0
         self._held = threading.local()
         self._generation = 0  # bumped by every foreground request that starts
+        self.background_running = 0  # background requests in flight in this process
         self._journal: object | None = None
         self._polled = 0.0
         self._remote_busy = False
@@ -107,17 +114,19 @@ class Server:
 
     # -- who uses the server now -------------------------------------------------------
     @contextlib.contextmanager
-    def foreground(self) -> Iterator[None]:
+    def foreground(self, *, lease: bool = True) -> Iterator[None]:
         """Around a user's request: background requests give way until it ends. Nested
-        holds in one thread count once."""
+        holds in one thread count once. ``lease=False`` holds off this process's folds
+        only (no journal row: the doctor writes nothing to the home)."""
         depth = getattr(self._held, "depth", 0)
         self._held.depth = depth + 1
-        lease = None
+        taken = None
         if depth == 0:
             with self._lock:
                 self._foreground += 1
-                self._generation += 1
-            lease = self._take_lease()
+                self._generation += 1  # every running background call gives way
+                self._idle.wait_for(lambda: not self.background_running, CANCEL_WAIT_SECONDS)
+            taken = self._take_lease() if lease else None
         try:
             yield
         finally:
@@ -125,7 +134,7 @@ class Server:
             if depth == 0:
                 with self._lock:
                     self._foreground -= 1
-                self._drop_lease(lease)
+                self._drop_lease(taken)
 
     def busy(self) -> bool:
         """True while a foreground request runs on this endpoint, here or in another
@@ -149,7 +158,13 @@ class Server:
             raise GiveWay(f"{self.endpoint} is answering the user's turn; the fold waits")
         with self._lock:
             start = self._generation
-        yield Background(self, start)
+            self.background_running += 1
+        try:
+            yield Background(self, start)
+        finally:
+            with self._lock:
+                self.background_running -= 1
+                self._idle.notify_all()
 
     def _take_lease(self) -> str | None:
         journal = self._open()
@@ -169,8 +184,10 @@ class Server:
         return lease
 
     def _drop_lease(self, lease: str | None) -> None:
+        if lease is None:
+            return
         journal = self._open()
-        if lease is None or journal is None:
+        if journal is None:
             return
         from ..storage import servers as rows
 
@@ -200,7 +217,10 @@ class Background:
         self.server = server
         self.generation = generation
 
-    def should_yield(self) -> bool:
+    def should_yield(self, *, now: bool = False) -> bool:
+        """``now``: read other kernels' leases afresh, not the last poll's answer."""
+        if now:
+            self.server._polled = 0.0
         with self.server._lock:
             if self.server._generation != self.generation:
                 return True
