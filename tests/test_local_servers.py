@@ -174,6 +174,9 @@ def test_a_turn_starting_mid_fold_makes_the_fold_give_way(server: ServerHandle) 
     worker.start()
     assert streaming.wait(10)
     reply = turn_model.chat([user("Explain gradient boosting")], on_text=lambda _t: None)
+    # The turn's request went out only once the fold had stopped: on a single-slot
+    # server a fold request still arriving would queue the turn, or cut it off.
+    assert outcome and turn_model.server.background_running == 0
     worker.join(10)
     assert not worker.is_alive()
     assert reply.finish_reason == "stop" and reply.content
@@ -228,3 +231,18 @@ def test_a_fold_that_gives_way_stays_queued_and_status_says_so(
         assert report.folded == ["t"] and memory.status()["waiting_for_user"] == "no"
     finally:
         memory.close()
+
+
+def test_a_busy_server_is_told_apart_from_a_down_one(server: ServerHandle) -> None:
+    """It took the connection but did not answer in time: busy, not "cannot reach"."""
+    model = make_model(server.base_url, timeout_seconds=0.5)
+    hold = server.hold_next()
+    with pytest.raises(ModelError) as info:
+        model.chat([user("hello")])
+    hold.release.set()
+    assert "up but busy" in str(info.value) and "cannot reach" not in str(info.value)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(ModelError, match="cannot reach"):
+        make_model(f"http://127.0.0.1:{port}/v1").chat([user("hello")])
