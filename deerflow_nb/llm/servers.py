@@ -23,8 +23,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .base import ModelError
+
+if TYPE_CHECKING:
+    from ..storage.journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +60,6 @@ class Server:
         self._held = threading.local()
         self._generation = 0  # bumped by every foreground request that starts
         self.background_running = 0  # background requests in flight in this process
-        self._journal: object | None = None
         self._polled = 0.0
         self._remote_busy = False
 
@@ -75,42 +78,44 @@ class Server:
             if self._traits is None:
                 self._traits = self._read_traits()
             self._traits[name] = value
-        journal = self._open()
-        if journal is None:
-            return
         from ..storage import servers as rows
 
         try:
-            with journal.transaction() as db:  # type: ignore[attr-defined]
-                rows.remember(db, self.endpoint, name, value)
+            with self._journal() as journal:
+                if journal is not None:
+                    with journal.transaction() as db:
+                        rows.remember(db, self.endpoint, name, value)
         except Exception as exc:
             log.warning("could not remember %s of %s: %s", name, self.endpoint, exc)
 
     def _read_traits(self) -> dict[str, str]:
-        journal = self._open()
-        if journal is None:
-            return {}
         from ..storage import servers as rows
 
         try:
-            return rows.traits(journal.db, self.endpoint)  # type: ignore[attr-defined]
+            with self._journal() as journal:
+                return {} if journal is None else rows.traits(journal.db, self.endpoint)
         except Exception:
             return {}
 
-    def _open(self) -> object | None:
-        """The home's journal, opened on first need; None without a home."""
+    @contextlib.contextmanager
+    def _journal(self) -> Iterator[Journal | None]:
+        """The home's journal for one read or write, closed after it (a ``Server`` lives
+        as long as the process; its connections should not); None without a home."""
         if self.journal_path is None:
-            return None
-        if self._journal is None:
-            from ..storage.journal import Journal
+            yield None
+            return
+        from ..storage.journal import Journal
 
-            try:
-                self._journal = Journal(self.journal_path)
-            except Exception as exc:
-                log.warning("cannot open %s for server traits: %s", self.journal_path, exc)
-                self.journal_path = None
-                return None
-        return self._journal
+        try:
+            journal = Journal(self.journal_path)
+        except Exception as exc:
+            log.warning("cannot open %s for the model server's rows: %s", self.journal_path, exc)
+            yield None
+            return
+        try:
+            yield journal
+        finally:
+            journal.close()
 
     # -- who uses the server now -------------------------------------------------------
     @contextlib.contextmanager
@@ -167,17 +172,17 @@ class Server:
                 self._idle.notify_all()
 
     def _take_lease(self) -> str | None:
-        journal = self._open()
-        if journal is None:
-            return None
         from ..storage import servers as rows
         from ..storage.db import new_id
 
         lease = new_id("lease-")
         try:
-            with journal.transaction() as db:  # type: ignore[attr-defined]
-                rows.sweep_dead(db)
-                rows.take_lease(db, lease, self.endpoint)
+            with self._journal() as journal:
+                if journal is None:
+                    return None
+                with journal.transaction() as db:
+                    rows.sweep_dead(db)
+                    rows.take_lease(db, lease, self.endpoint)
         except Exception as exc:  # the turn goes on; only other kernels' folds cannot see it
             log.warning("could not take a lease on %s: %s", self.endpoint, exc)
             return None
@@ -186,25 +191,22 @@ class Server:
     def _drop_lease(self, lease: str | None) -> None:
         if lease is None:
             return
-        journal = self._open()
-        if journal is None:
-            return
         from ..storage import servers as rows
 
         try:
-            with journal.transaction() as db:  # type: ignore[attr-defined]
-                rows.drop_lease(db, lease)
+            with self._journal() as journal:
+                if journal is not None:
+                    with journal.transaction() as db:
+                        rows.drop_lease(db, lease)
         except Exception as exc:  # a dead owner's lease is swept; a live one's ends with it
             log.warning("could not drop the lease on %s: %s", self.endpoint, exc)
 
     def _leases(self) -> int:
-        journal = self._open()
-        if journal is None:
-            return 0
         from ..storage import servers as rows
 
         try:
-            return rows.live_leases(journal.db, self.endpoint)  # type: ignore[attr-defined]
+            with self._journal() as journal:
+                return 0 if journal is None else rows.live_leases(journal.db, self.endpoint)
         except Exception:
             return 0
 
