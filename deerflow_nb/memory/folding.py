@@ -275,6 +275,7 @@ class Folding:
             report.waiting.append(thread_id)
             return
         except Exception as exc:  # any failure keeps the row for a bounded retry
+            self.waiting_for_user = False
             if isinstance(exc, SAID_IN_ONE_LINE):
                 log.warning("memory fold of %s failed: %s", thread_id, exc)
             elif not isinstance(exc, ExtractionError | MemoryFileError):  # shown by status
