@@ -126,7 +126,7 @@ def fold_call(model: OpenAIChatModel, i: int, *, cap: int | None, schema: bool) 
             messages,
             max_output_tokens=cap,
             json_mode=True,
-            json_schema=diff_json_schema() if schema else None,
+            json_schema=diff_json_schema(list(handles)) if schema else None,
         )
     seconds = time.perf_counter() - started
     try:
@@ -180,6 +180,7 @@ def turn_during_fold(model: OpenAIChatModel, fold_model: OpenAIChatModel) -> dic
     alone_first, alone_total = first_chunk(model)
     streaming = threading.Event()
     outcome: list[str] = []
+    stopped: list[float] = []
 
     def fold() -> None:
         messages, _ = build_messages({}, conversation(0))
@@ -189,12 +190,14 @@ def turn_during_fold(model: OpenAIChatModel, fold_model: OpenAIChatModel) -> dic
             outcome.append("finished")
         except GiveWay:
             outcome.append("gave way")
+            stopped.append(time.perf_counter())
         except ModelError as exc:
             outcome.append(f"failed: {exc}")
 
     worker = threading.Thread(target=fold)
     worker.start()
     streaming.wait(300)
+    turn_started = time.perf_counter()
     during_first, during_total = first_chunk(model)
     worker.join(300)
     return {
@@ -203,6 +206,7 @@ def turn_during_fold(model: OpenAIChatModel, fold_model: OpenAIChatModel) -> dic
         "during_fold_first_chunk_seconds": during_first,
         "during_fold_seconds": during_total,
         "wait_seconds": during_first - alone_first,
+        "fold_stopped_after_seconds": (stopped[0] - turn_started) if stopped else None,
         "fold": outcome[0] if outcome else "still running",
     }
 
@@ -257,7 +261,9 @@ def run(args: argparse.Namespace, base_url: str, name: str, home: Path) -> int:
         f"\na turn's first chunk: alone {turn['alone_first_chunk_seconds']:.2f} s, during a "
         f"fold {turn['during_fold_first_chunk_seconds']:.2f} s (waits "
         f"{turn['wait_seconds']:+.2f} s); the fold {turn['fold']}"
-    )
+        + (f" {turn['fold_stopped_after_seconds']:.2f} s after the turn started"
+           if turn["fold_stopped_after_seconds"] is not None else "")
+    )  # fmt: skip
     figures.add("turn_during_fold", **turn)
 
     counts = {mode: {"whole": 0, "parsed": 0, "items_kept": 0} for mode in ("schema", "json")}

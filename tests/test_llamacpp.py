@@ -98,9 +98,8 @@ def test_a_schema_constrained_fold_reply_parses_under_its_cap(
         {"role": "assistant", "content": "Polars is a fast DataFrame library written in Rust."},
     ]
     messages, handles = build_messages({}, conversation)
-    reply = model.bounded(
-        messages, max_output_tokens=FOLD_CAP, json_mode=True, json_schema=diff_json_schema()
-    )
+    schema = diff_json_schema(list(handles))
+    reply = model.bounded(messages, max_output_tokens=FOLD_CAP, json_mode=True, json_schema=schema)
     assert reply.finish_reason == "stop", reply
     assert 0 < reply.usage.output_tokens <= FOLD_CAP
     parse(reply.content, handles)  # a diff (items the gate refuses are left out, not fatal)

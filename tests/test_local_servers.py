@@ -246,3 +246,16 @@ def test_a_busy_server_is_told_apart_from_a_down_one(server: ServerHandle) -> No
         port = sock.getsockname()[1]
     with pytest.raises(ModelError, match="cannot reach"):
         make_model(f"http://127.0.0.1:{port}/v1").chat([user("hello")])
+
+
+def test_the_diff_schema_lets_a_fold_remove_only_the_facts_it_was_shown() -> None:
+    """A small model invents handles to remove (every SmolLM2 reply did, left out one by
+    one); constrained, it can name only the prompt's, and every confidence passes the gate."""
+    assert diff_json_schema()["properties"]["factsToRemove"]["maxItems"] == 0
+    listed = diff_json_schema(["f1", "f2"])["properties"]["factsToRemove"]
+    assert listed["items"]["enum"] == ["f1", "f2"] and listed["maxItems"] == 2
+    fact = diff_json_schema()["properties"]["newFacts"]["items"]["properties"]
+    for confidence in fact["confidence"]["enum"]:
+        raw = {"newFacts": [{"content": "Prefers polars", "category": "preference",
+                             "confidence": confidence}]}  # fmt: skip
+        assert not ExtractionDiff.parse(raw).left_out

@@ -264,8 +264,9 @@ class Folding:
             model = get_chat_model(self._settings_until(deadline), self.settings.memory_model_name)
             limit = self.settings.model.max_output_tokens
             cap = output_cap(limit, model.max_input_tokens, messages)
+            schema = diff_json_schema(list(handles))
             reply = model.bounded(
-                messages, max_output_tokens=cap, json_mode=True, json_schema=diff_json_schema()
+                messages, max_output_tokens=cap, json_mode=True, json_schema=schema
             )
             diff = parse(reply.content, handles)
             outcome = self.apply(diff, thread_id, lambda db: self._finish_fold(db, row))

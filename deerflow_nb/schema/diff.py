@@ -7,7 +7,7 @@ rest is kept; only a reply that is not a diff at all raises ``NotADiff``. The sc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -299,12 +299,16 @@ def _reason(exc: ValidationError) -> str:
 SCHEMA_MAX_FACTS = 8
 SCHEMA_FACT_CHARS = 200
 SCHEMA_SUMMARY_CHARS = 400
+# Confidences a constrained reply may give (grammar-based servers ignore a number's
+# minimum and maximum, so the range is spelt out; the gate's threshold is 0.7).
+SCHEMA_CONFIDENCES = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 
-def diff_json_schema() -> dict[str, Any]:
+def diff_json_schema(handles: Sequence[str] = ()) -> dict[str, Any]:
     """The extraction diff as a JSON schema, for servers that constrain output to one
-    (``response_format`` json_schema); ``ExtractionDiff.parse`` stays the guard behind it."""
-    text = {"type": "string", "minLength": 1}
+    (``response_format`` json_schema): ``factsToRemove`` may name only ``handles``, the
+    facts the prompt lists (none: it stays empty). ``ExtractionDiff.parse`` stays the
+    guard behind it."""
     section = {
         "type": "object",
         "properties": {
@@ -317,9 +321,9 @@ def diff_json_schema() -> dict[str, Any]:
     fact = {
         "type": "object",
         "properties": {
-            "content": {**text, "maxLength": SCHEMA_FACT_CHARS},
+            "content": {"type": "string", "minLength": 1, "maxLength": SCHEMA_FACT_CHARS},
             "category": {"enum": list(CATEGORIES)},
-            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "confidence": {"enum": list(SCHEMA_CONFIDENCES)},
             "scope": {"enum": [USER_SCOPE, TASK_SCOPE]},
             "durability": {"enum": [DURABLE, ONE_TIME]},
         },
@@ -334,16 +338,16 @@ def diff_json_schema() -> dict[str, Any]:
         }
         for group, names in SECTION_GROUPS
     }
+    # Without ``items`` a grammar-based server allows any array, maxItems 0 or not.
+    removals: dict[str, Any] = {"type": "array", "items": {"type": "string"}, "maxItems": 0}
+    if handles:
+        removals = {"type": "array", "items": {"enum": list(handles)}, "maxItems": len(handles)}
     return {
         "type": "object",
         "properties": {
             **groups,
             "newFacts": {"type": "array", "items": fact, "maxItems": SCHEMA_MAX_FACTS},
-            "factsToRemove": {
-                "type": "array",
-                "items": {"type": "string", "maxLength": 40},
-                "maxItems": SCHEMA_MAX_FACTS,
-            },
+            "factsToRemove": removals,
         },
         "required": ["newFacts", "factsToRemove"],
         "additionalProperties": False,
