@@ -174,18 +174,19 @@ def first_chunk(model: OpenAIChatModel) -> tuple[float, float]:
 
 
 def turn_during_fold(model: OpenAIChatModel, fold_model: OpenAIChatModel) -> dict[str, Any]:
-    """The turn alone (after one unmeasured, so both find the prompt cached), then the
-    same turn started while a fold streams."""
-    first_chunk(model)
+    """The turn alone, then the same turn started while a fold streams. Before the turn
+    alone, a one-token call with the fold's prompt leaves the server's cache as the fold
+    does (llama.cpp keeps one prompt): both turns process their prompt afresh."""
+    fold_prompt, _ = build_messages({}, conversation(0))
+    model.chat(fold_prompt, max_output_tokens=1)
     alone_first, alone_total = first_chunk(model)
     streaming = threading.Event()
     outcome: list[str] = []
     stopped: list[float] = []
 
     def fold() -> None:
-        messages, _ = build_messages({}, conversation(0))
         try:
-            fold_model.chat(messages, json_mode=True, background=True,
+            fold_model.chat(fold_prompt, json_mode=True, background=True,
                             on_text=lambda _t: streaming.set())  # fmt: skip
             outcome.append("finished")
         except GiveWay:
