@@ -299,3 +299,12 @@ def test_memory_doctor_against_a_dead_port_is_one_usage_line(
     with pytest.raises(UsageError) as info:
         shell.run_line_magic("memory", "doctor")
     assert f"cannot reach {url}" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_ollamas_api_show_gives_the_context_window() -> None:
+    from deerflow_nb.doctor.checks import _window_from_show
+
+    show = {"model_info": {"general.architecture": "llama", "llama.context_length": 131072}}
+    assert _window_from_show(show) == 131072
+    assert _window_from_show({"parameters": "stop <|eot|>\nnum_ctx 8192"}) == 8192
+    assert _window_from_show({"model_info": {}}) is None and _window_from_show(None) is None
