@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from .base import ModelError
 
 if TYPE_CHECKING:
+    from ..storage.db import Connection
     from ..storage.journal import Journal
 
 log = logging.getLogger(__name__)
@@ -92,10 +93,22 @@ class Server:
         from ..storage import servers as rows
 
         try:
-            with self._journal() as journal:
-                return {} if journal is None else rows.traits(journal.db, self.endpoint)
+            with self._reading() as db:
+                return {} if db is None else rows.traits(db, self.endpoint)
         except Exception:
             return {}
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Connection | None]:
+        """A read-only connection to the home's journal (none when it does not exist yet):
+        a fold polls the leases twice a second, and must not take the write lock to."""
+        if self.journal_path is None:
+            yield None
+            return
+        from ..storage.db import open_read_only
+
+        with open_read_only(self.journal_path) as db:
+            yield db
 
     @contextlib.contextmanager
     def _journal(self) -> Iterator[Journal | None]:
@@ -205,8 +218,8 @@ class Server:
         from ..storage import servers as rows
 
         try:
-            with self._journal() as journal:
-                return 0 if journal is None else rows.live_leases(journal.db, self.endpoint)
+            with self._reading() as db:
+                return 0 if db is None else rows.live_leases(db, self.endpoint)
         except Exception:
             return 0
 
