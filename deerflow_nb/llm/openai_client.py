@@ -279,6 +279,8 @@ class OpenAIChatModel(ChatModel):
         finish: str | None = None
         chunks = 0
         model = self.name
+        if turn is not None and turn.should_yield():  # a turn began while this was built
+            raise turn.give_way()
         stream = self.client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
