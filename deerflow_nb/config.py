@@ -62,6 +62,9 @@ class ModelConfig:
     api_key: str | None = None
     send_openai_key_to_base_url: bool = False
     max_input_tokens: int = 128_000
+    # The output cap of folds and consolidation (summaries: summarization.py's own): a
+    # diff's six sections at ~80 tokens, eight facts at ~50 and ~100 of JSON framing.
+    max_output_tokens: int = 1000
     timeout_seconds: float = 60.0
     max_retries: int = 3
 

@@ -97,11 +97,13 @@ CONFIG_COMMENTS = {
     "model.send_openai_key_to_base_url": "OPENAI_API_KEY is not sent to a custom base URL "
     "unless true",
     "model.max_retries": "429, 5xx and timeouts, with backoff",
+    "model.max_output_tokens": "output cap of folds and consolidation",
     "memory.model_name": "a cheaper model for extraction",
     "memory.embeddings": "local:<name or path> | openai:<model>",
     "memory.review": "folds wait for %memory approve",
     "summarization.trigger": "any of tokens | messages | fraction",
     "summarization.keep": "messages | tokens | fraction",
+    "summarization.trim_tokens_to_summarize": "a summary is capped at a quarter of it",
 }
 
 

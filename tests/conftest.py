@@ -110,9 +110,10 @@ def shell(ipython: InteractiveShell) -> Iterator[InteractiveShell]:
 
 # -- llama.cpp's OpenAI-compatible server (llama-cpp-python) with SmolLM2-135M ----------
 LLAMA_MODEL = "smollm2"
-# The window is small on purpose: the fold's extraction call sends no max_tokens, and
-# SmolLM2 in JSON mode writes until the window is full (with 2048, about 1,500 tokens:
-# minutes on two busy CPU cores); 1024 still holds the extraction prompt and a turn.
+# The window is small on purpose: uncapped, SmolLM2 in JSON mode writes until the window
+# is full (with 2048, about 1,500 tokens: minutes on two busy CPU cores), and a user's
+# turn is not capped; 1024 still holds the extraction prompt and a turn. The fold's own
+# reply is capped (model.max_output_tokens) and constrained to the diff's schema.
 LLAMA_CTX = 1024
 # Start llama-cpp-python's own server module unchanged, with weight repacking off
 # (llama.cpp's `--no-repack`, which this Python server does not expose): on CPUs that

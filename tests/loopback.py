@@ -15,14 +15,21 @@ server sends instead, HTTP 200 and a stream that ends with no chunk). Its handle
   (as llama.cpp's server does when the prompt exceeds its window), or, with ``text=True``,
   after its text but before any ``finish_reason``;
 - ``reply_next(text)``: the next chat reply is ``text``, whatever the offline model says;
-- ``seen_keys``: the bearer key of every request (``None`` when absent);
-- ``seen_messages``: the messages of every chat request, in order.
+- ``refuse(name)``: chat requests carrying the parameter ``name`` (``max_tokens``, or
+  ``json_schema`` for that ``response_format`` type) answer 400 naming it, as OpenAI's
+  newer models refuse ``max_tokens``;
+- ``slow_next(seconds)``: the next streamed reply waits ``seconds`` between its chunks,
+  so a test can start something while it runs;
+- ``seen_keys``: the bearer key of every request (``None`` when absent); ``chat_requests``:
+  the body of every chat request; ``seen_messages``: the messages of every chat request,
+  in order.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +78,9 @@ class FaultyServer(OfflineServer):
         self.replies: list[str] = []  # chat replies to give instead
         self.seen_keys: list[str | None] = []
         self.seen_messages: list[list[Any]] = []
+        self.refused: set[str] = set()
+        self.chat_requests: list[dict[str, Any]] = []
+        self.pauses: list[float] = []  # streamed replies to slow down
 
     def admit(self, handler: OfflineHandler, key: str | None) -> bool:
         super().admit(handler, key)
@@ -105,6 +115,13 @@ class FaultyHandler(OfflineHandler):
     ) -> tuple[ChatResult, list[str]] | None:
         with self.server.lock:
             self.server.seen_messages.append(messages)
+            self.server.chat_requests.append(request)
+        shape = request.get("response_format")
+        sent = set(request) | ({shape.get("type")} if isinstance(shape, dict) else set())
+        for name in sorted(self.server.refused & sent):
+            message = f"Unsupported parameter: '{name}' is not supported with this model."
+            self.send_json(400, _error(message, "invalid_request_error", None, name))
+            return None
         window = self.server.context_window
         if window is not None and (used := count_message_tokens(messages)) > window:
             if self.server.overflow == "empty" and request.get("stream"):
@@ -143,7 +160,9 @@ class FaultyStream(SSEStream):
             self.end(done=False)
             return
         self._choice({"role": "assistant", "content": ""})
+        pause = server.pop("pauses") or 0.0
         for text in deltas:
+            time.sleep(pause)
             self._choice({"content": text})
             if self._dropping():  # cut after the first text chunk, as a lost connection
                 self.handler.close_connection = True
@@ -196,6 +215,21 @@ class ServerHandle(_ShippedHandle):
         (``text``) after its text chunks."""
         with self._httpd.lock:
             self._httpd.early_ends.append(text)
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        with self._httpd.lock:
+            return list(self._httpd.chat_requests)
+
+    def refuse(self, name: str) -> None:
+        """Answer 400 naming ``name`` to every chat request that carries it."""
+        with self._httpd.lock:
+            self._httpd.refused.add(name)
+
+    def slow_next(self, seconds: float) -> None:
+        """Wait ``seconds`` before each chunk of the next streamed reply."""
+        with self._httpd.lock:
+            self._httpd.pauses.append(seconds)
 
     def hold_next(self) -> Hold:
         """Keep the next API request waiting until the returned hold is released."""

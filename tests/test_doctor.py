@@ -92,6 +92,60 @@ def test_loopback_server_over_real_http(model_server: ServerHandle) -> None:
     assert model_server.request_count >= 5
 
 
+def test_the_doctor_learns_the_server_and_says_what_deerflow_nb_does(
+    model_server: ServerHandle, home: Path
+) -> None:
+    """The loopback server streams two replies at once and ignores output caps (as some
+    local servers do): the cap row is a ✗ naming the fix; each server row says what
+    deerflow_nb does. A server refusing ``json_schema`` is sent JSON mode with a schema."""
+    from deerflow_nb.doctor import server as server_checks
+
+    model_server.refuse("json_schema")
+    report = run_doctor(load_settings(home))
+    by_name = {c.name: c for c in report.checks}
+    two = by_name["two requests"]
+    assert two.status == OK and "deerflow_nb: a fold never sends" in two.fix
+    cap = by_name["output cap"]
+    assert cap.status == FAIL and "honours neither" in cap.detail
+    assert f"max_tokens {server_checks.CAP_PROBE}:" in cap.detail and "max_input_tokens" in cap.fix
+    schema = by_name["JSON schema"]
+    assert "JSON mode + schema" in schema.detail and "json_schema (400)" not in schema.detail
+    sent = [r.get("response_format") for r in model_server.chat_requests]
+    assert {"type": "json_object", "schema": server_checks.SCHEMA_PROBE} in sent
+    assert not (home / "journal.db").exists()  # the doctor writes nothing
+
+
+def test_the_doctor_does_not_wait_behind_this_kernels_fold(
+    model_server: ServerHandle, home: Path
+) -> None:
+    """A fold streaming when the doctor starts gives way at its next chunk."""
+    import threading
+
+    from deerflow_nb.llm import get_chat_model
+    from deerflow_nb.llm.servers import GiveWay
+
+    settings = load_settings(home)
+    fold_model = get_chat_model(settings)
+    model_server.slow_next(0.2)
+    outcome: list[BaseException] = []
+    streaming = threading.Event()
+
+    def fold() -> None:
+        try:
+            fold_model.chat([{"role": "user", "content": "Explain gradient boosting"}],
+                            background=True, on_text=lambda _t: streaming.set())  # fmt: skip
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=fold)
+    worker.start()
+    assert streaming.wait(10)
+    report = run_doctor(settings)
+    worker.join(10)
+    assert [type(e) for e in outcome] == [GiveWay]
+    assert report.checks[1].name == "streams" and report.checks[1].status == OK
+
+
 def test_a_memory_model_the_server_lacks_is_a_cross_with_the_fix(
     model_server: ServerHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,3 +299,12 @@ def test_memory_doctor_against_a_dead_port_is_one_usage_line(
     with pytest.raises(UsageError) as info:
         shell.run_line_magic("memory", "doctor")
     assert f"cannot reach {url}" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_ollamas_api_show_gives_the_context_window() -> None:
+    from deerflow_nb.doctor.checks import _window_from_show
+
+    show = {"model_info": {"general.architecture": "llama", "llama.context_length": 131072}}
+    assert _window_from_show(show) == 131072
+    assert _window_from_show({"parameters": "stop <|eot|>\nnum_ctx 8192"}) == 8192
+    assert _window_from_show({"model_info": {}}) is None and _window_from_show(None) is None

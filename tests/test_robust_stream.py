@@ -16,6 +16,7 @@ from loopback import ServerHandle, start_server
 from deerflow_nb import Agent
 from deerflow_nb.config import ModelConfig, load_settings
 from deerflow_nb.llm import ModelError
+from deerflow_nb.llm.base import ReplyCutShort
 from deerflow_nb.llm.openai_client import OpenAIChatModel
 
 
@@ -53,8 +54,31 @@ def test_a_stream_that_ends_before_its_finish_reason_is_an_error(
         model.chat([user("Explain gradient boosting")], on_text=seen.append)
     assert seen  # the text came, but the reply never finished
     message = str(info.value)
-    assert "\n" not in message and "before the reply finished" in message
+    assert "\n" not in message and "ended the reply early" in message
+    assert "interrupted" in message and "context window" not in message
+    assert isinstance(info.value, ReplyCutShort) and info.value.partial == "".join(seen)
     assert model.chat([user("again")], on_text=seen.append).finish_reason == "stop"
+
+
+def test_a_turn_cut_short_keeps_its_partial_reply_marked_interrupted(home: Path) -> None:
+    """The reply that streamed before the server ended it is journaled, the turn marked
+    interrupted (not failed), and the error says to run it again."""
+    with start_server(models=("small",)) as server:
+        (home / "config.yaml").write_text(
+            f"model:\n  name: small\n  base_url: {server.base_url}\n  max_retries: 0\n",
+            encoding="utf-8",
+        )
+        agent = Agent(settings=load_settings(home))
+        seen: list[str] = []
+        server.end_next(text=True)
+        with pytest.raises(ReplyCutShort, match="run the turn again"):
+            agent.run("Explain gradient boosting", thread="cut", on_text=seen.append)
+        (row,) = agent.journal.turns("cut")
+        assert row["status"] == "interrupted" and "ended the reply early" in row["error"]
+        replies = [m for m in agent.journal.messages("cut") if m["role"] == "assistant"]
+        assert seen and [m["content"] for m in replies] == ["".join(seen)]
+        assert agent.run("again", thread="cut", on_text=seen.append)  # the retry answers
+        agent.close()
 
 
 def test_an_over_window_turn_is_journaled_as_failed_not_ok(home: Path) -> None:

@@ -219,14 +219,15 @@ class Agent:
             )
 
         try:
-            run_turn(
-                state,
-                self._chain(state, memory_on, on_event),
-                tools=tool_specs(names),
-                dispatch=dispatch,
-                max_turns=self.settings.agent.max_turns,
-                on_text=on_text,
-            )
+            with self.model.in_use():  # the server is the user's until the turn ends
+                run_turn(
+                    state,
+                    self._chain(state, memory_on, on_event),
+                    tools=tool_specs(names),
+                    dispatch=dispatch,
+                    max_turns=self.settings.agent.max_turns,
+                    on_text=on_text,
+                )
         finally:
             self.last_turn = TurnResult(
                 reply=state.reply,

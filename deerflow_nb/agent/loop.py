@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..llm.base import ChatModel, OnText, ToolCall, Usage
+from ..llm.base import ChatModel, OnText, ReplyCutShort, ToolCall, Usage
 from ..tokens import count_tokens
 from ..untrusted import prompt_text
 
@@ -145,6 +145,12 @@ def run_turn(
     except (KeyboardInterrupt, Cancelled) as exc:
         state.status = "interrupted"
         state.error = str(exc) or "interrupted by the user"
+        _close_open_calls(state)
+        raise
+    except ReplyCutShort as exc:  # the server ended the stream mid-reply: keep what came
+        state.status = "interrupted"
+        state.error = f"{type(exc).__name__}: {exc}"
+        state.partial = state.partial or exc.partial
         _close_open_calls(state)
         raise
     except BaseException as exc:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import ContextSize, SummarizationConfig
-from ..llm.base import ChatModel
+from ..llm.base import ChatModel, output_cap
 from ..tokens import count_message_tokens, count_tokens, get_encoding, truncate_to_tokens
 from ..untrusted import prompt_text
 
@@ -167,12 +167,26 @@ def summary_request(
     ]
 
 
+# A summary compresses what it is sent at least this much: its output cap is the
+# sent budget (``trim_tokens_to_summarize``) over this, and never under SUMMARY_MIN_TOKENS.
+SUMMARY_RATIO = 4
+SUMMARY_MIN_TOKENS = 256
+
+
+def summary_cap(config: SummarizationConfig) -> int:
+    """The summary call's output cap, sized to what it compresses."""
+    return max(config.trim_tokens_to_summarize // SUMMARY_RATIO, SUMMARY_MIN_TOKENS)
+
+
 def summarize(
     model: ChatModel,
     config: SummarizationConfig,
     messages: list[dict[str, Any]],
     previous: str | None,
 ) -> tuple[str, Any]:
-    """Ask ``model`` for the summary; returns ``(text, usage)``."""
-    result = model.chat(summary_request(config, messages, previous))
+    """Ask ``model`` for the summary, capped (``summary_cap``); part of the user's turn,
+    so it never gives way. Returns ``(text, usage)``."""
+    request = summary_request(config, messages, previous)
+    cap = output_cap(summary_cap(config), model.max_input_tokens, request)
+    result = model.bounded(request, max_output_tokens=cap, background=False)
     return result.content.strip(), result.usage

@@ -1,18 +1,21 @@
 """The doctor's checks of the configured models, and ``run_doctor``, the whole run.
 
-The chat model: reachable, streams, calls tools, context window; the memory model: JSON
-mode and extraction of a fixed probe conversation (``probe_extraction``); embeddings
+The chat model: reachable, streams, calls tools, context window, and on a server two
+requests at once, the output cap and JSON schema output (``server.py``); the memory model:
+JSON mode and extraction of a fixed probe conversation (``probe_extraction``); embeddings
 when configured.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..llm.base import ChatModel, ModelError
+from . import server as server_checks
 from .probe import Probe, Unreachable, one_line
 from .report import FAIL, OK, UNKNOWN, Check, DoctorReport
 
@@ -263,11 +266,26 @@ def _window_from(entry: Any) -> int | None:
     return None
 
 
+def _window_from_show(show: dict[str, Any] | None) -> int | None:
+    """Ollama's ``/api/show``: ``model_info``'s ``<arch>.context_length``, or a ``num_ctx``
+    line among its ``parameters``."""
+    if not show:
+        return None
+    for key, value in (show.get("model_info") or {}).items():
+        if str(key).endswith(".context_length") and isinstance(value, int) and value > 0:
+            return value
+    for line in str(show.get("parameters") or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == "num_ctx" and value.strip().isdigit():
+            return int(value.strip())
+    return None
+
+
 def _context_window(probe: Probe, target: str) -> Check:
     configured = probe.model.max_input_tokens
     if probe.remote is None:
         return Check(target, "context window", OK, f"{configured} tokens (an embedded model)")
-    window = _window_from(probe.props())
+    window = _window_from(probe.props()) or _window_from_show(probe.show())
     if window is None:
         entries = probe.models() or []
         entry = next((m for m in entries if m.get("id") == probe.model.name), None)
@@ -331,34 +349,45 @@ def run_doctor(
     if memory_name != chat_name:
         title += f", memory model '{memory_name}'"
     report = DoctorReport(f"{title} {where}")
-    chat_target = f"chat '{chat_name}'"
-    report.checks.append(_reachable(chat_probe, chat_target))
-    steps: list[tuple[str, Callable[[Probe, str], Check]]] = [
-        ("streams", _streams),
-        ("tool calls", _tool_calls),
-        ("context window", _context_window),
-    ]
-    for name, step in steps:
-        report.checks.append(_run(chat_probe, chat_target, name, step))
-    memory_target = f"memory '{memory_name}'"
-    memory_steps: Sequence[tuple[str, Callable[[Probe, str], Check]]] = [
-        ("JSON mode", _json_mode),
-        ("extraction", _extraction),
-    ]
-    try:
-        if memory is not None:
-            memory_probe = Probe(memory)
-        elif memory_name == chat_name:
-            memory_probe = chat_probe
-        else:
-            memory_probe = Probe(get_chat_model(settings, memory_name))
-    except ModelError as exc:  # e.g. a memory model named while the chat model is offline
-        report.checks.append(
-            Check(memory_target, "usable", FAIL, one_line(exc), _fix_for(str(exc)))
-        )
-        memory_steps = []
-    for name, step in memory_steps:
-        report.checks.append(_run(memory_probe, memory_target, name, step))
+    # The doctor's probes are the user's: this kernel's folds give way (a lease would be
+    # a write to the home, which the doctor never makes).
+    held = chat_probe.remote.server.foreground(lease=False) if chat_probe.remote else None
+    with held or contextlib.nullcontext():
+        chat_target = f"chat '{chat_name}'"
+        report.checks.append(_reachable(chat_probe, chat_target))
+        steps: list[tuple[str, Callable[[Probe, str], Check]]] = [
+            ("streams", _streams),
+            ("tool calls", _tool_calls),
+            ("context window", _context_window),
+        ]
+        if chat_probe.remote is not None:
+            limit = settings.model.max_output_tokens
+            steps += [
+                ("two requests", server_checks.concurrency),
+                ("output cap", lambda p, t: server_checks.output_cap(p, t, limit)),
+                ("JSON schema", server_checks.json_schema),
+            ]
+        for name, step in steps:
+            report.checks.append(_run(chat_probe, chat_target, name, step))
+        memory_target = f"memory '{memory_name}'"
+        memory_steps: Sequence[tuple[str, Callable[[Probe, str], Check]]] = [
+            ("JSON mode", _json_mode),
+            ("extraction", _extraction),
+        ]
+        try:
+            if memory is not None:
+                memory_probe = Probe(memory)
+            elif memory_name == chat_name:
+                memory_probe = chat_probe
+            else:
+                memory_probe = Probe(get_chat_model(settings, memory_name))
+        except ModelError as exc:  # e.g. a memory model named while the chat model is offline
+            report.checks.append(
+                Check(memory_target, "usable", FAIL, one_line(exc), _fix_for(str(exc)))
+            )
+            memory_steps = []
+        for name, step in memory_steps:
+            report.checks.append(_run(memory_probe, memory_target, name, step))
     if settings.memory.embeddings:
         report.checks.append(_embeddings(settings))
     report.seconds = time.monotonic() - start

@@ -104,6 +104,22 @@ class Probe:
             return None
         return data if isinstance(data, dict) else None
 
+    def show(self) -> dict[str, Any] | None:
+        """Ollama's ``/api/show`` for the model (beside ``/v1``), or None."""
+        import httpx
+
+        if self.remote is None:
+            return None
+        root = self.remote.base_url.removesuffix("/v1")
+        try:
+            response = httpx.post(
+                f"{root}/api/show", json={"model": self.model.name}, timeout=REACH_TIMEOUT
+            )
+            data = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
     def chat(
         self,
         messages: list[dict[str, Any]],

@@ -31,4 +31,4 @@ def get_chat_model(settings: Settings, name: str | None = None) -> ChatModel:
         )
     from .openai_client import OpenAIChatModel
 
-    return OpenAIChatModel(name, settings.model)
+    return OpenAIChatModel(name, settings.model, home=settings.home)

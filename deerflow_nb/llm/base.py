@@ -3,11 +3,15 @@
 Messages go in as OpenAI-shaped dicts (``role``, ``content``, ``tool_calls``,
 ``tool_call_id``); text streams out through a callback; the call returns the whole
 reply with its tool calls and token usage. JSON mode asks for a single JSON object
-(memory extraction uses it).
+(memory extraction uses it). Background calls (folds, consolidation) and summaries go
+through ``ChatModel.bounded``: an output cap sized to the job, a JSON schema where the
+server takes one, and the user's turn first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +29,29 @@ class ModelError(RuntimeError):
 
     def __init__(self, message: object = "", *args: object) -> None:
         super().__init__(redact(str(message)), *args)
+
+
+class ReplyCutShort(ModelError):
+    """A streamed reply that stopped after text arrived; ``partial`` is what arrived, so
+    the turn can journal it marked interrupted."""
+
+    def __init__(self, message: str, partial: str) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+# The keywords ``bounded`` adds; a model whose ``chat`` predates one (a scripted test
+# model, say) is called without it.
+BOUNDED_KEYWORDS = ("max_output_tokens", "json_schema", "background")
+# Never cap a reply below this: a window nearly full still gets a short answer.
+MIN_OUTPUT_TOKENS = 32
+
+
+def output_cap(limit: int, window: int, messages: list[dict[str, Any]]) -> int:
+    """``limit`` lowered to what ``window`` leaves after the prompt: a cap past the window
+    is no cap (llama.cpp's server refuses a prompt and cap over its window)."""
+    room = window - count_message_tokens(messages)
+    return max(min(limit, room), MIN_OUTPUT_TOKENS)
 
 
 @dataclass
@@ -90,9 +117,54 @@ class ChatModel(ABC):
         tools: list[dict[str, Any]] | None = None,
         json_mode: bool = False,
         on_text: OnText | None = None,
+        max_output_tokens: int | None = None,
+        json_schema: dict[str, Any] | None = None,
+        background: bool = False,
     ) -> ChatResult:
-        """One model call. ``tools`` are OpenAI function specs; ``on_text`` gets text deltas."""
+        """One model call. ``tools`` are OpenAI function specs; ``on_text`` gets text deltas;
+        ``max_output_tokens`` caps the reply; ``json_schema`` (with ``json_mode``) is the
+        object's schema, for servers that constrain output to one; ``background`` marks a
+        call that gives way to the user's turns (``servers.GiveWay``)."""
+
+    def bounded(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_output_tokens: int,
+        json_mode: bool = False,
+        json_schema: dict[str, Any] | None = None,
+        background: bool = True,
+    ) -> ChatResult:
+        """A capped call (a fold, a consolidation, a summary), with the keywords this
+        model's ``chat`` takes: subclasses written before them keep working."""
+        wanted = {
+            "max_output_tokens": max_output_tokens,
+            "json_schema": json_schema,
+            "background": background,
+        }
+        taken = _keywords(type(self))
+        kwargs = {k: v for k, v in wanted.items() if k in taken}
+        return self.chat(messages, json_mode=json_mode, **kwargs)
+
+    def in_use(self) -> contextlib.AbstractContextManager[None]:
+        """Held around a user's turn: background calls to the same server wait for its
+        end (``OpenAIChatModel``: the server's foreground lease)."""
+        return contextlib.nullcontext()
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Embeddings for ``texts``; models without an embeddings endpoint raise ModelError."""
         raise ModelError(f"model '{self.name}' has no embeddings; set memory.embeddings")
+
+
+_taken: dict[type, frozenset[str]] = {}
+
+
+def _keywords(cls: type) -> frozenset[str]:
+    """The ``BOUNDED_KEYWORDS`` that ``cls.chat`` accepts (all of them with ``**kwargs``)."""
+    if cls not in _taken:
+        params = inspect.signature(cls.chat).parameters.values()
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            _taken[cls] = frozenset(BOUNDED_KEYWORDS)
+        else:
+            _taken[cls] = frozenset(p.name for p in params) & set(BOUNDED_KEYWORDS)
+    return _taken[cls]

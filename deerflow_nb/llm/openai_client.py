@@ -10,10 +10,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config import JOURNAL_FILENAME
 from ..scrub import encodable, encodable_deep, redact, remember_secret
-from .base import ChatModel, ChatResult, ModelError, OnText, ToolCall, Usage, counted_usage
+from .base import (
+    ChatModel,
+    ChatResult,
+    ModelError,
+    OnText,
+    ReplyCutShort,
+    ToolCall,
+    Usage,
+    counted_usage,
+)
+from .servers import CAP_PARAM, CAP_PARAMS, SCHEMA_OUTPUT, Background, server_for
 
 if TYPE_CHECKING:
     import openai
@@ -26,6 +40,41 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PLACEHOLDER_KEY = "not-needed"
 _MODEL_LIST_TIMEOUT = 3.0
 EMBED_BATCH = 1000
+# How a JSON schema is sent, best first: OpenAI's (also vLLM's, llama.cpp's C++ server,
+# Ollama's), the ``schema`` key of JSON mode (llama-cpp-python's server, Anyscale), and
+# plain JSON mode; a server that refuses one is sent the next from then on.
+SCHEMA_FORMATS = ("json_schema", "json_object_schema", "json_object")
+PLAIN_JSON = {"type": "json_object"}
+# Words of a 400 that refuses a parameter (not one that finds its value too large).
+_REFUSED = ("unsupported", "not supported", "unrecognized", "unknown", "not permitted",
+            "extra", "use 'max", "use max")  # fmt: skip
+
+
+@dataclass
+class Call:
+    """One chat call before the server's dialect is applied (``request``)."""
+
+    base: dict[str, Any]
+    json_mode: bool
+    json_schema: dict[str, Any] | None
+    max_output_tokens: int | None
+
+    def request(self, cap_param: str, schema_format: str) -> dict[str, Any]:
+        request = dict(self.base)
+        if self.max_output_tokens:
+            request[cap_param] = self.max_output_tokens
+        if self.json_mode:
+            request["response_format"] = response_format(self.json_schema, schema_format)
+        return request
+
+
+def response_format(schema: dict[str, Any] | None, schema_format: str) -> dict[str, Any]:
+    """JSON mode's ``response_format``, carrying ``schema`` the way ``schema_format`` says."""
+    if schema is None or schema_format == "json_object":
+        return dict(PLAIN_JSON)
+    if schema_format == "json_object_schema":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
 
 
 def _is_context_overflow(exc: Any) -> bool:
@@ -45,11 +94,17 @@ class OpenAIChatModel(ChatModel):
     """A chat model served over the OpenAI chat-completions API.
 
     ``embedding_model`` names the model ``embed`` asks for; it defaults to ``name``,
-    which suits local servers that embed with their chat model.
+    which suits local servers that embed with their chat model. ``home`` is where what
+    the server accepts is remembered (none: learned again by each process).
     """
 
     def __init__(
-        self, name: str, config: ModelConfig, *, embedding_model: str | None = None
+        self,
+        name: str,
+        config: ModelConfig,
+        *,
+        embedding_model: str | None = None,
+        home: Path | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -67,6 +122,8 @@ class OpenAIChatModel(ChatModel):
             )
         self._client: openai.OpenAI | None = None
         self._lock = threading.Lock()
+        # What the server accepts, and who uses it now; remembered in ``home``'s journal.
+        self.server = server_for(self.base_url, home / JOURNAL_FILENAME if home else None)
 
     @property
     def client(self) -> openai.OpenAI:
@@ -90,8 +147,12 @@ class OpenAIChatModel(ChatModel):
         tools: list[dict[str, Any]] | None = None,
         json_mode: bool = False,
         on_text: OnText | None = None,
+        max_output_tokens: int | None = None,
+        json_schema: dict[str, Any] | None = None,
+        background: bool = False,
     ) -> ChatResult:
-        """One completion; streamed (with usage) whenever ``on_text`` is given.
+        """One completion; streamed (with usage) whenever ``on_text`` is given, and always
+        in the background, so a fold can stop between chunks when the user's turn starts.
 
         Text UTF-8 cannot carry (a lone surrogate) becomes U+FFFD both ways: the SDK would
         refuse to send it, and a reply holding one must not cost the turn."""
@@ -99,18 +160,76 @@ class OpenAIChatModel(ChatModel):
         kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
         if tools:
             kwargs["tools"] = tools
-        if json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
-        import openai
-
-        try:
-            result = self._complete(kwargs) if on_text is None else self._stream(kwargs, on_text)
-        except openai.OpenAIError as exc:
-            raise self._translate(exc) from None
+        call = Call(kwargs, json_mode, json_schema, max_output_tokens)
+        if background:
+            with self.server.background() as turn:
+                result = self._call(call, on_text or (lambda _text: None), turn)
+        else:
+            with self.server.foreground():
+                result = self._call(call, on_text, None)
         if not result.usage.input_tokens and not result.usage.output_tokens:
             # Some local servers report no usage; count it ourselves, exactly.
             result.usage = counted_usage(messages, result.content, result.tool_calls)
         return result
+
+    def in_use(self) -> AbstractContextManager[None]:
+        """The server's foreground lease, held around a whole turn (``servers.Server``)."""
+        return self.server.foreground()
+
+    def _call(self, call: Call, on_text: OnText | None, turn: Background | None) -> ChatResult:
+        """Send ``call`` as this server takes it: a 400 naming the output-cap parameter or
+        the JSON schema format is learned (and remembered in the home), and the request
+        sent again the way the server accepts."""
+        import openai
+
+        while True:  # each way round learns one more refusal, of a few there can be
+            request = call.request(self._cap_param(), self._schema_format())
+            try:
+                if on_text is None:
+                    return self._complete(request)
+                return self._stream(request, on_text, turn)
+            except openai.APIStatusError as exc:
+                # llama-cpp-python's server refuses an unknown response_format with a 500
+                if exc.status_code in (400, 422, 500) and self._adapt(exc, request):
+                    continue
+                raise self._translate(exc) from None
+            except openai.OpenAIError as exc:
+                raise self._translate(exc) from None
+
+    def _cap_param(self) -> str:
+        """``max_tokens`` or ``max_completion_tokens``: what the server showed it takes, or
+        by default the newer name for OpenAI itself and the older one everywhere else
+        (local servers ignore a name they do not know, so it must be the one they read)."""
+        learned = self.server.trait(CAP_PARAM)
+        if learned in CAP_PARAMS:
+            return learned
+        return CAP_PARAMS[1] if self.base_url == DEFAULT_BASE_URL else CAP_PARAMS[0]
+
+    def _schema_format(self) -> str:
+        learned = self.server.trait(SCHEMA_OUTPUT)
+        return learned if learned in SCHEMA_FORMATS else SCHEMA_FORMATS[0]
+
+    def _adapt(self, exc: openai.APIStatusError, request: dict[str, Any]) -> bool:
+        """True when ``exc`` refused the cap parameter or the response format just sent,
+        and the next way to send it is now learned."""
+        said = f"{getattr(exc, 'param', '') or ''} {exc.message}".lower()
+        if _is_context_overflow(exc):
+            return False
+        sent_cap = next((p for p in CAP_PARAMS if p in request), None)
+        if sent_cap is not None and sent_cap in said and any(w in said for w in _REFUSED):
+            other = CAP_PARAMS[1 - CAP_PARAMS.index(sent_cap)]
+            if self.server.trait(f"{CAP_PARAM}_refused") == other:
+                return False  # both refused: say so rather than go round
+            self.server.learn(f"{CAP_PARAM}_refused", sent_cap)
+            self.server.learn(CAP_PARAM, other)
+            return True
+        shape = request.get("response_format") or {}
+        if shape and shape != PLAIN_JSON and ("response_format" in said or "schema" in said):
+            following = SCHEMA_FORMATS.index(self._schema_format()) + 1
+            if following < len(SCHEMA_FORMATS):
+                self.server.learn(SCHEMA_OUTPUT, SCHEMA_FORMATS[following])
+                return True
+        return False
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Vectors from the endpoint's ``/embeddings``, in input order, ``EMBED_BATCH``
@@ -151,40 +270,55 @@ class OpenAIChatModel(ChatModel):
             finish_reason=choice.finish_reason or "stop",
         )
 
-    def _stream(self, kwargs: dict[str, Any], on_text: OnText) -> ChatResult:
+    def _stream(
+        self, kwargs: dict[str, Any], on_text: OnText, turn: Background | None = None
+    ) -> ChatResult:
+        """A streamed reply; a background one (``turn``) stops between chunks, closing its
+        request so the server stops generating, once the user's turn wants the server."""
         parts: list[str] = []
         slots: dict[int, dict[str, str]] = {}
         usage = Usage()
         finish: str | None = None
         chunks = 0
         model = self.name
+        if turn is not None and turn.should_yield():  # a turn began while this was built
+            raise turn.give_way()
         stream = self.client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
         with stream:
-            for chunk in self._chunks(stream):
-                chunks += 1
-                model = chunk.model or model
-                if chunk.usage:
-                    usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    if delta.content:
-                        parts.append(delta.content)
-                        on_text(encodable(delta.content))
-                    for call in delta.tool_calls or []:
-                        slot = slots.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
-                        if call.id:
-                            slot["id"] = call.id
-                        if call.function is not None:
-                            if call.function.name:
-                                slot["name"] = call.function.name
-                            if call.function.arguments:
-                                slot["arguments"] += call.function.arguments
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+            try:
+                for chunk in self._chunks(stream):
+                    if turn is not None and turn.should_yield():
+                        raise turn.give_way()
+                    chunks += 1
+                    model = chunk.model or model
+                    if chunk.usage:
+                        usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                    for choice in chunk.choices:
+                        delta = choice.delta
+                        if delta.content:
+                            parts.append(delta.content)
+                            on_text(encodable(delta.content))
+                        for call in delta.tool_calls or []:
+                            slot = slots.setdefault(
+                                call.index, {"id": "", "name": "", "arguments": ""}
+                            )
+                            if call.id:
+                                slot["id"] = call.id
+                            if call.function is not None:
+                                if call.function.name:
+                                    slot["name"] = call.function.name
+                                if call.function.arguments:
+                                    slot["arguments"] += call.function.arguments
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
+            except ReplyCutShort as exc:
+                raise ReplyCutShort(str(exc), encodable("".join(parts))) from None
         if finish is None:
-            raise self._unfinished(kwargs["messages"], chunks)
+            if turn is not None and turn.should_yield(now=True):  # cut off by the user's turn
+                raise turn.give_way()
+            raise self._unfinished(kwargs["messages"], chunks, encodable("".join(parts)))
         calls = [
             ToolCall(
                 id=s["id"] or f"call_{i}",
@@ -196,18 +330,26 @@ class OpenAIChatModel(ChatModel):
         # Joined first: a surrogate pair split over two chunks is one character again.
         return ChatResult(encodable("".join(parts)), calls, usage, model, finish)
 
-    def _unfinished(self, messages: list[dict[str, Any]], chunks: int) -> ModelError:
-        """A stream that ended without a ``finish_reason``: llama.cpp's server answers a
-        prompt over its window with HTTP 200 and no chunk, which is no reply at all."""
+    def _unfinished(self, messages: list[dict[str, Any]], chunks: int, partial: str) -> ModelError:
+        """A stream that ended without a ``finish_reason``. With no chunk at all, llama.cpp's
+        server answering a prompt over its window (HTTP 200, nothing sent): no reply at
+        all. After chunks, a reply cut short: llama-cpp-python ends a running stream when
+        another request arrives."""
         from ..tokens import count_message_tokens
 
+        if chunks:
+            return ReplyCutShort(
+                f"{self.base_url} ended the reply early (another request may have "
+                f"interrupted it; after {chunks} chunks from model '{self.name}'): run the "
+                "turn again (the partial reply is kept in the journal, marked interrupted)",
+                partial,
+            )
         sent = count_message_tokens(messages)
-        how = "before any reply" if not chunks else "before the reply finished"
         return ModelError(
-            f"{self.base_url} closed the stream {how} (no finish_reason) after {sent} tokens "
-            f"were sent to model '{self.name}'; most likely the prompt exceeds the server's "
-            "context window: set model.max_input_tokens in config.yaml to its window "
-            "(summarization keeps threads under it), or start a new thread with --new"
+            f"{self.base_url} closed the stream before any reply (no finish_reason) after "
+            f"{sent} tokens were sent to model '{self.name}'; most likely the prompt exceeds "
+            "the server's context window: set model.max_input_tokens in config.yaml to its "
+            "window (summarization keeps threads under it), or start a new thread with --new"
         )
 
     def _chunks(self, stream: Iterable[Any]) -> Iterator[Any]:
@@ -223,9 +365,10 @@ class OpenAIChatModel(ChatModel):
         except openai.APIConnectionError:
             if not received:
                 raise
-            raise ModelError(
+            raise ReplyCutShort(
                 f"the connection to {self.base_url} dropped in the middle of the reply; "
-                "run the turn again (if it keeps dropping, check the server's logs)"
+                "run the turn again (if it keeps dropping, check the server's logs)",
+                "",
             ) from None
 
     def _translate(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:
@@ -245,9 +388,13 @@ class OpenAIChatModel(ChatModel):
         url = self.base_url
         retries = self.config.max_retries
         if isinstance(exc, openai.APITimeoutError):
+            # It took the connection, so it is up: busy (a single-slot local server runs
+            # one request at a time), not down, which is "cannot reach" below.
             return ModelError(
-                f"{url} did not answer within {self.config.timeout_seconds:g}s "
-                f"(after {retries} retries); raise model.timeout_seconds or check the server"
+                f"{url} is up but busy: it did not answer within "
+                f"{self.config.timeout_seconds:g}s (after {retries} retries), most likely "
+                "still running another request; wait and run it again, or raise "
+                "model.timeout_seconds"
             )
         if isinstance(exc, openai.APIConnectionError):
             return ModelError(

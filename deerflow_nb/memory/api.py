@@ -27,8 +27,6 @@ from ..config import HOME_ENV, HomeError, Settings, load_settings
 from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff
 from ..similarity import overlap
-from ..storage import ledger as ledger_rows
-from ..storage import queue as queue_rows
 from ..storage.journal import Journal
 from . import folds as fold_log
 from . import queue, usage
@@ -430,23 +428,13 @@ class Memory:
             "memory_error": memory_error,
             "pending": rows,
             "pending_changes": self._review.count(),
-            "last_fold": self._last_fold(),
+            "last_fold": fold_log.last(self.journal.db),
             "consecutive_failures": fold_log.consecutive_failures(self.journal.db),
             "last_error": errors[-1] if errors else self._folding.last_error,
+            "waiting_for_user": fold_log.waiting_line(rows)
+            if self._folding.waiting_for_user
+            else "no",
         }
-
-    def _last_fold(self) -> dict[str, Any] | None:
-        """The newest fold's record; for folds journaled before ``memory_folds`` existed,
-        only when the last one ran (a fold that changed nothing counts too)."""
-        recent = fold_log.recent(self.journal.db, 1)
-        if recent:
-            return recent[0]
-        marks = [
-            queue_rows.last_folded_at(self.journal.db),
-            ledger_rows.last_version_at(self.journal.db, ("fold", "approve")),
-        ]
-        at = max((m for m in marks if m), default=None)
-        return {"at": at} if at else None
 
     def on_change(self, callback: Callable[..., Any]) -> Callable[[], None]:
         """Call ``callback`` after every change, from whichever thread made it; returns a

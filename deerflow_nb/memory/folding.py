@@ -19,9 +19,10 @@ from dataclasses import replace
 from typing import Any
 
 from ..config import ConfigError, Settings
-from ..llm.base import ModelError
+from ..llm.base import ModelError, output_cap
+from ..llm.servers import GiveWay
 from ..schema.changes import ChangeSet
-from ..schema.diff import ExtractionDiff
+from ..schema.diff import ExtractionDiff, diff_json_schema
 from ..scrub import redact
 from ..storage import queue as queue_rows
 from ..storage.journal import Journal, row_to_message
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 # Failures whose message already says what went wrong and how to fix it: logged as that
 # one line, where a traceback would bury it (an unreachable server's runs ~100 lines).
 SAID_IN_ONE_LINE = (ModelError, ConfigError)
+# A fold that gave way to the user's turn looks again this much later (it gives way again
+# without a request while the turn runs, so this only bounds how soon it follows the turn).
+GIVE_WAY_SECONDS = 2.0
 
 
 class Folding:
@@ -57,6 +61,7 @@ class Folding:
         self.gate = gate
         self.worker: queue.QueueWorker | None = None
         self.last_error: str | None = None
+        self.waiting_for_user = False  # the last fold gave way to a user's turn
         self._orphans_checked = False
         self._orphans_lock = threading.Lock()
 
@@ -214,11 +219,22 @@ class Folding:
             from ..llm import get_chat_model
 
             model = get_chat_model(self._settings_until(deadline), self.settings.memory_model_name)
-            reply = model.chat(messages, json_mode=True)
+            limit = self.settings.model.max_output_tokens
+            cap = output_cap(limit, model.max_input_tokens, messages)
+            schema = diff_json_schema(list(handles))
+            reply = model.bounded(
+                messages, max_output_tokens=cap, json_mode=True, json_schema=schema
+            )
             check_holdable(reply.content)
             diff = parse(reply.content, handles)
             outcome = self.apply(diff, thread_id, lambda db: self._finish_fold(db, row))
+        except GiveWay:  # the user's turn needs the server: the row waits, no attempt spent
+            self.waiting_for_user = True
+            queue.defer(self.journal, row, GIVE_WAY_SECONDS)
+            report.waiting.append(thread_id)
+            return
         except Exception as exc:  # any failure keeps the row for a bounded retry
+            self.waiting_for_user = False
             if isinstance(exc, SAID_IN_ONE_LINE):
                 log.warning("memory fold of %s failed: %s", thread_id, exc)
             elif not isinstance(exc, ExtractionError | MemoryFileError):  # shown by status
@@ -233,6 +249,7 @@ class Folding:
         except BaseException:  # Ctrl-C mid-fold: hand the row back now, not when the lease ends
             queue.release(self.journal, row)
             raise
+        self.waiting_for_user = False
         (report.proposed if outcome.held_all else report.folded).append(thread_id)
 
     def _secrets(self) -> list[str | None]:

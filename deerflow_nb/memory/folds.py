@@ -15,6 +15,8 @@ from typing import Any
 
 from ..scrub import encodable, encodable_deep
 from ..storage import folds as fold_rows
+from ..storage import ledger as ledger_rows
+from ..storage import queue as queue_rows
 from ..storage.db import now_iso
 
 APPLIED = "applied"
@@ -144,3 +146,24 @@ def summary(fold: Mapping[str, Any] | None, *, with_head: bool = True) -> str:
             parts.append(f"held for review{change} ({held[0].get('reason')})")
         body = ", ".join(parts) or "no change"
     return f"{head}: {body}" if with_head else body
+
+
+def last(db: Any) -> dict[str, Any] | None:
+    """The newest fold's record; for folds journaled before ``memory_folds`` existed, only
+    when the last one ran (a fold that changed nothing counts too)."""
+    found = recent(db, 1)
+    if found:
+        return found[0]
+    marks = [queue_rows.last_folded_at(db), ledger_rows.last_version_at(db, ("fold", "approve"))]
+    at = max((m for m in marks if m), default=None)
+    return {"at": at} if at else None
+
+
+def waiting_line(rows: list[dict[str, Any]]) -> str:
+    """``status``'s line when the last fold gave way to a user's turn on its server."""
+    if not rows:
+        return "no"
+    return (
+        f"{len(rows)} queued fold(s) gave way to your turn on the model server; they run "
+        "when it ends"
+    )

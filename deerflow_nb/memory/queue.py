@@ -98,6 +98,13 @@ def release(journal: Journal, row: dict[str, Any]) -> None:
         rows.unclaim(db, row["thread_id"], _me())
 
 
+def defer(journal: Journal, row: dict[str, Any], seconds: float) -> None:
+    """The fold gave way to a user's turn: hand the row back, due again in ``seconds``,
+    with no attempt spent."""
+    with journal.transaction() as db:
+        rows.defer(db, row["thread_id"], _me(), clock() + seconds)
+
+
 def finish(db: Any, row: dict[str, Any]) -> bool:
     """Inside the fold's journal transaction: record how far the thread is folded and drop
     the row unless a newer snapshot replaced it; True when one did (a turn was journaled

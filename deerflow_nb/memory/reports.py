@@ -102,9 +102,11 @@ class ConsolidationReport:
 
 @dataclass
 class FlushReport:
-    """Threads folded, proposed for review, failed (with the error), and rows left pending."""
+    """Threads folded, proposed for review, failed (with the error), waiting for the
+    user's turn to end (the fold gave way; still queued), and rows left pending."""
 
     folded: list[str] = field(default_factory=list)
     proposed: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     pending: int = 0
+    waiting: list[str] = field(default_factory=list)

@@ -64,6 +64,7 @@ class Upkeep:
         """Ask the memory model which facts to merge; the merges wait for review in review
         mode, else apply as one version."""
         from ..llm import get_chat_model
+        from ..llm.base import output_cap
         from .aging import consolidation_messages, parse_merges
         from .extraction import load_reply
         from .reply_limits import check_holdable
@@ -74,7 +75,9 @@ class Upkeep:
             return report
         messages, handles = consolidation_messages(data)
         model = get_chat_model(self.settings, self.settings.memory_model_name)
-        reply = model.chat(messages, json_mode=True)
+        cap = output_cap(self.settings.model.max_output_tokens, model.max_input_tokens, messages)
+        # Asked for by the user's own command: it is the foreground, nothing to give way to.
+        reply = model.bounded(messages, max_output_tokens=cap, json_mode=True, background=False)
         check_holdable(reply.content)
         raw, _ = load_reply(reply.content)
         merges, report.left_out = parse_merges(raw, handles, data)

@@ -318,8 +318,9 @@ class OfflineHandler(BaseHTTPRequestHandler):
         None when the request was answered already (an error)."""
         tools = request.get("tools") if isinstance(request.get("tools"), list) else None
         response_format = request.get("response_format")
-        json_mode = (
-            isinstance(response_format, dict) and response_format.get("type") == "json_object"
+        json_mode = isinstance(response_format, dict) and response_format.get("type") in (
+            "json_object",
+            "json_schema",
         )
         deltas: list[str] = []
         try:

@@ -7,7 +7,7 @@ rest is kept; only a reply that is not a diff at all raises ``NotADiff``. The sc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -301,3 +301,63 @@ def _reason(exc: ValidationError) -> str:
         return f"{field} is empty"
     message = str(error.get("msg", "")).removeprefix("Value error, ")
     return f"{field}: {message}"
+
+
+# Bounds of the schema a server constrains a fold's reply to: with them a small model's
+# diff both parses and ends within the fold's output cap (``model.max_output_tokens``).
+SCHEMA_MAX_FACTS = 8
+SCHEMA_FACT_CHARS = 200
+SCHEMA_SUMMARY_CHARS = 400
+# Confidences a constrained reply may give (grammar-based servers ignore a number's
+# minimum and maximum, so the range is spelt out; the gate's threshold is 0.7).
+SCHEMA_CONFIDENCES = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+
+
+def diff_json_schema(handles: Sequence[str] = ()) -> dict[str, Any]:
+    """The extraction diff as a JSON schema, for servers that constrain output to one
+    (``response_format`` json_schema): ``factsToRemove`` may name only ``handles``, the
+    facts the prompt lists (none: it stays empty). ``ExtractionDiff.parse`` stays the
+    guard behind it."""
+    section = {
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "maxLength": SCHEMA_SUMMARY_CHARS},
+            "shouldUpdate": {"type": "boolean"},
+        },
+        "required": ["summary", "shouldUpdate"],
+        "additionalProperties": False,
+    }
+    fact = {
+        "type": "object",
+        "properties": {
+            "content": {"type": "string", "minLength": 1, "maxLength": SCHEMA_FACT_CHARS},
+            "category": {"enum": list(CATEGORIES)},
+            "confidence": {"enum": list(SCHEMA_CONFIDENCES)},
+            "scope": {"enum": [USER_SCOPE, TASK_SCOPE]},
+            "durability": {"enum": [DURABLE, ONE_TIME]},
+        },
+        "required": ["content", "category", "confidence"],
+        "additionalProperties": False,
+    }
+    groups = {
+        group: {
+            "type": "object",
+            "properties": {name: section for name in names},
+            "additionalProperties": False,
+        }
+        for group, names in SECTION_GROUPS
+    }
+    # Without ``items`` a grammar-based server allows any array, maxItems 0 or not.
+    removals: dict[str, Any] = {"type": "array", "items": {"type": "string"}, "maxItems": 0}
+    if handles:
+        removals = {"type": "array", "items": {"enum": list(handles)}, "maxItems": len(handles)}
+    return {
+        "type": "object",
+        "properties": {
+            **groups,
+            "newFacts": {"type": "array", "items": fact, "maxItems": SCHEMA_MAX_FACTS},
+            "factsToRemove": removals,
+        },
+        "required": ["newFacts", "factsToRemove"],
+        "additionalProperties": False,
+    }

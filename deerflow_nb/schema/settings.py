@@ -45,6 +45,7 @@ class ModelSettings(_Section):
     api_key: str | None = None
     send_openai_key_to_base_url: bool = False
     max_input_tokens: int = Field(128_000, ge=1)
+    max_output_tokens: int = Field(1000, ge=32)
     timeout_seconds: Seconds = Field(60.0, ge=0.001)
     max_retries: int = Field(3, ge=0)
 

@@ -298,6 +298,22 @@ def m015_memory_changes(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS memory_changes_turn ON memory_changes(turn)")
 
 
+@migration
+def m016_server_traits_and_leases(db: sqlite_utils.Database) -> None:
+    """What each model server has shown it accepts (the output-cap parameter, JSON schema
+    output), learned once per home; and the leases of the foreground turns using a server
+    now, so a fold in any kernel sharing the home gives the user's turn the server first
+    (issue 31, ``storage/servers.py``)."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS server_traits (endpoint TEXT NOT NULL, trait TEXT NOT NULL,"
+        " value TEXT NOT NULL, learned_at TEXT NOT NULL, PRIMARY KEY (endpoint, trait))"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS server_leases (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL,"
+        " owner TEXT NOT NULL, started_at TEXT NOT NULL)"
+    )
+
+
 def migrate(db: sqlite_utils.Database) -> None:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order."""
     db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)

@@ -63,6 +63,16 @@ def unclaim(db: Any, thread_id: str, owner: str | None = None) -> None:
         )
 
 
+def defer(db: Any, thread_id: str, owner: str, due_at: float) -> None:
+    """Clear ``owner``'s claim and make the row due no sooner than ``due_at``; its
+    attempts are not counted (nothing failed)."""
+    db.execute(
+        f"UPDATE memory_queue SET {_NO_CLAIM}, due_at = MAX(due_at, ?)"
+        " WHERE thread_id = ? AND claimed_by = ?",
+        [due_at, thread_id, owner],
+    )
+
+
 def drop_through(db: Any, thread_id: str, last_seq: int) -> None:
     """Drop the thread's row unless it holds messages after ``last_seq``."""
     db.execute(
