@@ -1,4 +1,7 @@
-"""Long-term memory: the ``Memory`` API, and the injection helpers (loaded on first use)."""
+"""Long-term memory: the ``Memory`` API (the write side, through its gate), the read door
+(``MemoryReader``, ``open_reader``), and the injection helpers (loaded on first use).
+
+These names are the facade: nothing outside ``memory/`` imports its other modules."""
 
 from __future__ import annotations
 
@@ -6,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from .api import Memory
 from .extraction import ExtractionError
+from .folds import summary as fold_summary
+from .reader import MemoryReader, open_reader
 from .reports import ApplyReport, FlushReport
 from .store import MemoryFileError
 
@@ -18,7 +23,10 @@ __all__ = [
     "FlushReport",
     "Memory",
     "MemoryFileError",
+    "MemoryReader",
+    "fold_summary",
     "format_memory_for_injection",
+    "open_reader",
     "select_facts",
 ]
 
