@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -85,6 +86,13 @@ class MemoryReader:
         elif sort == "created":
             facts.sort(key=lambda f: str(f.get("createdAt", "")), reverse=True)
         return facts
+
+    def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write memory as an indented memory.json at ``path`` (never over the home's own
+        files, nor, unless ``overwrite``, any existing file); the home is only read."""
+        from .transfer import write_export
+
+        return write_export(self.settings, self.data, path, overwrite=overwrite)
 
     # -- review --------------------------------------------------------------------------
     @property
@@ -287,6 +295,21 @@ class MemoryReader:
         """Every thread, oldest first."""
         db = self.db
         return journal_rows.thread_rows(db) if db is not None else []
+
+    def thread(self, thread_id: str) -> dict[str, Any] | None:
+        """One thread's row, or None when it is not journaled."""
+        db = self.db
+        return journal_rows.thread_row(db, thread_id) if db is not None else None
+
+    def private_turn_ids(self, thread_id: str) -> set[str]:
+        """The thread's turns run without memory (``%%agent --no-memory``)."""
+        db = self.db
+        return journal_rows.private_turn_ids(db, thread_id) if db is not None else set()
+
+    def is_queued(self, thread_id: str) -> bool:
+        """Whether the thread waits in the fold queue."""
+        db = self.db
+        return queue_rows.is_queued(db, thread_id) if db is not None else False
 
     def turns(self) -> list[dict[str, Any]]:
         """Every turn, oldest first."""

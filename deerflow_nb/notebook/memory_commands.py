@@ -124,7 +124,7 @@ class MemoryCommands:
         return SearchResults(args.query, tuple(self.memory.search(args.query, k=args.k)))
 
     def handle_recall(self, args: RecallArgs) -> RecallResults:
-        if args.thread is not None and self.memory.journal.thread(args.thread) is None:
+        if args.thread is not None and self.memory.reader.thread(args.thread) is None:
             raise UsageError(f"{PROG} recall: no thread {args.thread!r} in the journal")
         results = self.memory.recall(args.query, k=args.k, thread=args.thread)
         return RecallResults(args.query, tuple(results), args.thread)

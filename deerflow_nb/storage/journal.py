@@ -176,8 +176,7 @@ class Journal:
         return turn_id
 
     def thread(self, thread_id: str) -> dict[str, Any] | None:
-        rows = dict_rows(self.db, "SELECT * FROM threads WHERE id = ?", [thread_id])
-        return rows[0] if rows else None
+        return thread_row(self.db, thread_id)
 
     def threads(self) -> list[dict[str, Any]]:
         return thread_rows(self.db)
@@ -199,8 +198,7 @@ class Journal:
 
     def private_turn_ids(self, thread_id: str) -> set[str]:
         """The thread's turns run without memory."""
-        sql = "SELECT id FROM turns WHERE thread_id = ? AND private = 1"
-        return {row[0] for row in self.db.execute(sql, [thread_id])}
+        return private_turn_ids(self.db, thread_id)
 
     def messages(self, thread_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         """The thread's messages in OpenAI's shape, oldest first."""
@@ -310,6 +308,18 @@ def thread_rows(db: Connection) -> list[dict[str, Any]]:
     if not has_table(db, "threads"):
         return []
     return dict_rows(db, "SELECT * FROM threads ORDER BY created_at, rowid")
+
+
+def thread_row(db: Connection, thread_id: str) -> dict[str, Any] | None:
+    """One thread's row, or None."""
+    rows = dict_rows(db, "SELECT * FROM threads WHERE id = ?", [thread_id])
+    return rows[0] if rows else None
+
+
+def private_turn_ids(db: Connection, thread_id: str) -> set[str]:
+    """The thread's turns run without memory (``%%agent --no-memory``)."""
+    sql = "SELECT id FROM turns WHERE thread_id = ? AND private = 1"
+    return {row[0] for row in db.execute(sql, [thread_id])}
 
 
 def turn_rows(db: Connection) -> list[dict[str, Any]]:
