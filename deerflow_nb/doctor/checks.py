@@ -321,6 +321,7 @@ def run_doctor(
     Raises :class:`Unreachable` when the server cannot be reached, and ``ConfigError`` /
     ``ModelError`` for a configuration that names no usable model."""
     from ..llm import get_chat_model
+    from ..llm.registry import described
 
     start = time.monotonic()
     chat_name = chat.name if chat is not None else settings.chat_model_name
@@ -330,7 +331,7 @@ def run_doctor(
     title = f"deerflow-nb doctor: chat model '{chat_name}'"
     if memory_name != chat_name:
         title += f", memory model '{memory_name}'"
-    report = DoctorReport(f"{title} {where}")
+    report = DoctorReport(f"{title} {where}", providers=described())
     chat_target = f"chat '{chat_name}'"
     report.checks.append(_reachable(chat_probe, chat_target))
     steps: list[tuple[str, Callable[[Probe, str], Check]]] = [

@@ -288,6 +288,7 @@ class MemoryReader:
             "last_fold": self.last_fold(),
             "consecutive_failures": self.consecutive_failures(),
             "last_error": errors[-1] if errors else None,
+            "model_providers": _provider_names(),
         }
 
     # -- conversations ------------------------------------------------------------------
@@ -335,6 +336,13 @@ class MemoryReader:
         """``{turn_id, role, content}`` of what each of the thread's turns asked and answered."""
         db = self.db
         return journal_rows.turn_texts(db, thread_id) if db is not None else []
+
+
+def _provider_names() -> list[str]:
+    """The registered model providers (``llm.registry``), in the order they are asked."""
+    from ..llm import providers
+
+    return [p.name if p.origin == "built-in" else f"{p.name} ({p.origin})" for p in providers()]
 
 
 def _diff_of(row: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,8 @@ class StatusView(View):
                 )
                 for item in fold.get("left_out") or []:
                     rows.append(("  left out", f"{item.get('item')}: {item.get('reason')}"))
+            elif key == "model_providers" and isinstance(value, list):
+                rows.append(("model providers", ", ".join(map(str, value)) or "none"))
             elif key == "consecutive_failures":
                 why = failures_line(self.status)
                 rows.append((key, str(value or 0) + (f" ({why})" if why else "")))
