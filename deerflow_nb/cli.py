@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve_main(argv[1:])
     args = build_parser().parse_args(argv)
     from .config import ConfigError
-    from .memory.store import MemoryFileError
+    from .memory import MemoryFileError
 
     try:
         return args.func(args)

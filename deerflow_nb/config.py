@@ -9,44 +9,34 @@ names the key and the file, because a silently ignored typo is worse than an err
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .home import (
+    CONFIG_FILENAME,
+    HOME_ENV,
+    JOURNAL_FILENAME,
+    MEMORY_FILENAME,
+    ConfigError,
+    HomeError,
+    default_home,
+    resolve_home,
+)
 
 if TYPE_CHECKING:
     from .schema.settings import Settings
 
-HOME_ENV = "DEERFLOW_NB_HOME"
-CONFIG_FILENAME = "config.yaml"
-MEMORY_FILENAME = "memory.json"
-JOURNAL_FILENAME = "journal.db"
-
-
-class ConfigError(ValueError):
-    """A config.yaml problem, phrased as one line that names the key and the file.
-
-    The message never shows a secret: a value that looks like an API key (``sk-…``,
-    ``Bearer …``), or any value given for a ``…key`` setting, is left out."""
-
-    def __init__(self, message: str = "", *args: Any) -> None:
-        super().__init__(_without_secrets(str(message)), *args)
-
-
-_KEY_SETTING = re.compile(r"'[\w.\[\]]*(?:api_key|_key|token|secret)[\w\[\]]*'", re.IGNORECASE)
-_SHOWN_VALUE = re.compile(r"(, got ).*$", re.DOTALL)
-
-
-def _without_secrets(message: str) -> str:
-    from .scrub import redact
-
-    if _KEY_SETTING.search(message):  # whatever value a key setting got stays unshown
-        message = _SHOWN_VALUE.sub(r"\1a value not shown (it may be a key)", message)
-    return redact(message)
-
-
-class HomeError(ConfigError):
-    """The home folder, or its journal, cannot be used as it is; one line naming the fix."""
-
+__all__ = [
+    "CONFIG_FILENAME",
+    "HOME_ENV",
+    "JOURNAL_FILENAME",
+    "MEMORY_FILENAME",
+    "ConfigError",
+    "HomeError",
+    "default_home",
+    "load_settings",
+    "parse_embeddings_spec",
+    "resolve_home",
+]
 
 # The settings themselves are declared once, as pydantic models in ``schema/settings.py``;
 # these names stay importable from here (DESIGN's public names), loaded on first use so that
@@ -68,16 +58,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(settings, _DECLARED[name])
     raise AttributeError(f"module 'deerflow_nb.config' has no attribute {name!r}")
-
-
-def default_home() -> Path:
-    """``$DEERFLOW_NB_HOME`` or ``~/.deerflow_nb``."""
-    env = os.environ.get(HOME_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".deerflow_nb"
-
-
-def resolve_home(home: str | os.PathLike[str] | None) -> Path:
-    return Path(home).expanduser() if home is not None else default_home()
 
 
 def parse_embeddings_spec(spec: str) -> tuple[str, str]:

@@ -177,7 +177,8 @@ def probe_extraction(text: str, handles: dict[str, str]) -> tuple[int, int, list
     """``(valid, total, reasons)`` for an extraction reply: how many of its items (sections
     to update, new facts, removals) the fold would keep, how many it holds, and why the
     rest are left out. The one place the doctor calls extraction's parser."""
-    from ..memory.extraction import ExtractionError, parse
+    from ..memory import ExtractionError
+    from ..memory import parse_extraction as parse
 
     try:
         diff = parse(text, handles)
@@ -219,8 +220,8 @@ def _count_items(diff: Any) -> int:
 
 
 def _extraction(probe: Probe, target: str) -> Check:
-    from ..memory.extraction import build_messages
-    from ..memory.store import empty_memory
+    from ..memory import empty_memory
+    from ..memory import extraction_messages as build_messages
 
     messages, handles = build_messages(empty_memory(), [dict(m) for m in PROBE_CONVERSATION])
     reply = probe.chat(messages, json_mode=True, max_tokens=EXTRACTION_REPLY)
@@ -299,7 +300,7 @@ def _context_window(probe: Probe, target: str) -> Check:
 
 def _embeddings(settings: Settings) -> Check:
     from ..config import ConfigError
-    from ..memory.embeddings import get_embedder
+    from ..memory import get_embedder
 
     target = f"embeddings {settings.memory.embeddings}"
     try:

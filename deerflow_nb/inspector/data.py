@@ -61,7 +61,7 @@ def embedder_for(home: Path) -> Any:
     settings = load_settings(home)
     if not settings.memory.embeddings:
         return None
-    from ..memory.embeddings import get_embedder
+    from ..memory import get_embedder
     from ..storage.journal import Journal
 
     return get_embedder(settings, Journal(settings.journal_path))

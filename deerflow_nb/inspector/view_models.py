@@ -104,7 +104,7 @@ def injection_preview(
     are on, plus the date match when the context names a date), confidence, recency,
     specificity, and the total.
     """
-    from ..memory.injection import explain_injection
+    from ..memory import explain_injection
     from ..tokens import count_tokens
 
     block, why = explain_injection(memory, context, max_tokens, embedder=embedder)

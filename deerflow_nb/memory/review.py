@@ -25,7 +25,7 @@ from ..storage.journal import Journal
 from .ledger import Changed, Ledger
 
 if TYPE_CHECKING:
-    from .gate import Gate
+    from ..schema.changes import ChangeDoor as Gate
 
 _REVIEW_KEY = "review"
 # A narrowed change keeps its items' first numbers here (the updater ignores the key).

@@ -166,7 +166,7 @@ class MemoryCommands:
 
     # writes
     def handle_add(self, args: AddArgs) -> Notice:
-        from ..memory.updater import MAX_FACT_CHARS
+        from ..memory import MAX_FACT_CHARS
 
         before = self._fact_ids()
         try:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from ..memory.store import MemoryFileError
+from ..memory import MemoryFileError
 from ..schema.constants import CATEGORIES, SUGGESTION_MARK, is_model_suggestion
 from ..untrusted import escape_html
 from .recall_tab import RecallTab

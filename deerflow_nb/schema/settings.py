@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from ..config import JOURNAL_FILENAME, MEMORY_FILENAME, ConfigError, default_home
+from ..home import JOURNAL_FILENAME, MEMORY_FILENAME, ConfigError, default_home
 
 
 class _Section(BaseModel):

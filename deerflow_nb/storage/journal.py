@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -300,6 +300,22 @@ class Journal:
             [thread_id],
         )
         return rows[0] if rows else None
+
+
+# -- bulk rows (benchmarks, and journals dated as they were kept) ----------------------
+def date_messages(db: sqlite_utils.Database, dates: Sequence[tuple[str, str, int]]) -> None:
+    """Inside a transaction: set each ``(created_at, thread, seq)`` message's time, as a
+    journal kept on those days would have it."""
+    db.conn.executemany("UPDATE messages SET created_at = ? WHERE thread_id = ? AND seq = ?", dates)
+
+
+def insert_bulk(
+    db: sqlite_utils.Database, threads: Iterable[dict[str, Any]], messages: Iterable[dict[str, Any]]
+) -> None:
+    """Inside a transaction: many thread and message rows at once, as months of turns
+    would leave them (no per-message bookkeeping: ``seq`` and ``tokens`` come given)."""
+    db["threads"].insert_all(threads)
+    db["messages"].insert_all(messages, batch_size=2000)
 
 
 # -- reads on any connection (the inspector's read-only one too) ---------------------

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...memory.folds import summary as fold_summary
+from ...memory import fold_summary
 from ...untrusted import clean_text, escape_html
 from .table import Table, View, count_of, day, md_cell
 
