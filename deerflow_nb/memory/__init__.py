@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from .api import Memory
 from .extraction import ExtractionError
+from .fact_query import FactQuery
+from .fact_query import Sort as FactSort
 from .folds import summary as fold_summary
 from .reader import MemoryReader, open_reader
 from .reports import ApplyReport, FlushReport
@@ -37,6 +39,8 @@ __all__ = [
     "MAX_FACT_CHARS",
     "ApplyReport",
     "ExtractionError",
+    "FactQuery",
+    "FactSort",
     "FlushReport",
     "Memory",
     "MemoryFileError",

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 from ..config import HOME_ENV, HomeError, Settings, load_settings
 from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff
-from ..similarity import overlap
 from ..storage.journal import Journal
 from . import usage
 from .edits import Edits
 from .extraction import check_diff
+from .fact_query import FactQuery
 from .folding import SAID_IN_ONE_LINE, Folding
 from .gate import Gate
 from .ledger import Ledger
@@ -118,12 +118,16 @@ class Memory:
 
     def forget_matching(self, text: str) -> list[dict[str, Any]]:
         """Facts a "forget …" request could mean: substring or most content words shared."""
-        needle = " ".join(text.casefold().split())
-        return [
-            f
-            for f in self.data.get("facts", [])
-            if needle in f.get("content", "").casefold() or overlap(text, f["content"]) >= 0.6
-        ]
+        return self.reader.query(FactQuery(like=text, sort="none"))
+
+    def query(self, query: FactQuery) -> list[dict[str, Any]]:
+        """The facts ``query`` selects (filter, sort, page): the one fact query
+        ``%memory facts``, the panel and the inspector use."""
+        return self.reader.query(query)
+
+    def query_page(self, query: FactQuery) -> tuple[list[dict[str, Any]], int]:
+        """``query``'s page and how many facts it matched in all (to say "10 of 35")."""
+        return self.reader.query_page(query)
 
     @property
     def embedder(self) -> Any:

@@ -29,6 +29,7 @@ from . import folds as fold_log
 from . import usage as usage_rows
 from . import versions as version_rows
 from .events import decode_event, replacement_events
+from .fact_query import FactQuery, Sort
 from .review import ReviewItem, items
 from .store import MemoryFileError, MemoryStore
 
@@ -74,18 +75,21 @@ class MemoryReader:
         min_confidence: float | None = None,
         sort: str = "confidence",
     ) -> list[dict[str, Any]]:
-        """Facts filtered by category and confidence; sorted by confidence, ``created`` or none."""
-        facts = [
-            f
-            for f in self.data.get("facts", [])
-            if (category is None or f.get("category") == category)
-            and (min_confidence is None or float(f.get("confidence", 0)) >= min_confidence)
-        ]
-        if sort == "confidence":
-            facts.sort(key=lambda f: float(f.get("confidence", 0)), reverse=True)
-        elif sort == "created":
-            facts.sort(key=lambda f: str(f.get("createdAt", "")), reverse=True)
-        return facts
+        """Facts filtered by category and confidence; sorted by confidence, ``created`` (newest
+        first) or not at all."""
+        by: Sort = (
+            "created" if sort == "created" else "confidence" if sort == "confidence" else "none"
+        )
+        categories = (category,) if category is not None else ()
+        return self.query(FactQuery(categories, min_confidence=min_confidence, sort=by))
+
+    def query(self, query: FactQuery) -> list[dict[str, Any]]:
+        """The facts ``query`` selects, in its order, its page (``fact_query.py``)."""
+        return query.run(self.data.get("facts", []))
+
+    def query_page(self, query: FactQuery) -> tuple[list[dict[str, Any]], int]:
+        """``query``'s page and how many facts it matched in all."""
+        return query.page(self.data.get("facts", []))
 
     def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write memory as an indented memory.json at ``path`` (never over the home's own

@@ -115,10 +115,16 @@ class MemoryCommands:
         return SummaryView(self.memory.data, self.memory.status())
 
     def handle_facts(self, args: FactsArgs) -> FactsTable:
-        facts = self.memory.facts(
-            category=args.category, min_confidence=args.min_confidence, sort=args.sort
+        from ..memory import FactQuery
+
+        query = FactQuery(
+            categories=(args.category,) if args.category else (),
+            min_confidence=args.min_confidence,
+            sort=args.sort,
+            limit=args.limit,
         )
-        return facts_view(facts)
+        page, total = self.memory.query_page(query)
+        return facts_view(page, total=total)
 
     def handle_search(self, args: SearchArgs) -> SearchResults:
         return SearchResults(args.query, tuple(self.memory.search(args.query, k=args.k)))
