@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .api import Memory
+from .api import RECALL_K, Memory
 from .extraction import ExtractionError
 from .fact_query import FactQuery
 from .fact_query import Sort as FactSort
@@ -37,6 +37,7 @@ _LAZY = {
 
 __all__ = [
     "MAX_FACT_CHARS",
+    "RECALL_K",
     "ApplyReport",
     "ExtractionError",
     "FactQuery",

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _UNSET = object()
+RECALL_K = 10  # messages a recall lists by default (%memory recall, the panel, the inspector)
 
 
 class Memory:
@@ -172,7 +173,9 @@ class Memory:
             self._record_use(lambda db: usage.record_used(db, [f.get("id") for f, _ in results]))
         return results
 
-    def recall(self, query: str, k: int = 10, *, thread: str | None = None) -> list[dict[str, Any]]:
+    def recall(
+        self, query: str, k: int = RECALL_K, *, thread: str | None = None
+    ) -> list[dict[str, Any]]:
         """Journal search over lead threads' user messages and final replies, best first;
         each ``{"thread", "seq", "role", "content", "created_at", "score"}`` (``recall.py``)."""
         from .recall import search as recall_search

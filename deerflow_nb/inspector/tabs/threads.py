@@ -10,11 +10,11 @@ from typing import Any
 
 import streamlit as st
 
+from ...memory import RECALL_K
 from .. import actions, data, view_models
 from ..data import MemoryReader
 from .markup import code, count, md, md_lines, plain, table, time_column, when
 
-RECALL_K = 10
 THREADS_LISTED = 50  # lead threads in the list (newest first), with their sub-agents
 
 
