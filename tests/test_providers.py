@@ -20,6 +20,8 @@ import pytest
 from deerflow_nb.config import Settings
 from deerflow_nb.llm import ModelError, get_chat_model, providers
 from deerflow_nb.llm.registry import GROUP
+from deerflow_nb.memory import Memory
+from deerflow_nb.notebook.views.status import StatusView
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,6 +70,9 @@ def test_the_offline_model_comes_from_its_entry_point(home: Path) -> None:
     assert get_chat_model(Settings(home=home)).name == "offline"
     with pytest.raises(ModelError, match="needs an API key"):
         get_chat_model(Settings(home=home), "gpt-4o")
+    with Memory(home) as mem:  # %memory status lists them
+        rows = [line.split() for line in repr(StatusView(mem.status())).splitlines()]
+        assert ["model", "providers", "offline,", "openai"] in rows
 
 
 def test_a_third_party_provider_serves_its_names_and_is_listed(tmp_path: Path) -> None:
