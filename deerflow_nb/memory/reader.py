@@ -30,10 +30,8 @@ from . import usage as usage_rows
 from . import versions as version_rows
 from .events import decode_event, replacement_events
 from .fact_query import FactQuery, Sort
-from .review import ReviewItem, items
+from .review import REVIEW_KEY, ReviewItem, items
 from .store import MemoryFileError, MemoryStore
-
-REVIEW_KEY = "review"  # the journal's memory setting that overrides ``memory.review``
 
 
 class MemoryReader:
