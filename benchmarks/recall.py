@@ -64,6 +64,7 @@ from deerflow_nb.config import Settings  # noqa: E402
 from deerflow_nb.memory import recall as recall_module  # noqa: E402
 from deerflow_nb.memory.api import Memory  # noqa: E402
 from deerflow_nb.storage import recall_index  # noqa: E402
+from deerflow_nb.storage.journal import date_messages, insert_bulk  # noqa: E402
 
 DEFAULT_DATA = default_data_dir("locomo-dev")
 CATEGORIES = (1, 2, 3, 4)
@@ -136,9 +137,7 @@ def journal_sessions(memory: Memory, sessions: list[dict]) -> dict[tuple[str, in
             stamp = session["date"] + timedelta(seconds=30 * i)
             dates.append((stamp.strftime("%Y-%m-%dT%H:%M:%S.000Z"), session["thread"], seq))
     with journal.transaction() as db:  # the session's date, as a journal kept then would have
-        db.conn.executemany(
-            "UPDATE messages SET created_at = ? WHERE thread_id = ? AND seq = ?", dates
-        )
+        date_messages(db, dates)
     return where
 
 
@@ -327,10 +326,12 @@ def synthetic_section(data_dir: Path, size: int, results: Results | None = None)
         stamp = now_iso()
         with memory.journal.transaction() as db:  # bulk, as months of turns would leave it
             threads = [f"synthetic-{t}" for t in range(math.ceil(size / SYNTHETIC_THREAD))]
-            db["threads"].insert_all(
-                {"id": t, "kind": "lead", "created_at": stamp, "updated_at": stamp} for t in threads
-            )
-            db["messages"].insert_all(
+            insert_bulk(
+                db,
+                (
+                    {"id": t, "kind": "lead", "created_at": stamp, "updated_at": stamp}
+                    for t in threads
+                ),
                 (
                     {
                         "thread_id": threads[i // SYNTHETIC_THREAD],
@@ -342,7 +343,6 @@ def synthetic_section(data_dir: Path, size: int, results: Results | None = None)
                     }
                     for i in range(size)
                 ),
-                batch_size=2000,
             )
         start = time.perf_counter()
         memory.recall(picks[0])

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .memory import Memory
+    from .memory import Memory, MemoryReader
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -47,6 +47,22 @@ def _with_memory(
     return command
 
 
+def _with_reader(action: Callable[[MemoryReader, argparse.Namespace], None]) -> Command:
+    """A subcommand that only reads: the home opened read-only (``memory.open_reader``), so
+    it creates, migrates and writes nothing there, and works on a read-only disk."""
+
+    def command(args: argparse.Namespace) -> int:
+        from .memory import open_reader
+
+        if args.home and not Path(args.home).expanduser().is_dir():
+            raise ValueError(f"no home folder {args.home}; check the path (or omit --home)")
+        with open_reader(args.home) as reader:
+            action(reader, args)
+        return 0
+
+    return command
+
+
 def _fold(mem: Memory, args: argparse.Namespace) -> int:
     if args.rebuild:
         mem.recover()
@@ -61,17 +77,17 @@ def _fold(mem: Memory, args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
-def _status(mem: Memory, args: argparse.Namespace) -> None:
+def _status(reader: MemoryReader, args: argparse.Namespace) -> None:
     if args.json:
-        _say(json.dumps(mem.status(), indent=2, default=str))  # ASCII: controls are \u escapes
+        _say(json.dumps(reader.status(), indent=2, default=str))  # ASCII: controls are \u escapes
         return
     from .notebook.views.status import StatusView
 
-    _say(repr(StatusView(mem.status())))
+    _say(repr(StatusView(reader.status())))
 
 
-def _export(mem: Memory, args: argparse.Namespace) -> None:
-    _say(f"exported to {mem.export(args.path, overwrite=args.force)}")
+def _export(reader: MemoryReader, args: argparse.Namespace) -> None:
+    _say(f"exported to {reader.export(args.path, overwrite=args.force)}")
 
 
 def _import(mem: Memory, args: argparse.Namespace) -> None:
@@ -127,11 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     fold.set_defaults(func=_with_memory(_fold))
     status = with_home(sub.add_parser("status", help="queue, last fold, last error, paths"))
     status.add_argument("--json", action="store_true", help="print the status as JSON")
-    status.set_defaults(func=_with_memory(_status))
+    status.set_defaults(func=_with_reader(_status))
     export = with_home(sub.add_parser("export", help="write memory.json to PATH"))
     export.add_argument("path")
     export.add_argument("--force", action="store_true", help="overwrite an existing file")
-    export.set_defaults(func=_with_memory(_export))
+    export.set_defaults(func=_with_reader(_export))
     imp = with_home(sub.add_parser("import", help="import a (DeerFlow) memory.json"))
     imp.add_argument("path")
     imp.add_argument("--yes", action="store_true", help="replace facts already in memory")
@@ -159,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve_main(argv[1:])
     args = build_parser().parse_args(argv)
     from .config import ConfigError
-    from .memory.store import MemoryFileError
+    from .memory import MemoryFileError
 
     try:
         return args.func(args)

@@ -1,4 +1,5 @@
-"""Settings: one home folder, an optional ``config.yaml`` in it, environment overrides.
+"""Finding and loading the settings: the home folder, its optional ``config.yaml``, and
+environment overrides (the settings are declared in ``schema/settings.py``).
 
 The file accepts DeerFlow's keys (``memory.*``, ``summarization.*``, ``subagents.*``)
 plus model settings. Unknown keys and wrong types are rejected with one line that
@@ -8,200 +9,55 @@ names the key and the file, because a silently ignored typo is worse than an err
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-HOME_ENV = "DEERFLOW_NB_HOME"
-CONFIG_FILENAME = "config.yaml"
-MEMORY_FILENAME = "memory.json"
-JOURNAL_FILENAME = "journal.db"
+from .home import (
+    CONFIG_FILENAME,
+    HOME_ENV,
+    JOURNAL_FILENAME,
+    MEMORY_FILENAME,
+    ConfigError,
+    HomeError,
+    default_home,
+    resolve_home,
+)
 
+if TYPE_CHECKING:
+    from .schema.settings import Settings
 
-class ConfigError(ValueError):
-    """A config.yaml problem, phrased as one line that names the key and the file.
+__all__ = [
+    "CONFIG_FILENAME",
+    "HOME_ENV",
+    "JOURNAL_FILENAME",
+    "MEMORY_FILENAME",
+    "ConfigError",
+    "HomeError",
+    "default_home",
+    "load_settings",
+    "parse_embeddings_spec",
+    "resolve_home",
+]
 
-    The message never shows a secret: a value that looks like an API key (``sk-…``,
-    ``Bearer …``), or any value given for a ``…key`` setting, is left out."""
-
-    def __init__(self, message: str = "", *args: Any) -> None:
-        super().__init__(_without_secrets(str(message)), *args)
-
-
-_KEY_SETTING = re.compile(r"'[\w.\[\]]*(?:api_key|_key|token|secret)[\w\[\]]*'", re.IGNORECASE)
-_SHOWN_VALUE = re.compile(r"(, got ).*$", re.DOTALL)
-
-
-def _without_secrets(message: str) -> str:
-    from .scrub import redact
-
-    if _KEY_SETTING.search(message):  # whatever value a key setting got stays unshown
-        message = _SHOWN_VALUE.sub(r"\1a value not shown (it may be a key)", message)
-    return redact(message)
-
-
-class HomeError(ConfigError):
-    """The home folder, or its journal, cannot be used as it is; one line naming the fix."""
-
-
-@dataclass
-class ContextSize:
-    """DeerFlow's ``{type, value}`` size: a token count, a message count or a window fraction."""
-
-    type: Literal["tokens", "messages", "fraction"] = "messages"
-    value: float = 20
-
-
-@dataclass
-class ModelConfig:
-    """The chat model. No key and no base URL means the embedded offline model."""
-
-    name: str | None = None
-    base_url: str | None = None
-    api_key: str | None = None
-    send_openai_key_to_base_url: bool = False
-    max_input_tokens: int = 128_000
-    # The output cap of folds and consolidation (summaries: summarization.py's own): a
-    # diff's six sections at ~80 tokens, eight facts at ~50 and ~100 of JSON framing.
-    max_output_tokens: int = 1000
-    timeout_seconds: float = 60.0
-    max_retries: int = 3
-
-
-@dataclass
-class MemoryConfig:
-    """DeerFlow's ``memory.*`` keys with DeerFlow's defaults."""
-
-    enabled: bool = True
-    debounce_seconds: float = 30.0
-    model_name: str | None = None
-    max_facts: int = 100
-    fact_confidence_threshold: float = 0.7
-    injection_enabled: bool = True
-    max_injection_tokens: int = 2000
-    embeddings: str | None = None
-    review: bool = False
-    # Issue 20: a fact neither confirmed nor used for this many days is proposed for removal
-    # (goals and current activities after a third of it); see memory/aging.py.
-    staleness_days: float = 180.0
-    # Over max_facts: "blend" (confidence, confirmation freshness, use; corrections kept
-    # last) or "confidence" (DeerFlow's: the least confident first).
-    eviction: Literal["blend", "confidence"] = "blend"
-
-
-@dataclass
-class SummarizationConfig:
-    """DeerFlow's ``summarization.*`` keys."""
-
-    enabled: bool = True
-    model_name: str | None = None
-    trigger: list[ContextSize] = field(
-        default_factory=lambda: [ContextSize(type="fraction", value=0.8)]
-    )
-    keep: ContextSize = field(default_factory=lambda: ContextSize(type="messages", value=20))
-    trim_tokens_to_summarize: int = 4000
-    summary_prompt: str | None = None
-
-
-@dataclass
-class SubagentsConfig:
-    """Limits for ``task`` sub-agents."""
-
-    enabled: bool = True
-    max_concurrent: int = 3
-    max_per_turn: int = 6
-    max_turns: int = 8
-    timeout_seconds: float = 120.0
-
-
-@dataclass
-class AgentConfig:
-    """The lead agent's own limits."""
-
-    max_turns: int = 12
-    allow_code_execution: bool = False
-
-
-@dataclass
-class Settings:
-    """Everything configurable, resolved from defaults, config.yaml and the environment."""
-
-    home: Path = field(default_factory=lambda: default_home())
-    model: ModelConfig = field(default_factory=ModelConfig)
-    memory: MemoryConfig = field(default_factory=MemoryConfig)
-    summarization: SummarizationConfig = field(default_factory=SummarizationConfig)
-    subagents: SubagentsConfig = field(default_factory=SubagentsConfig)
-    agent: AgentConfig = field(default_factory=AgentConfig)
-
-    @property
-    def memory_path(self) -> Path:
-        return self.home / MEMORY_FILENAME
-
-    @property
-    def journal_path(self) -> Path:
-        return self.home / JOURNAL_FILENAME
-
-    @property
-    def is_offline(self) -> bool:
-        """True when the model is "offline", or nothing names one (no name, key or base URL):
-        the embedded model runs. A model named without a key is an error when used, not a
-        silent switch to the offline model."""
-        model = self.model
-        return model.name == "offline" or not (model.name or model.api_key or model.base_url)
-
-    @property
-    def chat_model_name(self) -> str:
-        if self.is_offline:
-            return "offline"
-        return self.model.name or "gpt-4o-mini"
-
-    @property
-    def memory_model_name(self) -> str:
-        return self.memory.model_name or self.chat_model_name
-
-
-def default_home() -> Path:
-    """``$DEERFLOW_NB_HOME`` or ``~/.deerflow_nb``."""
-    env = os.environ.get(HOME_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".deerflow_nb"
-
-
-def resolve_home(home: str | os.PathLike[str] | None) -> Path:
-    return Path(home).expanduser() if home is not None else default_home()
-
-
-_TOP_SECTIONS = {
-    "model": ModelConfig,
-    "memory": MemoryConfig,
-    "summarization": SummarizationConfig,
-    "subagents": SubagentsConfig,
-    "agent": AgentConfig,
+# The settings themselves are declared once, as pydantic models in ``schema/settings.py``;
+# these names stay importable from here (DESIGN's public names), loaded on first use so that
+# importing ``config`` (``%load_ext`` does) does not import pydantic.
+_DECLARED = {
+    "Settings": "Settings",
+    "ModelConfig": "ModelSettings",
+    "MemoryConfig": "MemorySettings",
+    "SummarizationConfig": "SummarizationSettings",
+    "SubagentsConfig": "SubagentsSettings",
+    "AgentConfig": "AgentSettings",
+    "ContextSize": "ContextSizeSettings",
 }
 
 
-def _build(cls: type, raw: dict[str, Any], section: str, source: Path) -> Any:
-    """The section's dataclass from its config.yaml mapping, checked by the typed schema
-    (``deerflow_nb.schema``: types, ``Field(ge=…, le=…)`` bounds, unknown keys); keys the
-    file leaves out keep their defaults."""
-    from .schema.settings import check_settings_section
+def __getattr__(name: str) -> Any:
+    if name in _DECLARED:
+        from .schema import settings
 
-    values = check_settings_section(section, raw, source)
-    for key, value in values.items():
-        if isinstance(value, list):
-            values[key] = [_size(v) for v in value]
-        else:
-            values[key] = _size(value)
-    return cls(**values)
-
-
-def _size(value: Any) -> Any:
-    """A checked ``{type, value}`` model as the ``ContextSize`` the agent uses."""
-    from .schema.settings import ContextSizeSettings
-
-    if isinstance(value, ContextSizeSettings):
-        return ContextSize(type=value.type, value=float(value.value))
-    return value
+        return getattr(settings, _DECLARED[name])
+    raise AttributeError(f"module 'deerflow_nb.config' has no attribute {name!r}")
 
 
 def parse_embeddings_spec(spec: str) -> tuple[str, str]:
@@ -217,6 +73,8 @@ def parse_embeddings_spec(spec: str) -> tuple[str, str]:
 
 def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
     """Read ``config.yaml`` under the home folder (if any) and apply environment overrides."""
+    from .schema.settings import SETTINGS_SECTIONS, Settings, parse_section
+
     home_path = resolve_home(home)
     if home_path.exists() and not home_path.is_dir():
         raise HomeError(
@@ -237,14 +95,12 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
         for section, values in raw.items():
-            if section not in _TOP_SECTIONS:
-                known = ", ".join(sorted(_TOP_SECTIONS))
+            if section not in SETTINGS_SECTIONS:
+                known = ", ".join(sorted(SETTINGS_SECTIONS))
                 raise ConfigError(f"{path}: unknown key '{section}' (known: {known})")
             if values is None:
                 continue
-            if not isinstance(values, dict):
-                raise ConfigError(f"{path}: '{section}' must be a mapping, got {values!r}")
-            setattr(settings, section, _build(_TOP_SECTIONS[section], values, section, path))
+            setattr(settings, section, parse_section(section, values, path))
         if settings.memory.embeddings:  # said when the file is read, not at the first search
             try:
                 parse_embeddings_spec(settings.memory.embeddings)

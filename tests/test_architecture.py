@@ -2,7 +2,9 @@
 
 Every import in every module counts, the ones inside functions too: a lazy import is
 still a dependency, only a later one (docs/internals.md has the map). journal.db is read
-and written only by ``deerflow_nb/storage/``: everything above calls its functions.
+and written only by ``deerflow_nb/storage/``: everything above calls its functions, and so
+do ``benchmarks/`` and ``scripts/``. Outside ``memory/`` code imports only the names its
+facade exports, and no modules import each other in a circle.
 """
 
 from __future__ import annotations
@@ -175,13 +177,24 @@ def _driver(module: str | None) -> bool:
     return (module or "").split(".")[0] in DRIVERS
 
 
+REPO = PACKAGE.parent
+BESIDE = ("benchmarks", "scripts")  # code beside the package, held to the same rule
+
+
 def test_no_sql_outside_storage() -> None:
     wrong = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        where = path.relative_to(PACKAGE).as_posix()
-        if not where.startswith("storage/"):
+    paths = [*PACKAGE.rglob("*.py"), *(p for d in BESIDE for p in (REPO / d).rglob("*.py"))]
+    for path in sorted(paths):
+        where = path.relative_to(REPO).as_posix()
+        if not where.startswith("deerflow_nb/storage/"):
             wrong += [f"{where}: {hit}" for hit in sql_in(path.read_text())]
     assert not wrong, "SQL outside deerflow_nb/storage/ (move it there):\n" + "\n".join(wrong)
+
+
+def test_benchmarks_and_scripts_are_scanned() -> None:
+    """The check itself: the folders beside the package hold code it reads."""
+    for folder in BESIDE:
+        assert list((REPO / folder).glob("*.py")), folder
 
 
 def test_the_sql_scan_finds_a_planted_example() -> None:
@@ -313,3 +326,165 @@ def test_the_gate_scan_finds_a_planted_side_door() -> None:
         "    return model.apply(rows)\n"
     )
     assert memory_writes_in(innocent) == []
+
+
+# -- one facade for memory, and no circles (issue 27) ----------------------------------------
+def memory_reaches_in(source: str, module: str, *, is_package: bool = False) -> list[str]:
+    """Imports in ``source`` (outside memory/) of a memory module, or of a name that
+    ``deerflow_nb.memory`` does not export."""
+    import deerflow_nb.memory
+
+    facade = set(deerflow_nb.memory.__all__)
+    here = module.split(".")
+    package = here if is_package else here[:-1]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [
+                f"line {node.lineno} imports {a.name}"
+                for a in node.names
+                if a.name.startswith("deerflow_nb.memory.")
+            ]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + [node.module or ""]).strip(".") if node.level else node.module
+            target = target or ""
+            names = [a.name for a in node.names]
+            if target == "deerflow_nb" and "memory" in names:
+                continue  # the package itself: its attributes are checked where used
+            if target.startswith("deerflow_nb.memory."):
+                found.append(f"line {node.lineno} imports {target}")
+            elif target == "deerflow_nb.memory":
+                found += [
+                    f"line {node.lineno} imports memory.{n}" for n in names if n not in facade
+                ]
+    return found
+
+
+def test_nothing_outside_memory_imports_its_internals() -> None:
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if module == "deerflow_nb" or module.startswith("deerflow_nb.memory"):
+            continue
+        found = memory_reaches_in(path.read_text(), module, is_package=path.name == "__init__.py")
+        wrong += [f"{path.relative_to(REPO)}: {hit}" for hit in found]
+    assert not wrong, (
+        "memory internals imported from outside (use or add a name in memory/__init__.py):\n"
+        + "\n".join(wrong)
+    )
+
+
+def test_the_facade_scan_finds_a_planted_reach_in() -> None:
+    planted = (
+        "from ..memory import Memory, queue\n"
+        "from ..memory.store import MemoryFileError\n"
+        "def f():\n"
+        "    import deerflow_nb.memory.folds\n"
+        "    from deerflow_nb.memory import open_reader\n"
+    )
+    assert memory_reaches_in(planted, "deerflow_nb.notebook.panel") == [
+        "line 1 imports memory.queue",
+        "line 2 imports deerflow_nb.memory.store",
+        "line 4 imports deerflow_nb.memory.folds",
+    ]
+
+
+def module_level_imports(source: str, module: str, is_package: bool) -> set[str]:
+    """The deerflow_nb modules ``source`` imports when it is imported or type-checked: its
+    top-level imports, ``if TYPE_CHECKING:`` blocks included, not those inside functions
+    (``from package import submodule`` counts as the submodule)."""
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    here = module.split(".")
+    package = here if is_package else here[:-1]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[: len(package) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    if f"{target}.{alias.name}" in modules:
+                        found.add(f"{target}.{alias.name}")
+                    elif target in modules:
+                        found.add(target)
+            elif isinstance(node, ast.If | ast.Try | ast.With | ast.ClassDef):
+                for name in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, name, []) or [])
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(ast.parse(source).body)
+    return found - {module}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_level_import_circles() -> None:
+    graph = {
+        module_name(p): module_level_imports(p.read_text(), module_name(p), p.name == "__init__.py")
+        for p in PACKAGE.rglob("*.py")
+    }
+    found = circles(graph)
+    assert not found, "modules importing each other (break the circle):\n" + "\n".join(
+        " <-> ".join(group) for group in found
+    )
+
+
+def test_the_circle_check_finds_a_planted_circle() -> None:
+    loop = module_level_imports(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .middleware import X\n"
+        "def f():\n    from .core import Agent\n",
+        "deerflow_nb.agent.loop",
+        False,
+    )
+    assert loop == {"deerflow_nb.agent.middleware"}  # type-checking counts, a lazy one not
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+
+
+def test_llm_knows_no_provider_but_its_own() -> None:
+    """The offline model (and any other) registers at the edge (``llm/registry.py``)."""
+    wrong = [
+        f"{path.relative_to(REPO)}: {line} imports {target}"
+        for path in sorted((PACKAGE / "llm").rglob("*.py"))
+        for line, target in imports_in(path.read_text(), module_name(path))
+        if target.startswith("deerflow_nb.offline")
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -204,29 +204,35 @@ def test_a_model_named_without_a_key_is_said_not_replaced_by_offline(
     assert load_settings().is_offline
 
 
-def test_the_typed_settings_schema_matches_the_settings_dataclasses() -> None:
-    """config.yaml is checked by ``schema.*Settings`` (pydantic, ``Field(ge=…, le=…)``);
-    the dataclasses the code reads must have the same keys and defaults."""
-    import dataclasses
-
+def test_settings_are_declared_once_and_config_hands_out_the_same_classes() -> None:
+    """One declaration (``schema/settings.py``): config's names are those classes."""
     from deerflow_nb import config
     from deerflow_nb.schema import settings as schema
 
-    for name, cls in config._TOP_SECTIONS.items():
-        model = schema.SETTINGS_SECTIONS[name]
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        assert set(fields) == set(model.model_fields), name
-        built = cls()
-        checked = model()
-        for key in fields:
-            ours, theirs = getattr(built, key), getattr(checked, key)
-            if isinstance(theirs, list | schema.ContextSizeSettings):
-                theirs = (
-                    config._size(theirs)
-                    if not isinstance(theirs, list)
-                    else [config._size(t) for t in theirs]
-                )
-            assert ours == theirs, f"{name}.{key}"
+    assert config.Settings is schema.Settings
+    assert config.MemoryConfig is schema.MemorySettings
+    assert config.SummarizationConfig is schema.SummarizationSettings
+    assert config.ContextSize is schema.ContextSizeSettings
+    built = config.Settings(home=Path("/nowhere"))
+    for name, section in schema.SETTINGS_SECTIONS.items():
+        assert getattr(built, name) == section(), name
+    assert config.ContextSize("messages", 3) == config.ContextSize(type="messages", value=3)
+    with pytest.raises(AttributeError, match="no attribute 'Nonsense'"):
+        config.Nonsense  # noqa: B018
+
+
+def test_assigning_a_setting_is_checked_as_the_file_is(home: Path) -> None:
+    from pydantic import ValidationError
+
+    settings = load_settings()
+    settings.memory.embeddings = "local:all-MiniLM-L6-v2"
+    settings.memory.debounce_seconds = 0
+    assert settings.memory.debounce_seconds == 0.0
+    with pytest.raises(ValidationError, match="max_facts"):
+        settings.memory.max_facts = 0
+    with pytest.raises(ValidationError, match="memmory"):
+        settings.memmory = None  # a typo is refused, not stored beside the real key
+    assert settings.memory.max_facts == 100
 
 
 def test_settings_bounds_are_field_constraints(home: Path) -> None:
@@ -239,13 +245,14 @@ def test_settings_bounds_are_field_constraints(home: Path) -> None:
     assert settings.memory.fact_confidence_threshold == 1.0 and settings.memory.max_facts == 5
 
 
-def test_load_settings_without_a_config_file_does_not_import_pydantic(home: Path) -> None:
+def test_importing_config_does_not_import_pydantic() -> None:
+    """``%load_ext`` imports config; the settings' pydantic models load on first use."""
     import subprocess
     import sys
 
     probe = (
-        "import sys; from deerflow_nb.config import load_settings; load_settings(); "
-        "print('pydantic' in sys.modules)"
+        "import sys; import deerflow_nb.config as c; before = 'pydantic' in sys.modules; "
+        "c.load_settings(); print(before, 'pydantic' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert out.stdout.strip() == "False", out.stderr
+    assert out.stdout.strip() == "False True", out.stderr

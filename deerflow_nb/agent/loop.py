@@ -13,14 +13,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..llm.base import ChatModel, OnText, ReplyCutShort, ToolCall, Usage
 from ..tokens import count_tokens
 from ..untrusted import prompt_text
-
-if TYPE_CHECKING:
-    from .middleware import Middleware
 
 OnEvent = Callable[[dict[str, Any]], None]  # progress: tools, sub-agents, summaries
 Dispatch = Callable[[list[ToolCall]], list[dict[str, Any]]]
@@ -45,6 +42,20 @@ class CancelToken:
     def check(self) -> None:
         if self._event.is_set():
             raise Cancelled(self.reason)
+
+
+class Middleware:
+    """Base class of the middleware around the model call (``middleware.py``): override
+    the hooks you need; the loop calls them in chain order."""
+
+    def before_agent(self, state: TurnState) -> None:
+        """Runs once, before the first model call."""
+
+    def before_model(self, state: TurnState) -> None:
+        """Runs before every model call; may change what the model sees."""
+
+    def after_agent(self, state: TurnState) -> None:
+        """Runs once at the end, whatever the outcome (see ``state.status``)."""
 
 
 @dataclass

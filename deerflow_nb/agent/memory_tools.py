@@ -63,7 +63,7 @@ class MemoryTools(ToolSet):
         self._own_turn = f"tools-{uuid.uuid4().hex[:12]}"  # one ToolSet serves one turn
 
     def search_memory(self, query: str = "", k: int = SEARCH_K) -> str:
-        from ..memory.block import escape
+        from ..memory import escape_for_block as escape
 
         query = _text_argument(query, "query", required=False)
         k = _count(k, SEARCH_K)
@@ -86,7 +86,7 @@ class MemoryTools(ToolSet):
         return _fit(head, [_fact_line(f) for f in hits])
 
     def recall(self, query: str, thread: str | None = None, k: int = RECALL_K) -> str:
-        from ..memory.block import escape
+        from ..memory import escape_for_block as escape
 
         query = _text_argument(query, "query")
         if thread is not None and not isinstance(thread, str):
@@ -162,7 +162,7 @@ class MemoryTools(ToolSet):
 
 
 def escape_line(text: str) -> str:
-    from ..memory.block import escape
+    from ..memory import escape_for_block as escape
 
     return escape(text)
 
@@ -184,7 +184,7 @@ def _fit(head: str, lines: list[str]) -> str:
 
 
 def _fact_line(fact: dict[str, Any]) -> str:
-    from ..memory.block import escape
+    from ..memory import escape_for_block as escape
 
     try:
         confidence = float(fact.get("confidence", 0))

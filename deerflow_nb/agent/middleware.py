@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import ContextSize, HomeError, SummarizationConfig
 from ..llm.base import ChatModel
 from ..tokens import count_message_tokens, count_tokens
-from .loop import OnEvent, TurnState
+from .loop import Middleware, OnEvent, TurnState
 from .summarization import (
     FIT_SHARE,
     cut_index,
@@ -33,19 +33,6 @@ if TYPE_CHECKING:
     from ..storage.journal import Journal
 
 CONTEXT_MESSAGES = 4  # earlier messages, besides the new one, that steer memory selection
-
-
-class Middleware:
-    """Base class: override the hooks you need."""
-
-    def before_agent(self, state: TurnState) -> None:
-        """Runs once, before the first model call."""
-
-    def before_model(self, state: TurnState) -> None:
-        """Runs before every model call; may change what the model sees."""
-
-    def after_agent(self, state: TurnState) -> None:
-        """Runs once at the end, whatever the outcome (see ``state.status``)."""
 
 
 class SummarizationMiddleware(Middleware):

@@ -180,7 +180,8 @@ def probe_extraction(text: str, handles: dict[str, str]) -> tuple[int, int, list
     """``(valid, total, reasons)`` for an extraction reply: how many of its items (sections
     to update, new facts, removals) the fold would keep, how many it holds, and why the
     rest are left out. The one place the doctor calls extraction's parser."""
-    from ..memory.extraction import ExtractionError, parse
+    from ..memory import ExtractionError
+    from ..memory import parse_extraction as parse
 
     try:
         diff = parse(text, handles)
@@ -222,8 +223,8 @@ def _count_items(diff: Any) -> int:
 
 
 def _extraction(probe: Probe, target: str) -> Check:
-    from ..memory.extraction import build_messages
-    from ..memory.store import empty_memory
+    from ..memory import empty_memory
+    from ..memory import extraction_messages as build_messages
 
     messages, handles = build_messages(empty_memory(), [dict(m) for m in PROBE_CONVERSATION])
     reply = probe.chat(messages, json_mode=True, max_tokens=EXTRACTION_REPLY)
@@ -317,7 +318,7 @@ def _context_window(probe: Probe, target: str) -> Check:
 
 def _embeddings(settings: Settings) -> Check:
     from ..config import ConfigError
-    from ..memory.embeddings import get_embedder
+    from ..memory import get_embedder
 
     target = f"embeddings {settings.memory.embeddings}"
     try:
@@ -339,6 +340,7 @@ def run_doctor(
     Raises :class:`Unreachable` when the server cannot be reached, and ``ConfigError`` /
     ``ModelError`` for a configuration that names no usable model."""
     from ..llm import get_chat_model
+    from ..llm.registry import described
 
     start = time.monotonic()
     chat_name = chat.name if chat is not None else settings.chat_model_name
@@ -348,7 +350,7 @@ def run_doctor(
     title = f"deerflow-nb doctor: chat model '{chat_name}'"
     if memory_name != chat_name:
         title += f", memory model '{memory_name}'"
-    report = DoctorReport(f"{title} {where}")
+    report = DoctorReport(f"{title} {where}", providers=described())
     # The doctor's probes are the user's: this kernel's folds give way (a lease would be
     # a write to the home, which the doctor never makes).
     held = chat_probe.remote.server.foreground(lease=False) if chat_probe.remote else None

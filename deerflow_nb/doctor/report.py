@@ -39,6 +39,7 @@ class DoctorReport:
     title: str
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
+    providers: list[str] = field(default_factory=list)  # llm.registry.described()
 
     def __post_init__(self) -> None:
         self.title = redact(self.title)  # it names the base URL, user:pass@ and all
@@ -67,6 +68,7 @@ class DoctorReport:
             lines.append(f"  {cells}  {row[2]}".rstrip())
             if check.fix:
                 lines.append(" " * indent + "→ " + clean_text(check.fix))
+        lines += ["", "Model providers:", *(f"  {clean_text(p)}" for p in self.providers)]
         lines += ["", self.summary()]
         return "\n".join(lines)
 
@@ -79,10 +81,12 @@ class DoctorReport:
         for c in self.checks:
             cells = (c.target, c.name, f"{c.status} {c.detail}", c.fix)
             lines.append("| " + " | ".join(escape_markdown(x) for x in cells) + " |")
+        lines += ["", "Model providers:", ""] + [f"- {escape_markdown(p)}" for p in self.providers]
         lines += ["", escape_markdown(self.summary())]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        providers = "".join(f"<li>{escape_html(p)}</li>" for p in self.providers)
         head = "".join(f"<th>{h}</th>" for h in _HEADERS)
         body = "".join(
             "<tr>"
@@ -96,6 +100,7 @@ class DoctorReport:
         return (
             f"<p><strong>{escape_html(self.title)}</strong></p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<p>Model providers:</p><ul>{providers}</ul>"
             f"<p>{escape_html(self.summary())}</p>"
         )
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..memory.store import MemoryFileError
+from ..memory import MemoryFileError
 
 if TYPE_CHECKING:
     from ..memory import Memory

@@ -1,17 +1,16 @@
-"""What the inspector reads from a home: memory.json and the journal, read-only.
+"""What the inspector shows of a home, read through memory's one read door.
 
-The inspector runs in its own process next to a live kernel, so it only ever reads:
-``memory.json`` (replaced by atomic rename, so a read sees a whole old or a whole new
-file) and ``journal.db`` opened read-only (WAL lets readers run beside a fold's writer).
-Nothing here writes memory.json or creates a home: a missing home stays missing. The
-only side files are the kernel's own: the copy of a damaged memory.json that
-``MemoryStore`` keeps aside, and embedding-cache rows when embeddings are configured.
-Every function returns plain lists and dicts; ``view_models`` shapes them for tables and charts.
+The inspector runs in its own process next to a live kernel, so it only ever reads, and
+only through ``MemoryReader`` (``memory.open_reader``): memory.json (replaced by atomic
+rename, so a read sees a whole old or a whole new file) and journal.db opened read-only.
+Reading writes nothing at all: a missing home stays missing, a damaged memory.json is not
+copied, no ``-wal`` is made. The one exception is the embedding cache when embeddings are
+configured (``embedder_for``). Every function returns plain lists and dicts;
+``view_models`` shapes them for tables and charts.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,14 +18,10 @@ from typing import Any
 
 from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME, load_settings
 from ..config import HomeError as HomeError
-from ..memory import versions as version_rows  # memory_versions: snapshots and deltas
-from ..memory.store import CATEGORIES as CATEGORIES
-from ..memory.store import MemoryFileError as MemoryFileError
-from ..memory.store import MemoryStore
-from ..storage import journal as journal_rows  # threads, messages, turns, summaries
-from ..storage import ledger  # versions, events, pending changes, settings
-from ..storage import queue as queue_rows
-from ..storage.db import Connection, open_read_only
+from ..memory import MemoryFileError as MemoryFileError
+from ..memory import MemoryReader, open_reader
+from ..memory import fold_summary as fold_summary
+from ..schema.constants import CATEGORIES as CATEGORIES
 from .view_models import EXCERPT_CHARS, short
 
 
@@ -46,17 +41,10 @@ def home_is_empty(home: Path) -> bool:
 
 
 # -- memory.json -------------------------------------------------------------------------
-def load_memory(home: Path) -> dict[str, Any] | None:
-    """memory.json as a dict, None when absent; ``MemoryFileError`` when it is damaged.
-
-    Read through the kernel's own ``MemoryStore``, so "damaged" means the same thing here
-    as there, and the damaged bytes get the same copy kept aside (memory.json itself is
-    never written).
-    """
-    path = home / MEMORY_FILENAME
-    if not path.exists():
-        return None
-    return MemoryStore(path).read()
+def load_memory(reader: MemoryReader) -> dict[str, Any] | None:
+    """memory.json as a dict, None when absent; ``MemoryFileError`` when it is damaged
+    (the same check as the kernel's, but no copy is written: reading changes nothing)."""
+    return reader.data if reader.store.path.exists() else None
 
 
 def set_aside_copies(home: Path) -> list[Path]:
@@ -73,7 +61,7 @@ def embedder_for(home: Path) -> Any:
     settings = load_settings(home)
     if not settings.memory.embeddings:
         return None
-    from ..memory.embeddings import get_embedder
+    from ..memory import get_embedder
     from ..storage.journal import Journal
 
     return get_embedder(settings, Journal(settings.journal_path))
@@ -81,19 +69,19 @@ def embedder_for(home: Path) -> Any:
 
 # -- journal.db --------------------------------------------------------------------------
 @contextmanager
-def open_journal(home: Path) -> Iterator[Connection | None]:
-    """The journal opened read-only, or None when it does not exist yet; ``HomeError``
-    when SQLite cannot read it."""
-    with open_read_only(home / JOURNAL_FILENAME) as db:
-        yield db
+def open_home(home: Path, *, journal: bool = True) -> Iterator[MemoryReader]:
+    """The home read-only (``memory.open_reader``); ``HomeError`` when SQLite cannot read
+    the journal (``journal=False`` then reads memory.json alone)."""
+    with open_reader(home, journal=journal) as reader:
+        yield reader
 
 
-def events(db: Connection | None) -> list[dict[str, Any]]:
+def events(reader: MemoryReader) -> list[dict[str, Any]]:
     """Every memory_events row, oldest first."""
-    return ledger.all_events(db) if db is not None else []
+    return reader.event_rows()
 
 
-def size_series(db: Connection | None) -> list[dict[str, Any]]:
+def size_series(reader: MemoryReader) -> list[dict[str, Any]]:
     """Memory size after each saved version: fact count and bytes of memory.json."""
     return [
         {
@@ -104,21 +92,21 @@ def size_series(db: Connection | None) -> list[dict[str, Any]]:
             "reason": v.get("reason") or "",
         }
         # the sizes without loading every snapshot (this runs on each auto-refresh)
-        for v in (ledger.version_sizes(db) if db is not None else [])
+        for v in reader.version_sizes()
     ]
 
 
-def thread_tree(db: Connection | None) -> list[dict[str, Any]]:
+def thread_tree(reader: MemoryReader) -> list[dict[str, Any]]:
     """Lead threads, newest first, each with its sub-agent threads nested under ``children``.
 
     Every thread carries its turns (token usage per turn), its summaries, and message
     counts; a sub-agent whose parent is not journaled is listed at the top level.
     """
-    threads = journal_rows.thread_rows(db) if db is not None else []
+    threads = reader.threads()
     if not threads:
         return []
     turns: dict[str, list[dict[str, Any]]] = {}
-    for t in journal_rows.turn_rows(db):
+    for t in reader.turns():
         turns.setdefault(t["thread_id"], []).append(
             {
                 "turn": t["id"],
@@ -131,7 +119,7 @@ def thread_tree(db: Connection | None) -> list[dict[str, Any]]:
             }
         )
     summaries: dict[str, list[dict[str, Any]]] = {}
-    for s in journal_rows.summary_rows(db):
+    for s in reader.summaries():
         summaries.setdefault(s["thread_id"], []).append(
             {
                 "covers_until_seq": s["covers_until_seq"],
@@ -140,7 +128,7 @@ def thread_tree(db: Connection | None) -> list[dict[str, Any]]:
                 "created_at": s.get("created_at") or "",
             }
         )
-    counts = journal_rows.message_totals(db)
+    counts = reader.message_totals()
     nodes = {}
     for t in threads:
         messages, message_tokens = counts.get(t["id"], (0, 0))
@@ -174,7 +162,7 @@ def thread_tree(db: Connection | None) -> list[dict[str, Any]]:
     return roots
 
 
-def thread_messages(db: Connection | None, thread_id: str) -> list[dict[str, Any]]:
+def thread_messages(reader: MemoryReader, thread_id: str) -> list[dict[str, Any]]:
     """One thread's messages, oldest first, for the transcript view (a tool call is shown
     by its name and arguments when the message has no text)."""
     return [
@@ -185,15 +173,15 @@ def thread_messages(db: Connection | None, thread_id: str) -> list[dict[str, Any
             "content": m.get("content") or _tool_calls_text(m.get("tool_calls")),
             "tokens": m.get("tokens") or 0,
         }
-        for m in (journal_rows.message_rows(db, thread_id) if db is not None else [])
+        for m in reader.message_rows(thread_id)
     ]
 
 
-def turn_rows(db: Connection | None, thread: dict[str, Any]) -> list[dict[str, Any]]:
+def turn_rows(reader: MemoryReader, thread: dict[str, Any]) -> list[dict[str, Any]]:
     """A thread's turns (``thread_tree``'s node), oldest first, each with the words of its
     user message and of its final reply instead of the turn's id."""
     said: dict[str, dict[str, str]] = {}
-    for m in journal_rows.turn_texts(db, thread["id"]) if db is not None else []:
+    for m in reader.turn_texts(thread["id"]):
         texts = said.setdefault(m["turn_id"], {})
         if m["role"] == "user":
             texts.setdefault("message", m["content"])
@@ -228,109 +216,68 @@ def _tool_calls_text(raw: Any) -> str:
         return str(raw)
 
 
-def review_mode(db: Connection | None, home: Path) -> bool:
-    """Whether folds wait for review (``Memory.review``: the journal's setting, else
-    config.yaml's ``memory.review``)."""
-    value = ledger.setting(db, "review") if db is not None else None
-    if value is not None:
-        return value == "1"
+def pending_changes(reader: MemoryReader) -> list[dict[str, Any]]:
+    """The changes waiting for review (``Memory.pending()``), oldest first, each with
+    ``items``: every fact it adds, removes or merges and every section it rewrites,
+    numbered and in full (``Memory.review_items``); facts as memory.json has them, or none
+    when it cannot be read."""
     try:
-        return bool(load_settings(home).memory.review)
-    except Exception:  # a bad config.yaml is reported on the Injection preview page
-        return False
+        facts = reader.data.get("facts", [])
+    except MemoryFileError:
+        facts = []
+    return [
+        {
+            "id": change["id"],
+            "source": change.get("source") or "",
+            "created_at": change.get("created_at") or "",
+            "items": [i.to_dict() for i in reader.review_items(change, facts)],
+        }
+        for change in reader.pending()
+    ]
 
 
-def pending_changes(db: Connection | None, memory: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The changes waiting for review (``Memory.pending()``'s rows, read on the inspector's
-    read-only connection), oldest first, each with ``items``: every fact it adds, removes or
-    merges and every section it rewrites, numbered and in full (``Memory.review_items``)."""
-    import json
-
-    from ..memory.review import items
-
-    facts = (memory or {}).get("facts", [])
-    changes = []
-    for row in ledger.pending(db) if db is not None else []:
-        try:
-            diff = json.loads(row.get("diff") or "{}")
-        except ValueError:
-            diff = {}
-        changes.append(
-            {
-                "id": row["id"],
-                "source": row.get("source") or "",
-                "created_at": row.get("created_at") or "",
-                "items": [
-                    i.to_dict() for i in items(diff if isinstance(diff, dict) else {}, facts)
-                ],
-            }
-        )
-    return changes
-
-
-def fold_reports(db: Connection | None, limit: int = 10) -> dict[str, Any]:
-    """What the latest folds did (``memory.folds``: newest first) and how many failed in
-    a row since the memory model last answered with a diff. A fold held for review says
-    what became of its change once it was decided (``outcome`` "held for review, then
-    approved")."""
-    from ..memory import folds
-
-    if db is None:
-        return {"recent": [], "consecutive_failures": 0}
-    recent = folds.recent(db, limit)
-    for fold in recent:
-        change = ledger.change(db, fold["pending_id"]) if fold.get("pending_id") else None
-        if fold.get("outcome") == folds.HELD and change and change["status"] != "pending":
-            fold["outcome"] = f"{folds.HELD}, then {change['status']}"
-    return {"recent": recent, "consecutive_failures": folds.consecutive_failures(db)}
+def fold_reports(reader: MemoryReader, limit: int = 10) -> dict[str, Any]:
+    """What the latest folds did (newest first; a held one says what became of its change)
+    and how many failed in a row since the memory model last answered with a diff."""
+    return {"recent": reader.folds(limit), "consecutive_failures": reader.consecutive_failures()}
 
 
 def fold_rows(recent: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Recent fold reports as table rows: when, thread, outcome, version, what it did."""
-    from ..memory import folds
-
     return [
         {
             "time": f.get("at") or "",
             "thread": f.get("source") or "",
             "outcome": f.get("outcome") or "",
             "version": f.get("version"),
-            "what it did": folds.summary(f, with_head=False),
+            "what it did": fold_summary(f, with_head=False),
         }
         for f in recent
     ]
 
 
-def versions(db: Connection | None) -> list[dict[str, Any]]:
+def versions(reader: MemoryReader) -> list[dict[str, Any]]:
     """Saved memory versions, newest first, without their snapshots."""
-    return list(reversed(ledger.versions(db))) if db is not None else []
+    return list(reversed(reader.versions()))
 
 
-def version_snapshot(db: Connection | None, version_id: int) -> dict[str, Any]:
-    """The memory.json saved as version ``version_id``; KeyError when there is no such version."""
-    if db is None:
-        raise KeyError(version_id)
-    return version_rows.read(db, version_id)
-
-
-def status(home: Path, db: Connection | None, now: float | None = None) -> dict[str, Any]:
+def status(home: Path, reader: MemoryReader, now: float | None = None) -> dict[str, Any]:
     """Pending folds (and which one a kernel is folding now), the last fold, the last
     error, and where every file is (the journal's size with its write-ahead log, where a
     running kernel's recent writes are)."""
-    now = time.time() if now is None else now
     queue = [
         {
             "thread_id": q["thread_id"],
             "status": q.get("status") or "",
-            "folding_now": bool(q.get("claimed_by")) and (q.get("claimed_until") or 0) > now,
+            "folding_now": q["folding_now"],
             "claimed_by": q.get("claimed_by") or "",
             "attempts": q.get("attempts") or 0,
             "enqueued_at": q.get("enqueued_at") or "",
             "last_error": q.get("last_error") or "",
         }
-        for q in (queue_rows.queued_rows(db) if db is not None else [])
+        for q in reader.queue(now)
     ]
-    f = ledger.last_version(db, ("fold", "approve")) if db is not None else None
+    f = reader.last_fold_version()
     last_fold = None
     if f is not None:
         last_fold = {"version": f["id"], "at": f["created_at"], "source": f.get("source") or ""}
@@ -349,8 +296,8 @@ def status(home: Path, db: Connection | None, now: float | None = None) -> dict[
         "failed": sum(q["status"] == "failed" for q in queue),
         "folding_now": sum(q["folding_now"] for q in queue),
         "queue": queue,
-        "last_fold": last_fold,
         "last_error": errors[-1] if errors else None,
-        "awaiting_review": len(ledger.pending(db)) if db is not None else 0,
+        "last_fold": last_fold,
+        "awaiting_review": reader.pending_count(),
         "files": files,
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..memory import FactQuery, FactSort
 from ..schema.constants import (
     HISTORY_SECTIONS,
     SUGGESTION_MARK,
@@ -18,10 +19,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SECTIONS = {"user": USER_SECTIONS, "history": HISTORY_SECTIONS}
-SORTS = {
+SORTS: dict[str, tuple[FactSort, bool]] = {  # label -> FactQuery's sort, descending
     "confidence (high first)": ("confidence", True),
-    "newest first": ("createdAt", True),
-    "oldest first": ("createdAt", False),
+    "newest first": ("created", True),
+    "oldest first": ("created", False),
     "category": ("category", False),
     "content": ("content", False),
 }
@@ -42,24 +43,25 @@ def fact_rows(
     text: str = "",
     sort: str = "confidence (high first)",
 ) -> list[dict[str, Any]]:
-    """The facts table: filtered by category, confidence range and text, then sorted."""
-    needle = text.strip().lower()
-    low, high = confidence
+    """The facts table: filtered by category, confidence range and text, then sorted (the
+    one fact query, ``FactQuery``)."""
+    key, descending = SORTS.get(sort, SORTS["confidence (high first)"])
+    query = FactQuery(
+        categories=tuple(categories or ()),
+        min_confidence=confidence[0],
+        max_confidence=confidence[1],
+        text=text,
+        sort=key,
+        descending=descending,
+    )
     rows = []
-    for fact in (memory or {}).get("facts", []):
-        conf = float(fact.get("confidence") or 0.0)
-        if categories and fact.get("category") not in categories:
-            continue
-        if not low <= conf <= high:
-            continue
-        if needle and needle not in str(fact.get("content", "")).lower():
-            continue
+    for fact in query.run((memory or {}).get("facts", [])):
         rows.append(
             {
                 "id": fact.get("id", ""),
                 "content": fact.get("content", ""),
                 "category": fact.get("category", ""),
-                "confidence": round(conf, 3),
+                "confidence": round(float(fact.get("confidence") or 0.0), 3),
                 "source": " ".join(
                     [str(fact.get("source", ""))]
                     + ([SUGGESTION_MARK] if is_model_suggestion(fact) else [])
@@ -68,11 +70,6 @@ def fact_rows(
                 "updatedAt": fact.get("updatedAt", ""),
             }
         )
-    key, reverse = SORTS.get(sort, SORTS["confidence (high first)"])
-    if key == "confidence":
-        rows.sort(key=lambda r: r["confidence"], reverse=reverse)
-    else:
-        rows.sort(key=lambda r: str(r[key] or "").casefold(), reverse=reverse)
     return rows
 
 
@@ -104,7 +101,7 @@ def injection_preview(
     are on, plus the date match when the context names a date), confidence, recency,
     specificity, and the total.
     """
-    from ..memory.injection import explain_injection
+    from ..memory import explain_injection
     from ..tokens import count_tokens
 
     block, why = explain_injection(memory, context, max_tokens, embedder=embedder)

@@ -1,31 +1,68 @@
-"""Long-term memory: the ``Memory`` API, and the injection helpers (loaded on first use)."""
+"""Long-term memory: the ``Memory`` API (the write side, through its gate), the read door
+(``MemoryReader``, ``open_reader``), and the injection helpers (loaded on first use).
+
+These names are the facade: nothing outside ``memory/`` imports its other modules."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .api import Memory
+from .api import RECALL_K, Memory
 from .extraction import ExtractionError
+from .fact_query import FactQuery
+from .fact_query import Sort as FactSort
+from .folds import summary as fold_summary
+from .reader import MemoryReader, open_reader
 from .reports import ApplyReport, FlushReport
-from .store import MemoryFileError
+from .store import MemoryFileError, empty_memory
+from .updater import MAX_FACT_CHARS
 
 if TYPE_CHECKING:
-    from .injection import format_memory_for_injection, select_facts
+    from .block import escape as escape_for_block
+    from .embeddings import get_embedder
+    from .extraction import build_messages as extraction_messages
+    from .extraction import parse as parse_extraction
+    from .injection import explain_injection, format_memory_for_injection, select_facts
+
+# Facade names whose modules load on first use (numpy, the extraction prompt, ranking).
+_LAZY = {
+    "escape_for_block": ("block", "escape"),
+    "explain_injection": ("injection", "explain_injection"),
+    "extraction_messages": ("extraction", "build_messages"),
+    "format_memory_for_injection": ("injection", "format_memory_for_injection"),
+    "get_embedder": ("embeddings", "get_embedder"),
+    "parse_extraction": ("extraction", "parse"),
+    "select_facts": ("injection", "select_facts"),
+}
 
 __all__ = [
+    "MAX_FACT_CHARS",
+    "RECALL_K",
     "ApplyReport",
     "ExtractionError",
+    "FactQuery",
+    "FactSort",
     "FlushReport",
     "Memory",
     "MemoryFileError",
+    "MemoryReader",
+    "empty_memory",
+    "escape_for_block",
+    "explain_injection",
+    "extraction_messages",
+    "fold_summary",
     "format_memory_for_injection",
+    "get_embedder",
+    "open_reader",
+    "parse_extraction",
     "select_facts",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("format_memory_for_injection", "select_facts"):
-        from . import injection
+    if name in _LAZY:
+        from importlib import import_module
 
-        return getattr(injection, name)
+        module, attribute = _LAZY[name]
+        return getattr(import_module(f"{__name__}.{module}"), attribute)
     raise AttributeError(f"module 'deerflow_nb.memory' has no attribute {name!r}")

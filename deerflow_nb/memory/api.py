@@ -26,19 +26,20 @@ from typing import TYPE_CHECKING, Any
 from ..config import HOME_ENV, HomeError, Settings, load_settings
 from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff
-from ..similarity import overlap
 from ..storage.journal import Journal
 from . import folds as fold_log
-from . import queue, usage
+from . import usage
 from .edits import Edits
 from .extraction import check_diff
+from .fact_query import FactQuery
 from .folding import SAID_IN_ONE_LINE, Folding
 from .gate import Gate
 from .ledger import Ledger
+from .reader import MemoryReader
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
-from .review import Review, ReviewItem, items, select
+from .review import Review, ReviewItem, select
 from .rules import Rules
-from .store import MemoryFileError, MemoryStore
+from .store import MemoryStore
 from .transfer import Transfer, read_import
 from .upkeep import Upkeep
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _UNSET = object()
+RECALL_K = 10  # messages a recall lists by default (%memory recall, the panel, the inspector)
 
 
 class Memory:
@@ -71,6 +73,10 @@ class Memory:
         self._started = False
         self._start_lock = threading.Lock()
         self._ledger = ledger = Ledger(self.journal, self.store, self._changed)
+        # Every read goes through the read door, on this writer's connection (reader.py).
+        self.reader = MemoryReader(
+            self.settings, self.store, lambda: self.journal.db, before=ledger.settle
+        )
         rules = Rules(self.settings, self.journal)
         self._review = review = Review(self.settings, self.journal, ledger, self._changed)
         # The one door for every change (gate.py): nothing below writes memory without it.
@@ -101,7 +107,7 @@ class Memory:
     @property
     def data(self) -> dict[str, Any]:
         """memory.json, fresh from disk; the empty schema when the file is absent."""
-        return self._ledger.current()
+        return self.reader.data
 
     def facts(
         self,
@@ -110,26 +116,20 @@ class Memory:
         sort: str = "confidence",
     ) -> list[dict[str, Any]]:
         """Facts filtered by category and confidence; sorted by confidence, ``created`` or none."""
-        facts = [
-            f
-            for f in self.data.get("facts", [])
-            if (category is None or f.get("category") == category)
-            and (min_confidence is None or float(f.get("confidence", 0)) >= min_confidence)
-        ]
-        if sort == "confidence":
-            facts.sort(key=lambda f: float(f.get("confidence", 0)), reverse=True)
-        elif sort == "created":
-            facts.sort(key=lambda f: str(f.get("createdAt", "")), reverse=True)
-        return facts
+        return self.reader.facts(category, min_confidence, sort)
 
     def forget_matching(self, text: str) -> list[dict[str, Any]]:
         """Facts a "forget …" request could mean: substring or most content words shared."""
-        needle = " ".join(text.casefold().split())
-        return [
-            f
-            for f in self.data.get("facts", [])
-            if needle in f.get("content", "").casefold() or overlap(text, f["content"]) >= 0.6
-        ]
+        return self.reader.query(FactQuery(like=text, sort="none"))
+
+    def query(self, query: FactQuery) -> list[dict[str, Any]]:
+        """The facts ``query`` selects (filter, sort, page): the one fact query
+        ``%memory facts``, the panel and the inspector use."""
+        return self.reader.query(query)
+
+    def query_page(self, query: FactQuery) -> tuple[list[dict[str, Any]], int]:
+        """``query``'s page and how many facts it matched in all (to say "10 of 35")."""
+        return self.reader.query_page(query)
 
     @property
     def embedder(self) -> Any:
@@ -161,7 +161,7 @@ class Memory:
         """The current revision, read-only, pinned so ranking need not fingerprint it."""
         from .fact_index import pin_revision
 
-        revision, data = self._ledger.shared()
+        revision, data = self.reader.shared()
         if revision is not None:
             pin_revision(data, revision)
         return data
@@ -174,7 +174,9 @@ class Memory:
             self._record_use(lambda db: usage.record_used(db, [f.get("id") for f, _ in results]))
         return results
 
-    def recall(self, query: str, k: int = 10, *, thread: str | None = None) -> list[dict[str, Any]]:
+    def recall(
+        self, query: str, k: int = RECALL_K, *, thread: str | None = None
+    ) -> list[dict[str, Any]]:
         """Journal search over lead threads' user messages and final replies, best first;
         each ``{"thread", "seq", "role", "content", "created_at", "score"}`` (``recall.py``)."""
         from .recall import search as recall_search
@@ -199,7 +201,7 @@ class Memory:
     def usage(self, fact_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """``fact_id -> {last_injected, injected, last_used, used, last_confirmed,
         confirmed}`` (``usage.py``); facts never injected, used or confirmed have no row."""
-        return usage.read(self.journal.db, fact_ids)
+        return self.reader.usage(fact_ids)
 
     def _record_use(self, write: Callable[[Any], Any]) -> None:
         try:
@@ -269,7 +271,7 @@ class Memory:
 
     def folds(self, limit: int = 20) -> list[dict[str, Any]]:
         """What the latest folds did, newest first (see ``memory.folds.decode``)."""
-        return fold_log.recent(self.journal.db, limit)
+        return self.reader.folds(limit)
 
     def enqueue(self, thread_id: str) -> bool:
         """Snapshot the journaled thread into ``memory_queue`` and restart the debounce;
@@ -314,13 +316,13 @@ class Memory:
     def lineage(self, fact_id: str) -> list[dict[str, Any]]:
         """The history of ``fact_id`` and, through consolidations, of every fact merged into
         it (``merged_from``), oldest first."""
-        return self._ledger.lineage(fact_id)
+        return self.reader.lineage(fact_id)
 
     # -- review mode (review.py) -------------------------------------------------------
     @property
     def review(self) -> bool:
         """When true, folds become proposals in ``pending()`` that wait for approval."""
-        return self._review.on
+        return self.reader.review
 
     @review.setter
     def review(self, value: bool) -> None:
@@ -328,10 +330,11 @@ class Memory:
 
     def pending_count(self) -> int:
         """How many proposals wait for approval (without reading their diffs)."""
-        return self._review.count()
+        return self.reader.pending_count()
 
     def pending(self) -> list[dict[str, Any]]:
-        return self._review.pending()
+        """The proposals waiting for approval, oldest first, each with its ``diff``."""
+        return self.reader.pending()
 
     def approve(self, ids: list[int] | str) -> int:
         """Apply proposals (oldest first) as the user's; how many (one another kernel decided
@@ -344,7 +347,7 @@ class Memory:
 
     def review_items(self, change: dict[str, Any]) -> list[ReviewItem]:
         """A ``pending()`` change item by item, with full texts and the numbers below."""
-        return items(change["diff"], self.data.get("facts", []))
+        return self.reader.review_items(change)
 
     def approve_items(self, change_id: int, numbers: Iterable[int]) -> int:
         """Apply items ``numbers`` of a pending change, the rest waiting (same id, numbers)."""
@@ -376,34 +379,34 @@ class Memory:
     # -- history (ledger.py) -----------------------------------------------------------
     def events(self, limit: int = 50, fact_id: str | None = None) -> list[dict[str, Any]]:
         """``memory_events``, newest first."""
-        return self._ledger.events(limit, fact_id)
+        return self.reader.events(limit, fact_id)
 
     def history(self, fact_id: str) -> list[dict[str, Any]]:
         """How one fact came, changed and went, oldest first."""
-        return self._ledger.history(fact_id)
+        return self.reader.history(fact_id)
 
     def versions(self) -> list[dict[str, Any]]:
         """Every recorded state, oldest first, without the snapshots themselves."""
-        return self._ledger.versions()
+        return self.reader.versions()
 
     def version(self, v: int) -> dict[str, Any]:
         """The memory.json snapshot recorded as version ``v``; KeyError if unknown."""
-        return self._ledger.version(v)
+        return self.reader.version(v)
 
     def diff(self, v1: int, v2: int | None = None) -> dict[str, Any]:
         """Facts added, removed and changed from version ``v1`` to ``v2`` (default: now)."""
-        return self._ledger.diff(v1, v2)
+        return self.reader.diff(v1, v2)
 
     def rollback(self, v: int) -> None:
         """Restore version ``v`` as a new change (history is kept, nothing is rewritten)."""
-        document = self._ledger.version(v)
+        document = self.reader.version(v)
         self._gate.submit(
             ChangeSet(origin="user", reason="rollback", source=f"version {v}", document=document)
         )
 
     def recover(self) -> int:
         """Rebuild memory.json from the journal's last version (after corruption); its id."""
-        newest = self._ledger.newest()
+        newest = self.reader.newest()
         self.rollback(newest)
         return newest
 
@@ -412,29 +415,11 @@ class Memory:
         """Queue rows, the last fold (``{at, source, outcome, added, reinforced, removed,
         evicted, sections, left_out: [{item, reason, value}], held, pending_id, version,
         error}``), ``consecutive_failures`` of the memory model, the last error, paths."""
-        rows = queue.status_rows(self.journal)
-        try:
-            fact_count: int | None = len(self._ledger.shared()[1].get("facts", []))
-            memory_error = None
-        except MemoryFileError as exc:
-            fact_count, memory_error = None, str(exc)
-        errors = [r["last_error"] for r in rows if r.get("last_error")]
-        return {
-            "enabled": self.settings.memory.enabled,
-            "review": self.review,
-            "memory_path": str(self.path),
-            "journal_path": str(self.journal.path),
-            "fact_count": fact_count,
-            "memory_error": memory_error,
-            "pending": rows,
-            "pending_changes": self._review.count(),
-            "last_fold": fold_log.last(self.journal.db),
-            "consecutive_failures": fold_log.consecutive_failures(self.journal.db),
-            "last_error": errors[-1] if errors else self._folding.last_error,
-            "waiting_for_user": fold_log.waiting_line(rows)
-            if self._folding.waiting_for_user
-            else "no",
-        }
+        status = self.reader.status()
+        status["last_error"] = status["last_error"] or self._folding.last_error
+        waiting = self._folding.waiting_for_user
+        status["waiting_for_user"] = fold_log.waiting_line(status["pending"]) if waiting else "no"
+        return status
 
     def on_change(self, callback: Callable[..., Any]) -> Callable[[], None]:
         """Call ``callback`` after every change, from whichever thread made it; returns a

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..tokens import count_tokens, truncate_to_tokens
 from ..untrusted import prompt_chars
+from .dates import MONTHS
 from .fact_index import coerce_confidence
 
 OPEN_TAG = "<memory>"
@@ -37,7 +38,6 @@ _SPACE_RE = re.compile(r"\s+")
 _CATEGORY_RE = re.compile(r"[^\w-]+")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _TAG_LIKE_STARTS = ("[", "-", "*", "+", "•")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 Section = tuple[str, list[tuple[str, str]]]
 
@@ -73,7 +73,7 @@ def date_header(date: str | None, year: str | None = None) -> str:
     month = int(date[5:7])
     if not 1 <= month <= 12:
         return f"{date[5:]}:" if in_year(date, year) else f"{date}:"
-    day = f"{int(date[8:10])} {_MONTHS[month - 1]}"
+    day = f"{int(date[8:10])} {MONTHS[month - 1][:3].title()}"
     return f"{day}:" if in_year(date, year) else f"{day} {date[:4]}:"
 
 

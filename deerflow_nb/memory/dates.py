@@ -17,10 +17,13 @@ import numpy as np
 # dated by when they happened, and people name a day within a week or so of it.
 DAY_SCALE = 7.0
 
-_NAMES = "january february march april may june july august september october november december"
-_MONTHS = _NAMES.split()
+# The month names, lower case, in order: the one list memory reads and writes dates with.
+MONTHS = (
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+)  # fmt: skip
 # Full names and their usual abbreviations, longest first so "Sept" is not read as "Sep".
-_MONTH_NAMES = sorted({*_MONTHS, *(m[:3] for m in _MONTHS), "sept"}, key=lambda m: (-len(m), m))
+_MONTH_NAMES = sorted({*MONTHS, *(m[:3] for m in MONTHS), "sept"}, key=lambda m: (-len(m), m))
 _MONTH = r"(?P<month>" + "|".join(_MONTH_NAMES) + r")\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>\d{4})"
@@ -37,7 +40,7 @@ Span = tuple[int, int]  # first and last day, as proleptic Gregorian ordinals
 
 
 def _month_number(name: str) -> int:
-    return next(n for n, m in enumerate(_MONTHS, start=1) if m.startswith(name[:3].lower()))
+    return next(n for n, m in enumerate(MONTHS, start=1) if m.startswith(name[:3].lower()))
 
 
 def mentioned_dates(text: str) -> list[Span]:

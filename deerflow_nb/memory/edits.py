@@ -12,7 +12,7 @@ from ..storage.db import now_iso
 from .updater import Event, UpdateResult, sanitize_text, scrub_summaries
 
 if TYPE_CHECKING:
-    from .gate import Gate
+    from ..schema.changes import ChangeDoor as Gate
 
 
 def find_fact(data: dict[str, Any], fact_id: str) -> dict[str, Any] | None:

@@ -15,7 +15,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from ..config import ConfigError, Settings
@@ -263,8 +262,10 @@ class Folding:
             return self.settings
         left = max(deadline - time.monotonic(), 0.001)
         model = self.settings.model
-        bounded = replace(model, timeout_seconds=min(model.timeout_seconds, left), max_retries=0)
-        return replace(self.settings, model=bounded)
+        bounded = model.model_copy(
+            update={"timeout_seconds": min(model.timeout_seconds, left), "max_retries": 0}
+        )
+        return self.settings.model_copy(update={"model": bounded})
 
 
 def _record_fold(db: Any, source: str, report: ApplyReport) -> None:

@@ -19,7 +19,7 @@ from ..storage import ledger as rows
 from ..storage.db import now_iso
 from ..storage.journal import Journal
 from . import usage, versions
-from .events import decode_event, event_row, replacement_events
+from .events import event_row
 from .store import MemoryStore, encodable_document
 from .updater import UpdateResult
 
@@ -158,72 +158,3 @@ class Ledger:
             if event.kind == "add" and event.details.get("merged_from") and event.fact_id:
                 usage.inherit(db, event.fact_id, list(event.details["merged_from"]))
         return version
-
-    # -- history -------------------------------------------------------------------------
-    def events(self, limit: int = 50, fact_id: str | None = None) -> list[dict[str, Any]]:
-        """``memory_events``, newest first."""
-        return [decode_event(r) for r in rows.events(self.journal.db, limit, fact_id)]
-
-    def history(self, fact_id: str) -> list[dict[str, Any]]:
-        """How one fact came, changed and went, oldest first."""
-        return [decode_event(r) for r in rows.fact_events(self.journal.db, fact_id)]
-
-    def lineage(self, fact_id: str) -> list[dict[str, Any]]:
-        """The history of ``fact_id`` and, through consolidations, of every fact merged into
-        it (``merged_from``), oldest first."""
-        seen: set[str] = set()
-        todo = [fact_id]
-        found: list[dict[str, Any]] = []
-        while todo:
-            current = todo.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            for event in self.history(current):
-                found.append(event)
-                if event["kind"] == "add":
-                    todo.extend(event["details"].get("merged_from") or [])
-        found.sort(key=lambda e: e["id"])
-        return found
-
-    def versions(self) -> list[dict[str, Any]]:
-        """Every recorded state, oldest first, without the snapshots themselves."""
-        return rows.versions(self.journal.db)
-
-    def version(self, v: int) -> dict[str, Any]:
-        """The memory.json snapshot recorded as version ``v``; KeyError if unknown."""
-        return versions.read(self.journal.db, v)
-
-    def diff(self, v1: int, v2: int | None = None) -> dict[str, Any]:
-        """Facts added, removed and changed from version ``v1`` to ``v2`` (default: now)."""
-        old = self.version(v1)
-        new = self.current() if v2 is None else self.version(v2)
-        events = replacement_events(old, new, "diff")
-        old_by_id = {f.get("id"): f for f in old.get("facts", [])}
-        new_by_id = {f.get("id"): f for f in new.get("facts", [])}
-        return {
-            "from": v1,
-            "to": v2,
-            "added": [new_by_id[e.fact_id] for e in events if e.details.get("change") == "add"],
-            "removed": [
-                old_by_id[e.fact_id] for e in events if e.details.get("change") == "remove"
-            ],
-            "changed": [
-                {"id": e.fact_id, "old": old_by_id[e.fact_id], "new": new_by_id[e.fact_id]}
-                for e in events
-                if e.details.get("change") == "update"
-            ],
-            "sections": {
-                e.section: {"old": e.old_content, "new": e.new_content} for e in events if e.section
-            },
-        }
-
-    def newest(self) -> int:
-        """The journal's last version (to rebuild memory.json from); LookupError if none."""
-        newest = rows.newest_version(self.journal.db)
-        if newest is None:
-            raise LookupError(
-                f"journal {self.journal.path} holds no memory version to restore; to start "
-                f"empty, delete {self.store.path} (or run %memory reset --yes)"
-            )
-        return newest

@@ -39,8 +39,8 @@ import numpy as np
 
 from ..llm.base import ModelError
 from ..storage import recall_index
-from .dates import date_match, mentioned_dates
-from .terms import ENTITY_RE, STOPWORDS
+from .dates import MONTHS, date_match, mentioned_dates
+from .terms import ENTITY_RE, STOPWORDS, WORD_RE
 
 if TYPE_CHECKING:
     from ..storage.journal import Journal
@@ -83,10 +83,8 @@ MONTH_WEIGHT = 0.2
 # Newer first among equals: a tie-break, not a preference.
 RECENCY_WEIGHT = 1e-3
 
-_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
-_MONTHS = "january february march april may june july august september october november december"
 _BARE_MONTH = re.compile(
-    rf"\b(?:in|during|since|early|late|mid-?)\s+({'|'.join(_MONTHS.split())})\b(?!,?\s+\d{{4}})",
+    rf"\b(?:in|during|since|early|late|mid-?)\s+({'|'.join(MONTHS)})\b(?!,?\s+\d{{4}})",
     re.IGNORECASE,
 )
 # "Melanie: It was an awesome time" — a transcript's speaker (one or two capitalised words).
@@ -96,7 +94,7 @@ _SPEAKER_RE = re.compile(r"\s*([A-Z][\w'-]*)(?: [A-Z][\w'-]*)?:\s")
 # -- the query --------------------------------------------------------------------------
 def query_words(text: str) -> list[str]:
     """The query's distinct words FTS5 should match (no stopwords), in order."""
-    words = [w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+    words = [w for w in WORD_RE.findall(text.lower()) if w not in STOPWORDS]
     return list(dict.fromkeys(words))
 
 
@@ -197,7 +195,7 @@ def search(
         words = [w for w in words if w not in known] or words
     lexical = recall_index.match(db, words, thread, POOL)
     spans = mentioned_dates(query)
-    months = {_MONTHS.split().index(m.lower()) + 1 for m in _BARE_MONTH.findall(query)}
+    months = {MONTHS.index(m.lower()) + 1 for m in _BARE_MONTH.findall(query)}
 
     # Candidates: lexical matches, messages of a named date, the best dense matches.
     candidates: set[int] = set(lexical)

@@ -25,9 +25,9 @@ from ..storage.journal import Journal
 from .ledger import Changed, Ledger
 
 if TYPE_CHECKING:
-    from .gate import Gate
+    from ..schema.changes import ChangeDoor as Gate
 
-_REVIEW_KEY = "review"
+REVIEW_KEY = "review"
 # A narrowed change keeps its items' first numbers here (the updater ignores the key).
 ITEM_NUMBERS = "itemNumbers"
 # A change split off by a partial decision names the change it came from here.
@@ -194,13 +194,13 @@ class Review:
     @property
     def on(self) -> bool:
         """The persisted choice (``%memory review on``), else ``memory.review``."""
-        value = rows.setting(self.journal.db, _REVIEW_KEY)
+        value = rows.setting(self.journal.db, REVIEW_KEY)
         return value == "1" if value is not None else self.settings.memory.review
 
     @on.setter
     def on(self, value: bool) -> None:
         with self.journal.transaction() as db:
-            rows.put_setting(db, _REVIEW_KEY, "1" if value else "0")
+            rows.put_setting(db, REVIEW_KEY, "1" if value else "0")
 
     def count(self) -> int:
         return rows.pending_count(self.journal.db)

@@ -188,10 +188,12 @@ def encodable_document(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class MemoryStore:
-    """Reads and writes one memory.json."""
+    """Reads and writes one memory.json (``keep_aside=False``: a reader that writes nothing,
+    not even the copy of a damaged file)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, keep_aside: bool = True) -> None:
         self.path = Path(path)
+        self.keep_aside = keep_aside
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self._file_lock = FileLock(str(self.lock_path), thread_local=False)
         key = self.path.resolve()
@@ -261,9 +263,13 @@ class MemoryStore:
 
     def _corrupt_message(self, raw: bytes, problem: str) -> str:
         """Keep a copy of the bad bytes aside (once per content) and phrase the fix."""
-        copy = self._keep_aside(raw)
+        kept = (
+            f"a copy is kept as {self._keep_aside(raw).name}"
+            if self.keep_aside
+            else ("nothing was written")
+        )
         return (
-            f"{self.path} cannot be read: {problem}; a copy is kept as {copy.name}. "
+            f"{self.path} cannot be read: {problem}; {kept}. "
             "Restore the last good version with `%memory rollback <last version>` or "
             "`deerflow-nb fold --rebuild` (Memory.recover()), or delete the file to start empty."
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)  # a word: letters and digits, any script
 # A capitalised word that does not open a sentence: a named entity (``recall`` reads it too).
 ENTITY_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
 _POSSESSIVE_ENTITY_RE = re.compile(ENTITY_RE.pattern + r"(?:'s)?")
@@ -69,7 +69,7 @@ def analyze(text: str) -> list[str]:
     text = text.lower()
     if not text.isascii():
         text = _CJK_RUN_RE.sub(_cjk_bigrams, text)
-    words = [w for w in _WORD_RE.findall(text) if w not in STOPWORDS]
+    words = [w for w in WORD_RE.findall(text) if w not in STOPWORDS]
     return _stemmer().stemWords(words) if words else []
 
 
@@ -113,7 +113,7 @@ def _analyze_batch(texts: list[str]) -> list[list[str]]:
     text = f" {_BATCH_SEPARATOR} ".join(texts).lower()
     if not text.isascii():
         text = _CJK_RUN_RE.sub(_cjk_bigrams, text)
-    words = [w for w in _WORD_RE.findall(text) if w not in STOPWORDS]
+    words = [w for w in WORD_RE.findall(text) if w not in STOPWORDS]
     stems = _stemmer().stemWords(words) if words else []
     out: list[list[str]] = []
     start = 0
@@ -144,7 +144,7 @@ def vocabulary(texts: Sequence[str]) -> tuple[list[str], list[str]]:
         {
             w
             for text in texts
-            for w in _WORD_RE.findall(text.lower())
+            for w in WORD_RE.findall(text.lower())
             if len(w) > 2 and w.isalpha() and w not in STOPWORDS
         }
     )

@@ -66,6 +66,31 @@ def _read_bounded(source: Path) -> bytes:
     return data
 
 
+def write_export(
+    settings: Settings, data: dict[str, Any], path: str | os.PathLike[str], *, overwrite: bool
+) -> Path:
+    """Write ``data`` as an indented memory.json at ``path``; returns the path.
+
+    Never overwrites the home's own files, nor (unless ``overwrite``) any existing file:
+    a mistyped path must not destroy the journal or another export.
+    """
+    target = Path(path)
+    home = settings.home
+    own = {settings.memory_path, settings.journal_path, home / CONFIG_FILENAME}
+    if target.resolve() in {p.resolve() for p in own}:
+        raise ValueError(f"{target} is this memory's own file; export to another path")
+    if target.is_dir():
+        raise ValueError(f"{target} is a folder; give a file path, say {target / 'memory.json'}")
+    if target.exists() and not overwrite:
+        raise ValueError(f"{target} exists; choose another path, or overwrite it with --force")
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
+
+
 class Transfer:
     """Export, import and reset, each journaled as a version that can be rolled back."""
 
@@ -75,28 +100,8 @@ class Transfer:
         self.gate = gate
 
     def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Write memory as an indented memory.json at ``path``; returns the path.
-
-        Never overwrites the home's own files, nor (unless ``overwrite``) any existing file:
-        a mistyped path must not destroy the journal or another export.
-        """
-        target = Path(path)
-        home = self.settings.home
-        own = {self.settings.memory_path, self.settings.journal_path, home / CONFIG_FILENAME}
-        if target.resolve() in {p.resolve() for p in own}:
-            raise ValueError(f"{target} is this memory's own file; export to another path")
-        if target.is_dir():
-            raise ValueError(
-                f"{target} is a folder; give a file path, say {target / 'memory.json'}"
-            )
-        if target.exists() and not overwrite:
-            raise ValueError(f"{target} exists; choose another path, or overwrite it with --force")
-        text = json.dumps(self.ledger.current(), indent=2, ensure_ascii=False)
-        try:
-            target.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
-        return target
+        """Write memory as an indented memory.json at ``path`` (``write_export``)."""
+        return write_export(self.settings, self.ledger.current(), path, overwrite=overwrite)
 
     def import_(self, path: str | os.PathLike[str]) -> int:
         """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count."""

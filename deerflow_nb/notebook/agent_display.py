@@ -62,12 +62,10 @@ def review_note(memory: Memory, thread: str) -> str | None:
     thread's queued fold (it becomes a proposal, not facts, after the debounce) and the
     proposals already pending; None otherwise (and when memory cannot be read: the footer
     is no place for that error)."""
-    from ..memory import queue
-
     try:
         if not memory.review:
             return None
-        queued = queue.is_queued(memory.journal, thread)
+        queued = memory.reader.is_queued(thread)
         pending = memory.pending_count()
     except Exception:  # a locked or damaged journal: %memory status says so, not the footer
         return None

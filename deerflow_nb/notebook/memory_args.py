@@ -137,6 +137,7 @@ class FactsArgs:
     sort: Literal["confidence", "created"] = option(
         "--sort", default="confidence", choices=("confidence", "created")
     )
+    limit: int | None = option("--limit", type=positive_int, metavar="N", help="the first N")
 
 
 @dataclass(frozen=True)

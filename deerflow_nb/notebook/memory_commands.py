@@ -115,16 +115,22 @@ class MemoryCommands:
         return SummaryView(self.memory.data, self.memory.status())
 
     def handle_facts(self, args: FactsArgs) -> FactsTable:
-        facts = self.memory.facts(
-            category=args.category, min_confidence=args.min_confidence, sort=args.sort
+        from ..memory import FactQuery
+
+        query = FactQuery(
+            categories=(args.category,) if args.category else (),
+            min_confidence=args.min_confidence,
+            sort=args.sort,
+            limit=args.limit,
         )
-        return facts_view(facts)
+        page, total = self.memory.query_page(query)
+        return facts_view(page, total=total)
 
     def handle_search(self, args: SearchArgs) -> SearchResults:
         return SearchResults(args.query, tuple(self.memory.search(args.query, k=args.k)))
 
     def handle_recall(self, args: RecallArgs) -> RecallResults:
-        if args.thread is not None and self.memory.journal.thread(args.thread) is None:
+        if args.thread is not None and self.memory.reader.thread(args.thread) is None:
             raise UsageError(f"{PROG} recall: no thread {args.thread!r} in the journal")
         results = self.memory.recall(args.query, k=args.k, thread=args.thread)
         return RecallResults(args.query, tuple(results), args.thread)
@@ -166,7 +172,7 @@ class MemoryCommands:
 
     # writes
     def handle_add(self, args: AddArgs) -> Notice:
-        from ..memory.updater import MAX_FACT_CHARS
+        from ..memory import MAX_FACT_CHARS
 
         before = self._fact_ids()
         try:

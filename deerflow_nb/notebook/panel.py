@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from ..memory.store import MemoryFileError
+from ..memory import FactQuery, MemoryFileError
 from ..schema.constants import CATEGORIES, SUGGESTION_MARK, is_model_suggestion
 from ..untrusted import escape_html
 from .recall_tab import RecallTab
@@ -262,21 +262,18 @@ class MemoryPanel:
 
     def visible_facts(self) -> list[dict[str, Any]]:
         """The facts the Facts tab lists under the current filters."""
-        needle = self.text_filter.value.strip().lower()
-        return [
-            f
-            for f in self._facts
-            if (self.category.value == ALL or f.get("category") == self.category.value)
-            and float(f.get("confidence") or 0.0) >= self.min_confidence.value
-            and (not needle or needle in str(f.get("content", "")).lower())
-        ]
+        category = self.category.value
+        return FactQuery(
+            categories=() if category == ALL else (category,),
+            min_confidence=self.min_confidence.value,
+            text=self.text_filter.value,
+        ).run(self._facts)
 
     def _draw_facts(self) -> None:
         selected = {fid for fid, box in self.fact_checks.items() if box.value}
         self.fact_checks = {}
         rows = []
-        facts = sorted(self.visible_facts(), key=lambda f: -float(f.get("confidence") or 0.0))
-        for fact in facts:
+        for fact in self.visible_facts():
             box = w.Checkbox(
                 value=fact["id"] in selected, indent=False, layout=w.Layout(width="28px")
             )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
+from ..memory import RECALL_K
 from ..untrusted import clean_text
 from .views.recall import RecallResults, thread_transcript
 from .views.table import count_of, short
@@ -21,7 +22,6 @@ from .widget_tree import WIDE, replace_children
 if TYPE_CHECKING:
     from ..memory import Memory
 
-RECALL_K = 10
 Act = Callable[[Callable[[], str]], None]  # the panel's way to run a click: errors said, not raised
 
 

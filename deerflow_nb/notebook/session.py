@@ -9,10 +9,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..config import Settings, default_home, load_settings
+from ..config import default_home, load_settings
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..config import Settings
     from ..memory import Memory
     from .fold_notice import FoldNotices
 

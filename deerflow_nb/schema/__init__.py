@@ -10,10 +10,11 @@ field names as aliases (``newFacts``, ``factsToRemove``, ``shouldUpdate``, ``cre
   kept; only a reply that is not a diff at all raises ``NotADiff``.
 - ``document``: ``memory_problem(data)``, why a memory.json document cannot be used, in one
   line, or None.
-- ``settings``: ``check_settings_section(name, raw, source)``, one config.yaml section
-  validated against ``Field(ge=…, le=…)`` bounds, as a dict of values, or ``ConfigError``.
+- ``settings``: ``Settings`` and its sections, every setting declared once;
+  ``parse_section(name, raw, source)`` checks one config.yaml section against its
+  ``Field(ge=…, le=…)`` bounds, or raises ``ConfigError``.
 
 Those three import pydantic (tens of milliseconds), so nothing on the ``%load_ext`` path
-imports them: ``config`` loads them only when a config.yaml exists, the memory package
+imports them: ``config`` loads the settings when they are first loaded, the memory package
 when it is first used.
 """

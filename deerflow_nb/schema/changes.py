@@ -7,7 +7,7 @@ by its ``origin`` what is checked, held for review, capped and counted by the wi
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,3 +57,10 @@ class ChangeSet(BaseModel):
         given = [x for x in (self.diff, self.edit, self.document) if x is not None]
         if len(given) != 1:
             raise ValueError("a change set holds exactly one of diff, edit or document")
+
+
+class ChangeDoor(Protocol):
+    """The gate as the parts that hand it changes see it (``memory.gate.Gate``): they take
+    this, not the gate's module, so no module of memory/ imports back the one that uses it."""
+
+    def submit(self, change: ChangeSet, finish: Any = None) -> Any: ...

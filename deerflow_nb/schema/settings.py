@@ -1,7 +1,9 @@
-"""config.yaml's sections as pydantic models, and ``check_settings_section``'s one-line errors.
+"""Every setting, declared once: ``Settings`` and its sections as pydantic models.
 
-Each ``*Settings`` model bounds its keys with ``Field(ge=…, le=…)``; ``config`` reads the
-checked values into its dataclasses, and ``SETTINGS_SECTIONS`` feeds the README's table.
+Each section bounds its keys with ``Field(ge=…, le=…)`` and refuses unknown ones; the same
+checks run on config.yaml (``parse_section``'s one-line ``ConfigError``) and on assignment
+(``settings.memory.max_facts = 5``). ``config`` only finds and reads the file and applies
+the environment; ``SETTINGS_SECTIONS`` feeds the README's table.
 """
 
 from __future__ import annotations
@@ -11,9 +13,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from ..home import JOURNAL_FILENAME, MEMORY_FILENAME, ConfigError, default_home
+
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+    """A config.yaml section: strict types, known keys only, checked on assignment too."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, defer_build=True, validate_assignment=True
+    )
 
 
 Seconds = Annotated[float, Field(allow_inf_nan=False)]
@@ -24,6 +32,10 @@ class ContextSizeSettings(_Section):
 
     type: Literal["tokens", "messages", "fraction"] = "messages"
     value: Annotated[float, Field(allow_inf_nan=False)] = 20
+
+    def __init__(self, type: str = "messages", value: float = 20, /, **fields: Any) -> None:
+        """Also positional, as the agent writes sizes: ``ContextSize("messages", 3)``."""
+        super().__init__(**{"type": type, "value": value, **fields})
 
     @model_validator(mode="after")
     def _value_fits_type(self) -> ContextSizeSettings:
@@ -40,6 +52,8 @@ class ContextSizeSettings(_Section):
 
 
 class ModelSettings(_Section):
+    """The chat model. No key and no base URL means the embedded offline model."""
+
     name: str | None = None
     base_url: str | None = None
     api_key: str | None = None
@@ -51,6 +65,13 @@ class ModelSettings(_Section):
 
 
 class MemorySettings(_Section):
+    """DeerFlow's ``memory.*`` keys with DeerFlow's defaults.
+
+    ``staleness_days``: a fact neither confirmed nor used for this long is proposed for
+    removal (goals and current activities after a third of it; memory/aging.py).
+    ``eviction`` over ``max_facts``: "blend" (confidence, confirmation freshness, use;
+    corrections kept last) or "confidence" (DeerFlow's: the least confident first)."""
+
     enabled: bool = True
     debounce_seconds: Seconds = Field(30.0, ge=0, le=86_400)  # more overflows the wait
     model_name: str | None = None
@@ -69,6 +90,8 @@ def _listify(value: Any) -> Any:
 
 
 class SummarizationSettings(_Section):
+    """DeerFlow's ``summarization.*`` keys."""
+
     enabled: bool = True
     model_name: str | None = None
     trigger: Annotated[list[ContextSizeSettings], BeforeValidator(_listify)] = Field(
@@ -82,6 +105,8 @@ class SummarizationSettings(_Section):
 
 
 class SubagentsSettings(_Section):
+    """Limits for ``task`` sub-agents."""
+
     enabled: bool = True
     max_concurrent: int = Field(3, ge=1)
     max_per_turn: int = Field(6, ge=1)
@@ -90,6 +115,8 @@ class SubagentsSettings(_Section):
 
 
 class AgentSettings(_Section):
+    """The lead agent's own limits."""
+
     max_turns: int = Field(12, ge=1)
     allow_code_execution: bool = False
 
@@ -103,18 +130,55 @@ SETTINGS_SECTIONS: dict[str, type[_Section]] = {
 }
 
 
-def check_settings_section(section: str, raw: Any, source: Path | str) -> dict[str, Any]:
-    """One config.yaml section as plain values (nested sizes as dicts), or ConfigError."""
-    from ..config import ConfigError
+class Settings(BaseModel):
+    """Everything configurable, resolved from defaults, config.yaml and the environment."""
 
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
+
+    home: Path = Field(default_factory=default_home)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    summarization: SummarizationSettings = Field(default_factory=SummarizationSettings)
+    subagents: SubagentsSettings = Field(default_factory=SubagentsSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+
+    @property
+    def memory_path(self) -> Path:
+        return self.home / MEMORY_FILENAME
+
+    @property
+    def journal_path(self) -> Path:
+        return self.home / JOURNAL_FILENAME
+
+    @property
+    def is_offline(self) -> bool:
+        """True when the model is "offline", or nothing names one (no name, key or base URL):
+        the embedded model runs. A model named without a key is an error when used, not a
+        silent switch to the offline model."""
+        model = self.model
+        return model.name == "offline" or not (model.name or model.api_key or model.base_url)
+
+    @property
+    def chat_model_name(self) -> str:
+        if self.is_offline:
+            return "offline"
+        return self.model.name or "gpt-4o-mini"
+
+    @property
+    def memory_model_name(self) -> str:
+        return self.memory.model_name or self.chat_model_name
+
+
+def parse_section(section: str, raw: Any, source: Path | str) -> _Section:
+    """One config.yaml section as its checked model (keys left out keep their defaults),
+    or ``ConfigError`` naming the key and the file."""
     model = SETTINGS_SECTIONS[section]
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: '{section}' must be a mapping, got {raw!r}")
     try:
-        checked = model.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_settings_problem(exc, section, model)}") from None
-    return {name: getattr(checked, name) for name in raw}
 
 
 _TYPE_WORDS = {

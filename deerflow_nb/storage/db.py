@@ -204,18 +204,36 @@ def transaction(db: sqlite_utils.Database, path: Path) -> Iterator[sqlite_utils.
 
 @contextmanager
 def open_read_only(path: Path) -> Iterator[sqlite_utils.Database | None]:
-    """journal.db opened read-only — never created, migrated or written — for readers
-    such as the inspector; None when it does not exist yet, ``HomeError`` when damaged."""
+    """journal.db opened read-only — never created, migrated or written, no side file made —
+    for readers such as the inspector; None when it does not exist yet, ``HomeError`` when
+    damaged, or when a read needs a table or column only a newer version's writer adds.
+
+    A journal with no ``-wal`` beside it has no connection open anywhere (the last one to
+    close checkpoints and deletes it), so it is read as ``immutable``: SQLite then makes no
+    ``-wal``/``-shm`` of its own, which ``mode=ro`` alone would, and it reads on a read-only
+    disk too. With a ``-wal`` a writer may be live: ``mode=ro`` reads beside it through the
+    writer's own ``-wal``/``-shm`` (SQLite's read marks live in that shared index).
+    """
     import sqlite_utils
 
     if not path.exists():
         yield None
         return
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_SECONDS)
+    live = path.with_name(path.name + "-wal").exists()
+    uri = f"{path.resolve().as_uri()}?{'mode=ro' if live else 'mode=ro&immutable=1'}"
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, check_same_thread=False)
     try:
         with reading(path):
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        yield sqlite_utils.Database(conn)
+        try:
+            yield sqlite_utils.Database(conn)
+        except sqlite3.OperationalError as exc:
+            if "no such" not in str(exc):
+                raise
+            raise HomeError(
+                f"{path} is from an older deerflow_nb ({exc}): open it once with a writer "
+                "(`deerflow-nb fold`, or `%load_ext deerflow_nb`) to migrate it, then read again"
+            ) from None
     finally:
         conn.close()
 

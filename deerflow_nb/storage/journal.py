@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -176,8 +176,7 @@ class Journal:
         return turn_id
 
     def thread(self, thread_id: str) -> dict[str, Any] | None:
-        rows = dict_rows(self.db, "SELECT * FROM threads WHERE id = ?", [thread_id])
-        return rows[0] if rows else None
+        return thread_row(self.db, thread_id)
 
     def threads(self) -> list[dict[str, Any]]:
         return thread_rows(self.db)
@@ -199,8 +198,7 @@ class Journal:
 
     def private_turn_ids(self, thread_id: str) -> set[str]:
         """The thread's turns run without memory."""
-        sql = "SELECT id FROM turns WHERE thread_id = ? AND private = 1"
-        return {row[0] for row in self.db.execute(sql, [thread_id])}
+        return private_turn_ids(self.db, thread_id)
 
     def messages(self, thread_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         """The thread's messages in OpenAI's shape, oldest first."""
@@ -304,12 +302,40 @@ class Journal:
         return rows[0] if rows else None
 
 
+# -- bulk rows (benchmarks, and journals dated as they were kept) ----------------------
+def date_messages(db: sqlite_utils.Database, dates: Sequence[tuple[str, str, int]]) -> None:
+    """Inside a transaction: set each ``(created_at, thread, seq)`` message's time, as a
+    journal kept on those days would have it."""
+    db.conn.executemany("UPDATE messages SET created_at = ? WHERE thread_id = ? AND seq = ?", dates)
+
+
+def insert_bulk(
+    db: sqlite_utils.Database, threads: Iterable[dict[str, Any]], messages: Iterable[dict[str, Any]]
+) -> None:
+    """Inside a transaction: many thread and message rows at once, as months of turns
+    would leave them (no per-message bookkeeping: ``seq`` and ``tokens`` come given)."""
+    db["threads"].insert_all(threads)
+    db["messages"].insert_all(messages, batch_size=2000)
+
+
 # -- reads on any connection (the inspector's read-only one too) ---------------------
 def thread_rows(db: Connection) -> list[dict[str, Any]]:
     """Every thread, oldest first (creation order for ties)."""
     if not has_table(db, "threads"):
         return []
     return dict_rows(db, "SELECT * FROM threads ORDER BY created_at, rowid")
+
+
+def thread_row(db: Connection, thread_id: str) -> dict[str, Any] | None:
+    """One thread's row, or None."""
+    rows = dict_rows(db, "SELECT * FROM threads WHERE id = ?", [thread_id])
+    return rows[0] if rows else None
+
+
+def private_turn_ids(db: Connection, thread_id: str) -> set[str]:
+    """The thread's turns run without memory (``%%agent --no-memory``)."""
+    sql = "SELECT id FROM turns WHERE thread_id = ? AND private = 1"
+    return {row[0] for row in db.execute(sql, [thread_id])}
 
 
 def turn_rows(db: Connection) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .db import insert_rows
+from .db import has_table, insert_rows
 
 _VERSION_COLUMNS = "id, created_at, reason, source, fact_count"
 
@@ -107,6 +107,8 @@ def mark_written(db: Any) -> None:
 
 def last_version_at(db: Any, reasons: tuple[str, ...]) -> str | None:
     """When the newest version made for one of ``reasons`` was recorded."""
+    if not has_table(db, "memory_versions"):
+        return None
     marks = ", ".join("?" * len(reasons))
     sql = f"SELECT MAX(created_at) FROM memory_versions WHERE reason IN ({marks})"
     return db.execute(sql, list(reasons)).fetchone()[0]
@@ -145,6 +147,9 @@ def pending(db: Any) -> list[dict[str, Any]]:
 
 
 def pending_count(db: Any) -> int:
+    """How many rows are still pending (0 on a journal from before review mode)."""
+    if not has_table(db, "pending_changes"):
+        return 0
     return int(db["pending_changes"].count_where("status = 'pending'"))
 
 

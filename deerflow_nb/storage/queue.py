@@ -159,7 +159,11 @@ def folded_seq(db: Any, thread_id: str) -> int:
 
 
 def last_folded_at(db: Any) -> str | None:
-    """When a thread was last folded or passed over."""
+    """When a thread was last folded or passed over (None before ``memory_threads``)."""
+    from .db import has_table
+
+    if not has_table(db, "memory_threads"):
+        return None
     return db.execute("SELECT MAX(folded_at) FROM memory_threads").fetchone()[0]
 
 

@@ -88,20 +88,20 @@ def render(home: Path) -> None:
     if data.home_is_empty(home):
         empty_state(home)
         return
-    memory: dict[str, Any] | None = None
-    try:
-        memory = data.load_memory(home)
-    except data.MemoryFileError as exc:
-        corrupted_state(home, exc)
     with ExitStack() as stack:
         try:
-            db = stack.enter_context(data.open_journal(home))
+            reader = stack.enter_context(data.open_home(home))
         except data.HomeError as exc:  # a damaged journal: memory.json's pages still work
             st.error(f"**journal.db cannot be read.** {md(exc)}", icon=":material/healing:")
-            db = None
-        info = data.status(home, db)
-        folds = data.fold_reports(db)
-        pending = data.pending_changes(db, memory)
+            reader = stack.enter_context(data.open_home(home, journal=False))
+        memory: dict[str, Any] | None = None
+        try:
+            memory = data.load_memory(reader)
+        except data.MemoryFileError as exc:
+            corrupted_state(home, exc)
+        info = data.status(home, reader)
+        folds = data.fold_reports(reader)
+        pending = data.pending_changes(reader)
         summary_strip(memory, info, folds, pending)
         # Keyed and tracked: the tab in use stays selected across the reruns a click
         # causes (an untracked st.tabs goes back to the first tab when the page above it
@@ -110,15 +110,15 @@ def render(home: Path) -> None:
         with tabs[0]:
             facts_page(home, memory)
         with tabs[1]:
-            pending_page(home, db, pending)
+            pending_page(home, reader, pending)
         with tabs[2]:
-            history_page(db)
+            history_page(reader)
         with tabs[3]:
             injection_page(home, memory)
         with tabs[4]:
-            threads_page(home, db)
+            threads_page(home, reader)
         with tabs[5]:
-            versions_page(home, db)
+            versions_page(home, reader)
         with tabs[6]:
             status_page(info, folds)
 
@@ -165,11 +165,12 @@ def empty_state(home: Path) -> None:
 def corrupted_state(home: Path, exc: data.MemoryFileError) -> None:
     """A damaged memory.json: what is wrong, where the bad copy is, how to get memory back."""
     copies = "".join(f"\n- {code(p)}" for p in data.set_aside_copies(home))
+    kept = ", and copies of damaged bytes a kernel kept aside are in:" if copies else "."
     st.error(
         f"**memory.json cannot be read.** {md(exc)}\n\n"
         f"Reading it changed nothing: {code(home / data.MEMORY_FILENAME)} stays as it is until "
-        f"you recover, and a copy of the damaged bytes is kept aside in:"
-        f"{copies or ' (no copy yet)'}\n\n"
+        f"you recover{kept}"
+        f"{copies}\n\n"
         "**To recover**: roll back from the Versions tab below (this replaces memory.json "
         "with the version you pick), or run `%memory rollback <version>` in the notebook or "
         f"{code(f'deerflow-nb fold --rebuild --home {home}')} in a shell. Facts cannot be "

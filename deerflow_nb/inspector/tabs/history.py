@@ -7,6 +7,7 @@ from typing import Any
 import streamlit as st
 
 from .. import data, view_models
+from ..data import MemoryReader
 from .markup import plain, table, time_column
 
 CHART_HEIGHT = 360  # the confidence chart's plot area, axis and legend not counted
@@ -68,11 +69,11 @@ def _stamp(df: Any) -> Any:
     return df
 
 
-def history_page(db: Any) -> None:
+def history_page(reader: MemoryReader) -> None:
     """Each fact's confidence over time with additions and removals marked; memory size."""
     import altair as alt
 
-    events = data.events(db)
+    events = data.events(reader)
     points = view_models.confidence_series(events)
     st.subheader("Confidence over time")
     if not points:
@@ -145,7 +146,7 @@ def history_page(db: Any) -> None:
             f"{counts['added']} added (triangles) · {counts['changed']} changed (circles) · "
             f"{counts['removed']} removed (crosses)"
         )
-    sizes = data.size_series(db)
+    sizes = data.size_series(reader)
     st.subheader("Memory size over time")
     if sizes:
         df = _stamp(view_models.frame(sizes, ("ts",)))

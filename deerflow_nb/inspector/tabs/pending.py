@@ -7,7 +7,7 @@ from typing import Any
 
 import streamlit as st
 
-from .. import data
+from ..data import MemoryReader
 from .confirm import ask, confirmation, decide
 from .markup import code, count, md, when
 
@@ -19,11 +19,11 @@ _LINE_ICONS = {
 }
 
 
-def pending_page(home: Path, db: Any, pending: list[dict[str, Any]]) -> None:
+def pending_page(home: Path, reader: MemoryReader, pending: list[dict[str, Any]]) -> None:
     """Folds held for review: each fact each would add, remove or merge, in full; a change
     or one item of it approved or rejected with one click, or all at once (rejecting all
     asks first). Writes go through ``Memory.approve/reject``."""
-    review = data.review_mode(db, home)
+    review = reader.review
     mode = (
         "Review mode is **on**: every fold waits here until you approve it "
         "(`%memory review off` in a notebook turns it off)."

@@ -10,10 +10,11 @@ from typing import Any
 
 import streamlit as st
 
+from ...memory import RECALL_K
 from .. import actions, data, view_models
+from ..data import MemoryReader
 from .markup import code, count, md, md_lines, plain, table, time_column, when
 
-RECALL_K = 10
 THREADS_LISTED = 50  # lead threads in the list (newest first), with their sub-agents
 
 
@@ -35,10 +36,10 @@ def _journal_stamp(home: Path) -> tuple[int, ...]:
     return tuple(stamp)
 
 
-def threads_page(home: Path, db: Any) -> None:
+def threads_page(home: Path, reader: MemoryReader) -> None:
     """Recall over every conversation on top; below, the threads (sub-agents under their
     parent) beside the one picked: its summary, its turns in words, its transcript."""
-    tree = data.thread_tree(db)
+    tree = data.thread_tree(reader)
     if not tree:
         st.info("No conversations journaled yet.", icon=":material/forum:")
         return
@@ -66,7 +67,7 @@ def threads_page(home: Path, db: Any) -> None:
                 f"the {more} older ones."
             )
     with right:
-        thread_detail(db, by_id[st.session_state["thread_pick"]])
+        thread_detail(reader, by_id[st.session_state["thread_pick"]])
 
 
 def recall_box(home: Path, by_id: dict[str, dict[str, Any]]) -> None:
@@ -137,7 +138,7 @@ def _thread_name(node: dict[str, Any], *, markdown: bool = False) -> str:
     return name if node["title"] == node["id"] else f"{name} · “{esc(first)}”"
 
 
-def thread_detail(db: Any, node: dict[str, Any]) -> None:
+def thread_detail(reader: MemoryReader, node: dict[str, Any]) -> None:
     """One thread: who, when, usage, its summaries, turns, sub-agents and transcript."""
     st.markdown(f"#### {_thread_name(node, markdown=True)}")
     st.caption(
@@ -152,7 +153,7 @@ def thread_detail(db: Any, node: dict[str, Any]) -> None:
             f"({md(s['tokens'])} tokens, {when(s['created_at'])}):\n\n{md_lines(s['content'])}",
             icon=":material/summarize:",
         )
-    turns = data.turn_rows(db, node)
+    turns = data.turn_rows(reader, node)
     if turns:
         st.markdown(f"**{count(len(turns), 'turn')}**")
         table(
@@ -175,7 +176,7 @@ def thread_detail(db: Any, node: dict[str, Any]) -> None:
                 f"{count(len(child['turns']), 'turn')} · {child['input_tokens']} in / "
                 f"{child['output_tokens']} out tokens"
             )
-    transcript(data.thread_messages(db, node["id"]))
+    transcript(data.thread_messages(reader, node["id"]))
 
 
 TRANSCRIPT_MAX = 200  # messages shown at once (the newest)

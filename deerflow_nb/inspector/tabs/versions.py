@@ -8,13 +8,14 @@ from typing import Any
 import streamlit as st
 
 from .. import data, view_models
+from ..data import MemoryReader
 from .confirm import ask, confirmation
 from .markup import clock, code, md, plain, table, time_column
 
 
-def versions_page(home: Path, db: Any) -> None:
+def versions_page(home: Path, reader: MemoryReader) -> None:
     """Diff any two saved versions; roll back to one after a confirmation."""
-    listed = data.versions(db)
+    listed = data.versions(reader)
     if not listed:
         st.info(
             "No saved versions yet: every change to memory saves one.", icon=":material/history:"
@@ -31,9 +32,7 @@ def versions_page(home: Path, db: Any) -> None:
     c1, c2 = st.columns(2)
     old = c1.selectbox("From", ids, index=min(1, len(ids) - 1), key="ver_from", format_func=label)
     new = c2.selectbox("To", ids, index=0, key="ver_to", format_func=label)
-    diff = view_models.diff_snapshots(
-        data.version_snapshot(db, old), data.version_snapshot(db, new)
-    )
+    diff = view_models.diff_snapshots(reader.version(old), reader.version(new))
     if old == new:
         st.info(
             f"Pick two different versions to compare (v{old} is the only one so far)."

@@ -20,6 +20,7 @@ class FactsTable(View):
 
     facts: tuple[Mapping[str, Any], ...]
     title: str = "Facts"
+    total: int | None = None  # how many matched, when ``facts`` is the first page of them
 
     def table(self) -> Table:
         headers = ("id", "category", "confidence", "content", "created")
@@ -43,7 +44,9 @@ class FactsTable(View):
             ]
             for f in self.facts
         ]
-        title = f"{self.title} ({len(self.facts)})"
+        shown = len(self.facts)
+        of = f" of {self.total}" if self.total is not None and self.total != shown else ""
+        title = f"{self.title} ({shown}{of})"
         return Table(headers, rows, title, "No facts.", html_rows)
 
 
@@ -100,9 +103,12 @@ class PreviewView(View):
         )
 
 
-def facts_view(facts: Iterable[Mapping[str, Any]], title: str = "Facts") -> FactsTable:
-    """Build a :class:`FactsTable` from any iterable of fact dicts."""
-    return FactsTable(tuple(facts), title)
+def facts_view(
+    facts: Iterable[Mapping[str, Any]], title: str = "Facts", total: int | None = None
+) -> FactsTable:
+    """Build a :class:`FactsTable` from any iterable of fact dicts (the first page of
+    ``total`` when given)."""
+    return FactsTable(tuple(facts), title, total)
 
 
 def preview_view(memory: Memory, context: str | None, tokens: int | None) -> PreviewView:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...memory.folds import summary as fold_summary
+from ...memory import fold_summary
 from .table import Table, View, day, short
 
 

@@ -146,11 +146,11 @@ class ThreadTranscript(View):
 def thread_transcript(memory: Memory, thread: str, marked: int | None = None) -> ThreadTranscript:
     """The messages of ``thread`` that recall searches, oldest first: user messages and
     replies without tool calls, outside ``--no-memory`` turns."""
-    journal = memory.journal
-    private = journal.private_turn_ids(thread)
+    reader = memory.reader
+    private = reader.private_turn_ids(thread)
     messages = tuple(
         {k: row.get(k) for k in ("seq", "role", "content", "created_at")}
-        for row in journal.message_rows(thread)
+        for row in reader.message_rows(thread)
         if str(row.get("content") or "").strip()
         and row.get("turn_id") not in private
         and (row["role"] == "user" or (row["role"] == "assistant" and not _calls(row)))

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...memory.folds import summary as fold_summary
+from ...memory import fold_summary
 from ...untrusted import clean_text, escape_html
 from .table import Table, View, count_of, day, md_cell
 
@@ -44,6 +44,8 @@ class StatusView(View):
                 )
                 for item in fold.get("left_out") or []:
                     rows.append(("  left out", f"{item.get('item')}: {item.get('reason')}"))
+            elif key == "model_providers" and isinstance(value, list):
+                rows.append(("model providers", ", ".join(map(str, value)) or "none"))
             elif key == "consecutive_failures":
                 why = failures_line(self.status)
                 rows.append((key, str(value or 0) + (f" ({why})" if why else "")))
