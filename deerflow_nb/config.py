@@ -130,6 +130,8 @@ class Settings:
     summarization: SummarizationConfig = field(default_factory=SummarizationConfig)
     subagents: SubagentsConfig = field(default_factory=SubagentsConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    # ``project:`` in config.yaml: every notebook on this home in one project (projects.py).
+    project: str | None = None
 
     @property
     def memory_path(self) -> Path:
@@ -234,8 +236,13 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
         for section, values in raw.items():
+            if section == "project":
+                from .schema.settings import check_project
+
+                settings.project = check_project(values, path)
+                continue
             if section not in _TOP_SECTIONS:
-                known = ", ".join(sorted(_TOP_SECTIONS))
+                known = ", ".join(sorted([*_TOP_SECTIONS, "project"]))
                 raise ConfigError(f"{path}: unknown key '{section}' (known: {known})")
             if values is None:
                 continue

@@ -18,7 +18,7 @@ from deerflow_nb.memory.embeddings import Embedder
 from deerflow_nb.notebook.session import get_session
 from deerflow_nb.notebook.views.recall import RecallResults
 
-KEYS = {"thread", "seq", "role", "content", "created_at", "score"}
+KEYS = {"thread", "seq", "role", "content", "created_at", "score", "project"}  # issue 28: + project
 
 
 def say(memory: Memory, thread: str, *messages: str) -> None:

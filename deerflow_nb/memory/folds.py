@@ -15,6 +15,8 @@ from typing import Any
 
 from ..scrub import encodable, encodable_deep
 from ..storage import folds as fold_rows
+from ..storage import ledger as ledger_rows
+from ..storage import queue as queue_rows
 from ..storage.db import now_iso
 
 APPLIED = "applied"
@@ -144,3 +146,17 @@ def summary(fold: Mapping[str, Any] | None, *, with_head: bool = True) -> str:
             parts.append(f"held for review{change} ({held[0].get('reason')})")
         body = ", ".join(parts) or "no change"
     return f"{head}: {body}" if with_head else body
+
+
+def last_fold(db: Any) -> dict[str, Any] | None:
+    """The newest fold's record; for folds journaled before ``memory_folds`` existed,
+    only when the last one ran (a fold that changed nothing counts too)."""
+    newest = recent(db, 1)
+    if newest:
+        return newest[0]
+    marks = [
+        queue_rows.last_folded_at(db),
+        ledger_rows.last_version_at(db, ("fold", "approve")),
+    ]
+    at = max((m for m in marks if m), default=None)
+    return {"at": at} if at else None

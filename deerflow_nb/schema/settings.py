@@ -102,6 +102,21 @@ SETTINGS_SECTIONS: dict[str, type[_Section]] = {
 }
 
 
+def check_project(raw: Any, source: Path | str) -> str | None:
+    """config.yaml's top-level ``project:``: a name every notebook on the home uses."""
+    from ..config import ConfigError
+    from ..projects import project_name
+
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ConfigError(f"{source}: 'project' must be a string, got {raw!r}")
+    try:
+        return project_name(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: 'project': {exc}") from None
+
+
 def check_settings_section(section: str, raw: Any, source: Path | str) -> dict[str, Any]:
     """One config.yaml section as plain values (nested sizes as dicts), or ConfigError."""
     from ..config import ConfigError

@@ -298,6 +298,14 @@ def m015_memory_changes(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS memory_changes_turn ON memory_changes(turn)")
 
 
+@migration
+def m016_thread_projects(db: sqlite_utils.Database) -> None:
+    """The project a thread belongs to (issue 28): its fold stores project facts there, and
+    recall and ``%memory projects`` read it. Threads from before have none (``default``)."""
+    db["threads"].add_column("project", str)
+    db.execute("CREATE INDEX IF NOT EXISTS threads_project ON threads(project)")
+
+
 def migrate(db: sqlite_utils.Database) -> None:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order."""
     db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
