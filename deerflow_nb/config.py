@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .projects import PROJECT_ENV, project_name
+
 HOME_ENV = "DEERFLOW_NB_HOME"
 CONFIG_FILENAME = "config.yaml"
 MEMORY_FILENAME = "memory.json"
@@ -275,6 +277,11 @@ def _apply_env(settings: Settings) -> None:
         model.base_url = env["OPENAI_BASE_URL"]
     if env.get("DEERFLOW_NB_MODEL"):
         model.name = env["DEERFLOW_NB_MODEL"]
+    if env.get(PROJECT_ENV, "").strip():  # this kernel's project (projects.py)
+        try:
+            settings.project = project_name(env[PROJECT_ENV])
+        except ValueError as exc:
+            raise ConfigError(f"{PROJECT_ENV}: {exc}") from None
     if env.get("DEERFLOW_NB_MEMORY_MODEL"):
         settings.memory.model_name = env["DEERFLOW_NB_MEMORY_MODEL"]
     if env.get("DEERFLOW_NB_API_KEY"):

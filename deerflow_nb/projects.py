@@ -2,11 +2,12 @@
 
 Memory keeps the user's own facts (shared by every notebook) apart from each project's
 (its data, columns, decisions, results). A notebook's project is, in order: the name the
-user gave (``%memory project NAME``, ``%%agent --project NAME``, ``DEERFLOW_NB_PROJECT``,
-``project:`` in config.yaml); else the root folder name of the git repository holding the
-notebook; else the notebook's folder (the path Jupyter Server gives the kernel, else the
-kernel's working directory); else ``default``. A home folder or the filesystem root says
-nothing about a project, so a kernel started there is in ``default``.
+user gave (``%memory project NAME``, ``%%agent --project NAME``, ``DEERFLOW_NB_PROJECT``
+or ``project:`` in config.yaml, both read by ``config.py``); else the root folder name of
+the git repository holding the notebook; else the notebook's folder (the path Jupyter
+Server gives the kernel, else the kernel's working directory); else ``default``. A home
+folder or the filesystem root says nothing about a project, so a kernel started there is
+in ``default``.
 """
 
 from __future__ import annotations
@@ -78,9 +79,6 @@ def find_project(
     docstring for the order); ``named`` wins when given."""
     if named and named.strip():
         return Project(project_name(named), "named")
-    env = os.environ.get(PROJECT_ENV, "").strip()
-    if env:
-        return Project(project_name(env), "named")
     folder = Path(notebook).parent if notebook else Path(cwd or Path.cwd())
     try:
         folder = folder.resolve()

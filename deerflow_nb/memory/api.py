@@ -457,6 +457,7 @@ class Memory:
             fact_count, memory_error = None, str(exc)
         errors = [r["last_error"] for r in rows if r.get("last_error")]
         return {
+            "project": self.project,  # the notebook's (None: the user's facts only)
             "enabled": self.settings.memory.enabled,
             "review": self.review,
             "memory_path": str(self.path),
