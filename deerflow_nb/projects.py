@@ -130,7 +130,7 @@ _PROJECT_WORDS = re.compile(
     r"\b(?:data ?set|data|column|columns|target|label|feature|features|table|file|csv|"
     r"parquet|split|fold|folds|cv|cross-validation|random_state|seed|baseline|auc|"
     r"accuracy|f1|rmse|mae|precision|recall|metric|scored|score|model|stakeholders?|"
-    r"client|clinical|rows|schema|pipeline|experiment|deadline)\b|"
+    r"client|clinical|team|rows|schema|pipeline|experiment|deadline)\b|"
     r"\w+\.(?:csv|parquet|json|xlsx|feather|db)\b",
     re.IGNORECASE,
 )
