@@ -374,3 +374,36 @@ def test_the_benchmark_meets_its_goals_and_renders_its_table(tmp_path: Path) -> 
     table = bench_tables.projects_table(tmp_path)
     assert "| leak rate: blocks holding another project's fact | **0.000** | 1.000 | 0 |" in table
     assert "| user facts available in every project | **1.000** |" in table
+
+
+def test_designs_injection_names_without_a_project_inject_the_users_facts_only() -> None:
+    from deerflow_nb.memory import format_memory_for_injection, select_facts
+
+    data = {
+        "facts": [
+            {"id": "a", "content": "Prefers polars over pandas", "confidence": 0.9},
+            {
+                "id": "b",
+                "content": "The target column is churned",
+                "confidence": 0.95,
+                "scope": "project",
+                "project": "churn",
+            },
+        ],
+        "projects": {"churn": {"summary": "Churn model for a telecom.", "updatedAt": ""}},
+    }
+    block = format_memory_for_injection(data, 2000, "target column polars")
+    assert "polars" in block and "churned" not in block and "telecom" not in block
+    assert [f["id"] for f in select_facts(data, "target column")] == ["a"]
+
+
+def test_threads_from_before_projects_are_recalled_in_every_project(home: Path) -> None:
+    agent = Agent()  # no project: a thread as journaled before projects existed
+    agent.run("Let's look at the Berlin stores data.", thread="old")
+    agent.run("Let's look at the Lisbon stores data.", thread="new", project="lisbon")
+    agent.memory.project = "clinic"
+    hits = agent.memory.recall("stores data")
+    assert {(h["thread"], h["project"]) for h in hits} == {("old", None)}
+    agent.memory.project = "lisbon"
+    assert {h["thread"] for h in agent.memory.recall("stores data")} == {"old", "new"}
+    agent.close()

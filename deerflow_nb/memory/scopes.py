@@ -18,6 +18,7 @@ from ..projects import DEFAULT_PROJECT, PROJECT_SCOPE, fact_project, in_scope
 
 PROJECTS_KEY = "projects"  # memory.json's extra key: each project's context summary
 EVERY_PROJECT = "*"  # ``visible``'s "no filter": search and recall with --all
+SCOPED = "_scopedFor"  # set on ``visible``'s result (never written): already filtered
 
 
 def candidate_owner(candidate: dict[str, Any], project: str | None) -> str | None:
@@ -48,10 +49,14 @@ def evictable(facts: list[dict[str, Any]], grown: set[str | None]) -> list[int]:
 def visible(data: dict[str, Any], project: str | None) -> dict[str, Any]:
     """``data`` with only the facts ``project`` may see (``EVERY_PROJECT``: all of them),
     and its project summary as ``projectContext``; the input is not changed."""
-    if project == EVERY_PROJECT:
+    if project == EVERY_PROJECT or SCOPED in data:
         return data
     facts = data.get("facts") or []
+    plain = not any(isinstance(f, dict) and f.get("scope") == PROJECT_SCOPE for f in facts)
+    if plain and "projectContext" not in data and not (project and project_summary(data, project)):
+        return data  # DeerFlow's memory: every fact the user's, nothing to filter
     out = dict(data)
+    out[SCOPED] = project
     out["facts"] = [f for f in facts if isinstance(f, dict) and in_scope(f, project)]
     summary = project_summary(data, project) if project else ""
     if summary:
