@@ -407,3 +407,19 @@ def test_threads_from_before_projects_are_recalled_in_every_project(home: Path) 
     agent.memory.project = "lisbon"
     assert {h["thread"] for h in agent.memory.recall("stores data")} == {"old", "new"}
     agent.close()
+
+
+def test_consolidation_merges_within_a_scope_never_across(home: Path) -> None:
+    mem = Memory()
+    mem.add_fact("Prefers polars over pandas", "preference")
+    mem.add_fact("Prefers polars over pandas for data frames", "preference", project="churn")
+    mem.add_fact("Uses DuckDB for analytics", "knowledge", project="churn")
+    mem.add_fact("Uses DuckDB for local analytics work", "knowledge", project="churn")
+    report = mem.consolidate()
+    (merge,) = report.merges  # the polars pair is two scopes: never proposed
+    assert "DuckDB" in merge["content"]
+    mem.approve("all")  # hand-added facts merge once the user approves
+    facts = {f["content"]: f for f in mem.data["facts"]}
+    assert len(facts) == 3 and facts[merge["content"]]["project"] == "churn"
+    assert "project" not in facts["Prefers polars over pandas"]  # not joined to churn's
+    assert facts["Prefers polars over pandas for data frames"]["project"] == "churn"
