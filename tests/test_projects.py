@@ -423,3 +423,29 @@ def test_consolidation_merges_within_a_scope_never_across(home: Path) -> None:
     assert len(facts) == 3 and facts[merge["content"]]["project"] == "churn"
     assert "project" not in facts["Prefers polars over pandas"]  # not joined to churn's
     assert facts["Prefers polars over pandas for data frames"]["project"] == "churn"
+
+
+def test_a_held_project_change_is_reviewed_item_by_item(home: Path) -> None:
+    mem = Memory()
+    mem.project = "churn"
+    mem.review = True
+    mem.apply(
+        {
+            "newFacts": [
+                {"content": "The churn table has 7043 rows", "confidence": 0.9, "scope": "project"},
+                {"content": "Prefers polars over pandas", "confidence": 0.9},
+            ],
+            "projectContext": {"summary": "Telecom churn model.", "shouldUpdate": True},
+        },
+        source="t1",
+    )
+    (change,) = mem.pending()
+    lines = [item.reading() for item in mem.review_items(change)]
+    assert lines[0].endswith("(context, 0.90, project churn)")
+    assert "projects.churn: Telecom churn model." in lines[2]
+    mem.approve_items(change["id"], [1, 3])  # the project's fact and summary, not the other
+    assert [f.get("project") for f in mem.data["facts"]] == ["churn"]
+    assert mem.data["projects"]["churn"]["summary"] == "Telecom churn model."
+    assert [item.text for item in mem.review_items(mem.pending()[0])] == [
+        "Prefers polars over pandas"
+    ]
