@@ -21,6 +21,7 @@ from .home import (
     default_home,
     resolve_home,
 )
+from .projects import PROJECT_ENV, project_name
 
 if TYPE_CHECKING:
     from .schema.settings import Settings
@@ -95,8 +96,13 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
         for section, values in raw.items():
+            if section == "project":
+                from .schema.settings import check_project
+
+                settings.project = check_project(values, path)
+                continue
             if section not in SETTINGS_SECTIONS:
-                known = ", ".join(sorted(SETTINGS_SECTIONS))
+                known = ", ".join(sorted([*SETTINGS_SECTIONS, "project"]))
                 raise ConfigError(f"{path}: unknown key '{section}' (known: {known})")
             if values is None:
                 continue
@@ -127,6 +133,11 @@ def _apply_env(settings: Settings) -> None:
         model.base_url = env["OPENAI_BASE_URL"]
     if env.get("DEERFLOW_NB_MODEL"):
         model.name = env["DEERFLOW_NB_MODEL"]
+    if env.get(PROJECT_ENV, "").strip():  # this kernel's project (projects.py)
+        try:
+            settings.project = project_name(env[PROJECT_ENV])
+        except ValueError as exc:
+            raise ConfigError(f"{PROJECT_ENV}: {exc}") from None
     if env.get("DEERFLOW_NB_MEMORY_MODEL"):
         settings.memory.model_name = env["DEERFLOW_NB_MEMORY_MODEL"]
     if env.get("DEERFLOW_NB_API_KEY"):

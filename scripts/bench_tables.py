@@ -741,12 +741,50 @@ def embedding_runtime_table(results_dir: Path | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+PROJECT_ROWS = (
+    ("leak rate: blocks holding another project's fact", "leak_rate", "{:.3f}"),
+    ("project facts injected when their project asks", "project_recall", "{:.3f}"),
+    ("user facts available in every project", "user_recall", "{:.3f}"),
+    ("tokens per block spent on another project", "wrong_tokens_per_block", "{:.1f}"),
+    ("share of the block spent on another project", "wrong_token_share", "{:.3f}"),
+)
+
+
+def projects_table(results_dir: Path | None = None) -> str:
+    """Memory per project against DeerFlow's one global memory, same run (``projects.py``)."""
+    bench = load("projects", results_dir)
+    figures = [bench.get(k) if bench else None for k in ("setup", "per_project", "global")]
+    if bench is None or not all(figures):
+        return NOT_MEASURED
+    setup, ours, flat = figures
+    assert setup is not None and ours is not None and flat is not None
+    out = [
+        f"{setup['projects']} projects × {setup['sessions_per_project']} sessions, "
+        f"{_int(setup['turns'])} turns on the offline model: {setup['user_facts_stated']} user "
+        f"facts and {setup['project_facts_stated']} project facts stated, "
+        f"{setup['facts_stored']} stored; {_int(ours['blocks'])} blocks of at most "
+        f"{_int(setup['budget_tokens'])} tokens, asked from each project.",
+        "",
+        "| figure | memory per project | one global memory (DeerFlow) | goal |",
+        "|---|---|---|---|",
+    ]
+    goals = {"leak_rate": "0", "project_recall": "≥ 0.95", "user_recall": "1.0"}
+    goals |= {"wrong_tokens_per_block": "0", "wrong_token_share": "0"}
+    for label, key, form in PROJECT_ROWS:
+        out.append(
+            f"| {label} | **{form.format(ours[key])}** | {form.format(flat[key])} | {goals[key]} |"
+        )
+    out += ["", *Provenance(bench, figures).lines()]
+    return "\n".join(out) + "\n"
+
+
 RENDERERS = {
     "locomo": (locomo_table, locomo_figures),
     "speed": (speed_table, speed_figures),
     "recall": (recall_table, recall_figures),
     "aging": (aging_setup, aging_table, aging_figures),
     "embedding_runtime": (embedding_runtime_table,),
+    "projects": (projects_table,),
 }
 
 

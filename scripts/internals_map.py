@@ -18,7 +18,10 @@ PACKAGE = ROOT / "deerflow_nb"
 
 # Lowest first: a module may import from its own layer and the ones below it.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("base", {"schema", "config", "home", "tokens", "scrub", "untrusted", "similarity"}),
+    (
+        "base",
+        {"schema", "config", "home", "tokens", "scrub", "untrusted", "similarity", "projects"},
+    ),
     ("storage", {"storage", "journal"}),
     ("models", {"llm", "offline"}),
     ("memory", {"memory"}),

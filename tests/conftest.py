@@ -31,6 +31,8 @@ MODEL_ENV = (
     "DEERFLOW_NB_MODEL",
     "DEERFLOW_NB_MEMORY_MODEL",
     "DEERFLOW_NB_API_KEY",
+    "DEERFLOW_NB_PROJECT",  # issue 28: a project named outside a test is not the test's
+    "JPY_SESSION_NAME",
 )
 
 

@@ -106,7 +106,9 @@ def test_a_streamed_reply_lands_in_the_cell_with_a_footer(shell: InteractiveShel
     assert final.endswith("offline · thread default · ") is False
     assert final.splitlines()[-2] == "---"
     footer = final.splitlines()[-1]
-    assert footer.startswith("offline · thread default · ") and footer.endswith("facts injected")
+    assert footer.startswith("offline · thread default · ") and " facts injected · " in footer
+    project = get_session(shell).project.name  # issue 28: the notebook's project, last
+    assert footer.endswith(f"· project {project}")
     assert " in / " in footer and " out tokens" in footer
     html = html_updates(cap)[-1]
     assert "<hr>" in html and "<em>offline · thread default · " in html

@@ -70,12 +70,13 @@ def offline_fold(memory: dict[str, Any], *user_messages: str) -> ExtractionDiff:
 
 
 # -- 1. the scope gate ---------------------------------------------------------------------
-def test_gate_leaves_explicit_one_time_and_task_facts_out_and_stores_unlabelled_ones() -> None:
+def test_gate_leaves_one_time_and_conversation_facts_out_and_keeps_project_ones() -> None:
     diff = ExtractionDiff.parse(
         {
             "newFacts": [
                 {"content": "Prefers 3 decimals", "confidence": 0.9, "durability": "one-time"},
                 {"content": "Uses the sales_q3 frame", "confidence": 0.9, "scope": "task"},
+                {"content": "Is on call", "confidence": 0.9, "scope": "conversation"},
                 {
                     "content": "Prefers polars",
                     "confidence": 0.9,
@@ -87,10 +88,14 @@ def test_gate_leaves_explicit_one_time_and_task_facts_out_and_stores_unlabelled_
             ]
         }
     )
-    assert [f.content for f in diff.new_facts] == ["Prefers polars", "Knows SQL", "Uses R"]
+    # A task's fact is a project's (issue 28): kept, labelled for the active project.
+    kept = [f.content for f in diff.new_facts]
+    assert kept == ["Uses the sales_q3 frame", "Prefers polars", "Knows SQL", "Uses R"]
+    assert diff.new_facts[0].scope == "project"
     reasons = {x.value: x.reason for x in diff.left_out}
+    assert set(reasons) == {"Prefers 3 decimals", "Is on call"}
     assert "one-time" in reasons["Prefers 3 decimals"]
-    assert "scope: task" in reasons["Uses the sales_q3 frame"]
+    assert "scope: conversation" in reasons["Is on call"]
 
 
 def test_offline_extractor_labels_one_time_instructions_and_keeps_preferences() -> None:
@@ -102,15 +107,18 @@ def test_offline_extractor_labels_one_time_instructions_and_keeps_preferences() 
         "I like seaborn just this once.",
         "For this notebook, I use the EU region.",
     )
-    assert [f.content for f in diff.new_facts] == ["Prefers polars over pandas"]
+    assert [f.content for f in diff.new_facts] == [
+        "Prefers polars over pandas",
+        "Uses the EU region",
+    ]
+    assert [f.scope for f in diff.new_facts] == [None, "project"]  # this notebook's: a project's
     left = {x.value: x.reason for x in diff.left_out}
     assert set(left) == {
         "Prefers 3 decimals",
         "Use 2 decimals for this plot",
         "Likes seaborn just this once",
-        "Uses the EU region",
     }
-    assert "one-time" in left["Prefers 3 decimals"] and "scope: task" in left["Uses the EU region"]
+    assert "one-time" in left["Prefers 3 decimals"]
 
 
 def test_a_fold_keeps_the_one_time_instruction_out_of_memory_with_its_reason(home: Path) -> None:

@@ -413,3 +413,27 @@ def test_notebooks_teach(name: str) -> None:
     assert 'os.environ.get("DEERFLOW_NB_EXAMPLE_HOME")' in first_code
     assert 'os.environ["DEERFLOW_NB_HOME"] = str(HOME)' in first_code
     assert "setdefault" not in first_code
+
+
+def test_projects(home: Path, tmp_path: Path) -> None:
+    """Issue 28's promises: a project found from the folder, facts stored in their project,
+    a switch, a question only one project answers, no leak, and managing projects."""
+    nb = execute("projects", tmp_path)
+    assert f"project {tmp_path.name} (folder)" in plain_tagged(nb, "found")
+    facts = plain_tagged(nb, "churn-facts")
+    assert "Prefers polars over pandas" in facts and "user" in facts
+    assert facts.count("project churn") == 2 and "decimals" not in facts
+    clinic = plain_tagged(nb, "ask-clinic")
+    assert "readmitted" in clinic and "churned" not in clinic and "project clinic" in clinic
+    preview = plain_tagged(nb, "preview")
+    assert "readmitted" in preview and "polars" in preview and "churned" not in preview
+    churn = plain_tagged(nb, "ask-churn")
+    assert "churned" in churn and "readmitted" not in churn and "project churn" in churn
+    leak = plain_tagged(nb, "leak")
+    assert leak.count("other project's fact injected: False") == 2
+    assert leak.count("your preference injected: True") == 2
+    assert "clinic (this notebook)" in plain_tagged(nb, "projects")
+    assert "project churn" in plain_tagged(nb, "search-all")
+    assert "project clinic" in plain_tagged(nb, "search-all")
+    assert "Renamed project churn to telecom-churn (2 facts moved)" in plain_tagged(nb, "rename")
+    assert "waits as pending change" in plain_tagged(nb, "forget")

@@ -18,7 +18,7 @@ from deerflow_nb.memory.embeddings import Embedder
 from deerflow_nb.notebook.session import get_session
 from deerflow_nb.notebook.views.recall import RecallResults
 
-KEYS = {"thread", "seq", "role", "content", "created_at", "score"}
+KEYS = {"thread", "seq", "role", "content", "created_at", "score", "project"}  # issue 28: + project
 
 
 def say(memory: Memory, thread: str, *messages: str) -> None:
@@ -262,5 +262,7 @@ def test_recall_results_text_is_inert(memory: Memory) -> None:
     assert "<img" not in rendered and "<script" not in rendered
     assert rendered.count("<strong>") == 1  # the title's; the message's **bold** stays text
     assert "href" not in rendered and "<b>" not in rendered
-    assert rendered.count("<td>") == 5 * len(view.results)  # its pipes split no cell
+    assert rendered.count("<td>") == 6 * len(
+        view.results
+    )  # its pipes split no cell (6 with project)
     assert "\x1b" not in str(view) and "<img src=x" in str(view)

@@ -61,7 +61,8 @@ def test_the_agent_footer_says_when_folds_wait_for_review(shell: InteractiveShel
     memory.review = True
     footer, html = agent_footer(shell, "%%agent -t notes\nI use ruff for linting.")
     assert footer.endswith(
-        "facts injected · memory: review mode — this turn's fold will wait for review "
+        f"facts injected · project {memory.project} · memory: review mode — this turn's fold "
+        "will wait for review "
         "(%memory pending)"
     ), footer
     assert "memory: review mode" in html
@@ -70,7 +71,8 @@ def test_the_agent_footer_says_when_folds_wait_for_review(shell: InteractiveShel
     # --no-memory: this turn is never folded, but what already waits is still said
     footer, _ = agent_footer(shell, "%%agent -t other --no-memory\nHello there.")
     assert footer.endswith(
-        "facts injected · memory: review mode — 1 change awaits review (%memory pending)"
+        f"injected · project {memory.project} · memory: review mode — 1 change awaits review "
+        "(%memory pending)"
     ), footer
     footer, _ = agent_footer(shell, "%%agent -t notes\nI also use mypy.")
     assert "this turn's fold will wait for review; 1 change awaits review" in footer

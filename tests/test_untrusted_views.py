@@ -90,7 +90,7 @@ def test_a_hostile_turn_is_inert_in_every_update(
     # its error are in the progress lines, as text
     assert '→ describe_variable(name="<img src=x onerror=alert(1)> <script>' in seen
     assert "✗ sub-agent <img src=x onerror=alert(1)>" in seen and "failed:" in seen
-    assert seen.rstrip().endswith("facts injected")
+    assert " facts injected · project " in seen.rstrip().splitlines()[-1]  # the footer, last
     assert "<script>alert(2)</script>" in plain and "sub-agent <img src=x" in plain
     assert shell.user_ns["_agent"] == HOSTILE_BLOCK  # the reply itself is kept as it came
 
@@ -213,7 +213,7 @@ def test_memory_markdown_cells_are_literal(shell: InteractiveShell) -> None:
             "createdAt": "2026-01-01T00:00:00Z"}  # fmt: skip
     md = FactsTable((fact,))._repr_markdown_()
     row = md.splitlines()[-1]
-    assert row.count(" | ") == 4  # the fact's own pipes do not add columns
+    assert row.count(" | ") == 5  # the fact's own pipes do not add columns (6 with scope)
     rendered = render_markdown(md)
     assert "<em>" not in rendered and "<code>" not in rendered
     assert "a | b ![](http://x/y) &lt;img src=x onerror=alert(1)&gt; *em* `code`" in rendered

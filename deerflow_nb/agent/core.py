@@ -75,6 +75,7 @@ class TurnResult:
     messages: list[dict[str, Any]] = field(default_factory=list)
     model_view: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    project: str | None = None  # the project the turn ran in (the footer shows it)
     seconds: float = 0.0
     model_seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -159,9 +160,12 @@ class Agent:
         new: bool = False,
         allow_code: bool | None = None,
         show: Callable[[str], None] | None = None,
+        project: str | None = None,
     ) -> str:
         """One lead-agent turn; returns the reply. ``self.last_turn`` holds the details,
         also after Ctrl-C (status ``interrupted``, the partial reply kept) or an error.
+        ``project`` (default: the memory's active one) is the project the turn reads and
+        remembers in, recorded on the thread.
 
         ``ThreadError`` for a sub-agent's thread: it is not a conversation to continue (and
         memory never reads it).
@@ -176,6 +180,7 @@ class Agent:
                 f"{known.get('parent_id')!r} or name a new one"
             )
         memory_on = use_memory and self.settings.memory.enabled
+        project = project or self.memory.project
         code_on = self.settings.agent.allow_code_execution if allow_code is None else allow_code
         tools = NotebookTools(self.namespace, self.shell, allow_code=code_on, show=show)
         executor = None
@@ -195,7 +200,11 @@ class Agent:
         memory_tools = None
         if memory_on:
             memory_tools = MemoryTools(
-                self.memory, thread, current_turn=lambda: state.turn_id, user_message=message
+                self.memory,
+                thread,
+                current_turn=lambda: state.turn_id,
+                user_message=message,
+                project=project,
             )
         prompt = (
             LEAD_PROMPT
@@ -222,7 +231,7 @@ class Agent:
             with self.model.in_use():  # the server is the user's until the turn ends
                 run_turn(
                     state,
-                    self._chain(state, memory_on, on_event),
+                    self._chain(state, memory_on, on_event, project),
                     tools=tool_specs(names),
                     dispatch=dispatch,
                     max_turns=self.settings.agent.max_turns,
@@ -243,6 +252,7 @@ class Agent:
                 messages=state.new_messages,
                 model_view=state.last_view,
                 error=state.error,
+                project=project,
                 seconds=time.perf_counter() - started,
                 model_seconds=state.model_seconds,
                 timings=state.timings,
@@ -267,7 +277,11 @@ class Agent:
         )
 
     def _chain(
-        self, state: TurnState, memory_on: bool, on_event: OnEvent | None
+        self,
+        state: TurnState,
+        memory_on: bool,
+        on_event: OnEvent | None,
+        project: str | None = None,
     ) -> list[Middleware]:
         settings = self.settings
         chain: list[Middleware] = [
@@ -281,11 +295,12 @@ class Agent:
         ]
         # The journal opens the turn first, so a turn whose injection fails is still kept.
         title = _title(state.user_message["content"])
-        chain.append(JournalMiddleware(self.journal, title=title, private=not memory_on))
+        chain.append(
+            JournalMiddleware(self.journal, title=title, private=not memory_on, project=project)
+        )
         if memory_on and settings.memory.injection_enabled:
-            chain.append(
-                MemoryInjectionMiddleware(self.memory, settings.memory.max_injection_tokens)
-            )
+            budget = settings.memory.max_injection_tokens
+            chain.append(MemoryInjectionMiddleware(self.memory, budget, project))
         chain.append(MemoryEnqueueMiddleware(self.memory, remember=memory_on))
         return chain
 

@@ -55,27 +55,33 @@ class MemoryTools(ToolSet):
         *,
         current_turn: Callable[[], str | None] | None = None,
         user_message: str | None = None,
+        project: str | None = None,
     ) -> None:
         self.memory = memory
         self.thread = thread
+        self.project = project  # the turn's project: searched by default, remembered into
         self._current_turn = current_turn  # its messages are never "the past"
         self._user_message = user_message  # whether the user asked to remember
         self._own_turn = f"tools-{uuid.uuid4().hex[:12]}"  # one ToolSet serves one turn
 
-    def search_memory(self, query: str = "", k: int = SEARCH_K) -> str:
+    def search_memory(self, query: str = "", k: int = SEARCH_K, all_projects: bool = False) -> str:
         from ..memory import escape_for_block as escape
 
         query = _text_argument(query, "query", required=False)
         k = _count(k, SEARCH_K)
-        hits = [fact for fact, _ in self.memory.search(query, k=k)] if query.strip() else []
-        total = len(self.memory.data.get("facts", []))
+        wide = all_projects is True
+        found = self.memory.search(query, k=k, project=self.project, everywhere=wide)
+        hits = [fact for fact, _ in found] if query.strip() else []
+        # What this project sees, in confidence order (an empty query lists them).
+        seen = self.memory.search("", k=1 << 30, project=self.project, everywhere=wide)
+        total = len(seen)
         if hits:
             head = (
                 f'{len(hits)} of {total} remembered facts match "{escape(query)}", best first '
                 "(id | category | confidence | fact):"
             )
         else:
-            hits = self.memory.facts()[:k]
+            hits = [fact for fact, _ in seen[:k]]
             if not hits:
                 return "Memory holds no facts about the user yet."
             miss = f'No remembered fact matches "{escape(query)}"; ' if query.strip() else ""
@@ -85,7 +91,9 @@ class MemoryTools(ToolSet):
             )
         return _fit(head, [_fact_line(f) for f in hits])
 
-    def recall(self, query: str, thread: str | None = None, k: int = RECALL_K) -> str:
+    def recall(
+        self, query: str, thread: str | None = None, k: int = RECALL_K, all_projects: bool = False
+    ) -> str:
         from ..memory import escape_for_block as escape
 
         query = _text_argument(query, "query")
@@ -94,9 +102,14 @@ class MemoryTools(ToolSet):
         thread = thread.strip() or None if isinstance(thread, str) else None
         k = _count(k, RECALL_K)
         skip = self._this_turn()
-        hits = self.memory.recall(query, k=k + len(skip), thread=thread)
+        wide = all_projects is True
+        hits = self.memory.recall(
+            query, k=k + len(skip), thread=thread, project=self.project, everywhere=wide
+        )
         hits = [h for h in hits if (h["thread"], h["seq"]) not in skip][:k]
         where = f" in thread {escape(thread)}" if thread else ""
+        if not thread and not wide and self.project:
+            where = f" of project {escape(self.project)}"
         if not hits:
             return f'Nothing in earlier conversations{where} matches "{escape(query)}".'
         head = (
@@ -107,13 +120,16 @@ class MemoryTools(ToolSet):
         for hit in hits:
             stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
             text = escape(excerpt(str(hit.get("content") or ""), query))
+            # Widened, each hit names its project: ``project/thread``.
+            place = f"{hit.get('project')}/{hit['thread']}" if wide else str(hit["thread"])
             lines.append(
-                f"- {escape(stamp)} | {escape(str(hit['thread']))} | "
+                f"- {escape(stamp)} | {escape(place)} | "
                 f"#{hit['seq']} {escape(str(hit['role']))}: {text}"
             )
         return _fit(head, lines)
 
-    def remember(self, content: str, category: str = "context") -> str:
+    def remember(self, content: str, category: str = "context", scope: str | None = None) -> str:
+        from ..projects import looks_like_project
 
         content = " ".join(_text_argument(content, "content").split())
         if len(content) > MAX_REMEMBER_CHARS:
@@ -123,6 +139,10 @@ class MemoryTools(ToolSet):
             )
         if category not in CATEGORIES:
             raise ToolError(f"category must be one of: {', '.join(CATEGORIES)}")
+        if scope not in (None, "user", "project"):
+            raise ToolError("scope must be 'user' (every project) or 'project' (this one)")
+        if scope is None:
+            scope = "project" if self.project and looks_like_project(content) else "user"
         before = {f.get("id") for f in self.memory.data.get("facts", [])}
         asked = user_asked_to_remember(self._user_message)
         turn = (self._current_turn() if self._current_turn else None) or self._own_turn
@@ -134,6 +154,7 @@ class MemoryTools(ToolSet):
                 source=self.thread,
                 origin="user" if asked else "model",
                 turn=turn,
+                project=(self.project or "default") if scope == "project" else None,
             )
         except ValueError as exc:
             raise ToolError(str(exc)) from None
@@ -190,9 +211,11 @@ def _fact_line(fact: dict[str, Any]) -> str:
         confidence = float(fact.get("confidence", 0))
     except (TypeError, ValueError):
         confidence = 0.0
+    project = fact.get("project") if fact.get("scope") == "project" else None
+    where = f" (project {escape(str(project))})" if project else ""
     return (
         f"- {escape(str(fact.get('id', '?')))} | {escape(str(fact.get('category', 'context')))}"
-        f" | {confidence:.2f} | {escape(str(fact.get('content', '')))}"
+        f" | {confidence:.2f} | {escape(str(fact.get('content', '')))}{where}"
     )
 
 

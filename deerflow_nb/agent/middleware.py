@@ -109,13 +109,14 @@ class SummarizationMiddleware(Middleware):
 class MemoryInjectionMiddleware(Middleware):
     """Puts the ``<memory>`` block, ranked for this turn, into the system prompt once."""
 
-    def __init__(self, memory: Memory, max_tokens: int) -> None:
+    def __init__(self, memory: Memory, max_tokens: int, project: str | None = None) -> None:
         self.memory = memory
         self.max_tokens = max_tokens
+        self.project = project  # the turn's: its facts and the user's, no other project's
 
     def before_agent(self, state: TurnState) -> None:
         context = turn_context(state)
-        block, facts = self.memory.injection(context, self.max_tokens)
+        block, facts = self.memory.injection(context, self.max_tokens, project=self.project)
         state.memory_block = block
         state.facts_injected = len(facts)
         # Issue 20: which facts this turn saw (one journal upsert, no memory.json write).
@@ -126,11 +127,17 @@ class JournalMiddleware(Middleware):
     """Writes the turn to the journal: the user message first, the rest at the end."""
 
     def __init__(
-        self, journal: Journal, *, title: str | None = None, private: bool = False
+        self,
+        journal: Journal,
+        *,
+        title: str | None = None,
+        private: bool = False,
+        project: str | None = None,
     ) -> None:
         self.journal = journal
         self.title = title
         self.private = private  # a --no-memory turn: journaled, never read by memory
+        self.project = project  # recorded on the thread: its folds go to this project
 
     def before_agent(self, state: TurnState) -> None:
         state.turn_id = self.journal.begin_turn(
@@ -141,6 +148,7 @@ class JournalMiddleware(Middleware):
             parent_id=state.parent_id,
             title=self.title,
             private=self.private,
+            project=self.project,
         )
 
     def after_agent(self, state: TurnState) -> None:

@@ -80,12 +80,14 @@ _SPECS: dict[str, dict[str, Any]] = {
             "Search the facts remembered about the user, best match first, including those "
             "the memory section of the prompt left out for space. Use it when the user asks "
             "what you know or remember about them, or when a fact might help but is not shown."
+            " It looks in the user's facts and this project's; all_projects widens it."
         ),
         "parameters": {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "what to look for; '' lists all"},
                 "k": {"type": "integer", "description": f"how many facts (default {SEARCH_K})"},
+                "all_projects": {"type": "boolean", "description": "every project's facts"},
             },
             "required": ["query"],
         },
@@ -103,6 +105,10 @@ _SPECS: dict[str, dict[str, Any]] = {
                 "query": {"type": "string", "description": "words, names or dates to find"},
                 "thread": {"type": "string", "description": "only this thread (optional)"},
                 "k": {"type": "integer", "description": f"how many messages (default {RECALL_K})"},
+                "all_projects": {
+                    "type": "boolean",
+                    "description": "every project's threads (default: this project's)",
+                },
             },
             "required": ["query"],
         },
@@ -118,6 +124,12 @@ _SPECS: dict[str, dict[str, Any]] = {
             "properties": {
                 "content": {"type": "string", "description": "the fact, one sentence"},
                 "category": {"type": "string", "enum": list(CATEGORIES)},
+                "scope": {
+                    "type": "string",
+                    "enum": ["user", "project"],
+                    "description": "user: true in every project (who they are, preferences);"
+                    " project: this project's data, columns, metrics, decisions, results",
+                },
             },
             "required": ["content", "category"],
         },

@@ -14,8 +14,6 @@ first (``Ledger.settle``), and ``flush`` folds in the calling thread.
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import logging
 import os
 import threading
@@ -29,16 +27,19 @@ from ..schema.diff import ExtractionDiff
 from ..storage.journal import Journal
 from . import folds as fold_log
 from . import usage
+from .callbacks import Listeners
 from .edits import Edits
 from .extraction import check_diff
 from .fact_query import FactQuery
 from .folding import SAID_IN_ONE_LINE, Folding
 from .gate import Gate
 from .ledger import Ledger
+from .project_admin import Projects
 from .reader import MemoryReader
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
 from .review import Review, ReviewItem, select
 from .rules import Rules
+from .scopes import EVERY_PROJECT, visible
 from .store import MemoryStore
 from .transfer import Transfer, read_import
 from .upkeep import Upkeep
@@ -68,7 +69,11 @@ class Memory:
         self.journal = Journal(self.settings.journal_path)
         self.path = self.settings.memory_path
         self.store = MemoryStore(self.path)
-        self._callbacks: list[Callable[..., Any]] = []
+        # The notebook's project (projects.py): what injection, search and recall see beside
+        # the user's own facts. None (a Memory no notebook opened): the user's facts only.
+        self.project: str | None = None
+        self._changed = Listeners()
+        self._callbacks = self._changed.callbacks
         self._embedder: Any = _UNSET
         self._started = False
         self._start_lock = threading.Lock()
@@ -87,6 +92,7 @@ class Memory:
         self._folding = Folding(self.settings, self.journal, ledger, gate)
         self._upkeep = Upkeep(self.settings, ledger, review, gate)
         self._transfer = Transfer(self.settings, ledger, gate)
+        self.projects = Projects(self.journal, gate, lambda: self.data)  # list, rename, forget
 
     def start(self) -> Memory:
         """Load memory as a kernel does (idempotent, returns ``self``): finish what a killed
@@ -157,40 +163,60 @@ class Memory:
         except Exception:
             log.warning("could not compute fact embeddings", exc_info=True)
 
-    def _shared(self) -> dict[str, Any]:
-        """The current revision, read-only, pinned so ranking need not fingerprint it."""
+    def _shared(self, project: str | None = EVERY_PROJECT) -> dict[str, Any]:
+        """The current revision, read-only, pinned so ranking need not fingerprint it; only
+        the facts ``project`` may see (``scopes.visible``: filtered before any ranking)."""
         from .fact_index import pin_revision
 
         revision, data = self.reader.shared()
+        data = visible(data, project)
         if revision is not None:
-            pin_revision(data, revision)
+            pin_revision(data, (revision, project))
         return data
 
-    def search(self, query: str, k: int = 10) -> list[tuple[dict[str, Any], float]]:
+    def _scope(self, project: str | None, everywhere: bool) -> str | None:
+        return EVERY_PROJECT if everywhere else (project or self.project)
+
+    def search(
+        self, query: str, k: int = 10, *, project: str | None = None, everywhere: bool = False
+    ) -> list[tuple[dict[str, Any], float]]:
+        """Facts for ``query``, best first: the user's and the active ``project``'s (or
+        ``everywhere``); a project fact's dict names its ``project``."""
         from .injection import rank_facts
 
-        results = rank_facts(self._shared(), query, embedder=self.embedder)[:k]
+        scope = self._scope(project, everywhere)
+        results = rank_facts(self._shared(scope), query, embedder=self.embedder)[:k]
         if query and query.strip():  # a fact found by a search is a fact in use
             self._record_use(lambda db: usage.record_used(db, [f.get("id") for f, _ in results]))
         return results
 
     def recall(
-        self, query: str, k: int = RECALL_K, *, thread: str | None = None
+        self,
+        query: str,
+        k: int = RECALL_K,
+        *,
+        thread: str | None = None,
+        project: str | None = None,
+        everywhere: bool = False,
     ) -> list[dict[str, Any]]:
         """Journal search over lead threads' user messages and final replies, best first;
-        each ``{"thread", "seq", "role", "content", "created_at", "score"}`` (``recall.py``)."""
-        from .recall import search as recall_search
+        each ``{"thread", "seq", "role", "content", "created_at", "score", "project"}``
+        (``recall.py``), from the active ``project``'s threads unless ``everywhere``."""
+        from .project_recall import recall_in
 
-        return recall_search(self.journal, query, k, thread=thread, embedder=self.embedder)
+        scope = self._scope(project, everywhere)
+        return recall_in(self.journal, query, k, thread, scope, self.embedder)
 
     def injection(
-        self, context: Context = None, max_tokens: int | None = None
+        self, context: Context = None, max_tokens: int | None = None, *, project: str | None = None
     ) -> tuple[str, list[dict[str, Any]]]:
-        """The block the next turn injects and the facts it lists, ranked once."""
+        """The block the next turn injects and the facts it lists, ranked once: the user's
+        facts and ``project``'s (default: the active one) under one budget, no other's."""
         from .injection import inject
 
         budget = self.settings.memory.max_injection_tokens if max_tokens is None else max_tokens
-        return inject(self._shared(), budget, context, embedder=self.embedder)
+        shared = self._shared(project or self.project)
+        return inject(shared, budget, context, embedder=self.embedder)
 
     def record_injection(self, facts: list[dict[str, Any]], message: str) -> None:
         """Note one turn's injected facts (those sharing a word with ``message`` as used):
@@ -210,14 +236,16 @@ class Memory:
         except Exception as exc:  # a busy or read-only journal must not break a turn
             log.warning("could not record fact use: %s", exc)
 
-    def preview(self, context: Context = None, max_tokens: int | None = None) -> str:
-        """Exactly the ``<memory>`` text the next turn would inject."""
-        return self.injection(context, max_tokens)[0]
+    def preview(
+        self, context: Context = None, max_tokens: int | None = None, *, project: str | None = None
+    ) -> str:
+        """Exactly the ``<memory>`` text the next turn would inject (in ``project``)."""
+        return self.injection(context, max_tokens, project=project)[0]
 
     def selected_facts(
-        self, context: Context = None, max_tokens: int | None = None
+        self, context: Context = None, max_tokens: int | None = None, *, project: str | None = None
     ) -> list[dict[str, Any]]:
-        return self.injection(context, max_tokens)[1]
+        return self.injection(context, max_tokens, project=project)[1]
 
     # -- manual changes (edits.py) -----------------------------------------------------
     def add_fact(
@@ -229,15 +257,19 @@ class Memory:
         *,
         origin: str = "user",
         turn: str | None = None,
+        project: str | None = None,
     ) -> dict[str, Any]:
         """Add a fact by hand (no threshold); a near-duplicate reinforces the stored one, and
-        with ``category=None`` it is read from the text (``%memory add`` without one).
+        with ``category=None`` it is read from the text (``%memory add`` without one). With
+        ``project`` the fact is that project's, else the user's (shared by every project).
 
         ``origin="model"`` (with the agent ``turn``) is the model's ``remember`` when no user
         message asked: stored as its suggestion (``addedBy: "model"``), capped per turn,
         never evicting a fact the user added; in review mode it waits (the returned dict
         then has ``pending_id`` and no ``id``). ``Refused`` (a ValueError) says why not."""
-        return self._edits.add_fact(content, category, confidence, source, origin=origin, turn=turn)
+        return self._edits.add_fact(
+            content, category, confidence, source, origin=origin, turn=turn, project=project
+        )
 
     def edit_fact(
         self,
@@ -246,9 +278,12 @@ class Memory:
         *,
         category: str | None = None,
         confidence: float | None = None,
+        scope: str | None = None,
+        project: str | None = None,
     ) -> dict[str, Any]:
-        """Change a fact's text, category or confidence; KeyError if there is no such fact."""
-        return self._edits.edit_fact(fact_id, content, category, confidence)
+        """Change a fact's text, category, confidence or scope (``"user"``, or
+        ``"project"`` with ``project``: a move); KeyError if there is no such fact."""
+        return self._edits.edit_fact(fact_id, content, category, confidence, scope, project)
 
     def forget(self, fact_id: str) -> dict[str, Any]:
         """Really remove a fact (journaled); KeyError if there is no such fact."""
@@ -267,7 +302,7 @@ class Memory:
         and the rest applies. Raises ``ExtractionError`` (a ValueError), changing nothing,
         only when ``diff`` is not a diff at all.
         """
-        return self._folding.apply(check_diff(diff), source)
+        return self._folding.apply(check_diff(diff), source, project=self.project)
 
     def folds(self, limit: int = 20) -> list[dict[str, Any]]:
         """What the latest folds did, newest first (see ``memory.folds.decode``)."""
@@ -416,6 +451,7 @@ class Memory:
         evicted, sections, left_out: [{item, reason, value}], held, pending_id, version,
         error}``), ``consecutive_failures`` of the memory model, the last error, paths."""
         status = self.reader.status()
+        status["project"] = self.project  # the notebook's (None: the user's facts only)
         status["last_error"] = status["last_error"] or self._folding.last_error
         waiting = self._folding.waiting_for_user
         status["waiting_for_user"] = fold_log.waiting_line(status["pending"]) if waiting else "no"
@@ -427,23 +463,7 @@ class Memory:
 
         A callback that takes an argument gets a small dict (reason, version, source).
         """
-        self._callbacks.append(callback)
-
-        def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                self._callbacks.remove(callback)
-
-        return unsubscribe
-
-    def _changed(self, info: dict[str, Any]) -> None:
-        for callback in list(self._callbacks):
-            try:
-                if _takes_argument(callback):
-                    callback(info)
-                else:
-                    callback()
-            except Exception:
-                log.warning("memory on_change callback %r failed", callback, exc_info=True)
+        return self._changed.add(callback)
 
     def close(self) -> None:
         """Leave this home's worker (the last one to leave stops it); queued rows stay
@@ -457,14 +477,3 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _takes_argument(callback: Callable[..., Any]) -> bool:
-    with contextlib.suppress(TypeError, ValueError):
-        params = inspect.signature(callback).parameters.values()
-        return any(
-            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-            and p.default is p.empty
-            for p in params
-        )
-    return False

@@ -127,7 +127,8 @@ def line_cost(line: str) -> int:
 
 
 def summaries(memory_data: dict[str, Any]) -> list[Section]:
-    """The user and history summaries that have text, escaped, with their labels."""
+    """The user and history summaries that have text, escaped, with their labels, then the
+    active project's (``projectContext``, set by ``scopes.visible``) as ``Project Context:``."""
     sections: list[Section] = []
     for key, title, fields in (
         ("user", "User Context:", USER_FIELDS),
@@ -144,6 +145,11 @@ def summaries(memory_data: dict[str, Any]) -> list[Section]:
                 items.append((label, escape(summary)))
         if items:
             sections.append((title, items))
+    project = memory_data.get("projectContext")
+    if isinstance(project, dict) and isinstance(project.get("summary"), str):
+        name, text = escape(str(project.get("name") or "")), escape(project["summary"])
+        if name and text:
+            sections.append(("Project Context:", [(name, text)]))
     return sections
 
 

@@ -6,9 +6,11 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
+from ..projects import DEFAULT_PROJECT, PROJECT_SCOPE, fact_project
 from ..schema.changes import ChangeSet, FactEdit
 from ..schema.constants import ADDED_BY_USER, CATEGORIES
 from ..storage.db import now_iso
+from .scopes import stamp
 from .updater import Event, UpdateResult, sanitize_text, scrub_summaries
 
 if TYPE_CHECKING:
@@ -49,6 +51,9 @@ def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
         fact["category"] = edit.category
     if edit.confidence is not None:
         fact["confidence"] = float(edit.confidence)
+    old_project = fact_project(fact)
+    if edit.scope is not None:
+        stamp(fact, (edit.project or DEFAULT_PROJECT) if edit.scope == "project" else None)
     fact["updatedAt"] = now_iso()
     fact["addedBy"] = ADDED_BY_USER
     event = Event(
@@ -61,6 +66,8 @@ def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
         fact.get("confidence"),
         _category_details(old_category, fact.get("category")),
     )
+    if edit.scope is not None:
+        event.details.update(project=fact_project(fact), old_project=old_project)
     events = [event]
     if edit.content is not None and edit.content != old_content:
         events += scrub_summaries(data, [old_content], skip=set(), now=fact["updatedAt"])
@@ -84,9 +91,11 @@ class Edits:
         *,
         origin: str = "user",
         turn: str | None = None,
+        project: str | None = None,
     ) -> dict[str, Any]:
         """Add a fact (no threshold for a person's); a near-duplicate reinforces the stored
-        one. With no ``category``, the category is read from the text."""
+        one. With no ``category``, the category is read from the text; with ``project``, the
+        fact is that project's (else the user's)."""
         if category is None:
             from .classify import category_of
 
@@ -94,7 +103,10 @@ class Edits:
         _check(category, confidence)
         if not sanitize_text(content):
             raise ValueError("a fact needs some text")
-        diff = {"newFacts": [{"content": content, "category": category, "confidence": confidence}]}
+        item: dict[str, Any] = {"content": content, "category": category, "confidence": confidence}
+        if project:
+            item.update(scope=PROJECT_SCOPE, project=project)
+        diff = {"newFacts": [item]}
         change = ChangeSet(
             origin=origin,  # type: ignore[arg-type]
             reason="add" if origin == "user" and turn is None else "remember",
@@ -102,6 +114,7 @@ class Edits:
             diff=diff,
             turn=turn,
             threshold=0.0 if origin == "user" else None,
+            project=project,
         )
         passed = self.gate.submit(change)
         result = passed.result
@@ -124,13 +137,23 @@ class Edits:
         content: str | None,
         category: str | None,
         confidence: float | None,
+        scope: str | None = None,
+        project: str | None = None,
     ) -> dict[str, Any]:
-        """Change a fact's text, category or confidence; KeyError if there is no such fact."""
+        """Change a fact's text, category, confidence or scope (``"user"``, or ``"project"``
+        with ``project``); KeyError if there is no such fact."""
         _check(category, confidence)
         text = None if content is None else sanitize_text(content)
         if text == "":
             raise ValueError("a fact needs some text; to remove it, forget it")
-        edit = FactEdit(fact_id=fact_id, content=text, category=category, confidence=confidence)
+        edit = FactEdit(
+            fact_id=fact_id,
+            content=text,
+            category=category,
+            confidence=confidence,
+            scope=scope,  # type: ignore[arg-type]
+            project=project,
+        )
         passed = self.gate.submit(ChangeSet(origin="user", reason="edit", edit=edit))
         return copy.deepcopy(find_fact(passed.result.data, fact_id) or {})
 

@@ -45,11 +45,15 @@ factsToRemove. Do not repeat facts that are already stored, except one the user 
 again in this conversation: list it again (it is counted as confirmed, not duplicated).
 
 Label every fact with its scope and durability:
-- scope "user": true of the user beyond this conversation (who they are, what they
-  prefer, know, use or work on); "task": only about this notebook, dataset or task.
+- scope "user": true of the user in every project (who they are, what they prefer, know,
+  use, their habits and skills); "project": about the project this notebook belongs to
+  (its data files, columns and what they mean, targets, metrics and results, decisions,
+  conventions, the people on it).
 - durability "durable": will still hold in weeks; "one-time": an instruction for this
   cell, answer, plot or session ("use 3 decimals for this cell", "just now", "this time").
-Only durable user-level facts are stored; the others stay in the conversation.
+Durable facts are stored: the user's for every project, a project's for this project
+only. One-time ones stay in the conversation. projectContext is this project's short
+summary (1-3 sentences: its goal, data and state); update it when the project changed.
 
 Output format:
 {"user": {"workContext": {"summary": "...", "shouldUpdate": false},
@@ -58,6 +62,7 @@ Output format:
  "history": {"recentMonths": {"summary": "...", "shouldUpdate": false},
              "earlierContext": {"summary": "...", "shouldUpdate": false},
              "longTermBackground": {"summary": "...", "shouldUpdate": false}},
+ "projectContext": {"summary": "...", "shouldUpdate": false},
  "newFacts": [{"content": "...", "category": "preference", "confidence": 0.9,
                "scope": "user", "durability": "durable"}],
  "factsToRemove": ["f1"]}"""
@@ -100,6 +105,9 @@ def build_messages(
             summary = prompt_text(summary, one_line=True)
             if summary:
                 sections.append(f"{group}.{name}: {summary}")
+    project = memory.get("projectContext")  # scopes.visible: the fold's project
+    if isinstance(project, dict) and project.get("summary"):
+        sections.append(f"projectContext: {prompt_text(project['summary'], one_line=True)}")
     current = "\n".join(sections + (["Facts:"] if sections and lines else []) + lines)
     user = (
         f"<current_memory>\n{current}\n</current_memory>\n\n"

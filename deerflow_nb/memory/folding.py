@@ -20,6 +20,7 @@ from typing import Any
 from ..config import ConfigError, Settings
 from ..llm.base import ModelError, output_cap
 from ..llm.servers import GiveWay
+from ..projects import DEFAULT_PROJECT
 from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff, diff_json_schema
 from ..scrub import redact
@@ -33,6 +34,7 @@ from .gate import Gate, Passed
 from .ledger import Ledger
 from .reply_limits import check_holdable
 from .reports import ApplyReport, FlushReport
+from .scopes import visible
 from .store import MemoryFileError
 
 log = logging.getLogger(__name__)
@@ -66,13 +68,18 @@ class Folding:
 
     # -- applying a diff -----------------------------------------------------------------
     def apply(
-        self, diff: ExtractionDiff, source: str, finish: Callable[[Any], None] | None = None
+        self,
+        diff: ExtractionDiff,
+        source: str,
+        finish: Callable[[Any], None] | None = None,
+        project: str | None = None,
     ) -> ApplyReport:
         """Apply a checked diff as a fold, through the gate; ``finish`` runs in the same
-        journal transaction."""
+        journal transaction. ``project`` takes the items labelled ``scope: project``."""
+        project = project or DEFAULT_PROJECT
         left_out = [item.to_dict() for item in diff.left_out]
         clean = diff.to_dict()
-        kept, unpaired = paired_removals(diff, self.ledger.shared()[1])
+        kept, unpaired = paired_removals(diff, visible(self.ledger.shared()[1], project))
         clean["factsToRemove"], left_out = kept, left_out + unpaired
         reports: list[ApplyReport] = []
 
@@ -95,7 +102,8 @@ class Folding:
                 finish(db)
 
         self.gate.submit(
-            ChangeSet(origin="fold", reason="fold", source=source, diff=clean), finish_fold
+            ChangeSet(origin="fold", reason="fold", source=source, diff=clean, project=project),
+            finish_fold,
         )
         return reports[0]
 
@@ -214,7 +222,9 @@ class Folding:
         thread_id = row["thread_id"]
         try:
             conversation = json.loads(row["snapshot"])
-            messages, handles = build_messages(self.ledger.shared()[1], conversation)
+            project = self.journal.thread_project(thread_id) or DEFAULT_PROJECT
+            seen = visible(self.ledger.shared()[1], project)  # the fold's project only
+            messages, handles = build_messages(seen, conversation)
             from ..llm import get_chat_model
 
             model = get_chat_model(self._settings_until(deadline), self.settings.memory_model_name)
@@ -226,7 +236,9 @@ class Folding:
             )
             check_holdable(reply.content)
             diff = parse(reply.content, handles)
-            outcome = self.apply(diff, thread_id, lambda db: self._finish_fold(db, row))
+            outcome = self.apply(
+                diff, thread_id, lambda db: self._finish_fold(db, row), project=project
+            )
         except GiveWay:  # the user's turn needs the server: the row waits, no attempt spent
             self.waiting_for_user = True
             queue.defer(self.journal, row, GIVE_WAY_SECONDS)

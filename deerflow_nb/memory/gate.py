@@ -41,6 +41,7 @@ from .ledger import Changed, Ledger
 from .reports import changes_anything
 from .review import propose
 from .rules import Rules
+from .scopes import pin_projects
 from .store import MemoryFileError, empty_memory
 from .updater import WIPE_MIN_FACTS, WIPE_SHARE, UpdateResult, wipe_limit
 
@@ -102,8 +103,15 @@ class Gate:
         if change.origin != "user" and (change.document is not None or change.edit is not None):
             raise Refused(f"only a person may {change.reason} memory as a whole or edit a fact")
         self._check_turn(change)
-        if change.reason == "stale" or (change.origin != "user" and self.review_on()):
+        if change.diff:  # project items name their project before anything is held
+            change = change.model_copy(update={"diff": pin_projects(change.diff, change.project)})
+        if (
+            change.reason == "stale"
+            or change.review
+            or (change.origin != "user" and self.review_on())
+        ):
             why = "a staleness proposal waits for approval" if change.reason == "stale" else ""
+            why = "it was asked to wait for review" if change.review else why
             return self._hold(change, finish, why or "review mode is on")
         outcome = Passed(UpdateResult({}, []))
         mutate = self._mutation(change, outcome)
@@ -182,7 +190,12 @@ class Gate:
         if change.reason in ("add", "remember"):
             added_by = ADDED_BY_USER if change.origin == "user" else ADDED_BY_MODEL
         return self.rules.apply(
-            data, diff, change.source, threshold=change.threshold, added_by=added_by
+            data,
+            diff,
+            change.source,
+            threshold=change.threshold,
+            added_by=added_by,
+            project=change.project,
         )
 
     def _guarded(self, data: dict[str, Any], change: ChangeSet, outcome: Passed) -> UpdateResult:

@@ -67,6 +67,7 @@ from .block import fit_summaries, render, summaries, summary_budget
 from .fact_index import FactIndex, get_index
 from .packing import pack
 from .ranking import Context, Scores, score
+from .scopes import visible
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -82,7 +83,7 @@ def _compose(
     embedder: Embedder | None,
 ) -> tuple[str, list[dict[str, Any]], list[int], FactIndex, Scores]:
     """The block, the usable facts, the positions of those it lists (in order), and why."""
-    data = memory_data if isinstance(memory_data, dict) else {}
+    data = visible(memory_data, None) if isinstance(memory_data, dict) else {}
     facts, index = get_index(data)
     scores = score(index, context, embedder)
     sections = fit_summaries(summaries(data), summary_budget(max_tokens, facts))
@@ -117,6 +118,8 @@ def format_memory_for_injection(
     ``context`` is the turn: a string, or a list of texts whose last item is the current
     user message (earlier items, the recent turns, count half). Without context the facts
     come in DeerFlow's confidence order. Returns "" when there is nothing to inject.
+    Project facts are left out unless ``memory_data`` was scoped to their project
+    (``scopes.visible``, as ``Memory.injection`` does): the user's facts only.
     """
     return _compose(memory_data, max_tokens, context, embedder)[0]
 

@@ -67,6 +67,8 @@ def changes_anything(diff: dict[str, Any]) -> bool:
     marked for update. One that would not is no proposal to review."""
     if diff.get("newFacts") or diff.get("factsToRemove"):
         return True
+    if (diff.get("projectContext") or {}).get("shouldUpdate"):
+        return True
     return any(
         isinstance(section, dict) and section.get("shouldUpdate")
         for group in ("user", "history")

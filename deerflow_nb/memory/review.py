@@ -71,6 +71,10 @@ def _slots(diff: Mapping[str, Any]) -> list[tuple[str, Any]]:
         for name, section in (diff.get(group) or {}).items():
             if isinstance(section, Mapping) and section.get("shouldUpdate"):
                 slots.append(("section", (group, name)))
+    context = diff.get("projectContext")
+    if isinstance(context, Mapping) and context.get("shouldUpdate"):  # a project's summary
+        slots.append(("section", ("projectContext", None)))
+    slots += [("forget-project", str(name)) for name in diff.get("forgetProjects") or []]
     return slots
 
 
@@ -95,6 +99,8 @@ def items(diff: Mapping[str, Any], facts: Iterable[Mapping[str, Any]] = ()) -> l
             conf = fact.get("confidence", 0.5)
             conf = f"{float(conf):.2f}" if isinstance(conf, int | float) else "?"
             detail = f"{fact.get('category') or 'context'}, {conf}"
+            if fact.get("scope") == "project":
+                detail += f", project {fact.get('project')}"
             out.append(ReviewItem(number, kind, str(fact.get("content", "")), None, detail))
         elif kind == "remove":
             stored, why = known.get(ref), stale.get(ref, {})
@@ -110,6 +116,12 @@ def items(diff: Mapping[str, Any], facts: Iterable[Mapping[str, Any]] = ()) -> l
             named = [f"{i}: {known[i].get('content', '')}" if i in known else i for i in sources]
             text = str(merge.get("content", ""))
             out.append(ReviewItem(number, kind, text, None, "merges " + "; ".join(named)))
+        elif kind == "forget-project":
+            out.append(ReviewItem(number, "remove", f"project {ref}'s summary", None, "forget"))
+        elif ref[0] == "projectContext":
+            context = diff["projectContext"]
+            where = f"projects.{context.get('project')}"
+            out.append(ReviewItem(number, kind, str(context.get("summary", "")), None, where))
         else:
             group, name = ref
             summary = str(diff[group][name].get("summary", ""))
@@ -139,6 +151,10 @@ def split(
             )
         elif kind == "merge":
             part.setdefault("merges", []).append(diff["merges"][ref])
+        elif kind == "forget-project":
+            part.setdefault("forgetProjects", []).append(ref)
+        elif ref[0] == "projectContext":
+            part["projectContext"] = diff["projectContext"]
         else:
             group, name = ref
             part.setdefault(group, {})[name] = diff[group][name]

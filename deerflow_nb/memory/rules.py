@@ -25,6 +25,7 @@ class Rules:
         source: str,
         threshold: float | None = None,
         added_by: str | None = None,
+        project: str | None = None,
     ) -> UpdateResult:
         """``diff`` applied to ``data`` (changed in place); the use records are read only
         when a change must evict."""
@@ -38,4 +39,5 @@ class Rules:
             added_by=added_by,
             eviction=memory.eviction,
             usage=lambda: usage.read(self.journal.db),
+            project=project,
         )

@@ -25,10 +25,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..projects import fact_project
 from ..schema.constants import ADDED_BY_USER, is_user_fact
 from ..similarity import normalize_text, signature
 from ..storage.db import now_iso
 from .aging import MAX_MERGE_SOURCES, eviction_order
+from .scopes import PROJECTS_KEY, candidate_owner, evictable, stamp
 from .store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,7 @@ def apply_diff(
     added_by: str | None = None,
     eviction: str = "blend",
     usage: Mapping[str, Mapping[str, Any]] | Callable[[], Mapping[str, Any]] | None = None,
+    project: str | None = None,
 ) -> UpdateResult:
     """Apply one validated diff (see ``extraction.validate_diff``) to ``data`` (not mutated).
 
@@ -110,7 +113,12 @@ def apply_diff(
 
     Besides DeerFlow's keys the diff may hold ``merges`` (``[{"from": [ids], "content",
     "category", "confidence"}]``, applied after removals) and ``stale`` (``[{"id", "reason"}]``:
-    why its removals were proposed, kept in their events)."""
+    why its removals were proposed, kept in their events).
+
+    Scopes (``scopes.py``): a ``newFacts`` item labelled ``scope: "project"`` is stored in
+    its ``project`` or else ``project`` (the active one), dedupes only against that scope's
+    facts, and ``projectContext`` (``{summary, shouldUpdate}``) sets ``project``'s summary.
+    Over ``max_facts``, eviction picks among the scopes the diff added to."""
     now = now or now_iso()
     out = normalized(data)
     events: list[Event] = []
@@ -130,6 +138,11 @@ def apply_diff(
                     )
                 )
 
+    events += _project_context(out, diff.get("projectContext"), project, now)
+    if diff.get("renameProject") or diff.get("forgetProjects"):
+        from .scope_changes import apply_scope_changes  # it uses Event, defined here
+
+        events += apply_scope_changes(out, diff, now)
     ignored: list[str] = []
     to_remove = set(diff.get("factsToRemove") or [])
     if to_remove:
@@ -164,13 +177,14 @@ def apply_diff(
                 {"item": f"merges[{j}]", "reason": problem, "value": str(merge.get("content"))[:80]}
             )
 
-    by_text = {normalize_text(f["content"]): f for f in out["facts"]}
+    by_text = {(fact_project(f), normalize_text(f["content"])): f for f in out["facts"]}
     by_sig = {}
     for fact in out["facts"]:
         sig = signature(fact["content"])
         if sig:
-            by_sig.setdefault(sig, fact)
+            by_sig.setdefault((fact_project(fact), sig), fact)
     added = 0
+    grown: set[str | None] = set()
     for i, candidate in enumerate(diff.get("newFacts") or []):
         content = sanitize_text(candidate.get("content", ""))
         confidence = float(candidate.get("confidence", 0.5))
@@ -187,9 +201,10 @@ def apply_diff(
             )
             continue
         sig = signature(content)
-        match = by_text.get(normalize_text(content)) or (by_sig.get(sig) if sig else None)
+        owner = candidate_owner(candidate, project)
+        match = by_text.get((owner, normalize_text(content))) or by_sig.get((owner, sig))
         if match is None:
-            match = _restated(sig, out["facts"])
+            match = _restated(sig, [f for f in out["facts"] if fact_project(f) == owner])
         if match is not None:
             old_conf = float(match.get("confidence", 0.0))
             bumped = round(min(REINFORCE_CAP, old_conf + REINFORCE_BUMP), 4)
@@ -226,22 +241,26 @@ def apply_diff(
         }
         if added_by:
             fact["addedBy"] = added_by
+        stamp(fact, owner)
+        grown.add(owner)
         taken.add(fact["id"])
         out["facts"].append(fact)
-        by_text[normalize_text(content)] = fact
+        by_text[(owner, normalize_text(content))] = fact
         if sig:
-            by_sig.setdefault(sig, fact)
+            by_sig.setdefault((owner, sig), fact)
         events.append(_fact_event("add", fact, new=True))
 
     if len(out["facts"]) > max_facts:
         records = usage() if callable(usage) else usage
-        order = eviction_order(out["facts"], records or {}, policy=eviction, now=now)
+        places = evictable(out["facts"], grown) if grown else list(range(len(out["facts"])))
+        pool = [out["facts"][i] for i in places]
+        order = eviction_order(pool, records or {}, policy=eviction, now=now)
         chosen = order[: len(out["facts"]) - max(max_facts, 0)]
         for pick in sorted(chosen, key=lambda e: e.index):
-            event = _fact_event("evict", out["facts"][pick.index])
+            event = _fact_event("evict", pool[pick.index])
             event.details.update(policy=eviction, score=pick.score, reason=pick.reason)
             events.append(event)
-        drop = {pick.index for pick in chosen}
+        drop = {places[pick.index] for pick in chosen}
         out["facts"] = [f for i, f in enumerate(out["facts"]) if i not in drop]
 
     if events:
@@ -280,6 +299,9 @@ def _apply_merge(
     if missing:
         return f"names facts no longer stored ({', '.join(missing)})"
     sources = [by_id[i] for i in ids]
+    owners = {fact_project(f) for f in sources}
+    if len(owners) > 1:
+        return "joins facts of different scopes (the user's and a project's, or two projects')"
     highest = max(_confidence(f.get("confidence")) for f in sources)
     asked = merge.get("confidence")
     confidence = highest if asked is None else min(_confidence(asked), highest)
@@ -300,6 +322,7 @@ def _apply_merge(
     }
     if any(is_user_fact(f) for f in sources):
         fact["addedBy"] = "user"
+    stamp(fact, owners.pop())
     taken.add(fact["id"])
     first = out["facts"].index(sources[0])
     gone = set(ids)
@@ -333,6 +356,29 @@ def _restated(sig: frozenset[str], facts: list[dict[str, Any]]) -> dict[str, Any
         if len(stored) >= MIN_RESTATED and stored < sig and len(sig - stored) <= MAX_EXTRA_WORDS:
             return fact
     return None
+
+
+def _project_context(out: dict[str, Any], update: Any, project: str | None, now: str) -> list:
+    """Set the active project's context summary from ``projectContext`` (an extra key
+    beside DeerFlow's sections); its ``section`` event is ``projects.NAME``."""
+    if not isinstance(update, dict) or not update.get("shouldUpdate"):
+        return []
+    project = update.get("project") or project
+    if not isinstance(project, str) or not project:
+        return []
+    summary = sanitize_text(update.get("summary") or "", MAX_SUMMARY_CHARS)
+    projects = out.get(PROJECTS_KEY)
+    projects = dict(projects) if isinstance(projects, dict) else {}
+    old = (
+        (projects.get(project) or {}).get("summary", "")
+        if isinstance(projects.get(project), dict)
+        else ""
+    )
+    if not summary or summary == old:
+        return []
+    projects[project] = {"summary": summary, "updatedAt": now}
+    out[PROJECTS_KEY] = projects
+    return [Event("section", section=f"projects.{project}", old_content=old, new_content=summary)]
 
 
 def _confidence(value: Any) -> float:

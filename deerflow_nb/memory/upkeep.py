@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Settings
+from ..projects import fact_project
 from ..schema.changes import ChangeSet
 from . import usage
 from .gate import Gate
@@ -61,8 +62,9 @@ class Upkeep:
         return report
 
     def consolidate(self) -> ConsolidationReport:
-        """Ask the memory model which facts to merge; the merges wait for review in review
-        mode, else apply as one version."""
+        """Ask the memory model which facts to merge, scope by scope (the user's facts, then
+        each project's: one call each, so no merge joins two scopes); the merges wait for
+        review in review mode, else apply as one version."""
         from ..llm import get_chat_model
         from ..llm.base import output_cap
         from .aging import consolidation_messages, parse_merges
@@ -73,14 +75,19 @@ class Upkeep:
         report = ConsolidationReport()
         if len(data.get("facts") or []) < 2:
             return report
-        messages, handles = consolidation_messages(data)
         model = get_chat_model(self.settings, self.settings.memory_model_name)
-        cap = output_cap(self.settings.model.max_output_tokens, model.max_input_tokens, messages)
-        # Asked for by the user's own command: it is the foreground, nothing to give way to.
-        reply = model.bounded(messages, max_output_tokens=cap, json_mode=True, background=False)
-        check_holdable(reply.content)
-        raw, _ = load_reply(reply.content)
-        merges, report.left_out = parse_merges(raw, handles, data)
+        merges: list[dict[str, Any]] = []
+        for part in scope_parts(data):
+            messages, handles = consolidation_messages(part)
+            limit = self.settings.model.max_output_tokens
+            cap = output_cap(limit, model.max_input_tokens, messages)
+            # Asked for by the user's own command: the foreground, nothing to give way to.
+            reply = model.bounded(messages, max_output_tokens=cap, json_mode=True, background=False)
+            check_holdable(reply.content)
+            raw, _ = load_reply(reply.content)
+            found, left_out = parse_merges(raw, handles, part)
+            merges += found
+            report.left_out += left_out
         if not merges:
             return report
         diff = {"merges": merges}
@@ -99,3 +106,12 @@ class Upkeep:
             if e.kind == "add" and e.details.get("merged_from")
         ]
         return report
+
+
+def scope_parts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """``data`` once per scope with two facts or more: the user's facts, each project's."""
+    groups: dict[str | None, list[dict[str, Any]]] = {}
+    for fact in data.get("facts") or []:
+        if isinstance(fact, dict):
+            groups.setdefault(fact_project(fact), []).append(fact)
+    return [{**data, "facts": facts} for facts in groups.values() if len(facts) >= 2]

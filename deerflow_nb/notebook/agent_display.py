@@ -41,14 +41,16 @@ _SUBAGENT_MARKS = {
 
 
 def footer(result: TurnResult, memory: Memory | None = None, note: str | None = None) -> str:
-    """``model · thread · tokens in/out · N facts injected`` (plus the status if not ok,
-    with ``memory`` in review mode what waits for review: ``review_note``, then ``note``)."""
+    """``model · thread · tokens in/out · N facts injected · project`` (plus the status if
+    not ok, with ``memory`` in review mode what waits for review: ``review_note``, then
+    ``note``)."""
     facts = result.facts_injected
     parts = [
         result.model,
         f"thread {result.thread}",
         f"{result.usage.input_tokens} in / {result.usage.output_tokens} out tokens",
         f"{facts} fact{'' if facts == 1 else 's'} injected",
+        *([f"project {result.project}"] if result.project else []),
     ]
     if result.status != "ok":
         parts.append(result.status)

@@ -70,6 +70,12 @@ class AgentArgs:
     )
     error: bool = switch("--error", help="explain the last error, with its traceback")
     allow_code: bool = switch("--allow-code", help="let the agent run code in this kernel")
+    project: str | None = option(
+        "-p",
+        "--project",
+        metavar="NAME",
+        help="run this cell in project NAME (default: the notebook's)",
+    )
 
 
 def agent_parser() -> Parser:
@@ -98,7 +104,20 @@ def parse_agent_line(line: str) -> AgentArgs | None:
         not args.thread.strip() or any(c.isspace() for c in args.thread)
     ):
         raise usage_error(f"{PROG}: -t needs a thread name without spaces, got '{args.thread}'")
+    if args.project is not None:
+        from ..projects import project_name
+
+        try:
+            project_name(args.project)
+        except ValueError as exc:
+            raise usage_error(f"{PROG}: --project: {exc}") from None
     return args
+
+
+def _project(name: str | None) -> str | None:
+    from ..projects import project_name
+
+    return project_name(name) if name else None
 
 
 def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnResult | None:
@@ -134,6 +153,7 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
                 new=args.new,
                 allow_code=True if args.allow_code else None,
                 show=view.show_block,
+                project=_project(args.project) or session.project.name,
             )
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")

@@ -138,6 +138,9 @@ class FactsArgs:
         "--sort", default="confidence", choices=("confidence", "created")
     )
     limit: int | None = option("--limit", type=positive_int, metavar="N", help="the first N")
+    project: str | None = option("--project", metavar="NAME", help="only project NAME's facts")
+    all: bool = switch("--all", help="every project's facts (default: yours and this project's)")
+    user: bool = switch("--user", help="only your own facts, shared by every project")
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ class SearchArgs:
     about: ClassVar[str] = "rank facts by relevance to QUERY, with scores"
     query: str = words("QUERY")
     k: int = _how_many()
+    all: bool = switch("--all", help="in every project (default: yours and this project's)")
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,7 @@ class RecallArgs:
     query: str = words("QUERY")
     k: int = _how_many()
     thread: str | None = option("--thread", "-t", metavar="T", help="only thread T")
+    all: bool = switch("--all", help="in every project's threads (default: this project's)")
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,9 @@ class AddArgs:
     # None: read from the text (memory/classify.py), "Prefers …" is a preference.
     category: str | None = option("--category", choices=CATEGORIES)
     confidence: float = option("--confidence", default=0.9, type=unit_float, metavar="X")
+    # Neither: read from the text (a column, a metric, a file → this project's).
+    project: bool = switch("--project", help="this project's fact")
+    user: bool = switch("--user", help="your own fact, shared by every project")
 
 
 @dataclass(frozen=True)
@@ -336,12 +344,41 @@ class ResetArgs:
     yes: bool = switch("--yes")
 
 
+@dataclass(frozen=True)
+class ProjectArgs:
+    command: ClassVar[str] = "project"
+    about: ClassVar[str] = (
+        "show this notebook's project, switch to NAME, or --rename/--forget project NAME"
+    )
+    name: str | None = positional("NAME", nargs="?")
+    rename: str | None = option("--rename", metavar="NEW", help="rename project NAME to NEW")
+    forget: bool = switch("--forget", help="remove project NAME's facts and summary")
+    review: bool = switch("--review", help="with --forget: wait in %memory pending")
+    yes: bool = switch("--yes", help="with --forget: confirm")
+
+
+@dataclass(frozen=True)
+class ProjectsArgs:
+    command: ClassVar[str] = "projects"
+    about: ClassVar[str] = "every project: its facts, threads and last use"
+
+
+@dataclass(frozen=True)
+class MoveArgs:
+    command: ClassVar[str] = "move"
+    about: ClassVar[str] = "move fact ID to your own facts (--user) or to a project"
+    fact_id: str = positional("ID", type=expanded)
+    user: bool = switch("--user", help="to your own facts, shared by every project")
+    project: str | None = option("--project", metavar="NAME", help="to project NAME")
+
+
 # Every subcommand, in the order --help and the README list them.
 Args = (
     PanelArgs | FactsArgs | SearchArgs | RecallArgs | PreviewArgs | AddArgs | EditArgs
     | ForgetArgs | FlushArgs | StatusArgs | DoctorArgs | HistoryArgs | VersionsArgs | DiffArgs
     | RollbackArgs | ReviewArgs | PendingArgs | ApproveArgs | RejectArgs | StaleArgs
-    | ConsolidateArgs | ExportArgs | ImportArgs | ResetArgs
+    | ConsolidateArgs | ExportArgs | ImportArgs | ResetArgs | ProjectArgs | ProjectsArgs
+    | MoveArgs
 )  # fmt: skip
 COMMANDS: tuple[type[Args], ...] = get_args(Args)
 SUBCOMMANDS: tuple[str, ...] = tuple(cls.command for cls in COMMANDS)

@@ -43,6 +43,7 @@ from .memory_args import (
     StatusArgs,
     VersionsArgs,
 )
+from .project_commands import ProjectCommands
 from .views.facts import FactsTable, PreviewView, SearchResults, facts_view, preview_view
 from .views.history import DiffView, EventsView, VersionsView
 from .views.recall import RecallResults
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from ..doctor.report import DoctorReport
     from ..memory import Memory
     from .panel import MemoryPanel
+    from .session import Session
 
 
 def _no_fact(fact_id: str) -> str:
@@ -64,11 +66,12 @@ def _no_fact(fact_id: str) -> str:
     return f"no fact {fact_id!r}; see {PROG} facts"
 
 
-class MemoryCommands:
+class MemoryCommands(ProjectCommands):
     """One handler per subcommand; each validates, calls the Memory API, returns a view."""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: Memory, session: Session | None = None) -> None:
         self.memory = memory
+        self.session = session  # the notebook's: its project (``%memory project``)
 
     def run(self, args: Args) -> Any:
         return getattr(self, f"handle_{args.command}")(args)
@@ -115,24 +118,16 @@ class MemoryCommands:
         return SummaryView(self.memory.data, self.memory.status())
 
     def handle_facts(self, args: FactsArgs) -> FactsTable:
-        from ..memory import FactQuery
-
-        query = FactQuery(
-            categories=(args.category,) if args.category else (),
-            min_confidence=args.min_confidence,
-            sort=args.sort,
-            limit=args.limit,
-        )
-        page, total = self.memory.query_page(query)
-        return facts_view(page, total=total)
+        return self.facts_in_scope(args)
 
     def handle_search(self, args: SearchArgs) -> SearchResults:
-        return SearchResults(args.query, tuple(self.memory.search(args.query, k=args.k)))
+        found = self.memory.search(args.query, k=args.k, everywhere=args.all)
+        return SearchResults(args.query, tuple(found))
 
     def handle_recall(self, args: RecallArgs) -> RecallResults:
         if args.thread is not None and self.memory.reader.thread(args.thread) is None:
             raise UsageError(f"{PROG} recall: no thread {args.thread!r} in the journal")
-        results = self.memory.recall(args.query, k=args.k, thread=args.thread)
+        results = self.memory.recall(args.query, k=args.k, thread=args.thread, everywhere=args.all)
         return RecallResults(args.query, tuple(results), args.thread)
 
     def handle_preview(self, args: PreviewArgs) -> PreviewView:
@@ -177,14 +172,17 @@ class MemoryCommands:
         before = self._fact_ids()
         try:
             fact = self.memory.add_fact(
-                args.text, category=args.category, confidence=args.confidence
+                args.text,
+                category=args.category,
+                confidence=args.confidence,
+                project=self.add_project(args),
             )
         except ValueError as exc:  # memory is full of more confident facts
             raise UsageError(f"{PROG} add: {exc}") from None
         if fact.get("id") in before:  # a near-duplicate: the stored fact was reinforced
             note = f"Reinforced the near-duplicate {_describe(fact)}; change it with {PROG} edit"
         else:
-            note = f"Added {_describe(fact)}"
+            note = f"Added {_describe(fact)}{self.scope_words(fact)}"
         if len(" ".join(args.text.split())) > MAX_FACT_CHARS:
             note += f" (shortened to {MAX_FACT_CHARS} characters: a fact is one short line)"
         return Notice(note)

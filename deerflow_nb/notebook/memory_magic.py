@@ -51,7 +51,8 @@ class MemoryMagics(Magics):
         if args is None:
             return None
         with fixable_errors():  # a config.yaml typo, a damaged memory.json: one line, once
-            commands = MemoryCommands(get_session(self.shell).memory)
+            session = get_session(self.shell)
+            commands = MemoryCommands(session.memory, session)
             if isinstance(args, PanelArgs):
                 if line.strip() or in_notebook_kernel(self.shell):
                     return self._new_panel(commands, args)

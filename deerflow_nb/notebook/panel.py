@@ -248,7 +248,10 @@ class MemoryPanel:
             pending = self.memory.pending_count()
             verb = "awaits" if pending == 1 else "await"
             waiting = f" · {count_of(pending, 'change')} {verb} review" if pending else ""
-            self.header.value = f"<b>Memory</b> — {count_of(len(self._facts), 'fact')}{waiting}"
+            project = self.memory.project
+            where = f" · project {escape_html(project)}" if project else ""
+            facts = count_of(len(self._facts), "fact")
+            self.header.value = f"<b>Memory</b> — {facts}{where}{waiting}"
             titles = list(TAB_TITLES)
             titles[PENDING_TAB] += f" ({pending})" if pending else ""
             self.tabs.titles = tuple(titles)

@@ -6,10 +6,12 @@ same ``Memory`` (one queue worker) without passing objects around.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
 from ..config import default_home, load_settings
+from ..projects import Project, find_project, notebook_path
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -31,6 +33,27 @@ class Session:
         self._memory: Memory | None = None
         self._agents: dict[str, Agent] = {}
         self._notices: FoldNotices | None = None
+        self._project: Project | None = None
+
+    @property
+    def project(self) -> Project:
+        """The notebook's project: named (``%memory project``, ``project:`` in config.yaml,
+        ``DEERFLOW_NB_PROJECT``), else found from the notebook's git root or folder."""
+        with _LOCK:
+            if self._project is None:
+                namespace = getattr(self.shell, "user_ns", None)
+                self._project = find_project(
+                    self.settings.project, cwd=os.getcwd(), notebook=notebook_path(namespace)
+                )
+            return self._project
+
+    def set_project(self, name: str) -> Project:
+        """Switch this notebook to project ``name`` (ValueError for a name that is none)."""
+        with _LOCK:
+            self._project = find_project(name)
+            if self._memory is not None:
+                self._memory.project = self._project.name
+            return self._project
 
     @property
     def memory(self) -> Memory:
@@ -39,6 +62,7 @@ class Session:
                 from ..memory import Memory
 
                 memory = Memory(self.settings.home, settings=self.settings)
+                memory.project = self.project.name
                 try:
                     memory.start()  # a kernel folds in the background
                 except BaseException:

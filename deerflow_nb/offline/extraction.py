@@ -8,13 +8,18 @@ and context 0.9, goals 0.85, habits 0.8, hedges 0.5 (under the threshold on purp
 only removes. Statements are read in order, so a later correction or "forget" also
 cancels a fact stated earlier in the same conversation. Same input, same output.
 
-The scope gate (issue 20): a statement with a one-time marker ("for this cell", "just
+The scope gate (issues 20, 28): a statement with a one-time marker ("for this cell", "just
 now", "this time", "for now", "just for this answer") is labelled ``durability:
-"one-time"`` and ``scope: "task"``; one about this notebook or task ("for this notebook",
-"in this analysis", "for this dataset") ``scope: "task"``. An instruction in the
-imperative with such a marker ("Use 3 decimals for this cell") is proposed too, labelled,
-so the fold report shows it left out. Other facts carry no label, which the gate reads as
-user-level and durable.
+"one-time"`` and ``scope: "task"``; one about this conversation only ("for this
+session") ``scope: "task"``. One about the project ("in this project", "the project's",
+"our team", "for this notebook", "in this analysis", "for this dataset") is ``scope:
+"project"``: what it says is read as any statement, and when no rule reads it (a project
+fact is rarely about the user: "In this project, the target column is churned") it is
+kept as said, pronouns turned to the third person; the project's facts of the
+conversation, after the summary the prompt shows, are its ``projectContext``. An
+instruction in the imperative with a one-time marker ("Use 3 decimals for this cell") is
+proposed too, labelled, so the fold report shows it left out. Other facts carry no
+label, which the gate reads as user-level and durable.
 
 A prompt holding ``<consolidate_facts>`` (``memory/aging.py``) is answered with the
 deterministic merges of ``consolidation.offline_merges`` instead of a diff.
@@ -168,8 +173,12 @@ _ONE_TIME = re.compile(
     r"\bonly (?:this|once)\b|\b(?:for )?today\b|\bthis once\b"
 )
 _TASK = re.compile(
-    r"\b(?:for|in|on|throughout) (?:this|the current) (?:notebook|task|analysis|dataset|"
-    r"data ?set|exercise|assignment|session|conversation|thread|report|file)\b"
+    r"\b(?:for|in|on|throughout) (?:this|the current) (?:session|conversation|thread|chat)\b"
+)
+_PROJECT = re.compile(
+    r"\b(?:for|in|on|throughout) (?:this|the current|our) (?:notebook|task|analysis|dataset|"
+    r"data ?set|exercise|assignment|report|file|project)\b|"
+    r"\b(?:this|our|the) project(?:'s)?\b|\bproject's\b|\b(?:our|the) team\b"
 )
 _LEAD_IN = re.compile(
     r"^(?:just\s+)?(?:(?:for|in|on|throughout)\s+(?:this|the next|the current)\s+[\w ]{1,30}?|"
@@ -196,12 +205,20 @@ def extract_diff(messages: list[dict[str, Any]]) -> dict[str, Any]:
     prompt = _last_user_text(messages)
     if f"<{CONSOLIDATE_TAG}>" in prompt:
         return consolidate_reply(prompt)
-    existing = _existing_facts(_between(prompt, "current_memory"))
+    current = _between(prompt, "current_memory")
+    existing = _existing_facts(current)
     facts: list[_Fact] = []
     removed: list[str] = []
     for statement in _user_statements(_between(prompt, "conversation")):
         _read_statement(statement, existing, facts, removed)
-    return _diff(existing, facts, removed)
+    diff = _diff(existing, facts, removed)
+    said = [f.content for f in facts if f.scope == "project" and f.confidence >= 0.7]
+    if said:
+        before = re.search(r"^projectContext: (.*)$", current, re.MULTILINE)
+        sentences = _SENTENCE.split(before.group(1)) if before else []
+        lines = list(dict.fromkeys(s.strip() for s in [*sentences, *said] if s.strip()))
+        diff["projectContext"] = {"summary": " ".join(lines[-5:]), "shouldUpdate": True}
+    return diff
 
 
 def forget_requests(texts: list[str]) -> list[str]:
@@ -235,6 +252,8 @@ def _scope_of(low: str) -> tuple[str, str]:
         return "task", "one-time"
     if _TASK.search(low):
         return "task", "durable"
+    if _PROJECT.search(low):
+        return "project", "durable"
     return "user", "durable"
 
 
@@ -251,6 +270,11 @@ def _read_statement(
         # "Use 3 decimals for this cell": an instruction, proposed so the gate can say why
         # it is not kept.
         facts.append(_Fact(_sentence(_pronouns(_clean(text))), "preference", EXPLICIT))
+    if len(facts) == before and scope == "project" and not _FORGET.match(low):
+        # "In this project, the target column is churned": kept as the user said it.
+        said = _clean(text)[lead.end() :] if lead else _clean(text)
+        if len(said.split()) >= 3:
+            facts.append(_Fact(_sentence(_pronouns(said)), "context", EXPLICIT))
     for fact in facts[before:]:
         fact.scope, fact.durability = scope, durability
 
@@ -433,7 +457,7 @@ def _diff(
         if sig in seen:
             continue
         seen.add(sig)
-        durable = fact.scope == "user" and fact.durability == "durable"
+        durable = fact.scope in ("user", "project") and fact.durability == "durable"
         if sig in stored_sigs and not durable:
             continue
         # A stored fact said again is proposed again: the updater reinforces it (a
@@ -443,10 +467,11 @@ def _diff(
             "category": fact.category,
             "confidence": fact.confidence,
         }
-        if not durable:  # unlabelled means user-level and durable (the gate's default)
+        if fact.scope != "user" or not durable:  # unlabelled: user-level and durable
             proposal.update(scope=fact.scope, durability=fact.durability)
         new_facts.append(proposal)
-        if fact.confidence >= 0.7 and durable and sig not in stored_sigs:
+        mine = fact.scope == "user"  # the user's summaries hold the user's facts only
+        if fact.confidence >= 0.7 and durable and mine and sig not in stored_sigs:
             kept.append((fact.content, fact.category, fact.confidence))
             stored.append(new_facts[-1])
     touched = {_SECTION_OF[f["category"]] for f in stored if f["confidence"] >= 0.7}

@@ -28,6 +28,9 @@ class FactEdit(BaseModel):
     content: str | None = None
     category: str | None = None
     confidence: float | None = Field(None, ge=0, le=1)
+    # A move between scopes: "user" (shared by every project) or "project" (``project``).
+    scope: Literal["user", "project"] | None = None
+    project: str | None = None
 
 
 class ChangeSet(BaseModel):
@@ -52,6 +55,9 @@ class ChangeSet(BaseModel):
     turn: str | None = None
     threshold: float | None = None  # None: memory.fact_confidence_threshold
     pending_id: int | None = None  # the pending change an approval applies
+    # The active project: where facts labelled ``scope: "project"`` go (``memory/scopes.py``).
+    project: str | None = None
+    review: bool = False  # wait for approval whatever the review mode (forgetting a project)
 
     def model_post_init(self, _: Any) -> None:
         given = [x for x in (self.diff, self.edit, self.document) if x is not None]

@@ -53,15 +53,18 @@ Confidence = Annotated[
 Flag = Annotated[bool, BeforeValidator(_flag), Field(strict=True)]
 
 
-# The scope gate (issue 20). A proposed fact may say whose it is and how long it holds:
-# ``scope`` "user" (true of the user beyond this conversation) or "task" (this notebook,
-# dataset or task only); ``durability`` "durable" or "one-time" (an instruction for this
-# cell, answer or session). Only durable, user-level facts are stored; a fact labelled
-# task or one-time is left out with its reason. A missing label (most models emit none,
-# and DeerFlow's classic diff has none) counts as user-level and durable: the gate fails
-# open on silence and closed on an explicit label. An unknown label counts as missing.
-# The labels travel in the diff only; memory.json never holds them.
-USER_SCOPE, TASK_SCOPE = "user", "task"
+# The scope gate (issues 20, 28). A proposed fact may say whose it is and how long it
+# holds: ``scope`` "user" (true of the user in every project), "project" (this project's
+# data, columns, metrics, decisions, results, conventions; "task", "notebook", "dataset"
+# read as project) or "conversation" (this conversation only); ``durability`` "durable" or
+# "one-time" (an instruction for this cell, answer or session). User facts are stored for
+# the user, project facts in the active project (``memory/scopes.py``); a one-time or
+# conversation-only fact is left out with its reason. A missing label (most models emit
+# none, and DeerFlow's classic diff has none) counts as user-level and durable: the gate
+# fails open on silence and closed on an explicit label. An unknown label counts as
+# missing. ``scope: "project"`` reaches memory.json with the project's name; the others
+# travel in the diff only.
+USER_SCOPE, TASK_SCOPE, PROJECT_SCOPE = "user", "task", "project"
 DURABLE, ONE_TIME = "durable", "one-time"
 _SCOPES = {
     "user": USER_SCOPE,
@@ -69,13 +72,15 @@ _SCOPES = {
     "user_level": USER_SCOPE,
     "global": USER_SCOPE,
     "personal": USER_SCOPE,
-    "task": TASK_SCOPE,
-    "notebook": TASK_SCOPE,
+    "project": PROJECT_SCOPE,
+    "task": PROJECT_SCOPE,
+    "notebook": PROJECT_SCOPE,
+    "dataset": PROJECT_SCOPE,
+    "analysis": PROJECT_SCOPE,
+    "local": PROJECT_SCOPE,
     "session": TASK_SCOPE,
     "thread": TASK_SCOPE,
     "conversation": TASK_SCOPE,
-    "project": TASK_SCOPE,
-    "local": TASK_SCOPE,
 }
 _DURABILITIES = {
     "durable": DURABLE,
@@ -123,7 +128,7 @@ class FactProposal(BaseModel):
         if self.durability == ONE_TIME:
             return "a one-time instruction (durability: one-time): it stays in the conversation"
         if self.scope == TASK_SCOPE:
-            return "about this notebook or task only (scope: task): it stays in the conversation"
+            return "about this conversation only (scope: conversation): it stays in it"
         return None
 
     @field_validator("content")
@@ -182,6 +187,8 @@ class ExtractionDiff(BaseModel):
     history: dict[str, SectionUpdate] = Field(default_factory=dict)
     new_facts: list[FactProposal] = Field(default_factory=list, alias="newFacts")
     facts_to_remove: list[str] = Field(default_factory=list, alias="factsToRemove")
+    # The active project's context summary (an extra key DeerFlow's diff does not have).
+    project_context: SectionUpdate | None = Field(None, alias="projectContext")
     left_out: list[LeftOut] = Field(default_factory=list, exclude=True)
     # The text of each malformed ``newFacts`` item ("" when it has none): a removal it may
     # have been meant to replace is not applied alone (``extraction.paired_removals``).
@@ -244,6 +251,12 @@ class ExtractionDiff(BaseModel):
                     left.append(_left(where, gated, proposal.content))
                 else:
                     diff.new_facts.append(proposal)
+        context = raw.get("projectContext")
+        if isinstance(context, dict):
+            try:
+                diff.project_context = SectionUpdate.model_validate(context)
+            except ValidationError as exc:
+                left.append(_left("projectContext", _reason(exc), context))
         removals = raw.get("factsToRemove")
         if removals is not None and not isinstance(removals, list):
             left.append(_left("factsToRemove", "'factsToRemove' must be a list", removals))
@@ -258,12 +271,15 @@ class ExtractionDiff(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """The DeerFlow dict (what the updater applies and a pending change stores)."""
-        return {
+        out = {
             "user": {k: v.to_dict() for k, v in self.user.items()},
             "history": {k: v.to_dict() for k, v in self.history.items()},
             "newFacts": [f.to_dict() for f in self.new_facts],
             "factsToRemove": list(self.facts_to_remove),
         }
+        if self.project_context is not None:
+            out["projectContext"] = self.project_context.to_dict()
+        return out
 
 
 def _kind(value: Any) -> str:

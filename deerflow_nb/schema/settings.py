@@ -130,6 +130,21 @@ SETTINGS_SECTIONS: dict[str, type[_Section]] = {
 }
 
 
+def check_project(raw: Any, source: Path | str) -> str | None:
+    """config.yaml's top-level ``project:``: a name every notebook on the home uses."""
+    from ..home import ConfigError
+    from ..projects import project_name
+
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ConfigError(f"{source}: 'project' must be a string, got {raw!r}")
+    try:
+        return project_name(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: 'project': {exc}") from None
+
+
 class Settings(BaseModel):
     """Everything configurable, resolved from defaults, config.yaml and the environment."""
 
@@ -141,6 +156,8 @@ class Settings(BaseModel):
     summarization: SummarizationSettings = Field(default_factory=SummarizationSettings)
     subagents: SubagentsSettings = Field(default_factory=SubagentsSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    # ``project:`` in config.yaml: every notebook on this home in one project (projects.py).
+    project: str | None = None
 
     @property
     def memory_path(self) -> Path:

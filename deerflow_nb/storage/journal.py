@@ -42,15 +42,18 @@ def _upsert_thread(
     parent_id: str | None,
     title: str | None,
     model: str | None,
+    project: str | None = None,
 ) -> None:
-    """The thread's row, made or touched (plain SQL: this runs on every turn)."""
+    """The thread's row, made or touched (plain SQL: this runs on every turn); a turn in
+    another project moves the thread there (its later folds go to that project)."""
     stamp = now_iso()
     title = None if title is None else encodable(title)
     db.execute(
-        "INSERT INTO threads (id, kind, parent_id, title, model, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at",
-        [thread_id, kind, parent_id, title, model, stamp, stamp],
+        "INSERT INTO threads (id, kind, parent_id, title, model, created_at, updated_at, "
+        "project) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at, "
+        "project = COALESCE(excluded.project, threads.project)",
+        [thread_id, kind, parent_id, title, model, stamp, stamp, project],
     )
 
 
@@ -152,9 +155,10 @@ class Journal:
         parent_id: str | None = None,
         title: str | None = None,
         model: str | None = None,
+        project: str | None = None,
     ) -> None:
         with self.transaction() as db:
-            _upsert_thread(db, thread_id, kind, parent_id, title, model)
+            _upsert_thread(db, thread_id, kind, parent_id, title, model, project)
 
     def begin_turn(
         self,
@@ -166,11 +170,13 @@ class Journal:
         parent_id: str | None = None,
         title: str | None = None,
         private: bool = False,
+        project: str | None = None,
     ) -> str:
         """``ensure_thread``, ``start_turn`` and ``add_message`` of the user's message, in
-        one transaction: a turn starts journaled whole or not at all, for one commit."""
+        one transaction: a turn starts journaled whole or not at all, for one commit.
+        ``project``: the notebook's project, recorded on the thread."""
         with self.transaction() as db:
-            _upsert_thread(db, thread_id, kind, parent_id, title, model)
+            _upsert_thread(db, thread_id, kind, parent_id, title, model, project)
             turn_id = _insert_turn(db, thread_id, model, private)
             _insert_message(db, thread_id, user_message, turn_id)
         return turn_id
@@ -180,6 +186,25 @@ class Journal:
 
     def threads(self) -> list[dict[str, Any]]:
         return thread_rows(self.db)
+
+    def thread_project(self, thread_id: str) -> str | None:
+        """The project recorded on a thread (None: unknown thread, or one from before)."""
+        rows = dict_rows(self.db, "SELECT project FROM threads WHERE id = ?", [thread_id])
+        return rows[0]["project"] if rows else None
+
+    def project_threads(self) -> list[dict[str, Any]]:
+        """Lead threads per project: ``{project, threads, last_used}`` (None: before projects)."""
+        return dict_rows(
+            self.db,
+            "SELECT project, COUNT(*) AS threads, MAX(updated_at) AS last_used FROM threads "
+            "WHERE kind = 'lead' GROUP BY project",
+        )
+
+    def rename_project(self, old: str, new: str) -> int:
+        """Move every thread of ``old`` to ``new``; how many moved."""
+        with self.transaction() as db:
+            cursor = db.execute("UPDATE threads SET project = ? WHERE project = ?", [new, old])
+            return cursor.rowcount
 
     def add_message(
         self, thread_id: str, message: dict[str, Any], *, turn_id: str | None = None

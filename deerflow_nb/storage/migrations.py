@@ -314,6 +314,14 @@ def m016_server_traits_and_leases(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration
+def m017_thread_projects(db: sqlite_utils.Database) -> None:
+    """The project a thread belongs to (issue 28): its fold stores project facts there, and
+    recall and ``%memory projects`` read it. Threads from before have none (``default``)."""
+    db["threads"].add_column("project", str)
+    db.execute("CREATE INDEX IF NOT EXISTS threads_project ON threads(project)")
+
+
 def migrate(db: sqlite_utils.Database) -> None:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order."""
     db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)

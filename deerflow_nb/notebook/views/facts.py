@@ -23,7 +23,7 @@ class FactsTable(View):
     total: int | None = None  # how many matched, when ``facts`` is the first page of them
 
     def table(self) -> Table:
-        headers = ("id", "category", "confidence", "content", "created")
+        headers = ("id", "category", "confidence", "content", "created", "scope")
         rows = [
             (
                 f.get("id"),
@@ -31,6 +31,7 @@ class FactsTable(View):
                 confidence_bar(f.get("confidence")),
                 _marked(f, short(f.get("content"), 80)),
                 day(f.get("createdAt")),
+                scope_of(f),
             )
             for f in self.facts
         ]
@@ -41,6 +42,7 @@ class FactsTable(View):
                 html_bar(f.get("confidence")),
                 escape_html(_marked(f, str(f.get("content", "")))),
                 escape_html(day(f.get("createdAt"))),
+                escape_html(scope_of(f)),
             ]
             for f in self.facts
         ]
@@ -48,6 +50,14 @@ class FactsTable(View):
         of = f" of {self.total}" if self.total is not None and self.total != shown else ""
         title = f"{self.title} ({shown}{of})"
         return Table(headers, rows, title, "No facts.", html_rows)
+
+
+def scope_of(fact: Mapping[str, Any]) -> str:
+    """``user`` (shared by every project) or ``project NAME``: whose the fact is."""
+    from ...projects import fact_project
+
+    project = fact_project(dict(fact))
+    return "user" if project is None else f"project {project}"
 
 
 def _marked(fact: Mapping[str, Any], content: str) -> str:
@@ -63,9 +73,16 @@ class SearchResults(View):
     results: tuple[tuple[Mapping[str, Any], float], ...]
 
     def table(self) -> Table:
-        headers = ("rank", "score", "id", "category", "content")
+        headers = ("rank", "score", "id", "category", "content", "scope")
         rows = [
-            (i, f"{score:.3f}", f.get("id"), f.get("category"), short(f.get("content"), 80))
+            (
+                i,
+                f"{score:.3f}",
+                f.get("id"),
+                f.get("category"),
+                short(f.get("content"), 80),
+                scope_of(f),
+            )
             for i, (f, score) in enumerate(self.results, 1)
         ]
         return Table(headers, rows, f"Search: {self.query!r}", "No fact matches.")

@@ -31,7 +31,7 @@ class RecallResults(View):
     width: int = 100
     numbered: bool = False  # a leading "#" column, for the panel's buttons to name a row
 
-    columns: ClassVar[tuple[str, ...]] = ("thread", "date", "role", "excerpt", "score")
+    columns: ClassVar[tuple[str, ...]] = ("thread", "date", "role", "excerpt", "score", "project")
 
     @property
     def headers(self) -> tuple[str, ...]:
@@ -51,6 +51,7 @@ class RecallResults(View):
                 str(r.get("role") or ""),
                 short(" ".join(str(r.get("content") or "").split()), self.width),
                 f"{float(r.get('score') or 0.0):.3f}",
+                str(r.get("project") or ""),
             )
             for rank, r in enumerate(self.results, 1)
         ]
