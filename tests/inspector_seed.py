@@ -116,6 +116,37 @@ def seed_home(home: Path) -> dict[str, Any]:
     }
 
 
+# -- two projects ---------------------------------------------------------------------------------
+ALPHA_FACT = "The churn_alpha dataset's target column is churned_90d."
+BETA_FACT = "The beta_sales dataset's target column is revenue_q3."
+SHARED_FACT = "The user prefers polars for every dataset."
+
+
+def seed_projects(home: Path) -> dict[str, str]:
+    """A home with the user's fact, one fact of project ``alpha`` and one of ``beta`` and a
+    summary of each project (folded the way a turn in that project folds); returns ids."""
+    mem = quiet_memory(home)
+    try:
+        user = mem.add_fact(SHARED_FACT, category="preference", confidence=0.9)
+        alpha = mem.add_fact(ALPHA_FACT, category="context", confidence=0.9, project="alpha")
+        beta = mem.add_fact(BETA_FACT, category="context", confidence=0.9, project="beta")
+        for name in ("alpha", "beta"):
+            mem.project = name
+            mem.apply(
+                {
+                    "newFacts": [],
+                    "projectContext": {
+                        "summary": f"Project {name} predicts its dataset's target.",
+                        "shouldUpdate": True,
+                    },
+                },
+                source=f"thread-{name}",
+            )
+    finally:
+        mem.close()
+    return {"user": user["id"], "alpha": alpha["id"], "beta": beta["id"]}
+
+
 # -- hostile text --------------------------------------------------------------------------------
 BEACON_PATH = "/beacon"
 

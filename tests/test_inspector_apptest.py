@@ -16,7 +16,18 @@ import time
 from pathlib import Path
 
 import pytest
-from inspector_seed import CHURN, MATPLOTLIB, POLARS, RUST, quiet_memory, seed_home
+from inspector_seed import (
+    ALPHA_FACT,
+    BETA_FACT,
+    CHURN,
+    MATPLOTLIB,
+    POLARS,
+    RUST,
+    SHARED_FACT,
+    quiet_memory,
+    seed_home,
+    seed_projects,
+)
 from journal_rows import memory_json
 from streamlit.testing.v1 import AppTest
 
@@ -201,6 +212,50 @@ def test_injection_preview_shows_the_exact_block_and_why(home, seeded, monkeypat
     assert not at.exception
     tiny = format_memory_for_injection(data, 0, "which dataframe library, polars?")
     assert (at.code[0].value if at.code else "") == tiny
+
+
+# -- Projects -------------------------------------------------------------------------------------
+def test_project_selector_shows_one_projects_facts_with_the_users(home, monkeypatch):
+    ids = seed_projects(home)
+    at = run_app(home, monkeypatch)
+    pick = at.selectbox(key="facts_project")
+    assert pick.options == ["(all)", "(user only)", "alpha", "beta"]
+    everything = facts_table(at)
+    assert set(everything["content"]) == {SHARED_FACT, ALPHA_FACT, BETA_FACT}
+    owner = dict(zip(everything["content"], everything["project"], strict=True))
+    assert owner == {SHARED_FACT: "(user)", ALPHA_FACT: "alpha", BETA_FACT: "beta"}
+
+    pick.select("alpha").run()
+    assert not at.exception
+    assert set(facts_table(at)["content"]) == {SHARED_FACT, ALPHA_FACT}
+    picks = at.selectbox(key="facts_pick").options  # "id · content" labels
+    assert any(o.startswith(ids["alpha"]) for o in picks)
+    assert not any(o.startswith(ids["beta"]) for o in picks)
+    assert "Project alpha predicts" in texts(at) and "Project beta" not in texts(at)
+
+    at.selectbox(key="facts_project").select("(user only)").run()
+    assert set(facts_table(at)["content"]) == {SHARED_FACT}
+
+
+def test_injection_preview_for_a_project_holds_none_of_another(home, monkeypatch):
+    seed_projects(home)
+    at = run_app(home, monkeypatch)
+    pick = at.selectbox(key="inject_project")
+    assert pick.options == ["(user only)", "alpha", "beta"]  # never all projects at once
+    pick.select("alpha").run()
+    at.text_area(key="inject_context").input("which target column does the dataset have?").run()
+    assert not at.exception
+    block = at.code[0].value
+    assert ALPHA_FACT in block and SHARED_FACT in block and "Project alpha predicts" in block
+    assert BETA_FACT not in block and "beta" not in block
+    with quiet_memory(home) as mem:  # exactly what a turn in project alpha injects
+        assert mem.preview("which target column does the dataset have?", project="alpha") == block
+    assert set(table(at, "relevance", "total")["content"]) == {SHARED_FACT, ALPHA_FACT}
+    assert next(m for m in at.metric if m.label == "Facts included").value == "2 / 2"
+
+    at.selectbox(key="inject_project").select("(user only)").run()
+    block = at.code[0].value
+    assert SHARED_FACT in block and "alpha" not in block and "beta" not in block
 
 
 # -- Threads --------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..memory import FactQuery, FactSort
+from ..memory import FactQuery, FactSort, project_names, scoped_memory
+from ..projects import fact_project, in_scope
 from ..schema.constants import (
     HISTORY_SECTIONS,
     SUGGESTION_MARK,
@@ -30,6 +31,12 @@ SORTS: dict[str, tuple[FactSort, bool]] = {  # label -> FactQuery's sort, descen
 FACT_LABEL_CHARS = 90
 #: How much of a message the turn, transcript and recall tables show in a cell.
 EXCERPT_CHARS = 160
+#: The project selector's choices besides each project (a project name cannot hold
+#: parentheses, so these never clash with one): every fact, or the user's own only.
+ALL_PROJECTS = "(all)"
+USER_ONLY = "(user only)"
+#: What the facts table's ``project`` column says of the user's own facts.
+USER_SCOPE = "(user)"
 #: memory_events kinds that take a fact out of memory (rollback, import and reset events
 #: say so by their fields instead: an old confidence and no new one).
 REMOVAL_KINDS = frozenset({"remove", "evict"})
@@ -42,9 +49,11 @@ def fact_rows(
     confidence: tuple[float, float] = (0.0, 1.0),
     text: str = "",
     sort: str = "confidence (high first)",
+    project: str = ALL_PROJECTS,
 ) -> list[dict[str, Any]]:
-    """The facts table: filtered by category, confidence range and text, then sorted (the
-    one fact query, ``FactQuery``)."""
+    """The facts table: filtered by project (``project_choices``: one project's facts come
+    with the user's, never another project's), category, confidence range and text, then
+    sorted (the one fact query, ``FactQuery``)."""
     key, descending = SORTS.get(sort, SORTS["confidence (high first)"])
     query = FactQuery(
         categories=tuple(categories or ()),
@@ -55,11 +64,12 @@ def fact_rows(
         descending=descending,
     )
     rows = []
-    for fact in query.run((memory or {}).get("facts", [])):
+    for fact in query.run(_in_project((memory or {}).get("facts", []), project)):
         rows.append(
             {
                 "id": fact.get("id", ""),
                 "content": fact.get("content", ""),
+                "project": fact_project(fact) or USER_SCOPE,
                 "category": fact.get("category", ""),
                 "confidence": round(float(fact.get("confidence") or 0.0), 3),
                 "source": " ".join(
@@ -73,8 +83,26 @@ def fact_rows(
     return rows
 
 
-def section_rows(memory: dict[str, Any] | None) -> list[dict[str, str]]:
-    """The user/history summaries that are filled in, in DeerFlow's order."""
+def project_choices(memory: dict[str, Any] | None, *, everything: bool = True) -> list[str]:
+    """The project selector's options: ``ALL_PROJECTS`` (with ``everything``), ``USER_ONLY``,
+    then every project memory.json knows, by name."""
+    names = sorted(project_names(memory or {}))
+    return [*([ALL_PROJECTS] if everything else []), USER_ONLY, *names]
+
+
+def _in_project(facts: list[dict[str, Any]], project: str) -> list[dict[str, Any]]:
+    """The facts ``project`` (a ``project_choices`` option) shows."""
+    if project == ALL_PROJECTS:
+        return facts
+    owner = None if project == USER_ONLY else project
+    return [f for f in facts if isinstance(f, dict) and in_scope(f, owner)]
+
+
+def section_rows(
+    memory: dict[str, Any] | None, project: str = ALL_PROJECTS
+) -> list[dict[str, str]]:
+    """The user/history summaries that are filled in, in DeerFlow's order, then the
+    projects' context summaries (only the chosen project's when one is chosen)."""
     rows = []
     for group, names in SECTIONS.items():
         block = (memory or {}).get(group) or {}
@@ -88,13 +116,31 @@ def section_rows(memory: dict[str, Any] | None) -> list[dict[str, str]]:
                         "updatedAt": section.get("updatedAt", ""),
                     }
                 )
+    for name, entry in sorted(((memory or {}).get("projects") or {}).items()):
+        if project not in (ALL_PROJECTS, name) or not isinstance(entry, dict):
+            continue
+        if isinstance(entry.get("summary"), str) and entry["summary"]:
+            rows.append(
+                {
+                    "section": f"project {name}",
+                    "summary": entry["summary"],
+                    "updatedAt": str(entry.get("updatedAt") or ""),
+                }
+            )
     return rows
 
 
 def injection_preview(
-    memory: dict[str, Any], context: str | None, max_tokens: int, *, embedder: Any = None
+    memory: dict[str, Any],
+    context: str | None,
+    max_tokens: int,
+    *,
+    embedder: Any = None,
+    project: str | None = None,
 ) -> dict[str, Any]:
-    """The exact block the next turn injects for ``context``, its token count, and why.
+    """The exact block a turn in ``project`` (None or ``USER_ONLY``: the user's facts only)
+    injects for ``context``, its token count, and why: the user's facts and that project's
+    ranked together (``scopes.visible``, as ``Memory.injection`` does), never another's.
 
     ``facts`` lists each injected fact, in the block's order, with the score parts the
     ranking gave it: relevance (lexical BM25 fused with dense similarity when embeddings
@@ -104,7 +150,8 @@ def injection_preview(
     from ..memory import explain_injection
     from ..tokens import count_tokens
 
-    block, why = explain_injection(memory, context, max_tokens, embedder=embedder)
+    scoped = scoped_memory(memory, None if project in (None, USER_ONLY) else project)
+    block, why = explain_injection(scoped, context, max_tokens, embedder=embedder)
     return {
         "block": block,
         "tokens": count_tokens(block) if block else 0,
@@ -123,7 +170,7 @@ def injection_preview(
             }
             for w in why
         ],
-        "total_facts": len(memory.get("facts", [])),
+        "total_facts": len(scoped.get("facts", [])),
     }
 
 

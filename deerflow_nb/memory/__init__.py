@@ -14,6 +14,8 @@ from .fact_query import Sort as FactSort
 from .folds import summary as fold_summary
 from .reader import MemoryReader, open_reader
 from .reports import ApplyReport, FlushReport
+from .scopes import project_names
+from .scopes import visible as scoped_memory
 from .store import MemoryFileError, empty_memory
 from .updater import MAX_FACT_CHARS
 
@@ -55,6 +57,8 @@ __all__ = [
     "get_embedder",
     "open_reader",
     "parse_extraction",
+    "project_names",
+    "scoped_memory",
     "select_facts",
 ]
 

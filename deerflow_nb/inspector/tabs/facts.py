@@ -21,7 +21,15 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
             st.info("No facts yet: memory.json has not been written.", icon=":material/eco:")
         return
     all_facts = memory.get("facts", [])
-    c1, c2, c3, c4 = st.columns([2, 2, 3, 2])
+    c0, c1, c2, c3, c4 = st.columns([2, 2, 2, 3, 2])
+    # Project names are untrusted text: shown as plain labels, never Markdown.
+    project = c0.selectbox(
+        "Project",
+        view_models.project_choices(memory),
+        key="facts_project",
+        format_func=plain,
+        help="A project's facts come with the user's own (shared by every project).",
+    )
     categories = c1.multiselect(
         "Category", list(data.CATEGORIES), key="facts_categories", placeholder="all"
     )
@@ -29,7 +37,7 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
     text = c3.text_input("Text contains", key="facts_text", placeholder="e.g. polars")
     sort = c4.selectbox("Sort", list(view_models.SORTS), key="facts_sort")
     rows = view_models.fact_rows(
-        memory, categories=categories, confidence=low_high, text=text, sort=sort
+        memory, categories=categories, confidence=low_high, text=text, sort=sort, project=project
     )
     st.caption(
         f"{len(rows)} of {len(all_facts)} facts · "
@@ -40,6 +48,7 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
             view_models.frame(rows, ("createdAt", "updatedAt")),
             column_order=(
                 "content",
+                "project",
                 "category",
                 "confidence",
                 "updatedAt",
@@ -49,6 +58,7 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
             ),
             column_config={
                 "content": st.column_config.TextColumn("content", width=360),
+                "project": st.column_config.TextColumn("project", width=110),
                 "category": st.column_config.TextColumn("category", width=90),
                 "confidence": st.column_config.ProgressColumn(
                     "confidence", min_value=0.0, max_value=1.0, format="%.2f", width=100
@@ -64,9 +74,9 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
             "No fact matches these filters." if all_facts else "No facts yet.",
             icon=":material/search_off:",
         )
-    sections = view_models.section_rows(memory)
+    sections = view_models.section_rows(memory, project)
     if sections:
-        with st.expander(f"User and history summaries ({len(sections)})"):
+        with st.expander(f"User, history and project summaries ({len(sections)})"):
             for s in sections:
                 st.markdown(
                     f"**{md(s['section'])}** · _{when(s['updatedAt'])}_\n\n{md_lines(s['summary'])}"

@@ -9,7 +9,7 @@ import streamlit as st
 
 from ...config import ConfigError, load_settings
 from .. import data, view_models
-from .markup import md, table
+from .markup import md, plain, table
 
 
 @st.cache_resource(show_spinner="Loading the embedding model…")
@@ -33,6 +33,14 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
         st.warning(
             f"Embeddings are configured but unavailable here ({md(exc)}); lexical ranking only."
         )
+    # Project names are untrusted text: plain labels, never Markdown.
+    project = st.selectbox(
+        "Project: the notebook's project the turn runs in",
+        view_models.project_choices(memory, everything=False),
+        key="inject_project",
+        format_func=plain,
+        help="The block holds the user's facts and this project's, never another project's.",
+    )
     context = st.text_area(
         "Context: the next message or cell the agent will see",
         key="inject_context",
@@ -44,7 +52,9 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
             "Nothing would be injected: there is no readable memory.json.", icon=":material/eco:"
         )
         return
-    preview = view_models.injection_preview(memory, context or None, max_tokens, embedder=embedder)
+    preview = view_models.injection_preview(
+        memory, context or None, max_tokens, embedder=embedder, project=project
+    )
     c1, c2 = st.columns(2)
     c1.metric("Tokens in the block", f"{preview['tokens']} / {max_tokens}")
     c2.metric("Facts included", f"{len(preview['facts'])} / {preview['total_facts']}")
