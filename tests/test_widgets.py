@@ -458,3 +458,56 @@ def test_a_recall_result_opens_its_thread_with_the_match_marked(memory: Memory) 
     live = len(widget_registry)
     tab.button.click()  # a new search closes the buttons it replaces
     assert len(widget_registry) == live
+
+
+def test_the_project_selector_starts_on_the_notebooks_project_and_narrows_facts_and_preview(
+    memory: Memory,
+) -> None:
+    user = memory.add_fact("Prefers polars for every dataset", category="preference")
+    alpha = memory.add_fact("The alpha dataset's target column is churned_90d", project="alpha")
+    beta = memory.add_fact("The beta dataset's target column is revenue_q3", project="beta")
+    memory.project = "alpha"
+    panel = MemoryPanel(memory)
+    picker = panel.project.widget
+    assert list(picker.options) == ["(all projects)", "(user only)", "alpha", "beta"]
+    assert picker.value == "alpha"  # the notebook's project
+    assert set(panel.fact_checks) == {user["id"], alpha["id"]}
+    rows = dict(zip(panel.fact_checks, panel.fact_rows.children, strict=True))
+    assert rows[alpha["id"]].children[4].value == "<small>alpha</small>"  # each says its project
+    assert rows[user["id"]].children[4].value == "<small>user</small>"
+    panel.context.value = "which target column does the dataset have?"
+    block = panel.last_preview.block
+    assert "churned_90d" in block and "polars" in block and "revenue_q3" not in block
+    assert block == memory.preview("which target column does the dataset have?", project="alpha")
+
+    picker.value = "beta"
+    assert set(panel.fact_checks) == {user["id"], beta["id"]}
+    block = panel.last_preview.block
+    assert "revenue_q3" in block and "churned_90d" not in block
+    assert any("revenue_q3" in v for v in sent_values(panel.preview_block, "value"))
+
+    picker.value = "(user only)"
+    assert set(panel.fact_checks) == {user["id"]}
+    assert "polars" in panel.last_preview.block and "_90d" not in panel.last_preview.block
+    assert "revenue" not in panel.last_preview.block
+
+    picker.value = "(all projects)"
+    assert set(panel.fact_checks) == {user["id"], alpha["id"], beta["id"]}
+    assert "revenue_q3" not in panel.last_preview.block  # a turn never sees every project
+    panel.close()
+
+
+def test_the_project_selector_follows_a_project_switch_until_the_user_picks(
+    memory: Memory,
+) -> None:
+    memory.add_fact("The alpha table has 7043 rows", project="alpha")
+    memory.project = "alpha"
+    panel = MemoryPanel(memory)
+    memory.project = "gamma"  # %memory project gamma: a project with no facts yet
+    panel.refresh()
+    assert panel.project.widget.value == "gamma" and "gamma" in panel.project.widget.options
+    panel.project.widget.value = "alpha"  # the user's own choice stays
+    memory.project = "delta"
+    panel.refresh()
+    assert panel.project.widget.value == "alpha"
+    panel.close()

@@ -208,14 +208,20 @@ class Memory:
         return recall_in(self.journal, query, k, thread, scope, self.embedder)
 
     def injection(
-        self, context: Context = None, max_tokens: int | None = None, *, project: str | None = None
+        self,
+        context: Context = None,
+        max_tokens: int | None = None,
+        *,
+        project: str | None = None,
+        user_only: bool = False,
     ) -> tuple[str, list[dict[str, Any]]]:
         """The block the next turn injects and the facts it lists, ranked once: the user's
-        facts and ``project``'s (default: the active one) under one budget, no other's."""
+        facts and ``project``'s (default: the active one; none with ``user_only``, what a
+        turn outside any project sees) under one budget, no other's."""
         from .injection import inject
 
         budget = self.settings.memory.max_injection_tokens if max_tokens is None else max_tokens
-        shared = self._shared(project or self.project)
+        shared = self._shared(None if user_only else (project or self.project))
         return inject(shared, budget, context, embedder=self.embedder)
 
     def record_injection(self, facts: list[dict[str, Any]], message: str) -> None:

@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as w
 
 from ..memory import FactQuery, MemoryFileError
+from ..projects import fact_project
 from ..schema.constants import CATEGORIES, SUGGESTION_MARK, is_model_suggestion
 from ..untrusted import escape_html
+from .project_picker import ProjectPicker
 from .recall_tab import RecallTab
 from .views.facts import preview_view
 from .views.history import EventsView
@@ -68,6 +70,7 @@ class MemoryPanel:
         self.flush_button.on_click(lambda _: self._act(self._flush))
 
         self.profile = w.HTML()
+        self.project = ProjectPicker(self._draw_scoped)  # narrows Facts and Preview
 
         self.category = w.Dropdown(options=[ALL, *CATEGORIES], value=ALL, description="Category")
         self.min_confidence = w.FloatSlider(
@@ -161,7 +164,11 @@ class MemoryPanel:
         self.tabs.titles = TAB_TITLES
         self.tabs.observe(self._on_tab, names="selected_index")
         self.widget = w.VBox(
-            [w.HBox([self.header, self.refresh_button, self.flush_button]), self.tabs, self.message]
+            [
+                w.HBox([self.header, self.project.widget, self.refresh_button, self.flush_button]),
+                self.tabs,
+                self.message,
+            ]
         )
         self._subscribe()
         self.refresh()
@@ -256,21 +263,25 @@ class MemoryPanel:
             titles[PENDING_TAB] += f" ({pending})" if pending else ""
             self.tabs.titles = tuple(titles)
             self.profile.value = SummaryView(data)._repr_html_()
-            self._draw_facts()
-            self._draw_preview()
+            self.project.update(data, self.memory.project)
+            self._draw_scoped()
             self._draw_pending()
             events = self.memory.events(limit=self.history_limit)
             folds = tuple(self.memory.folds(limit=10))
             self.history.value = EventsView(tuple(events), folds=folds)._repr_html_()
 
+    def _draw_scoped(self) -> None:
+        self._draw_facts()
+        self._draw_preview()
+
     def visible_facts(self) -> list[dict[str, Any]]:
-        """The facts the Facts tab lists under the current filters."""
+        """The facts the Facts tab lists under the current filters and project."""
         category = self.category.value
         return FactQuery(
             categories=() if category == ALL else (category,),
             min_confidence=self.min_confidence.value,
             text=self.text_filter.value,
-        ).run(self._facts)
+        ).run(self.project.facts(self._facts))
 
     def _draw_facts(self) -> None:
         selected = {fid for fid, box in self.fact_checks.items() if box.value}
@@ -290,6 +301,7 @@ class MemoryPanel:
                                     layout=w.Layout(width="90px")),
                     w.HTML(f"<code>{conf:.2f}</code> <small>{escape_html(fact['id'])}</small>"),
                     w.HTML(f"<i>{escape_html(str(fact.get('category', '')))}</i>"),
+                    w.HTML(f"<small>{escape_html(fact_project(fact) or 'user')}</small>"),
                     w.HTML(escape_html(_marked(fact))),
                 ])
             )  # fmt: skip
@@ -300,7 +312,12 @@ class MemoryPanel:
 
     def _draw_preview(self) -> None:
         try:
-            view = preview_view(self.memory, self.context.value or None, self.budget.value)
+            view = preview_view(
+                self.memory,
+                self.context.value or None,
+                self.budget.value,
+                **self.project.preview_scope(),
+            )
         except MemoryFileError as exc:  # typed into the context box: no cell to raise into
             self._say_error(exc)
             return

@@ -128,10 +128,20 @@ def facts_view(
     return FactsTable(tuple(facts), title, total)
 
 
-def preview_view(memory: Memory, context: str | None, tokens: int | None) -> PreviewView:
-    """The injected block and its exact token count; shared by ``%memory preview`` and the panel."""
+def preview_view(
+    memory: Memory,
+    context: str | None,
+    tokens: int | None,
+    *,
+    project: str | None = None,
+    user_only: bool = False,
+) -> PreviewView:
+    """The injected block and its exact token count; shared by ``%memory preview`` and the
+    panel (whose project selector picks ``project``, or ``user_only``)."""
     from ...tokens import count_tokens
 
     budget = memory.settings.memory.max_injection_tokens if tokens is None else tokens
-    block, chosen = memory.injection(context, max_tokens=budget)
+    block, chosen = memory.injection(
+        context, max_tokens=budget, project=project, user_only=user_only
+    )
     return PreviewView(block, count_tokens(block), budget, len(chosen))

@@ -1,0 +1,67 @@
+"""The panel's project selector: whose facts its Facts and Preview tabs show.
+
+A project's facts always come with the user's own (shared by every project) and never with
+another project's, as in a turn. The selector starts on the notebook's project and follows
+it (``%memory project NAME``) until the user picks another choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from ..memory import project_names
+from ..projects import in_scope
+
+# The choices besides each project (a project name cannot hold parentheses, so these
+# never clash with one).
+ALL_PROJECTS = "(all projects)"
+USER_ONLY = "(user only)"
+
+
+class ProjectPicker:
+    """A dropdown of ``ALL_PROJECTS``, ``USER_ONLY`` and every project; options are plain
+    text (a Dropdown never renders HTML), so project names stay text."""
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        self.widget = w.Dropdown(description="Project", options=[USER_ONLY], value=USER_ONLY)
+        self._followed = USER_ONLY  # the notebook's project at the last update
+        self._quiet = False  # set while ``update`` changes the options: no redraw then
+        self.widget.observe(lambda _: None if self._quiet else on_change(), names="value")
+
+    @property
+    def value(self) -> str:
+        return str(self.widget.value)
+
+    def update(self, data: dict[str, Any], active: str | None) -> None:
+        """Options from memory.json's projects and the notebook's ``active`` one; the
+        choice is kept unless it was the notebook's project (it follows) or is gone."""
+        names = sorted(project_names(data) | ({active} if active else set()))
+        options = [ALL_PROJECTS, USER_ONLY, *names]
+        keep = self.value
+        if keep == self._followed or keep not in options:
+            keep = active or USER_ONLY
+        self._followed = active or USER_ONLY
+        self._quiet = True
+        try:
+            self.widget.options = options
+            self.widget.value = keep
+        finally:
+            self._quiet = False
+
+    def facts(self, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The facts the chosen scope shows."""
+        if self.value == ALL_PROJECTS:
+            return facts
+        owner = None if self.value == USER_ONLY else self.value
+        return [f for f in facts if isinstance(f, dict) and in_scope(f, owner)]
+
+    def preview_scope(self) -> dict[str, Any]:
+        """``preview_view``'s scope arguments: the chosen project's turn (``ALL_PROJECTS``:
+        the notebook's own, what its next turn injects)."""
+        chosen = self.value
+        if chosen == USER_ONLY:
+            return {"project": None, "user_only": True}
+        return {"project": None if chosen == ALL_PROJECTS else chosen, "user_only": False}
