@@ -399,19 +399,23 @@ class Memory:
         return self._review.decide_items(change_id, numbers, "reject", self._gate)
 
     # -- whole-memory operations (transfer.py) -----------------------------------------
-    def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Write memory as an indented memory.json at ``path`` (never over the home's own
-        files, nor, unless ``overwrite``, any existing file); returns the path."""
-        return self._transfer.export(path, overwrite=overwrite)
+    def export(
+        self, path: str | os.PathLike[str], *, overwrite: bool = False, project: str | None = None
+    ) -> Path:
+        """Write memory (only ``project``'s facts and summary, with it) as an indented
+        memory.json at ``path`` (never over the home's own files, nor, unless
+        ``overwrite``, any existing file); returns the path."""
+        return self._transfer.export(path, overwrite=overwrite, project=project)
 
     @staticmethod
     def read_import(path: str | os.PathLike[str]) -> dict[str, Any]:
         """The memory document at ``path``, checked; ValueError says why it cannot be imported."""
         return read_import(path)
 
-    def import_(self, path: str | os.PathLike[str]) -> int:
-        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count."""
-        return self._transfer.import_(path)
+    def import_(self, path: str | os.PathLike[str], *, project: str | None = None) -> int:
+        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count. With
+        ``project``: add its facts to that project (one change); returns how many were new."""
+        return self._transfer.import_(path, project=project)
 
     def reset(self) -> None:
         """Empty memory (recorded as a version, so it can be rolled back)."""

@@ -1,9 +1,12 @@
-"""Whole-memory moves: export to a file, import a (DeerFlow) memory.json, reset to empty.
+"""Whole-memory moves: export to a file, import a (DeerFlow) memory.json, reset to empty;
+and the same for one project (its facts and summary only).
 
-Import and reset are the user's change sets through the gate."""
+Import and reset are the user's change sets through the gate: a whole import replaces the
+document, a project's import adds its facts to the project like ``%memory add`` would."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import stat
@@ -11,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config import CONFIG_FILENAME, Settings
+from ..projects import PROJECT_SCOPE, fact_project
 from ..schema.changes import ChangeSet
 from .gate import Gate
 from .ledger import Ledger
+from .scopes import PROJECTS_KEY
 from .store import check_schema, empty_memory, loads_document
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024  # a memory.json to import may be at most 20 MB
@@ -91,6 +96,38 @@ def write_export(
     return target
 
 
+def project_document(data: dict[str, Any], project: str) -> dict[str, Any]:
+    """A memory.json-shaped document of ``project`` alone: its facts (as stored, scope
+    included) and its summary; no user facts, empty user and history sections."""
+    doc = empty_memory()
+    doc["facts"] = [copy.deepcopy(f) for f in data.get("facts") or [] if fact_project(f) == project]
+    entry = (data.get(PROJECTS_KEY) or {}).get(project)
+    if isinstance(entry, dict):
+        doc[PROJECTS_KEY] = {project: copy.deepcopy(entry)}
+    return doc
+
+
+def project_diff(data: dict[str, Any], project: str) -> dict[str, Any]:
+    """An imported document's facts as a diff adding them to ``project`` (whatever scope
+    they had), with its summary when it holds exactly one project's (or ``project``'s)."""
+    facts = [
+        {
+            "content": f["content"],
+            "category": f.get("category") or "context",
+            "confidence": f.get("confidence", 0.9),
+            "scope": PROJECT_SCOPE,
+            "project": project,
+        }
+        for f in data.get("facts") or []
+    ]
+    diff: dict[str, Any] = {"newFacts": facts}
+    entries = {k: v for k, v in (data.get(PROJECTS_KEY) or {}).items() if isinstance(v, dict)}
+    entry = entries.get(project) or (next(iter(entries.values())) if len(entries) == 1 else None)
+    if entry and isinstance(entry.get("summary"), str) and entry["summary"].strip():
+        diff["projectContext"] = {"summary": entry["summary"], "shouldUpdate": True}
+    return diff
+
+
 class Transfer:
     """Export, import and reset, each journaled as a version that can be rolled back."""
 
@@ -99,13 +136,31 @@ class Transfer:
         self.ledger = ledger
         self.gate = gate
 
-    def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Write memory as an indented memory.json at ``path`` (``write_export``)."""
-        return write_export(self.settings, self.ledger.current(), path, overwrite=overwrite)
+    def export(
+        self, path: str | os.PathLike[str], *, overwrite: bool = False, project: str | None = None
+    ) -> Path:
+        """Write memory (or ``project``'s part, ``project_document``) as an indented
+        memory.json at ``path`` (``write_export``)."""
+        data = self.ledger.current()
+        if project is not None:
+            data = project_document(data, project)
+        return write_export(self.settings, data, path, overwrite=overwrite)
 
-    def import_(self, path: str | os.PathLike[str]) -> int:
-        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count."""
+    def import_(self, path: str | os.PathLike[str], *, project: str | None = None) -> int:
+        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count.
+        With ``project``, add its facts (and summary) to that project instead, as one
+        change (rolled back as one); returns how many facts were new to it."""
         data = read_import(path)
+        if project is not None:
+            change = ChangeSet(
+                origin="user",
+                reason="import",
+                source=str(path),
+                diff=project_diff(data, project),
+                project=project,
+                threshold=0.0,  # a person's own facts: none dropped for its confidence
+            )
+            return len(self.gate.submit(change).result.ids("add"))
         self.gate.submit(ChangeSet(origin="user", reason="import", source=str(path), document=data))
         return len(data.get("facts", []))
 

@@ -322,19 +322,27 @@ class ConsolidateArgs:
 @dataclass(frozen=True)
 class ExportArgs:
     command: ClassVar[str] = "export"
-    about: ClassVar[str] = "write memory.json to PATH (--force overwrites a file)"
+    about: ClassVar[str] = (
+        "write memory.json to PATH (--force overwrites a file; --project NAME: only that "
+        "project's facts and summary)"
+    )
     path: str = positional("PATH")
     force: bool = switch("--force")
+    project: str | None = option("--project", metavar="NAME", help="only project NAME's part")
 
 
 @dataclass(frozen=True)
 class ImportArgs:
     command: ClassVar[str] = "import"
     about: ClassVar[str] = (
-        "replace memory with PATH (a DeerFlow memory.json works; --yes when memory has facts)"
+        "replace memory with PATH (a DeerFlow memory.json works; --yes when memory has facts); "
+        "--project NAME adds PATH's facts to project NAME instead"
     )
     path: str = positional("PATH")
     yes: bool = switch("--yes")
+    project: str | None = option(
+        "--project", metavar="NAME", help="add the facts to project NAME, replacing nothing"
+    )
 
 
 @dataclass(frozen=True)

@@ -268,6 +268,8 @@ class MemoryCommands(ProjectCommands):
         return Notice(f"{done} {count_of(count, 'item')} of change {ids[0]}{note}", tuple(rest))
 
     def handle_export(self, args: ExportArgs) -> Notice:
+        if args.project is not None:
+            return self.export_project(args)
         try:
             path = self.memory.export(Path(args.path).expanduser(), overwrite=args.force)
         except ValueError as exc:
@@ -279,6 +281,8 @@ class MemoryCommands(ProjectCommands):
         path = Path(args.path).expanduser()
         if not path.is_file():
             raise UsageError(f"no file {str(path)!r}; give the path of a memory.json")
+        if args.project is not None:
+            return self.import_project(args)
         try:
             self.memory.read_import(path)  # a broken file is said before any confirmation
             held = len(self.memory.data.get("facts", []))

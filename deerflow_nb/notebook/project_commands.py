@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from ..projects import looks_like_project
-from .memory_args import PROG, AddArgs, FactsArgs, MoveArgs, ProjectArgs, ProjectsArgs
+from .memory_args import (
+    PROG,
+    AddArgs,
+    ExportArgs,
+    FactsArgs,
+    ImportArgs,
+    MoveArgs,
+    ProjectArgs,
+    ProjectsArgs,
+)
 from .views.facts import FactsTable, facts_view
 from .views.projects import ProjectsTable
 from .views.table import Notice, count_of
@@ -99,6 +108,38 @@ class ProjectCommands:
             f"Forgot project {name}: {count_of(len(done['facts']), 'fact')} "
             f"(undo with {PROG} rollback; its threads stay in the journal)"
         )
+
+    def export_project(self, args: ExportArgs) -> Notice:
+        """``%memory export PATH --project NAME``: that project's facts and summary only."""
+        from pathlib import Path
+
+        name = self._known_project(self._project_name(args.project or ""))
+        try:
+            path = self.memory.export(
+                Path(args.path).expanduser(), overwrite=args.force, project=name
+            )
+        except ValueError as exc:
+            raise UsageError(f"{PROG} export: {exc}") from None
+        count = len(self.memory.projects.facts(name))
+        return Notice(f"Exported project {name}'s {count_of(count, 'fact')} to {path}")
+
+    def import_project(self, args: ImportArgs) -> Notice:
+        """``%memory import PATH --project NAME``: PATH's facts added to project NAME (one
+        change, rolled back as one); nothing of memory is replaced, so no --yes."""
+        from pathlib import Path
+
+        name = self._project_name(args.project or "")
+        path = Path(args.path).expanduser()
+        try:
+            total = len(self.memory.read_import(path).get("facts", []))
+            added = self.memory.import_(path, project=name)
+        except ValueError as exc:  # json.JSONDecodeError and the gate's Refused included
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise UsageError(
+                first if "cannot import" in first else f"cannot import: {first}"
+            ) from None
+        known = f" ({total - added} already known)" if total > added else ""
+        return Notice(f"Imported {count_of(added, 'fact')} into project {name} from {path}{known}")
 
     def handle_projects(self, args: ProjectsArgs) -> ProjectsTable:
         return ProjectsTable(tuple(self.memory.projects.list()), self.memory.project)

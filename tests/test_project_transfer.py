@@ -1,0 +1,131 @@
+"""Exporting and importing one project through ``%memory``: only that project's facts and
+summary leave, and an import adds facts to one project through the gate, replacing nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from journal_rows import deerflow_memory, memory_json
+
+from deerflow_nb.memory import Memory
+from deerflow_nb.notebook.session import get_session
+
+USER = "The user prefers polars for every dataset"
+ALPHA = "The alpha table has 7043 rows and a churned column"
+BETA = "The beta target column is revenue_q3"
+
+
+def run(shell: InteractiveShell, line: str) -> Any:
+    return shell.run_line_magic("memory", line)
+
+
+def usage_error(shell: InteractiveShell, line: str) -> str:
+    """Run ``%memory line`` as a cell; the one line IPython shows for its UsageError."""
+    with capture_output() as cap:
+        result = shell.run_cell(f"%memory {line}")
+    assert isinstance(result.error_in_exec, UsageError), (line, result.error_in_exec)
+    lines = [ln for ln in cap.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, cap.stderr
+    return lines[0]
+
+
+def seed(shell: InteractiveShell) -> Memory:
+    """The user's fact, one fact and a summary in project alpha, one fact in beta."""
+    run(shell, f'add "{USER}" --user')
+    run(shell, "project alpha")
+    run(shell, f'add "{ALPHA}" --project')
+    memory = get_session(shell).memory
+    memory.apply(
+        {"newFacts": [], "projectContext": {"summary": "Telecom churn.", "shouldUpdate": True}},
+        source="thread-alpha",
+    )
+    run(shell, "project beta")
+    run(shell, f'add "{BETA}" --project')
+    return memory
+
+
+def by_text(home: Path) -> dict[str, dict[str, Any]]:
+    return {f["content"]: f for f in memory_json(home)["facts"]}
+
+
+def test_export_of_one_project_writes_only_its_facts_and_summary(
+    shell: InteractiveShell, home: Path, tmp_path: Path
+) -> None:
+    memory = seed(shell)
+    out = tmp_path / "alpha.json"
+    note = str(run(shell, f"export {out} --project alpha"))
+    assert "project alpha's 1 fact" in note and str(out) in note
+    doc = json.loads(out.read_text())
+    assert [f["content"] for f in doc["facts"]] == [ALPHA]
+    assert doc["facts"][0]["project"] == "alpha"
+    assert list(doc["projects"]) == ["alpha"] and doc["projects"]["alpha"]["summary"]
+    assert not any(s["summary"] for s in doc["user"].values())  # memory.json-shaped, no user
+    assert memory.read_import(out) == doc  # a document an import accepts
+
+    assert "no project 'gamma'" in usage_error(
+        shell, f"export {tmp_path / 'g.json'} --project gamma"
+    )
+    assert not (tmp_path / "g.json").exists()
+    assert "exists; choose another path" in usage_error(shell, f"export {out} --project beta")
+    assert json.loads(out.read_text()) == doc  # nothing overwritten by accident
+
+
+def test_import_into_a_project_adds_its_facts_through_the_gate_and_replaces_nothing(
+    shell: InteractiveShell, home: Path, tmp_path: Path
+) -> None:
+    memory = seed(shell)
+    out = tmp_path / "alpha.json"
+    run(shell, f"export {out} --project alpha")
+    before = {f["id"]: f for f in memory_json(home)["facts"]}
+    versions = len(memory.versions())
+
+    note = str(run(shell, f"import {out} --project gamma"))  # no --yes: nothing is replaced
+    assert "Imported 1 fact into project gamma" in note
+    after = {f["id"]: f for f in memory_json(home)["facts"]}
+    assert {i: f for i, f in after.items() if i in before} == before  # every fact kept as is
+    copied = [f for f in memory_json(home)["facts"] if f.get("project") == "gamma"]
+    assert [f["content"] for f in copied] == [ALPHA] and copied[0]["scope"] == "project"
+    assert memory_json(home)["projects"]["gamma"]["summary"] == "Telecom churn."
+    assert len(memory.versions()) == versions + 1  # one change, in the versions
+    assert memory.versions()[-1]["reason"] == "import"
+    assert memory.preview(ALPHA, project="gamma").count("7043 rows") == 1
+    assert "7043" not in memory.preview(ALPHA, project="beta")  # still kept out of beta
+
+    again = str(run(shell, f"import {out} --project gamma"))
+    assert "Imported 0 facts into project gamma" in again and "1 already known" in again
+    assert len([f for f in memory_json(home)["facts"] if f.get("project") == "gamma"]) == 1
+
+
+def test_a_deerflow_memory_json_imports_into_one_project(
+    shell: InteractiveShell, home: Path, tmp_path: Path
+) -> None:
+    seed(shell)
+    plain = deerflow_memory(
+        [
+            {
+                "id": "fact_deer0001",
+                "content": "The sales table is partitioned by month",
+                "category": "knowledge",
+                "confidence": 0.3,  # low, but a person's import drops nothing for it
+                "createdAt": "2025-01-01T00:00:00Z",
+                "source": "thread-1",
+            }
+        ],
+        "2025-01-01T00:00:00Z",
+    )
+    path = tmp_path / "deerflow.json"
+    path.write_text(json.dumps(plain))
+    assert "Imported 1 fact into project sales" in str(run(shell, f"import {path} --project sales"))
+    fact = by_text(home)["The sales table is partitioned by month"]
+    assert (fact["scope"], fact["project"], fact["category"]) == ("project", "sales", "knowledge")
+    assert USER in by_text(home)  # the user's facts were not replaced
+
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert "cannot import" in usage_error(shell, f"import {broken} --project sales")
+    assert "not a project name" in usage_error(shell, f"import {path} --project '///'")
