@@ -913,3 +913,22 @@ def test_status_counts_the_journal_with_its_write_ahead_log(home, seeded, monkey
         assert shown_bytes == sum(on_disk) > on_disk[0]
     finally:
         journal.close()
+
+
+def test_a_hostile_project_name_stays_text(home, monkeypatch):
+    name = "**loud** <img src=http://127.0.0.1:9/x> :red[x]"
+    with quiet_memory(home) as mem:
+        mem.add_fact("The odd table has 12 rows", project=name)
+        mem.project = name
+        mem.apply(
+            {"newFacts": [], "projectContext": {"summary": "Odd.", "shouldUpdate": True}},
+            source="thread-odd",
+        )
+    stored = {f.get("project") for f in memory_json(home)["facts"]} - {None}
+    at = run_app(home, monkeypatch)
+    at.selectbox(key="facts_project").select(next(iter(stored))).run()
+    assert not at.exception
+    assert set(facts_table(at)["project"]) == stored  # a table cell: text
+    raw = "\n".join(m.value for m in at.markdown)
+    assert not re.search(r"(?<!\\)<img", raw) and "**loud**" not in raw  # escaped Markdown
+    assert f"project {next(iter(stored))}" in texts(at)  # and read back literally
