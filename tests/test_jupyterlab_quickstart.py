@@ -19,7 +19,9 @@ has run; then:
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +186,8 @@ def test_the_quickstart_runs_in_jupyterlab_with_the_panel_and_a_tool_block(
                 )
                 assert wrap == ["pre", "normal"], wrap
                 page.screenshot(path=str(tmp_path / "quickstart.png"), full_page=True)
+                if os.environ.get("DEERFLOW_NB_UPDATE_SCREENSHOT") == "1":  # docs/guide.md's
+                    shutil.copyfile(tmp_path / "quickstart.png", ROOT / "docs" / "quickstart.png")
             except Exception:
                 page.screenshot(path=str(tmp_path / "failed.png"), full_page=True)
                 print(log.read_text()[-3000:])
