@@ -49,23 +49,30 @@ class MemoryTools(ToolSet):
 
         query = _text_argument(query, "query", required=False)
         k = _count(k, SEARCH_K)
-        hits = [fact for fact, _ in self.memory.search(query, k=k)] if query.strip() else []
         total = len(self.memory.data.get("facts", []))
+        if not query.strip():
+            hits = self.memory.facts()[:k]
+            if not hits:
+                return "Memory holds no facts about the user yet."
+            head = (
+                f"The {len(hits)} most confident of {total} facts "
+                "(id | category | confidence | fact):"
+            )
+            return _fit(head, [_fact_line(f) for f in hits])
+        hits = [fact for fact, _ in self.memory.search(query, k=k)]
         if hits:
             head = (
                 f'{len(hits)} of {total} remembered facts match "{escape(query)}", best first '
                 "(id | category | confidence | fact):"
             )
-        else:
-            hits = self.memory.facts()[:k]
-            if not hits:
-                return "Memory holds no facts about the user yet."
-            miss = f'No remembered fact matches "{escape(query)}"; ' if query.strip() else ""
-            head = (
-                f"{miss}the {len(hits)} most confident of {total} facts "
-                "(id | category | confidence | fact):"
-            )
-        return _fit(head, [_fact_line(f) for f in hits])
+            return _fit(head, [_fact_line(f) for f in hits])
+        if not total:
+            return "Memory holds no facts about the user yet."
+        miss = f'Nothing stored matches "{escape(query)}" ({total} facts searched).'
+        nearest = [fact for fact, _ in self.memory.search(query, k=1, relevant_only=False)]
+        if not nearest:
+            return miss
+        return _fit(f"{miss} Nearest miss, not a match:", [_fact_line(nearest[0])])
 
     def recall(self, query: str, thread: str | None = None, k: int = RECALL_K) -> str:
         from ..memory.block import escape
@@ -80,20 +87,17 @@ class MemoryTools(ToolSet):
         hits = [h for h in hits if (h["thread"], h["seq"]) not in skip][:k]
         where = f" in thread {escape(thread)}" if thread else ""
         if not hits:
-            return f'Nothing in earlier conversations{where} matches "{escape(query)}".'
+            miss = f'Nothing stored matches "{escape(query)}" in earlier conversations{where}.'
+            nearest = self.memory.recall(query, k=1 + len(skip), thread=thread, relevant_only=False)
+            nearest = [h for h in nearest if (h["thread"], h["seq"]) not in skip][:1]
+            if not nearest:
+                return miss
+            return _fit(f"{miss} Nearest miss, not a match:", [_message_line(nearest[0], query)])
         head = (
             f'{len(hits)} earlier messages{where} match "{escape(query)}", best first '
             "(date | thread | message number and speaker: excerpt):"
         )
-        lines = []
-        for hit in hits:
-            stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
-            text = escape(excerpt(str(hit.get("content") or ""), query))
-            lines.append(
-                f"- {escape(stamp)} | {escape(str(hit['thread']))} | "
-                f"#{hit['seq']} {escape(str(hit['role']))}: {text}"
-            )
-        return _fit(head, lines)
+        return _fit(head, [_message_line(hit, query) for hit in hits])
 
     def remember(self, content: str, category: str = "context") -> str:
 
@@ -138,6 +142,17 @@ def _fit(head: str, lines: list[str]) -> str:
             f"({len(lines) - len(kept)} more not shown: ask for fewer, or narrow the query)"
         )
     return "\n".join([head, *kept])
+
+
+def _message_line(hit: dict[str, Any], query: str) -> str:
+    from ..memory.block import escape
+
+    stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
+    text = escape(excerpt(str(hit.get("content") or ""), query))
+    return (
+        f"- {escape(stamp)} | {escape(str(hit['thread']))} | "
+        f"#{hit['seq']} {escape(str(hit['role']))}: {text}"
+    )
 
 
 def _fact_line(fact: dict[str, Any]) -> str:

@@ -166,20 +166,37 @@ class Memory:
             pin_revision(data, revision)
         return data
 
-    def search(self, query: str, k: int = 10) -> list[tuple[dict[str, Any], float]]:
+    def search(
+        self, query: str, k: int = 10, *, relevant_only: bool = True
+    ) -> list[tuple[dict[str, Any], float]]:
+        """Facts relevant to ``query``, best first, with their scores; [] when nothing
+        stored is (``relevance``). ``relevant_only=False``: the nearest ones anyway, for a
+        "nearest miss" (not counted as use)."""
         from .injection import rank_facts
 
-        results = rank_facts(self._shared(), query, embedder=self.embedder)[:k]
-        if query and query.strip():  # a fact found by a search is a fact in use
+        shared = self._shared()
+        results = rank_facts(shared, query, embedder=self.embedder, relevant_only=relevant_only)
+        results = results[:k]
+        if relevant_only and query and query.strip():  # a fact found by a search is in use
             self._record_use(lambda db: usage.record_used(db, [f.get("id") for f, _ in results]))
         return results
 
-    def recall(self, query: str, k: int = 10, *, thread: str | None = None) -> list[dict[str, Any]]:
+    def recall(
+        self, query: str, k: int = 10, *, thread: str | None = None, relevant_only: bool = True
+    ) -> list[dict[str, Any]]:
         """Journal search over lead threads' user messages and final replies, best first;
-        each ``{"thread", "seq", "role", "content", "created_at", "score"}`` (``recall.py``)."""
+        each ``{"thread", "seq", "role", "content", "created_at", "score"}`` (``recall.py``);
+        [] when nothing said matches. ``relevant_only=False``: the nearest ones anyway."""
         from .recall import search as recall_search
 
-        return recall_search(self.journal, query, k, thread=thread, embedder=self.embedder)
+        return recall_search(
+            self.journal,
+            query,
+            k,
+            thread=thread,
+            embedder=self.embedder,
+            relevant_only=relevant_only,
+        )
 
     def injection(
         self, context: Context = None, max_tokens: int | None = None

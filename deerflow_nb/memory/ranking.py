@@ -114,6 +114,7 @@ class Scores:
     # lists; a match in a fact's window alone does not count.
     matched: np.ndarray
     date_match: np.ndarray | None = None  # when the message names a date (see ``dates``)
+    similarity: np.ndarray | None = None  # raw cosine with the message (with an embedder)
     _order: np.ndarray | None = None
 
     @property
@@ -244,9 +245,10 @@ def _dense(
     embedder: Embedder,
     known: set[str],
     named: np.ndarray | None,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Cosine of the facts with the weighted query parts, the known names left out,
-    min-max normalised, then gated by ``named``."""
+    min-max normalised, then gated by ``named``; and the raw cosines (the search's floor
+    reads them)."""
     matrix = index.dense_matrix(embedder)
     query = sum(
         weight * embedder.embed_query(without_entities(text, known) or text)
@@ -254,8 +256,10 @@ def _dense(
     )
     norm = float(np.linalg.norm(query))
     if norm == 0 or matrix.size == 0:
-        return np.zeros(len(index.contents))
-    return _gate(min_max(matrix @ (query / norm)), named, DENSE_ENTITY_GATE)
+        zeros = np.zeros(len(index.contents))
+        return zeros, zeros
+    cosine = matrix @ (query / norm)
+    return _gate(min_max(cosine), named, DENSE_ENTITY_GATE), cosine
 
 
 def score(index: FactIndex, context: Context, embedder: Embedder | None = None) -> Scores:
@@ -270,10 +274,10 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
         )
     known, named = _known_entities(index, parts[0][0])
     lexical, matched = _lexical(index, parts, named)
-    dense = None
+    dense = similarity = None
     if embedder is not None:
         try:
-            dense = _dense(index, parts, embedder, known, named)
+            dense, similarity = _dense(index, parts, embedder, known, named)
             lexical = _expanded(index, parts[0][0], lexical, embedder, named)
         except ModelError as exc:  # an embeddings server down, or without /embeddings
             if (embedder.model_id, str(exc)) not in _said:
@@ -296,4 +300,5 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
     on_date = date_match(index.ordinal, spans) if spans else None
     if on_date is not None:
         relevance = relevance + DATE_WEIGHT * on_date
-    return Scores(lexical, dense, relevance, relevance + index.prior, matched, on_date)
+    total = relevance + index.prior
+    return Scores(lexical, dense, relevance, total, matched, on_date, similarity)

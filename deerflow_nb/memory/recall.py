@@ -39,6 +39,7 @@ import numpy as np
 
 from ..llm.base import ModelError
 from ..storage import recall_index
+from . import relevance
 from .dates import date_match, mentioned_dates
 from .terms import ENTITY_RE, STOPWORDS
 
@@ -182,10 +183,16 @@ def search(
     *,
     thread: str | None = None,
     embedder: Embedder | None = None,
+    relevant_only: bool = True,
 ) -> list[dict[str, Any]]:
     """The ``k`` indexed messages best matching ``query``, best first, each
     ``{"thread", "seq", "role", "content", "created_at", "score"}``; only ``thread``'s when
-    given. ``embedder`` (``Memory.embedder``) fuses in dense similarity."""
+    given. ``embedder`` (``Memory.embedder``) fuses in dense similarity.
+
+    Only relevant ones (``relevance``): none when no message covers the query well enough
+    (or is similar enough), else those holding a query word, similar enough, written on a
+    date it names, or next to a message that covers it. ``relevant_only=False`` lists the
+    best matches whatever they are worth, as a "nearest miss" needs."""
     if k <= 0 or not isinstance(query, str) or not query.strip():
         return []
     recall_index.sync(journal)
@@ -201,10 +208,12 @@ def search(
 
     # Candidates: lexical matches, messages of a named date, the best dense matches.
     candidates: set[int] = set(lexical)
+    dated: list[int] = []
     if spans:
         first = date.fromordinal(int(min(s[0] for s in spans)) - 7).isoformat()
         last = date.fromordinal(int(max(s[1] for s in spans)) + 8).isoformat()
-        candidates.update(recall_index.written_between(db, first, last, thread, DATE_POOL))
+        dated = recall_index.written_between(db, first, last, thread, DATE_POOL)
+        candidates.update(dated)
     dense_all: dict[int, float] = {}
     if embedder is not None:
         dense_all = _dense_scores(journal, embedder, query, names, thread)
@@ -243,7 +252,11 @@ def search(
             + THREAD_WEIGHT * topic.get(thread_id, 0.0)
             + RECENCY_WEIGHT * (i / max(ids[-1], 1))
         )
-    best_ids = sorted(total, key=lambda i: (-total[i], -i))[:k]
+    ranked = sorted(total, key=lambda i: (-total[i], -i))
+    if relevant_only:
+        relevant = _relevant(db, words, ranked, meta, dense_all, embedder, dated)
+        ranked = [i for i in ranked if i in relevant]
+    best_ids = ranked[:k]
     top_score = max((total[i] for i in best_ids), default=0.0)
     if top_score <= 0:
         return []
@@ -263,6 +276,61 @@ def search(
             }
         )
     return results
+
+
+def _coverage(db: Any, words: list[str]) -> dict[int, float]:
+    """Each message holding a query word: its coverage of the query (``relevance``)."""
+    holders = {w: recall_index.holding(db, w) for w in words}
+    shares = relevance.term_shares(recall_index.size(db), {w: len(h) for w, h in holders.items()})
+    covered: dict[int, float] = {}
+    for word, held in holders.items():
+        share = shares.get(word, 0.0)
+        for i in held:
+            covered[i] = covered.get(i, 0.0) + share
+    return covered
+
+
+def evidence(
+    journal: Journal, query: str, embedder: Embedder | None = None
+) -> tuple[float, float | None]:
+    """The best coverage of ``query`` by one message, and the best cosine (None without
+    an embedder): what the floor is calibrated on (``benchmarks/relevance.py``)."""
+    recall_index.sync(journal)
+    covered = _coverage(journal.db, query_words(query))
+    dense = _dense_scores(journal, embedder, query, entity_words(query), None) if embedder else {}
+    return max(covered.values(), default=0.0), max(dense.values(), default=None)
+
+
+def _relevant(
+    db: Any,
+    words: list[str],
+    ranked: list[int],
+    meta: dict[int, dict[str, Any]],
+    dense_all: dict[int, float],
+    embedder: Embedder | None,
+    dated: list[int],
+) -> set[int]:
+    """The ranked messages the relevance floor keeps (see ``search``); none when no
+    message clears it and the query names no date with messages written on it."""
+    covered = _coverage(db, words)
+    floor = relevance.similarity_floor(embedder)
+    similar = {i for i, s in dense_all.items() if floor is not None and s >= floor}
+    best_cover = max((covered.get(i, 0.0) for i in ranked), default=0.0)
+    best_similar = max(dense_all.values(), default=None)
+    if not (relevance.found(best_cover, relevance.RECALL_FLOOR, best_similar, floor) or dated):
+        return set()
+    strong = {
+        (meta[i]["thread"], meta[i]["pos"])
+        for i in ranked
+        if covered.get(i, 0.0) >= relevance.RECALL_FLOOR or i in similar
+    }
+
+    def beside_strong(i: int) -> bool:
+        thread, pos = meta[i]["thread"], meta[i]["pos"]
+        return any((thread, pos + d) in strong for d in range(-WINDOW, WINDOW + 1) if d)
+
+    plain = set(dated) | similar
+    return {i for i in ranked if i in covered or i in plain or beside_strong(i)}
 
 
 def _thread_scores(base: dict[int, float], meta: dict[int, dict[str, Any]]) -> dict[str, float]:

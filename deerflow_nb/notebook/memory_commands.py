@@ -121,13 +121,22 @@ class MemoryCommands:
         return facts_view(facts)
 
     def handle_search(self, args: SearchArgs) -> SearchResults:
-        return SearchResults(args.query, tuple(self.memory.search(args.query, k=args.k)))
+        results = tuple(self.memory.search(args.query, k=args.k))
+        nearest = None
+        if not results and args.query.strip():
+            miss = self.memory.search(args.query, k=1, relevant_only=False)
+            nearest = miss[0][0] if miss else None
+        return SearchResults(args.query, results, nearest)
 
     def handle_recall(self, args: RecallArgs) -> RecallResults:
         if args.thread is not None and self.memory.journal.thread(args.thread) is None:
             raise UsageError(f"{PROG} recall: no thread {args.thread!r} in the journal")
         results = self.memory.recall(args.query, k=args.k, thread=args.thread)
-        return RecallResults(args.query, tuple(results), args.thread)
+        nearest = None
+        if not results:
+            miss = self.memory.recall(args.query, k=1, thread=args.thread, relevant_only=False)
+            nearest = miss[0] if miss else None
+        return RecallResults(args.query, tuple(results), args.thread, nearest=nearest)
 
     def handle_preview(self, args: PreviewArgs) -> PreviewView:
         return preview_view(self.memory, args.context, args.tokens)
