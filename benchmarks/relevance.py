@@ -207,7 +207,7 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
     items = notebook()
     queries = off_topic()
     spec = MINILM if embeddings else None
-    signals: dict[str, dict[str, list[tuple[float, float | None]]]] = {}
+    signals: dict[str, tuple[list, dict[str, list]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         memory = memory_at(Path(tmp) / "locomo", spec)
         sessions, questions = [], []
@@ -223,8 +223,8 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
             return lambda q: recall_module.evidence(m.journal, q, m.embedder)
 
         on = journal_of(memory)
-        recall_on = [on(q) for q in questions] + []
-        recall_off = [on(q) for q in queries["technical"]]
+        recall_on = [on(q) for q in questions]
+        recall_off = {"technical": [on(q) for q in queries["technical"]]}
         stores = [memory_of(load_conversation(p)[0]) for p in sorted(data_dir.glob("*.json"))]
         conversation_questions = [
             [x["question"] for x in load_conversation(p)[1]]
@@ -235,39 +235,47 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
             for store, qs in zip(stores, conversation_questions, strict=True)
             for q in qs
         ]
-        facts_off = [
-            _fact_signal(store, q, memory.embedder)
-            for store in stores
-            for q in queries["technical"]
-        ]
+        facts_off = {
+            "technical": [
+                _fact_signal(store, q, memory.embedder)
+                for store in stores
+                for q in queries["technical"]
+            ]
+        }
         memory.close()
         memory = memory_at(Path(tmp) / "notebook", spec)
         journal_notebook(memory, items)
         on = journal_of(memory)
         recall_on += [on(item["query"]) for item in items]
-        recall_off += [on(q) for q in queries["personal"]]
+        recall_off["personal"] = [on(q) for q in queries["personal"]]
         facts = notebook_facts(items)
         facts_on += [_fact_signal(facts, item["query"], memory.embedder) for item in items]
-        facts_off += [_fact_signal(facts, q, memory.embedder) for q in queries["personal"]]
+        facts_off["personal"] = [
+            _fact_signal(facts, q, memory.embedder) for q in queries["personal"]
+        ]
         memory.close()
-    signals["recall"] = {"on": recall_on, "off": recall_off}
-    signals["fact search"] = {"on": facts_on, "off": facts_off}
+    signals["recall"] = (recall_on, recall_off)
+    signals["fact search"] = (facts_on, facts_off)
     lines = [
         f"Calibration ({'MiniLM' if embeddings else 'default install'}): each query's best "
         "coverage and best cosine; the floor is the smallest value letting at most "
-        f"{OFF_TOPIC_PASS:.0%} of off-topic queries through",
+        f"{OFF_TOPIC_PASS:.0%} of each set of off-topic queries (technical, personal) through",
         "",
         "| search | signal | on-topic p10 / p25 / p50 | off-topic p50 / p90 / p95 / max "
         "| floor | on-topic kept | off-topic through |",
         "|---|---|---|---|---|---|---|",
     ]
-    for search, sides in signals.items():
+    for search, (on_side, off_sets) in signals.items():
         for position, signal in ((0, "coverage"), (1, "cosine")):
-            on_values = np.array([s[position] for s in sides["on"] if s[position] is not None])
-            off_values = np.array([s[position] for s in sides["off"] if s[position] is not None])
+            on_values = np.array([s[position] for s in on_side if s[position] is not None])
+            per_set = [
+                np.array([s[position] for s in values if s[position] is not None])
+                for values in off_sets.values()
+            ]
+            off_values = np.concatenate(per_set)
             if not on_values.size or not off_values.size:
                 continue
-            floor = _floor(off_values)
+            floor = max(_floor(values) for values in per_set)
             kept = float((on_values >= floor).mean())
             through = float((off_values >= floor).mean())
             on_q = " / ".join(f"{np.percentile(on_values, p):.2f}" for p in (10, 25, 50))

@@ -134,3 +134,33 @@ def test_memory_search_and_recall_say_what_to_try(shell: InteractiveShell) -> No
     recalled = shell.run_line_magic("memory", "recall camping trip")
     assert isinstance(recalled, RecallResults) and recalled.results == ()
     assert "Nothing said matches 'camping trip'. Try fewer or other words." in str(recalled)
+
+
+# -- echoes -----------------------------------------------------------------------------
+def test_echoes_collapse_into_the_users_statement(memory: Memory) -> None:
+    say(
+        memory,
+        "monday",
+        "Remember that I use 5-fold cross-validation for all model selection.",
+        "Got it: you use 5-fold cross-validation whenever you select a model.",
+        "Our warehouse is Snowflake, queried through dbt models.",
+        "Understood.",
+    )
+    say(
+        memory,
+        "friday",
+        "Which cross-validation setup do I use again?",
+        "You use 5-fold cross-validation for model selection.",
+    )
+    results = memory.recall("cross-validation folds for model selection", k=3)
+    first = results[0]
+    assert (first["thread"], first["seq"], first["role"]) == ("monday", 1, "user")
+    assert sorted((e["thread"], e["seq"]) for e in first["echoes"]) == [
+        ("friday", 1),
+        ("friday", 2),
+        ("monday", 2),
+    ]
+    listed = {(r["thread"], r["seq"]) for r in results}
+    assert not listed & {("friday", 1), ("friday", 2), ("monday", 2)}
+    # An assistant message that only shares a word or two is no echo.
+    assert "echoes" not in memory.recall("snowflake warehouse")[0]

@@ -23,6 +23,10 @@ Scoring, for a query:
   favours messages written in such a month.
 - With an embedder, the cosine of the query (names left out) with each message is fused
   with the lexical score (convex combination of min-max normalised scores, as for facts).
+- What the user said ranks first: an assistant's restatement or a later question
+  collapses into the user's statement (``echoes``); a result with echoes names them
+  (``"echoes": [{"thread", "seq", "role"}]``).
+- Only relevant results are listed (``relevance``): none when nothing covers the query.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import numpy as np
 
 from ..llm.base import ModelError
 from ..storage import recall_index
-from . import relevance
+from . import echoes, relevance
 from .dates import date_match, mentioned_dates
 from .terms import ENTITY_RE, STOPWORDS
 
@@ -252,10 +256,15 @@ def search(
             + THREAD_WEIGHT * topic.get(thread_id, 0.0)
             + RECENCY_WEIGHT * (i / max(ids[-1], 1))
         )
-    ranked = sorted(total, key=lambda i: (-total[i], -i))
+
+    def order(i: int) -> tuple[float, int]:
+        return -total[i], -i
+
+    ranked = sorted(total, key=order)
     if relevant_only:
         relevant = _relevant(db, words, ranked, meta, dense_all, embedder, dated)
         ranked = [i for i in ranked if i in relevant]
+    ranked, echoed = echoes.collapse(ranked, total, meta, k, order)
     best_ids = ranked[:k]
     top_score = max((total[i] for i in best_ids), default=0.0)
     if top_score <= 0:
@@ -275,6 +284,11 @@ def search(
                 "score": round(total[i], 4),
             }
         )
+        if i in echoed:
+            results[-1]["echoes"] = [
+                {"thread": meta[e]["thread"], "seq": meta[e]["seq"], "role": meta[e]["role"]}
+                for e in echoed[i]
+            ]
     return results
 
 

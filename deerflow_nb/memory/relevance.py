@@ -8,8 +8,8 @@ that mean the same for every query can:
 
 - **coverage**: the IDF-weighted share of the query's terms a text holds itself (its own
   words: not feedback terms, not its neighbours'). A term nothing stored holds weighs as
-  the rarest, so a query about something absent ("dataframe library") is not covered by a
-  fact holding only its common word ("library").
+  the rarest (see ``BACKGROUND``), so a query about something absent ("dataframe library") is
+  not covered by a fact holding only its common word ("library").
 - **similarity**: the raw cosine of the query with the text, with a floor per embedder
   measured (``SIMILARITY_FLOORS``), a high one (``UNMEASURED_FLOOR``) for the others.
 
@@ -37,8 +37,12 @@ if TYPE_CHECKING:
 
 # The best result must hold this IDF-weighted share of the query's terms (calibrated):
 # a message in conversation recall, a fact in fact search.
-RECALL_FLOOR = 0.35
-SEARCH_FLOOR = 0.25
+RECALL_FLOOR = 0.34
+SEARCH_FLOOR = 0.30
+# IDF is taken as if the texts were at least BACKGROUND, the others holding none of the
+# query's terms: in a memory of a few facts every present term would otherwise weigh next
+# to nothing against a missing one (log(1 + n) bounds IDF), whatever the query.
+BACKGROUND = 1000
 # The cosine a result needs to count on similarity alone, per embedder (calibrated).
 SIMILARITY_FLOORS: dict[str, float] = {"local:all-MiniLM-L6-v2": 0.5}
 # Any other embedder: only a near-identical meaning counts on similarity alone, until its
@@ -55,7 +59,8 @@ def term_shares(n: int, counts: Mapping[str, int]) -> dict[str, float]:
     """Each distinct query term's share of the query (IDF-weighted, summing to 1), given
     how many of the ``n`` stored texts hold it: a text's coverage is the sum of the shares
     of the terms it holds."""
-    weights = {term: float(idf(n, np.array(df))) for term, df in counts.items()}
+    size = max(n, BACKGROUND)
+    weights = {term: float(idf(size, np.array(df))) for term, df in counts.items()}
     total = sum(weights.values())
     return {term: w / total for term, w in weights.items()} if total > 0 else {}
 
