@@ -194,14 +194,15 @@ def _expanded(
     """``lexical`` plus the gated BM25 of ``text``'s words' nearest memory words (see
     ``EXPANSION_SIMILARITY``), weighted by their cosine; named entities are not expanded."""
     query_terms = set(analyze(text))
-    skip = query_terms & set(entities(text))
-    words, terms = vocabulary([text])
-    asked = [w for w, t in zip(words, terms, strict=True) if t not in skip]
+    asked = _asked_words(text)
     vocab_terms, matrix = index.word_vectors(embedder)
     if not asked or matrix.size == 0:
         return lexical
+    rows = index.word_rows(embedder)
+    new = [w for w in asked if w not in rows]
+    fresh = dict(zip(new, embedder.embed_queries(new), strict=True)) if new else {}
     weights: dict[str, float] = {}
-    for vector in embedder.embed_queries(asked):
+    for vector in (matrix[rows[w]] if w in rows else fresh[w] for w in asked):
         similarity = matrix @ vector
         near = np.flatnonzero((similarity >= EXPANSION_SIMILARITY) & (similarity < _INDISTINCT))
         found: set[str] = set()
@@ -219,6 +220,24 @@ def _expanded(
         return lexical
     combined = lexical + EXPANSION_WEIGHT * _gate(extra / extra.max(), named, ENTITY_GATE)
     return combined / combined.max()
+
+
+def _asked_words(text: str) -> list[str]:
+    """The words of ``text`` query expansion widens: one index term each, not a name."""
+    skip = set(analyze(text)) & set(entities(text))
+    words, terms = vocabulary([text])
+    return [w for w, t in zip(words, terms, strict=True) if t not in skip]
+
+
+def _embed_turn(
+    index: FactIndex, parts: list[tuple[str, float]], embedder: Embedder, known: set[str]
+) -> None:
+    """Embed what this turn needs in one model call: its texts (names left out) and those
+    of its words the memory does not hold (memory words have vectors from the fold). The
+    ranking's later asks are then memoised."""
+    rows = index.word_rows(embedder)
+    texts = [without_entities(text, known) or text for text, _ in parts]
+    embedder.embed_queries([*texts, *(w for w in _asked_words(parts[0][0]) if w not in rows)])
 
 
 def _gate(scores: np.ndarray, named: np.ndarray | None, keep: float) -> np.ndarray:
@@ -277,6 +296,7 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
     dense = similarity = None
     if embedder is not None:
         try:
+            _embed_turn(index, parts, embedder, known)
             dense, similarity = _dense(index, parts, embedder, known, named)
             lexical = _expanded(index, parts[0][0], lexical, embedder, named)
         except ModelError as exc:  # an embeddings server down, or without /embeddings
