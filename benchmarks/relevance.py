@@ -58,8 +58,8 @@ from deerflow_nb.memory import recall as recall_module  # noqa: E402
 from deerflow_nb.memory import relevance  # noqa: E402
 from deerflow_nb.memory.fact_index import get_index  # noqa: E402
 from deerflow_nb.memory.injection import fact_coverage, rank_facts  # noqa: E402
-from deerflow_nb.memory.ranking import score  # noqa: E402
-from deerflow_nb.memory.terms import analyze  # noqa: E402
+from deerflow_nb.memory.ranking import _known_entities  # noqa: E402
+from deerflow_nb.memory.terms import analyze, without_entities  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 DEFAULT_DATA = default_data_dir("locomo-dev")
@@ -309,10 +309,13 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
 def _fact_signal(store: dict[str, Any], query: str, embedder: Any) -> tuple[float, float | None]:
     _, index = get_index(store)
     best_cover = float(fact_coverage(index, query).max(initial=0.0))
-    if embedder is None:
+    if embedder is None or not index.contents:
         return best_cover, None
-    similarity = score(index, query, embedder).similarity
-    return best_cover, (float(similarity.max()) if similarity is not None else None)
+    # The cosine ranking.score reads (the query without the names the memory knows),
+    # without its word expansion, which the floor does not use.
+    known, _ = _known_entities(index, query)
+    vector = embedder.embed_query(without_entities(query, known) or query)
+    return best_cover, float((index.dense_matrix(embedder) @ vector).max())
 
 
 def _floor(off_values: np.ndarray) -> float:
