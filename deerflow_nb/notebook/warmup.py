@@ -26,8 +26,10 @@ EVENT = "post_run_cell"
 _MODULES = (
     "deerflow_nb.notebook.agent_magic",
     "deerflow_nb.notebook.memory_magic",
+    "deerflow_nb.agent",
     "deerflow_nb.memory.injection",
     "deerflow_nb.memory.recall",
+    "openai",  # the model client (the offline model is served to it over HTTP too)
 )
 _ATTR = "_deerflow_nb_warmup"
 _THREAD_ATTR = "_deerflow_nb_warmup_thread"
@@ -72,9 +74,12 @@ def finish(shell: Any) -> None:
 
 def warm(shell: Any) -> None:
     """Import what a turn needs and, for a home in use, rank once as a turn would."""
-    try:
-        for name in _MODULES:
+    for name in _MODULES:
+        try:
             importlib.import_module(name)
+        except Exception:  # an optional one missing (openai): the turn will say so
+            log.info("could not import %s ahead of the first turn", name, exc_info=True)
+    try:
         home = default_home()
         if not ((home / JOURNAL_FILENAME).exists() or (home / MEMORY_FILENAME).exists()):
             return
