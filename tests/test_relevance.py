@@ -164,3 +164,6 @@ def test_echoes_collapse_into_the_users_statement(memory: Memory) -> None:
     assert not listed & {("friday", 1), ("friday", 2), ("monday", 2)}
     # An assistant message that only shares a word or two is no echo.
     assert "echoes" not in memory.recall("snowflake warehouse")[0]
+    said = MemoryTools(memory, "now").call("recall", {"query": "cross-validation folds"})
+    assert " | monday | #1 user: Remember that I use 5-fold" in said.splitlines()[1]
+    assert said.splitlines()[1].endswith("(said back or asked about 3 more times)")

@@ -149,9 +149,11 @@ def _message_line(hit: dict[str, Any], query: str) -> str:
 
     stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
     text = escape(excerpt(str(hit.get("content") or ""), query))
+    echoes = len(hit.get("echoes") or ())
+    again = f" (said back or asked about {echoes} more times)" if echoes else ""
     return (
         f"- {escape(stamp)} | {escape(str(hit['thread']))} | "
-        f"#{hit['seq']} {escape(str(hit['role']))}: {text}"
+        f"#{hit['seq']} {escape(str(hit['role']))}: {text}{again}"
     )
 
 

@@ -8,21 +8,22 @@ that mean the same for every query can:
 
 - **coverage**: the IDF-weighted share of the query's terms a text holds itself (its own
   words: not feedback terms, not its neighbours'). A term nothing stored holds weighs as
-  the rarest (see ``BACKGROUND``), so a query about something absent ("dataframe library") is
-  not covered by a fact holding only its common word ("library").
+  the rarest (see ``BACKGROUND``), so a query about something absent ("dataframe
+  library") is not covered by a fact holding only its common word ("library").
 - **similarity**: the raw cosine of the query with the text, with a floor per embedder
   measured (``SIMILARITY_FLOORS``), a high one (``UNMEASURED_FLOOR``) for the others.
 
 A search found something when its best result's coverage reaches its floor
-(``RECALL_FLOOR``, ``SEARCH_FLOOR``), or
-its similarity reaches the embedder's floor; then it lists the results that hold a query
-term themselves (or are that similar). How the floors were chosen: ``python
-benchmarks/relevance.py --calibrate`` prints both signals' distributions for on-topic
-queries (LOCOMO questions against their conversations, the notebook journal's paraphrases,
-on-topic fact searches) and off-topic ones (``benchmarks/data/off_topic.json``: topics
-absent from the data), and each floor is the value between the two that keeps the most
-on-topic queries while letting at most 5 % of off-topic ones through (see the
-``calibration`` figures in ``benchmarks/results/relevance.json``).
+(``RECALL_FLOOR``, ``SEARCH_FLOOR``), or its similarity reaches the embedder's floor; then
+it lists the results that hold a query term themselves (or are that similar).
+
+How the floors were chosen: ``python benchmarks/relevance.py --calibrate`` prints both
+signals' distributions for on-topic queries (LOCOMO questions against their conversations
+and facts, the notebook journal's paraphrases) and off-topic ones
+(``benchmarks/data/off_topic.json``: technical questions against personal conversations,
+personal ones against a data-science notebook); each floor is the smallest value letting
+at most 5 % of each off-topic set through (the ``calibration`` figures in
+``benchmarks/results/relevance.json``, and the README's table).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ BACKGROUND = 1000
 # The cosine a result needs to count on similarity alone, per embedder (calibrated).
 SIMILARITY_FLOORS: dict[str, float] = {"local:all-MiniLM-L6-v2": 0.5}
 # Any other embedder: only a near-identical meaning counts on similarity alone, until its
-# floor is measured (a cosine this high is a paraphrase in every model we tried).
+# floor is measured with ``benchmarks/relevance.py --calibrate``.
 UNMEASURED_FLOOR = 0.8
 
 
