@@ -292,25 +292,28 @@ def search(
     return results
 
 
-def _coverage(db: Any, words: list[str]) -> dict[int, float]:
-    """Each message holding a query word: its coverage of the query (``relevance``)."""
-    holders = {w: recall_index.holding(db, w) for w in words}
-    shares = relevance.term_shares(recall_index.size(db), {w: len(h) for w, h in holders.items()})
+def _coverage(db: Any, words: list[str], ids: list[int]) -> dict[int, float]:
+    """Each of the messages ``ids`` holding a query word: its coverage of the query
+    (``relevance``; how many messages hold each word is counted over the whole index)."""
+    shares = relevance.term_shares(
+        recall_index.size(db), {w: recall_index.holders(db, w) for w in words}
+    )
     covered: dict[int, float] = {}
-    for word, held in holders.items():
-        share = shares.get(word, 0.0)
-        for i in held:
-            covered[i] = covered.get(i, 0.0) + share
+    for word in words:
+        for i in recall_index.holding_among(db, word, ids):
+            covered[i] = covered.get(i, 0.0) + shares.get(word, 0.0)
     return covered
 
 
 def evidence(
     journal: Journal, query: str, embedder: Embedder | None = None
 ) -> tuple[float, float | None]:
-    """The best coverage of ``query`` by one message, and the best cosine (None without
-    an embedder): what the floor is calibrated on (``benchmarks/relevance.py``)."""
+    """The best coverage of ``query`` by one message among those a search considers, and
+    the best cosine (None without an embedder): what the floor is calibrated on
+    (``benchmarks/relevance.py``)."""
     recall_index.sync(journal)
-    covered = _coverage(journal.db, query_words(query))
+    words = query_words(query)
+    covered = _coverage(journal.db, words, list(recall_index.match(journal.db, words, None, POOL)))
     dense = _dense_scores(journal, embedder, query, entity_words(query), None) if embedder else {}
     return max(covered.values(), default=0.0), max(dense.values(), default=None)
 
@@ -326,7 +329,7 @@ def _relevant(
 ) -> set[int]:
     """The ranked messages the relevance floor keeps (see ``search``); none when no
     message clears it and the query names no date with messages written on it."""
-    covered = _coverage(db, words)
+    covered = _coverage(db, words, ranked)
     floor = relevance.similarity_floor(embedder)
     similar = {i for i, s in dense_all.items() if floor is not None and s >= floor}
     best_cover = max((covered.get(i, 0.0) for i in ranked), default=0.0)

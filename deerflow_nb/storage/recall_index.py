@@ -154,10 +154,21 @@ def written_between(
     return [r[0] for r in db.execute(sql + f" LIMIT {int(limit)}", params)]
 
 
-def holding(db: Connection, word: str) -> list[int]:
-    """Ids of every indexed message holding ``word`` (as FTS5 stems it)."""
-    sql = "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ?"
-    return [r[0] for r in db.execute(sql, [_phrases([word])])]
+def holders(db: Connection, word: str) -> int:
+    """How many indexed messages hold ``word`` (as FTS5 stems it): counted inside SQLite."""
+    sql = "SELECT COUNT(*) FROM recall_fts WHERE recall_fts MATCH ?"
+    return int(db.execute(sql, [_phrases([word])]).fetchone()[0])
+
+
+def holding_among(db: Connection, word: str, ids: list[int]) -> set[int]:
+    """Which of the messages ``ids`` hold ``word``."""
+    found: set[int] = set()
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? AND rowid IN ({marks})"
+        found.update(r[0] for r in db.execute(sql, [_phrases([word]), *chunk]))
+    return found
 
 
 def size(db: Connection) -> int:
