@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .terms import analyze
+from .terms import lexicon
 
 # An echo shares at least this share of its own terms, and this many, with the statement.
 ECHO_SHARE = 0.6
@@ -45,7 +45,8 @@ def collapse(
     """``ranked`` with each statement's echoes folded into it (the statement takes their
     best score, in ``total``), re-ranked by ``key``; and each statement's echoes."""
     pool = ranked[: max(POOL_PER_RESULT * k, POOL_MIN)]
-    terms = {i: set(analyze(str(meta[i]["content"]))) for i in pool}
+    analysed = lexicon().analyze_many([str(meta[i]["content"]) for i in pool])[0]
+    terms = {i: set(found) for i, found in zip(pool, analysed, strict=True)}
     statements = [i for i in pool if meta[i]["role"] == "user" and not is_question(meta[i])]
     echoes: dict[int, list[int]] = {}
     folded: set[int] = set()

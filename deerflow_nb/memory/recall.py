@@ -35,6 +35,7 @@ import logging
 import math
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any
@@ -292,16 +293,57 @@ def search(
     return results
 
 
-def _coverage(db: Any, words: list[str], ids: list[int]) -> dict[int, float]:
+def _porter_stems(words: list[str]) -> list[str]:
+    """Porter stems, as FTS5's ``porter`` tokenizer stems (PyStemmer: one per thread)."""
+    stemmer = getattr(_PORTER, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _PORTER.stemmer = Stemmer.Stemmer("porter")
+    return stemmer.stemWords(words)
+
+
+_PORTER = threading.local()
+# Each message's stems, by its text (ids repeat across journals): a search stems only new
+# ones.
+_STEMS_LIMIT = 50_000
+_stems: dict[str, frozenset[str]] = {}
+
+
+def _message_stems(content: str) -> frozenset[str]:
+    stems = _stems.get(content)
+    if stems is None:
+        text = content.lower()
+        if not text.isascii():  # FTS5's remove_diacritics
+            text = "".join(
+                c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)
+            )
+        stems = frozenset(_porter_stems(_WORD_RE.findall(text)))
+        if len(_stems) >= _STEMS_LIMIT:
+            _stems.clear()
+        _stems[content] = stems
+    return stems
+
+
+def _coverage(
+    db: Any, words: list[str], ids: list[int], meta: dict[int, dict[str, Any]]
+) -> dict[int, float]:
     """Each of the messages ``ids`` holding a query word: its coverage of the query
-    (``relevance``; how many messages hold each word is counted over the whole index)."""
+    (``relevance``; how many messages hold each word is counted over the whole index,
+    inside SQLite)."""
     shares = relevance.term_shares(
         recall_index.size(db), {w: recall_index.holders(db, w) for w in words}
     )
+    by_stem: dict[str, float] = {}
+    for word, stem in zip(words, _porter_stems(words), strict=True):
+        by_stem[stem] = by_stem.get(stem, 0.0) + shares.get(word, 0.0)
     covered: dict[int, float] = {}
-    for word in words:
-        for i in recall_index.holding_among(db, word, ids):
-            covered[i] = covered.get(i, 0.0) + shares.get(word, 0.0)
+    asked = list(by_stem.items())
+    for i in ids:
+        stems = _message_stems(str(meta[i]["content"]))
+        share = sum(weight for stem, weight in asked if stem in stems)
+        if share > 0:
+            covered[i] = share
     return covered
 
 
@@ -313,7 +355,8 @@ def evidence(
     (``benchmarks/relevance.py``)."""
     recall_index.sync(journal)
     words = query_words(query)
-    covered = _coverage(journal.db, words, list(recall_index.match(journal.db, words, None, POOL)))
+    ids = list(recall_index.match(journal.db, words, None, POOL))
+    covered = _coverage(journal.db, words, ids, recall_index.rows(journal.db, ids))
     dense = _dense_scores(journal, embedder, query, entity_words(query), None) if embedder else {}
     return max(covered.values(), default=0.0), max(dense.values(), default=None)
 
@@ -329,7 +372,7 @@ def _relevant(
 ) -> set[int]:
     """The ranked messages the relevance floor keeps (see ``search``); none when no
     message clears it and the query names no date with messages written on it."""
-    covered = _coverage(db, words, ranked)
+    covered = _coverage(db, words, ranked, meta)
     floor = relevance.similarity_floor(embedder)
     similar = {i for i, s in dense_all.items() if floor is not None and s >= floor}
     best_cover = max((covered.get(i, 0.0) for i in ranked), default=0.0)

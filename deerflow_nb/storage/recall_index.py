@@ -160,17 +160,6 @@ def holders(db: Connection, word: str) -> int:
     return int(db.execute(sql, [_phrases([word])]).fetchone()[0])
 
 
-def holding_among(db: Connection, word: str, ids: list[int]) -> set[int]:
-    """Which of the messages ``ids`` hold ``word``."""
-    found: set[int] = set()
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? AND rowid IN ({marks})"
-        found.update(r[0] for r in db.execute(sql, [_phrases([word]), *chunk]))
-    return found
-
-
 def size(db: Connection) -> int:
     """How many messages are indexed."""
     return int(db.execute("SELECT COUNT(*) FROM recall_docs").fetchone()[0])
