@@ -2,7 +2,8 @@
 
 Usage::
 
-    python benchmarks/cv.py [DATA_DIR] [--only recall|injection] [--results DIR | --no-results]
+    python benchmarks/cv.py [DATA_DIR] [--only recall|injection] [--minilm]
+                           [--results DIR | --no-results]
 
 Every weight of ``memory/recall.py`` and ``memory/ranking.py`` was chosen on the dev
 conversations, and the figures were measured on the same ones: in-sample figures, which a
@@ -11,10 +12,10 @@ most (and of simplifications: a parameter set to the value that removes it) is s
 every question once; then, for each conversation, the grid point best on the *other*
 conversations is the one its questions are scored with. The pooled held-out scores are the
 cross-validated figure, next to the in-sample figure of the shipped weights and the grid
-point each fold chose. Default install only (MiniLM's query embedding makes a grid too
-slow for a shared two-core machine); conversation recall@10 as ``benchmarks/recall.py``
-measures it, injection evidence recall per conversation @2000 and merged @500 as
-``benchmarks/locomo_injection.py`` does.
+point each fold chose. ``--minilm`` does the same with local MiniLM over smaller grids
+(each point costs minutes on a shared two-core machine). Conversation recall@10 as
+``benchmarks/recall.py`` measures it, injection evidence recall per conversation @2000 and
+merged @500 as ``benchmarks/locomo_injection.py`` does.
 
 Figures go to ``benchmarks/results/cv.json``.
 """
@@ -48,6 +49,7 @@ from locomo_injection import (  # noqa: E402
     evidence_recall,
     interval,
     load_conversation,
+    local_embedder,
     memory_of,
 )
 from recall import K, Recall, journal_sessions, load, memory_at  # noqa: E402
@@ -67,6 +69,16 @@ INJECTION_GRID: dict[str, tuple[dict[str, Any], ...]] = {
     "day": tuple({"DAY_CLUSTER_WEIGHT": v, "NEIGHBOUR_WEIGHT": v} for v in (0.1, 0.0, 0.05, 0.15)),
     "context": tuple({"CONTEXT_WEIGHT": v} for v in (0.2, 0.0, 0.1, 0.3)),
     "feedback": tuple({"PRF_WEIGHT": v} for v in (0.3, 0.0)),
+}
+# With MiniLM each point costs minutes on two shared cores: the weights that matter most.
+MINILM = "local:all-MiniLM-L6-v2"
+MINILM_RECALL_GRID = {
+    "thread": RECALL_GRID["thread"][:1] + RECALL_GRID["thread"][3:],
+    "dense": tuple({"DENSE_SHARE": v} for v in (0.5, 0.4)),
+}
+MINILM_INJECTION_GRID = {
+    "context": INJECTION_GRID["context"][:1] + INJECTION_GRID["context"][3:],
+    "expansion": tuple({"EXPANSION_WEIGHT": v} for v in (0.6, 0.4)),
 }
 ABOUT = (
     "Leave-one-conversation-out figures of conversation recall and injection on LOCOMO dev: "
@@ -116,7 +128,7 @@ def leave_one_out(
 
 
 def recall_scores(
-    data_dir: Path, points: list[dict[str, Any]]
+    data_dir: Path, points: list[dict[str, Any]], embeddings: str | None = None
 ) -> tuple[list[list[float]], list[str]]:
     files = sorted(data_dir.glob("*.json"))
     sessions: list[dict] = []
@@ -127,8 +139,10 @@ def recall_scores(
         questions += q
     scores = []
     with tempfile.TemporaryDirectory() as tmp:
-        memory = memory_at(Path(tmp))
+        memory = memory_at(Path(tmp), embeddings)
         rank = Recall(memory, journal_sessions(memory, sessions))
+        if memory.embedder is not None:
+            recall_module.warm(memory.journal, memory.embedder)
         for point in points:
             with patched(recall_module, point):
                 scores.append(
@@ -142,7 +156,7 @@ def recall_scores(
 
 
 def injection_scores(
-    data_dir: Path, points: list[dict[str, Any]]
+    data_dir: Path, points: list[dict[str, Any]], embedder: Any = None
 ) -> dict[str, tuple[list[list[float]], list[str]]]:
     files = sorted(data_dir.glob("*.json"))
     per = [(p.stem, *load_conversation(p)) for p in files]
@@ -162,16 +176,19 @@ def injection_scores(
             row = []
             for _, facts, questions in per:
                 memory = memory_of(facts)
-                row += [_recall(memory, q, 2000) for q in questions]
+                row += [_recall(memory, q, 2000, embedder) for q in questions]
             out["per_conversation_2000"][0].append(row)
-            out["merged_500"][0].append([_recall(merged, q, 500) for _, q in merged_questions])
+            out["merged_500"][0].append(
+                [_recall(merged, q, 500, embedder) for _, q in merged_questions]
+            )
     out["per_conversation_2000"][1].extend(name for name, _, qs in per for _ in qs)
     out["merged_500"][1].extend(name for name, _ in merged_questions)
     return out
 
 
-def _recall(memory: dict[str, Any], question: dict, budget: int) -> float:
-    return evidence_recall(select_facts(memory, question["question"], budget), question["evidence"])
+def _recall(memory: dict[str, Any], question: dict, budget: int, embedder: Any) -> float:
+    chosen = select_facts(memory, question["question"], budget, embedder=embedder)
+    return evidence_recall(chosen, question["evidence"])
 
 
 def report(
@@ -202,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", nargs="?", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--only", choices=("recall", "injection"))
+    parser.add_argument(
+        "--minilm", action="store_true", help="with local MiniLM, over the smaller MINILM grids"
+    )
     add_results_options(parser)
     args = parser.parse_args(argv)
     if not has_conversations(args.data_dir):
@@ -212,18 +232,23 @@ def main(argv: list[str] | None = None) -> int:
         "| point chosen per held-out conversation (#0: shipped) |",
         "|---|---|---|---|---|",
     ]
+    suffix, label = ("_minilm", " + MiniLM") if args.minilm else ("", "")
     if args.only in (None, "recall"):
-        points = grid_points(RECALL_GRID)
-        scores, owners = recall_scores(args.data_dir, points)
-        lines.append(report("recall", f"conversation recall@{K}", points, scores, owners, results))
+        points = grid_points(MINILM_RECALL_GRID if args.minilm else RECALL_GRID)
+        scores, owners = recall_scores(args.data_dir, points, MINILM if args.minilm else None)
+        name = f"conversation recall@{K}{label}"
+        lines.append(report(f"recall{suffix}", name, points, scores, owners, results))
         print(lines[-1], flush=True)
     if args.only in (None, "injection"):
-        points = grid_points(INJECTION_GRID)
-        for key, (scores, owners) in injection_scores(args.data_dir, points).items():
-            name = (
-                "injection, per conversation @2000" if "2000" in key else "injection, merged @500"
-            )
-            lines.append(report(f"injection.{key}", name, points, scores, owners, results))
+        points = grid_points(MINILM_INJECTION_GRID if args.minilm else INJECTION_GRID)
+        with tempfile.TemporaryDirectory() as tmp:
+            embedder = local_embedder(Path(tmp)) if args.minilm else None
+            for key, (scores, owners) in injection_scores(args.data_dir, points, embedder).items():
+                name = "injection, " + (
+                    "per conversation @2000" if "2000" in key else "merged @500"
+                )
+                key = f"injection.{key}{suffix}"
+                lines.append(report(key, name + label, points, scores, owners, results))
     print("\n".join(lines))
     report_written(results.write(results_dir_of(args)))
     return 0

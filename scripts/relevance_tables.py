@@ -87,14 +87,18 @@ def calibration_table(results_dir: Path | None = None) -> str:
 def cv_table(results_dir: Path | None = None) -> str:
     """In-sample figures of the shipped weights beside leave-one-conversation-out ones."""
     bench = load("cv", results_dir)
-    keys = ("recall", "injection.per_conversation_2000", "injection.merged_500")
+    keys = [
+        key + suffix
+        for key in ("recall", "injection.per_conversation_2000", "injection.merged_500")
+        for suffix in ("", "_minilm")
+    ]
     figures = [(k, bench.get(k)) for k in keys] if bench else []
     figures = [(k, f) for k, f in figures if f]
     if not figures:
         return NOT_MEASURED
     provenance = Provenance(bench, [f for _, f in figures])
     out = [
-        "| figure (default install) | in-sample, shipped weights | leave-one-conversation-out "
+        "| figure | in-sample, shipped weights | leave-one-conversation-out "
         "| grid points |",
         "|---|---|---|---|",
     ]
