@@ -221,7 +221,7 @@ def rank_facts(
         keep = scores.matched | on_date if scores.dense is None else np.ones(len(facts), bool)
         return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if keep[i]]
     shares = fact_coverage(index, query)
-    floor = relevance.similarity_floor(embedder)
+    floor = relevance.similarity_floor(embedder, recall=False)
     similar = (
         scores.similarity >= floor
         if floor is not None and scores.similarity is not None

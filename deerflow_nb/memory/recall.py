@@ -373,7 +373,7 @@ def _relevant(
     """The ranked messages the relevance floor keeps (see ``search``); none when no
     message clears it and the query names no date with messages written on it."""
     covered = _coverage(db, words, ranked, meta)
-    floor = relevance.similarity_floor(embedder)
+    floor = relevance.similarity_floor(embedder, recall=True)
     similar = {i for i, s in dense_all.items() if floor is not None and s >= floor}
     best_cover = max((covered.get(i, 0.0) for i in ranked), default=0.0)
     best_similar = max(dense_all.values(), default=None)

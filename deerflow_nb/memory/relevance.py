@@ -44,8 +44,9 @@ SEARCH_FLOOR = 0.30
 # query's terms: in a memory of a few facts every present term would otherwise weigh next
 # to nothing against a missing one (log(1 + n) bounds IDF), whatever the query.
 BACKGROUND = 1000
-# The cosine a result needs to count on similarity alone, per embedder (calibrated).
-SIMILARITY_FLOORS: dict[str, float] = {"local:all-MiniLM-L6-v2": 0.5}
+# The cosine a result needs to count on similarity alone, per embedder (calibrated):
+# (conversation recall, fact search).
+SIMILARITY_FLOORS: dict[str, tuple[float, float]] = {"local:all-MiniLM-L6-v2": (0.32, 0.25)}
 # Any other embedder: only a near-identical meaning counts on similarity alone, until its
 # floor is measured with ``benchmarks/relevance.py --calibrate``.
 UNMEASURED_FLOOR = 0.8
@@ -75,11 +76,15 @@ def coverage(n: int, holders: Mapping[str, np.ndarray]) -> np.ndarray:
     return shares
 
 
-def similarity_floor(embedder: Embedder | None) -> float | None:
-    """The cosine that counts as relevant for ``embedder`` (None without one)."""
+def similarity_floor(embedder: Embedder | None, *, recall: bool) -> float | None:
+    """The cosine that counts as relevant for ``embedder`` (None without one), in
+    conversation recall or in fact search."""
     if embedder is None:
         return None
-    return SIMILARITY_FLOORS.get(embedder.model_id.split("@", 1)[0], UNMEASURED_FLOOR)
+    floors = SIMILARITY_FLOORS.get(embedder.model_id.split("@", 1)[0])
+    if floors is None:
+        return UNMEASURED_FLOOR
+    return floors[0] if recall else floors[1]
 
 
 def found(
