@@ -98,8 +98,7 @@ def cv_table(results_dir: Path | None = None) -> str:
         return NOT_MEASURED
     provenance = Provenance(bench, [f for _, f in figures])
     out = [
-        "| figure | in-sample, shipped weights | leave-one-conversation-out "
-        "| grid points |",
+        "| figure | in-sample, shipped weights | leave-one-conversation-out | grid points |",
         "|---|---|---|---|",
     ]
     for _, figure in figures:
