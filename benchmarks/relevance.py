@@ -190,7 +190,8 @@ def figures(data_dir: Path, embedder_spec: str | None, results: Results | None) 
         memory.close()
     if results is not None:
         for name, values in rows.items():
-            results.add(f"{label}.{_key(name)}", name=name, n=len(values), value=interval(values))
+            key = f"{'minilm' if embedder_spec else 'default'}.{_key(name)}"
+            results.add(key, name=name, n=len(values), value=interval(values))
     return [
         f"| {label} | {name} | {_cell(values)} | {len(values)} |" for name, values in rows.items()
     ]
