@@ -277,7 +277,7 @@ def test_errors_are_results_the_model_can_read(memory: Memory) -> None:
     assert tools.call("recall", {"query": ""}).startswith("Error: 'query'")
     assert tools.call("recall", {}).startswith("Error: bad arguments for recall")
     assert tools.call("search_memory", {"query": ""}) == "Memory holds no facts about the user yet."
-    assert tools.call("recall", {"query": "nothing like it"}).startswith("Nothing in earlier")
+    assert tools.call("recall", {"query": "nothing like it"}).startswith("Nothing stored matches")
     assert memory.facts() == []
 
 

@@ -405,7 +405,7 @@ def test_the_recall_box_lists_past_messages_escaped(memory: Memory) -> None:
     assert "found" in panel.message.value
     panel.recall.query.value = "zzzqqq"
     panel.recall.button.click()
-    assert "No message matches" in panel.recall.results.value
+    assert "Nothing said matches" in panel.recall.results.value
 
 
 def test_a_recall_result_opens_its_thread_with_the_match_marked(memory: Memory) -> None:

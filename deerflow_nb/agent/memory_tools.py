@@ -70,26 +70,33 @@ class MemoryTools(ToolSet):
         query = _text_argument(query, "query", required=False)
         k = _count(k, SEARCH_K)
         wide = all_projects is True
-        found = self.memory.search(query, k=k, project=self.project, everywhere=wide)
-        hits = [fact for fact, _ in found] if query.strip() else []
+        scope: dict[str, Any] = {"project": self.project, "everywhere": wide}
         # What this project sees, in confidence order (an empty query lists them).
-        seen = self.memory.search("", k=1 << 30, project=self.project, everywhere=wide)
+        seen = self.memory.search("", k=1 << 30, relevant_only=False, **scope)
         total = len(seen)
+        if not query.strip():
+            hits = [fact for fact, _ in seen[:k]]
+            if not hits:
+                return "Memory holds no facts about the user yet."
+            head = (
+                f"The {len(hits)} most confident of {total} facts "
+                "(id | category | confidence | fact):"
+            )
+            return _fit(head, [_fact_line(f) for f in hits])
+        hits = [fact for fact, _ in self.memory.search(query, k=k, **scope)]
         if hits:
             head = (
                 f'{len(hits)} of {total} remembered facts match "{escape(query)}", best first '
                 "(id | category | confidence | fact):"
             )
-        else:
-            hits = [fact for fact, _ in seen[:k]]
-            if not hits:
-                return "Memory holds no facts about the user yet."
-            miss = f'No remembered fact matches "{escape(query)}"; ' if query.strip() else ""
-            head = (
-                f"{miss}the {len(hits)} most confident of {total} facts "
-                "(id | category | confidence | fact):"
-            )
-        return _fit(head, [_fact_line(f) for f in hits])
+            return _fit(head, [_fact_line(f) for f in hits])
+        if not total:
+            return "Memory holds no facts about the user yet."
+        miss = f'Nothing stored matches "{escape(query)}" ({total} facts searched).'
+        nearest = [fact for fact, _ in self.memory.search(query, k=1, relevant_only=False, **scope)]
+        if not nearest:
+            return miss
+        return _fit(f"{miss} Nearest miss, not a match:", [_fact_line(nearest[0])])
 
     def recall(
         self, query: str, thread: str | None = None, k: int = RECALL_K, all_projects: bool = False
@@ -111,22 +118,25 @@ class MemoryTools(ToolSet):
         if not thread and not wide and self.project:
             where = f" of project {escape(self.project)}"
         if not hits:
-            return f'Nothing in earlier conversations{where} matches "{escape(query)}".'
+            miss = f'Nothing stored matches "{escape(query)}" in earlier conversations{where}.'
+            nearest = self.memory.recall(
+                query,
+                k=1 + len(skip),
+                thread=thread,
+                project=self.project,
+                everywhere=wide,
+                relevant_only=False,
+            )
+            nearest = [h for h in nearest if (h["thread"], h["seq"]) not in skip][:1]
+            if not nearest:
+                return miss
+            miss += " Nearest miss, not a match:"
+            return _fit(miss, [_message_line(nearest[0], query, wide)])
         head = (
             f'{len(hits)} earlier messages{where} match "{escape(query)}", best first '
             "(date | thread | message number and speaker: excerpt):"
         )
-        lines = []
-        for hit in hits:
-            stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
-            text = escape(excerpt(str(hit.get("content") or ""), query))
-            # Widened, each hit names its project: ``project/thread``.
-            place = f"{hit.get('project')}/{hit['thread']}" if wide else str(hit["thread"])
-            lines.append(
-                f"- {escape(stamp)} | {escape(place)} | "
-                f"#{hit['seq']} {escape(str(hit['role']))}: {text}"
-            )
-        return _fit(head, lines)
+        return _fit(head, [_message_line(hit, query, wide) for hit in hits])
 
     def remember(self, content: str, category: str = "context", scope: str | None = None) -> str:
         from ..projects import looks_like_project
@@ -202,6 +212,21 @@ def _fit(head: str, lines: list[str]) -> str:
             f"({len(lines) - len(kept)} more not shown: ask for fewer, or narrow the query)"
         )
     return "\n".join([head, *kept])
+
+
+def _message_line(hit: dict[str, Any], query: str, wide: bool = False) -> str:
+    """One recall hit; widened to every project, its place is ``project/thread``."""
+    from ..memory import escape_for_block as escape
+
+    stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
+    text = escape(excerpt(str(hit.get("content") or ""), query))
+    echoes = len(hit.get("echoes") or ())
+    again = f" (said back or asked about {echoes} more times)" if echoes else ""
+    place = f"{hit.get('project')}/{hit['thread']}" if wide else str(hit["thread"])
+    return (
+        f"- {escape(stamp)} | {escape(place)} | "
+        f"#{hit['seq']} {escape(str(hit['role']))}: {text}{again}"
+    )
 
 
 def _fact_line(fact: dict[str, Any]) -> str:

@@ -178,15 +178,22 @@ class Memory:
         return EVERY_PROJECT if everywhere else (project or self.project)
 
     def search(
-        self, query: str, k: int = 10, *, project: str | None = None, everywhere: bool = False
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        project: str | None = None,
+        everywhere: bool = False,
+        relevant_only: bool = True,
     ) -> list[tuple[dict[str, Any], float]]:
-        """Facts for ``query``, best first: the user's and the active ``project``'s (or
-        ``everywhere``); a project fact's dict names its ``project``."""
+        """Facts relevant to ``query`` (``relevance``), best first, scored: the user's and
+        ``project``'s (or ``everywhere``); ``relevant_only=False``: the nearest anyway."""
         from .injection import rank_facts
 
-        scope = self._scope(project, everywhere)
-        results = rank_facts(self._shared(scope), query, embedder=self.embedder)[:k]
-        if query and query.strip():  # a fact found by a search is a fact in use
+        shared = self._shared(self._scope(project, everywhere))
+        results = rank_facts(shared, query, embedder=self.embedder, relevant_only=relevant_only)
+        results = results[:k]
+        if relevant_only and query and query.strip():  # a fact found by a search is in use
             self._record_use(lambda db: usage.record_used(db, [f.get("id") for f, _ in results]))
         return results
 
@@ -198,14 +205,17 @@ class Memory:
         thread: str | None = None,
         project: str | None = None,
         everywhere: bool = False,
+        relevant_only: bool = True,
     ) -> list[dict[str, Any]]:
-        """Journal search over lead threads' user messages and final replies, best first;
-        each ``{"thread", "seq", "role", "content", "created_at", "score", "project"}``
-        (``recall.py``), from the active ``project``'s threads unless ``everywhere``."""
+        """Journal search over lead threads' user messages and final replies, best first,
+        each ``{"thread", "seq", "role", "content", "created_at", "score", "project"}``,
+        in ``project``'s threads unless ``everywhere`` (``recall.py``, ``relevance``)."""
         from .project_recall import recall_in
 
         scope = self._scope(project, everywhere)
-        return recall_in(self.journal, query, k, thread, scope, self.embedder)
+        return recall_in(
+            self.journal, query, k, thread, scope, self.embedder, relevant_only=relevant_only
+        )
 
     def injection(
         self,

@@ -174,12 +174,22 @@ class FactIndex:
     def word_vectors(self, embedder: Embedder) -> tuple[list[str], np.ndarray]:
         """The memory's words as index terms, and their vectors for ``embedder`` (built on
         first use: a memory ranked by words alone never pays for them)."""
+        terms, matrix, _ = self._words(embedder)
+        return terms, matrix
+
+    def word_rows(self, embedder: Embedder) -> dict[str, int]:
+        """Each memory word's row in ``word_vectors``: a query word the memory holds needs
+        no model call."""
+        return self._words(embedder)[2]
+
+    def _words(self, embedder: Embedder) -> tuple[list[str], np.ndarray, dict[str, int]]:
         with self.lock:
             key = f"words:{embedder.model_id}"
             hit = self.meta.get(key)
             if hit is None:
                 words, terms = vocabulary(self.contents)
-                hit = self.meta[key] = (terms, embedder.embed_many(words))
+                rows = {word: row for row, word in enumerate(words)}
+                hit = self.meta[key] = (terms, embedder.embed_many(words), rows)
             return hit
 
 

@@ -63,11 +63,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from . import relevance
 from .block import fit_summaries, render, summaries, summary_budget
 from .fact_index import FactIndex, get_index
 from .packing import pack
 from .ranking import Context, Scores, score
 from .scopes import visible
+from .terms import analyze
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -193,20 +197,56 @@ def explain_injection(
 
 
 def rank_facts(
-    memory_data: dict[str, Any] | None, query: str, *, embedder: Embedder | None = None
+    memory_data: dict[str, Any] | None,
+    query: str,
+    *,
+    embedder: Embedder | None = None,
+    relevant_only: bool = True,
 ) -> list[tuple[dict[str, Any], float]]:
-    """Facts matching ``query`` (lexically, or any fact when embeddings are on, or learned
-    within a few days of a date it names), best first.
+    """Facts relevant to ``query``, best first: none when nothing stored is (the
+    ``relevance`` floor), else those holding one of its words themselves, as similar as the
+    embedder's floor asks, or learned within a few days of a date it names.
 
-    An empty query lists every fact in confidence order, scored by its confidence.
+    ``relevant_only=False`` drops the floor: every fact that matches at all (any fact with
+    embeddings), best first, as a "nearest miss" needs. An empty query lists every fact in
+    confidence order, scored by its confidence.
     """
     facts, index = get_index(memory_data if isinstance(memory_data, dict) else {})
     scores = score(index, query, embedder)
     if not query or not query.strip():
         return [(facts[int(i)], float(index.confidence[int(i)])) for i in scores.order]
-    if scores.dense is not None:  # every fact has a similarity (min-max puts the least at 0)
-        return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order]
-    matched = scores.matched.copy()
-    if scores.date_match is not None:
-        matched |= scores.date_match >= _SEARCH_DATE_MATCH
-    return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if matched[i]]
+    on_date = (
+        scores.date_match >= _SEARCH_DATE_MATCH
+        if scores.date_match is not None
+        else np.zeros(len(facts), dtype=bool)
+    )
+    if not relevant_only:
+        keep = scores.matched | on_date if scores.dense is None else np.ones(len(facts), bool)
+        return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if keep[i]]
+    shares = fact_coverage(index, query)
+    floor = relevance.similarity_floor(embedder, recall=False)
+    similar = (
+        scores.similarity >= floor
+        if floor is not None and scores.similarity is not None
+        else np.zeros(len(facts), dtype=bool)
+    )
+    sims = scores.similarity
+    best_similarity = float(sims.max()) if sims is not None and sims.size else None
+    if not (
+        relevance.found(
+            float(shares.max(initial=0.0)), relevance.SEARCH_FLOOR, best_similarity, floor
+        )
+        or on_date.any()
+    ):
+        return []
+    keep = (shares > 0) | similar | on_date
+    return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if keep[i]]
+
+
+def fact_coverage(index: FactIndex, query: str) -> np.ndarray:
+    """Per usable fact, the IDF-weighted share of ``query``'s terms it holds (``relevance``)."""
+    n = len(index.contents)
+    if index.bm25 is None:
+        return np.zeros(n)
+    holders = {term: index.bm25.containing(term) for term in dict.fromkeys(analyze(query))}
+    return relevance.coverage(n, holders)

@@ -23,6 +23,8 @@ def recall_in(
     thread: str | None,
     project: str | None,
     embedder: Any = None,
+    *,
+    relevant_only: bool = True,
 ) -> list[dict[str, Any]]:
     """The ``k`` best hits for ``query`` in ``project``'s threads and those from before
     projects (``EVERY_PROJECT`` or None, a memory no notebook opened: every thread), each
@@ -31,7 +33,9 @@ def recall_in(
 
     whole = project in (EVERY_PROJECT, None) or thread is not None
     pool = k if whole else max(k * POOL_FACTOR, 50)
-    hits = search(journal, query, pool, thread=thread, embedder=embedder)
+    hits = search(
+        journal, query, pool, thread=thread, embedder=embedder, relevant_only=relevant_only
+    )
     owners: dict[str, str | None] = {}  # thread -> project, read once each
     kept = []
     for hit in hits:

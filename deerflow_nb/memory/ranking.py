@@ -114,6 +114,7 @@ class Scores:
     # lists; a match in a fact's window alone does not count.
     matched: np.ndarray
     date_match: np.ndarray | None = None  # when the message names a date (see ``dates``)
+    similarity: np.ndarray | None = None  # raw cosine with the message (with an embedder)
     _order: np.ndarray | None = None
 
     @property
@@ -193,14 +194,15 @@ def _expanded(
     """``lexical`` plus the gated BM25 of ``text``'s words' nearest memory words (see
     ``EXPANSION_SIMILARITY``), weighted by their cosine; named entities are not expanded."""
     query_terms = set(analyze(text))
-    skip = query_terms & set(entities(text))
-    words, terms = vocabulary([text])
-    asked = [w for w, t in zip(words, terms, strict=True) if t not in skip]
+    asked = _asked_words(text)
     vocab_terms, matrix = index.word_vectors(embedder)
     if not asked or matrix.size == 0:
         return lexical
+    rows = index.word_rows(embedder)
+    new = [w for w in asked if w not in rows]
+    fresh = dict(zip(new, embedder.embed_queries(new), strict=True)) if new else {}
     weights: dict[str, float] = {}
-    for vector in embedder.embed_queries(asked):
+    for vector in (matrix[rows[w]] if w in rows else fresh[w] for w in asked):
         similarity = matrix @ vector
         near = np.flatnonzero((similarity >= EXPANSION_SIMILARITY) & (similarity < _INDISTINCT))
         found: set[str] = set()
@@ -218,6 +220,24 @@ def _expanded(
         return lexical
     combined = lexical + EXPANSION_WEIGHT * _gate(extra / extra.max(), named, ENTITY_GATE)
     return combined / combined.max()
+
+
+def _asked_words(text: str) -> list[str]:
+    """The words of ``text`` query expansion widens: one index term each, not a name."""
+    skip = set(analyze(text)) & set(entities(text))
+    words, terms = vocabulary([text])
+    return [w for w, t in zip(words, terms, strict=True) if t not in skip]
+
+
+def _embed_turn(
+    index: FactIndex, parts: list[tuple[str, float]], embedder: Embedder, known: set[str]
+) -> None:
+    """Embed what this turn needs in one model call: its texts (names left out) and those
+    of its words the memory does not hold (memory words have vectors from the fold). The
+    ranking's later asks are then memoised."""
+    rows = index.word_rows(embedder)
+    texts = [without_entities(text, known) or text for text, _ in parts]
+    embedder.embed_queries([*texts, *(w for w in _asked_words(parts[0][0]) if w not in rows)])
 
 
 def _gate(scores: np.ndarray, named: np.ndarray | None, keep: float) -> np.ndarray:
@@ -244,9 +264,10 @@ def _dense(
     embedder: Embedder,
     known: set[str],
     named: np.ndarray | None,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Cosine of the facts with the weighted query parts, the known names left out,
-    min-max normalised, then gated by ``named``."""
+    min-max normalised, then gated by ``named``; and the raw cosines (the search's floor
+    reads them)."""
     matrix = index.dense_matrix(embedder)
     query = sum(
         weight * embedder.embed_query(without_entities(text, known) or text)
@@ -254,8 +275,10 @@ def _dense(
     )
     norm = float(np.linalg.norm(query))
     if norm == 0 or matrix.size == 0:
-        return np.zeros(len(index.contents))
-    return _gate(min_max(matrix @ (query / norm)), named, DENSE_ENTITY_GATE)
+        zeros = np.zeros(len(index.contents))
+        return zeros, zeros
+    cosine = matrix @ (query / norm)
+    return _gate(min_max(cosine), named, DENSE_ENTITY_GATE), cosine
 
 
 def score(index: FactIndex, context: Context, embedder: Embedder | None = None) -> Scores:
@@ -270,10 +293,11 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
         )
     known, named = _known_entities(index, parts[0][0])
     lexical, matched = _lexical(index, parts, named)
-    dense = None
+    dense = similarity = None
     if embedder is not None:
         try:
-            dense = _dense(index, parts, embedder, known, named)
+            _embed_turn(index, parts, embedder, known)
+            dense, similarity = _dense(index, parts, embedder, known, named)
             lexical = _expanded(index, parts[0][0], lexical, embedder, named)
         except ModelError as exc:  # an embeddings server down, or without /embeddings
             if (embedder.model_id, str(exc)) not in _said:
@@ -296,4 +320,5 @@ def score(index: FactIndex, context: Context, embedder: Embedder | None = None) 
     on_date = date_match(index.ordinal, spans) if spans else None
     if on_date is not None:
         relevance = relevance + DATE_WEIGHT * on_date
-    return Scores(lexical, dense, relevance, relevance + index.prior, matched, on_date)
+    total = relevance + index.prior
+    return Scores(lexical, dense, relevance, total, matched, on_date, similarity)

@@ -23,6 +23,10 @@ Scoring, for a query:
   favours messages written in such a month.
 - With an embedder, the cosine of the query (names left out) with each message is fused
   with the lexical score (convex combination of min-max normalised scores, as for facts).
+- What the user said ranks first: an assistant's restatement or a later question
+  collapses into the user's statement (``echoes``); a result with echoes names them
+  (``"echoes": [{"thread", "seq", "role"}]``).
+- Only relevant results are listed (``relevance``): none when nothing covers the query.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import logging
 import math
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any
@@ -39,6 +44,7 @@ import numpy as np
 
 from ..llm.base import ModelError
 from ..storage import recall_index
+from . import echoes, relevance
 from .dates import MONTHS, date_match, mentioned_dates
 from .terms import ENTITY_RE, STOPWORDS, WORD_RE
 
@@ -180,10 +186,16 @@ def search(
     *,
     thread: str | None = None,
     embedder: Embedder | None = None,
+    relevant_only: bool = True,
 ) -> list[dict[str, Any]]:
     """The ``k`` indexed messages best matching ``query``, best first, each
     ``{"thread", "seq", "role", "content", "created_at", "score"}``; only ``thread``'s when
-    given. ``embedder`` (``Memory.embedder``) fuses in dense similarity."""
+    given. ``embedder`` (``Memory.embedder``) fuses in dense similarity.
+
+    Only relevant ones (``relevance``): none when no message covers the query well enough
+    (or is similar enough), else those holding a query word, similar enough, written on a
+    date it names, or next to a message that covers it. ``relevant_only=False`` lists the
+    best matches whatever they are worth, as a "nearest miss" needs."""
     if k <= 0 or not isinstance(query, str) or not query.strip():
         return []
     recall_index.sync(journal)
@@ -199,10 +211,12 @@ def search(
 
     # Candidates: lexical matches, messages of a named date, the best dense matches.
     candidates: set[int] = set(lexical)
+    dated: list[int] = []
     if spans:
         first = date.fromordinal(int(min(s[0] for s in spans)) - 7).isoformat()
         last = date.fromordinal(int(max(s[1] for s in spans)) + 8).isoformat()
-        candidates.update(recall_index.written_between(db, first, last, thread, DATE_POOL))
+        dated = recall_index.written_between(db, first, last, thread, DATE_POOL)
+        candidates.update(dated)
     dense_all: dict[int, float] = {}
     if embedder is not None:
         dense_all = _dense_scores(journal, embedder, query, names, thread)
@@ -241,7 +255,16 @@ def search(
             + THREAD_WEIGHT * topic.get(thread_id, 0.0)
             + RECENCY_WEIGHT * (i / max(ids[-1], 1))
         )
-    best_ids = sorted(total, key=lambda i: (-total[i], -i))[:k]
+
+    def order(i: int) -> tuple[float, int]:
+        return -total[i], -i
+
+    ranked = sorted(total, key=order)
+    if relevant_only:
+        relevant = _relevant(db, words, ranked, meta, dense_all, embedder, dated)
+        ranked = [i for i in ranked if i in relevant]
+    ranked, echoed = echoes.collapse(ranked, total, meta, k, order)
+    best_ids = ranked[:k]
     top_score = max((total[i] for i in best_ids), default=0.0)
     if top_score <= 0:
         return []
@@ -260,7 +283,112 @@ def search(
                 "score": round(total[i], 4),
             }
         )
+        if i in echoed:
+            results[-1]["echoes"] = [
+                {"thread": meta[e]["thread"], "seq": meta[e]["seq"], "role": meta[e]["role"]}
+                for e in echoed[i]
+            ]
     return results
+
+
+def _porter_stems(words: list[str]) -> list[str]:
+    """Porter stems, as FTS5's ``porter`` tokenizer stems (PyStemmer: one per thread)."""
+    stemmer = getattr(_PORTER, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _PORTER.stemmer = Stemmer.Stemmer("porter")
+    return stemmer.stemWords(words)
+
+
+_PORTER = threading.local()
+# Each message's stems, by its text (ids repeat across journals): a search stems only new
+# ones.
+_STEMS_LIMIT = 50_000
+_stems: dict[str, frozenset[str]] = {}
+
+
+def _message_stems(content: str) -> frozenset[str]:
+    stems = _stems.get(content)
+    if stems is None:
+        text = content.lower()
+        if not text.isascii():  # FTS5's remove_diacritics
+            text = "".join(
+                c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)
+            )
+        stems = frozenset(_porter_stems(WORD_RE.findall(text)))
+        if len(_stems) >= _STEMS_LIMIT:
+            _stems.clear()
+        _stems[content] = stems
+    return stems
+
+
+def _coverage(
+    db: Any, words: list[str], ids: list[int], meta: dict[int, dict[str, Any]]
+) -> dict[int, float]:
+    """Each of the messages ``ids`` holding a query word: its coverage of the query
+    (``relevance``; how many messages hold each word is counted over the whole index,
+    inside SQLite)."""
+    shares = relevance.term_shares(
+        recall_index.size(db), {w: recall_index.holders(db, w) for w in words}
+    )
+    by_stem: dict[str, float] = {}
+    for word, stem in zip(words, _porter_stems(words), strict=True):
+        by_stem[stem] = by_stem.get(stem, 0.0) + shares.get(word, 0.0)
+    covered: dict[int, float] = {}
+    asked = list(by_stem.items())
+    for i in ids:
+        stems = _message_stems(str(meta[i]["content"]))
+        share = sum(weight for stem, weight in asked if stem in stems)
+        if share > 0:
+            covered[i] = share
+    return covered
+
+
+def evidence(
+    journal: Journal, query: str, embedder: Embedder | None = None
+) -> tuple[float, float | None]:
+    """The best coverage of ``query`` by one message among those a search considers, and
+    the best cosine (None without an embedder): what the floor is calibrated on
+    (``benchmarks/relevance.py``)."""
+    recall_index.sync(journal)
+    words = query_words(query)
+    ids = list(recall_index.match(journal.db, words, None, POOL))
+    covered = _coverage(journal.db, words, ids, recall_index.rows(journal.db, ids))
+    dense = _dense_scores(journal, embedder, query, entity_words(query), None) if embedder else {}
+    return max(covered.values(), default=0.0), max(dense.values(), default=None)
+
+
+def _relevant(
+    db: Any,
+    words: list[str],
+    ranked: list[int],
+    meta: dict[int, dict[str, Any]],
+    dense_all: dict[int, float],
+    embedder: Embedder | None,
+    dated: list[int],
+) -> set[int]:
+    """The ranked messages the relevance floor keeps (see ``search``); none when no
+    message clears it and the query names no date with messages written on it."""
+    covered = _coverage(db, words, ranked, meta)
+    floor = relevance.similarity_floor(embedder, recall=True)
+    similar = {i for i, s in dense_all.items() if floor is not None and s >= floor}
+    best_cover = max((covered.get(i, 0.0) for i in ranked), default=0.0)
+    best_similar = max(dense_all.values(), default=None)
+    if not (relevance.found(best_cover, relevance.RECALL_FLOOR, best_similar, floor) or dated):
+        return set()
+    strong = {
+        (meta[i]["thread"], meta[i]["pos"])
+        for i in ranked
+        if covered.get(i, 0.0) >= relevance.RECALL_FLOOR or i in similar
+    }
+
+    def beside_strong(i: int) -> bool:
+        thread, pos = meta[i]["thread"], meta[i]["pos"]
+        return any((thread, pos + d) in strong for d in range(-WINDOW, WINDOW + 1) if d)
+
+    plain = set(dated) | similar
+    return {i for i in ranked if i in covered or i in plain or beside_strong(i)}
 
 
 def _thread_scores(base: dict[int, float], meta: dict[int, dict[str, Any]]) -> dict[str, float]:

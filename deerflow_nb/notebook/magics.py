@@ -1,7 +1,8 @@
 """Registers ``%%agent`` and ``%memory`` on a shell, and tears them down.
 
 Loading stays light: the magic classes import the agent and memory machinery (and
-through sqlite-utils, pandas) on first use, not at ``%load_ext``. The one exception
+through sqlite-utils, pandas) on first use, or in the background once the cell that
+loaded the extension ends (``warmup``), not at ``%load_ext``. The one exception
 is a journal with folds that a killed kernel left pending: a cheap stdlib check finds
 them, and only then is memory opened, in the background, to fold them.
 """
@@ -19,6 +20,7 @@ from ..config import JOURNAL_FILENAME, default_home
 from ..storage.queue import has_pending_folds
 from .cell_refs import start_recording, stop_recording
 from .session import close_session, get_session
+from .warmup import finish, schedule
 
 # name -> (kind, module, class): what each magic's first use imports and registers.
 _MAGICS = {
@@ -47,10 +49,12 @@ def _lazy_magic(shell: Any, name: str) -> Callable[..., Any]:
 
 def register(shell: Any) -> None:
     """Register both magics (their code loads on first use), record failed cells'
-    errors (``{Err[n]}``, ``--error``), and pick up folds a killed kernel left pending."""
+    errors (``{Err[n]}``, ``--error``), warm the first turn once the cell ends (``warmup``)
+    and pick up folds a killed kernel left pending."""
     start_recording(shell)
     for name, (kind, _, _) in _MAGICS.items():
         shell.register_magic_function(_lazy_magic(shell, name), magic_kind=kind, magic_name=name)
+    schedule(shell)
     if has_pending_folds(default_home() / JOURNAL_FILENAME):
         threading.Thread(
             target=lambda: get_session(shell).memory, name="deerflow-nb-recover", daemon=True
@@ -61,4 +65,5 @@ def shutdown(shell: Any) -> None:
     """Release the session: its memory worker stops, and its pending folds stay durable
     in the journal (folded on the next load) rather than holding up the unload."""
     stop_recording(shell)
+    finish(shell)
     close_session(shell)

@@ -121,14 +121,25 @@ class MemoryCommands(ProjectCommands):
         return self.facts_in_scope(args)
 
     def handle_search(self, args: SearchArgs) -> SearchResults:
-        found = self.memory.search(args.query, k=args.k, everywhere=args.all)
-        return SearchResults(args.query, tuple(found))
+        results = tuple(self.memory.search(args.query, k=args.k, everywhere=args.all))
+        nearest = None
+        if not results and args.query.strip():
+            miss = self.memory.search(args.query, k=1, everywhere=args.all, relevant_only=False)
+            nearest = miss[0][0] if miss else None
+        return SearchResults(args.query, results, nearest)
 
     def handle_recall(self, args: RecallArgs) -> RecallResults:
         if args.thread is not None and self.memory.reader.thread(args.thread) is None:
             raise UsageError(f"{PROG} recall: no thread {args.thread!r} in the journal")
-        results = self.memory.recall(args.query, k=args.k, thread=args.thread, everywhere=args.all)
-        return RecallResults(args.query, tuple(results), args.thread)
+        wide = args.all
+        results = self.memory.recall(args.query, k=args.k, thread=args.thread, everywhere=wide)
+        nearest = None
+        if not results:
+            miss = self.memory.recall(
+                args.query, k=1, thread=args.thread, everywhere=wide, relevant_only=False
+            )
+            nearest = miss[0] if miss else None
+        return RecallResults(args.query, tuple(results), args.thread, nearest=nearest)
 
     def handle_preview(self, args: PreviewArgs) -> PreviewView:
         return preview_view(self.memory, args.context, args.tokens)

@@ -57,7 +57,11 @@ class RecallTab:
         if not query:
             raise ValueError("type words to look for in past conversations first")
         results = self.memory.recall(query, k=RECALL_K)
-        self.results.value = RecallResults(query, tuple(results), numbered=True)._repr_html_()
+        miss = [] if results else self.memory.recall(query, k=1, relevant_only=False)
+        view = RecallResults(
+            query, tuple(results), numbered=True, nearest=miss[0] if miss else None
+        )
+        self.results.value = view._repr_html_()
         self.open_buttons = [self._open_button(rank, r) for rank, r in enumerate(results, 1)]
         label = [w.Label("Open the thread of:")] if results else []
         replace_children(self.links, [*label, *self.open_buttons])

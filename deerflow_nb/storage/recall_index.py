@@ -154,6 +154,17 @@ def written_between(
     return [r[0] for r in db.execute(sql + f" LIMIT {int(limit)}", params)]
 
 
+def holders(db: Connection, word: str) -> int:
+    """How many indexed messages hold ``word`` (as FTS5 stems it): counted inside SQLite."""
+    sql = "SELECT COUNT(*) FROM recall_fts WHERE recall_fts MATCH ?"
+    return int(db.execute(sql, [_phrases([word])]).fetchone()[0])
+
+
+def size(db: Connection) -> int:
+    """How many messages are indexed."""
+    return int(db.execute("SELECT COUNT(*) FROM recall_docs").fetchone()[0])
+
+
 def in_thread(db: Connection, thread: str) -> set[int]:
     """Ids of the thread's indexed messages."""
     return {r[0] for r in db.execute("SELECT id FROM recall_docs WHERE thread_id = ?", [thread])}

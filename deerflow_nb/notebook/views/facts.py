@@ -71,6 +71,7 @@ class SearchResults(View):
 
     query: str
     results: tuple[tuple[Mapping[str, Any], float], ...]
+    nearest: Mapping[str, Any] | None = None  # the best fact below the relevance floor
 
     def table(self) -> Table:
         headers = ("rank", "score", "id", "category", "content", "scope")
@@ -85,7 +86,21 @@ class SearchResults(View):
             )
             for i, (f, score) in enumerate(self.results, 1)
         ]
-        return Table(headers, rows, f"Search: {self.query!r}", "No fact matches.")
+        return Table(headers, rows, f"Search: {self.query!r}", self.empty)
+
+    @property
+    def empty(self) -> str:
+        """Nothing matches, said plainly, with what to try and the nearest miss."""
+        text = (
+            f"Nothing stored matches {self.query!r}. Try fewer or other words, "
+            "or list every fact with %memory facts."
+        )
+        if self.nearest is not None:
+            fact = self.nearest
+            text += (
+                f" Nearest miss, not a match: {fact.get('id')}: {short(fact.get('content'), 80)}"
+            )
+        return text
 
 
 @dataclass(frozen=True, repr=False)

@@ -30,6 +30,7 @@ class RecallResults(View):
     thread: str | None = None
     width: int = 100
     numbered: bool = False  # a leading "#" column, for the panel's buttons to name a row
+    nearest: Mapping[str, Any] | None = None  # the best message below the relevance floor
 
     columns: ClassVar[tuple[str, ...]] = ("thread", "date", "role", "excerpt", "score", "project")
 
@@ -41,6 +42,19 @@ class RecallResults(View):
     def title(self) -> str:
         where = f" in thread {self.thread!r}" if self.thread else ""
         return f"Recall: {self.query!r}{where}"
+
+    @property
+    def empty(self) -> str:
+        """Nothing matches, said plainly, with what to try and the nearest miss."""
+        where = f" in thread {self.thread!r}" if self.thread else ""
+        text = f"Nothing said{where} matches {self.query!r}. Try fewer or other words."
+        if self.nearest is not None:
+            said = short(" ".join(str(self.nearest.get("content") or "").split()), self.width)
+            text += (
+                f" Nearest miss, not a match: {self.nearest.get('thread')} "
+                f"#{self.nearest.get('seq')} {self.nearest.get('role')}: {said}"
+            )
+        return text
 
     def _cells(self) -> list[tuple[str, ...]]:
         return [
@@ -58,12 +72,12 @@ class RecallResults(View):
 
     def table(self) -> Table:
         rows = [tuple(clean_text(c) for c in row) for row in self._cells()]
-        return Table(self.headers, rows, clean_text(self.title), "No message matches.")
+        return Table(self.headers, rows, clean_text(self.title), clean_text(self.empty))
 
     def _repr_markdown_(self) -> str:
         head = f"**{escape_markdown(self.title)}**\n\n"
         if not self.results:
-            return head + "_No message matches._"
+            return head + f"_{escape_markdown(self.empty)}_"
         lines = [
             "| " + " | ".join(self.headers) + " |",
             "|" + "|".join("---" for _ in self.headers) + "|",
@@ -78,7 +92,7 @@ class RecallResults(View):
             self.headers,
             self._cells(),
             self.title,
-            "No message matches.",
+            self.empty,
             html_rows=[[escape_html(c) for c in row] for row in self._cells()],
         )
         return table._html()

@@ -67,7 +67,7 @@ class Table:
     def _text(self) -> str:
         lines = [self.title] if self.title else []
         if not self.rows:
-            return "\n".join([*lines, self.empty])
+            return clean_text("\n".join([*lines, self.empty]))
         cells = [[("" if c is None else str(c)) for c in row] for row in self.rows]
         widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(self.headers)]
         lines.append(
@@ -82,7 +82,7 @@ class Table:
     def _markdown(self) -> str:
         head = f"**{md_cell(self.title)}**\n\n" if self.title else ""
         if not self.rows:
-            return head + f"_{self.empty}_"
+            return head + f"_{md_cell(self.empty)}_"
         lines = [
             "| " + " | ".join(self.headers) + " |",
             "|" + "|".join("---" for _ in self.headers) + "|",

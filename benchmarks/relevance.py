@@ -1,0 +1,360 @@
+"""What LOCOMO cannot see: off-topic queries, and a notebook where the assistant says
+things back. Relevance floor and echo figures for ``Memory.recall`` and fact search.
+
+Usage::
+
+    python benchmarks/relevance.py [DATA_DIR] [--no-embeddings] [--calibrate]
+                                   [--results DIR | --no-results]
+
+DATA_DIR defaults to ``../shared/data/locomo-dev`` beside the repository (or beside its
+main checkout). Two committed sets (``benchmarks/data``), written for this benchmark:
+
+- ``off_topic.json``: 60 technical queries (data science, programming, infrastructure,
+  finance) asked of LOCOMO's personal conversations (recall over them journaled as
+  ``benchmarks/recall.py`` journals them; fact search over each conversation's observation
+  facts), and 30 personal ones asked of the notebook journal and its facts. A query
+  "returns something" when the search lists any result: the figure is the share that do.
+- ``notebook_journal.json``: 44 facts a user states in a notebook, each restated by the
+  assistant, asked about by the user in a later thread (the answer restating it again),
+  with a paraphrased query. Recall: is the user's statement the first result? Fact search
+  over the statements as facts: is the right fact first, and what share of the listed
+  facts share no word (stem) with the query?
+
+Every figure carries its 95% bootstrap interval over the queries. ``--calibrate`` prints
+the distributions the floor (``deerflow_nb/memory/relevance.py``) is chosen from: each
+query's best coverage (and best MiniLM cosine) for on-topic queries (LOCOMO questions of
+categories 1-4, the notebook's paraphrases) and the off-topic ones, and for each the
+smallest floor letting at most 5 % of off-topic queries through, with the share of
+on-topic queries it keeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchlib import (  # noqa: E402
+    Results,
+    add_results_options,
+    default_data_dir,
+    has_conversations,
+    report_written,
+)
+from benchlib import results_dir as results_dir_of  # noqa: E402
+from locomo_injection import _cell, interval, load_conversation, memory_of  # noqa: E402
+from recall import journal_sessions, load, memory_at  # noqa: E402
+
+from deerflow_nb.memory import recall as recall_module  # noqa: E402
+from deerflow_nb.memory import relevance  # noqa: E402
+from deerflow_nb.memory.fact_index import get_index  # noqa: E402
+from deerflow_nb.memory.injection import fact_coverage, rank_facts  # noqa: E402
+from deerflow_nb.memory.ranking import _known_entities  # noqa: E402
+from deerflow_nb.memory.terms import analyze, without_entities  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+DEFAULT_DATA = default_data_dir("locomo-dev")
+MINILM = "local:all-MiniLM-L6-v2"
+K = 10
+OFF_TOPIC_PASS = 0.05  # the share of off-topic queries a floor may let through
+GOALS = {
+    "off_topic_recall_max": 0.05,
+    "off_topic_search_max": 0.05,
+    "statement_first_min": 0.8,
+    "right_fact_first_min": 0.8,
+    "no_shared_word_max": 0.2,
+}
+ABOUT = (
+    "The relevance floor and echo ranking, on what LOCOMO cannot see: off-topic queries "
+    "and a notebook-like journal where the assistant restates what the user said"
+)
+
+
+def notebook() -> list[dict[str, str]]:
+    return json.loads((DATA / "notebook_journal.json").read_text(encoding="utf-8"))["items"]
+
+
+def off_topic() -> dict[str, list[str]]:
+    data = json.loads((DATA / "off_topic.json").read_text(encoding="utf-8"))
+    return {"technical": data["technical"], "personal": data["personal"]}
+
+
+def journal_notebook(memory: Any, items: list[dict[str, str]]) -> dict[int, tuple[str, int]]:
+    """Each item's statement and echo in a thread of four items, then later threads with
+    its question and the answer restating it; returns item -> (thread, seq) of the
+    statement."""
+    journal = memory.journal
+    where = {}
+    for start in range(0, len(items), 4):
+        thread = f"nb-told-{start // 4}"
+        journal.ensure_thread(thread, kind="lead", title=thread)
+        for i in range(start, min(start + 4, len(items))):
+            where[i] = (thread, journal.add_message(thread, _user(items[i]["statement"])))
+            journal.add_message(thread, {"role": "assistant", "content": items[i]["echo"]})
+    for start in range(0, len(items), 4):
+        thread = f"nb-asked-{start // 4}"
+        journal.ensure_thread(thread, kind="lead", title=thread)
+        for i in range(start, min(start + 4, len(items))):
+            journal.add_message(thread, _user(items[i]["question"]))
+            journal.add_message(thread, {"role": "assistant", "content": items[i]["echo"]})
+    return where
+
+
+def _user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+def notebook_facts(items: list[dict[str, str]]) -> dict[str, Any]:
+    return memory_of(
+        [
+            {
+                "id": f"nb{i}",
+                "content": item["statement"],
+                "category": "context",
+                "confidence": 0.9,
+                "createdAt": "2026-03-01T10:00:00Z",
+            }
+            for i, item in enumerate(items)
+        ]
+    )
+
+
+def locomo_stores(data_dir: Path) -> list[dict[str, Any]]:
+    return [memory_of(load_conversation(p)[0]) for p in sorted(data_dir.glob("*.json"))]
+
+
+def shares_no_word(query: str, fact: dict[str, Any]) -> bool:
+    return not set(analyze(query)) & set(analyze(str(fact.get("content", ""))))
+
+
+# -- the figures ------------------------------------------------------------------------
+def figures(data_dir: Path, embedder_spec: str | None, results: Results | None) -> list[str]:
+    """One setting's rows (default install, or with ``embedder_spec``)."""
+    items = notebook()
+    queries = off_topic()
+    label = "MiniLM" if embedder_spec else "default"
+    rows: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "locomo"
+        memory = memory_at(home, embedder_spec)
+        sessions = [s for p in sorted(data_dir.glob("*.json")) for s in load(p)[0]]
+        journal_sessions(memory, sessions)
+        embedder = memory.embedder
+        if embedder is not None:
+            recall_module.warm(memory.journal, embedder)
+        rows["off-topic recall returns something"] = [
+            float(bool(memory.recall(q, k=K))) for q in queries["technical"]
+        ]
+        stores = locomo_stores(data_dir)
+        rows["off-topic fact search returns something"] = [
+            float(bool(rank_facts(store, q, embedder=embedder)))
+            for store in stores
+            for q in queries["technical"]
+        ]
+        memory.close()
+
+        home = Path(tmp) / "notebook"
+        memory = memory_at(home, embedder_spec)
+        where = journal_notebook(memory, items)
+        firsts = [memory.recall(item["query"], k=K)[:1] for item in items]
+        rows["notebook: statement is the first recalled"] = [
+            float(bool(f) and (f[0]["thread"], f[0]["seq"]) == where[i])
+            for i, f in enumerate(firsts)
+        ]
+        rows["off-topic (personal) recall returns something"] = [
+            float(bool(memory.recall(q, k=K))) for q in queries["personal"]
+        ]
+        facts = notebook_facts(items)
+        embedder = memory.embedder
+        found = [rank_facts(facts, item["query"], embedder=embedder)[:K] for item in items]
+        rows["notebook: right fact first"] = [
+            float(bool(f) and f[0][0]["id"] == f"nb{i}") for i, f in enumerate(found)
+        ]
+        rows["notebook: listed facts sharing no word"] = [
+            float(shares_no_word(item["query"], fact))
+            for item, listed in zip(items, found, strict=True)
+            for fact, _ in listed
+        ]
+        rows["off-topic (personal) fact search returns something"] = [
+            float(bool(rank_facts(facts, q, embedder=embedder))) for q in queries["personal"]
+        ]
+        memory.close()
+    if results is not None:
+        for name, values in rows.items():
+            key = f"{'minilm' if embedder_spec else 'default'}.{_key(name)}"
+            results.add(key, name=name, n=len(values), value=interval(values))
+    return [
+        f"| {label} | {name} | {_cell(values)} | {len(values)} |" for name, values in rows.items()
+    ]
+
+
+def _key(name: str) -> str:
+    return "_".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
+
+
+# -- calibration ------------------------------------------------------------------------
+def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list[str]:
+    """Best coverage and best cosine per query, on-topic against off-topic, and the floor
+    each distribution gives."""
+    items = notebook()
+    queries = off_topic()
+    spec = MINILM if embeddings else None
+    signals: dict[str, tuple[list, dict[str, list]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        memory = memory_at(Path(tmp) / "locomo", spec)
+        sessions, questions = [], []
+        for path in sorted(data_dir.glob("*.json")):
+            s, q = load(path)
+            sessions += s
+            questions += [x["question"] for x in q]
+        journal_sessions(memory, sessions)
+        if memory.embedder is not None:
+            recall_module.warm(memory.journal, memory.embedder)
+
+        def journal_of(m: Any) -> Callable[[str], tuple[float, float | None]]:
+            return lambda q: recall_module.evidence(m.journal, q, m.embedder)
+
+        on = journal_of(memory)
+        recall_on = [on(q) for q in questions]
+        recall_off = {"technical": [on(q) for q in queries["technical"]]}
+        stores = [memory_of(load_conversation(p)[0]) for p in sorted(data_dir.glob("*.json"))]
+        conversation_questions = [
+            [x["question"] for x in load_conversation(p)[1]]
+            for p in sorted(data_dir.glob("*.json"))
+        ]
+        facts_on = [
+            _fact_signal(store, q, memory.embedder)
+            for store, qs in zip(stores, conversation_questions, strict=True)
+            for q in qs
+        ]
+        facts_off = {
+            "technical": [
+                _fact_signal(store, q, memory.embedder)
+                for store in stores
+                for q in queries["technical"]
+            ]
+        }
+        memory.close()
+        memory = memory_at(Path(tmp) / "notebook", spec)
+        journal_notebook(memory, items)
+        on = journal_of(memory)
+        recall_on += [on(item["query"]) for item in items]
+        recall_off["personal"] = [on(q) for q in queries["personal"]]
+        facts = notebook_facts(items)
+        facts_on += [_fact_signal(facts, item["query"], memory.embedder) for item in items]
+        facts_off["personal"] = [
+            _fact_signal(facts, q, memory.embedder) for q in queries["personal"]
+        ]
+        memory.close()
+    signals["recall"] = (recall_on, recall_off)
+    signals["fact search"] = (facts_on, facts_off)
+    lines = [
+        f"Calibration ({'MiniLM' if embeddings else 'default install'}): each query's best "
+        "coverage and best cosine; the floor is the smallest value letting at most "
+        f"{OFF_TOPIC_PASS:.0%} of each set of off-topic queries (technical, personal) through",
+        "",
+        "| search | signal | on-topic p10 / p25 / p50 | off-topic p50 / p90 / p95 / max "
+        "| floor | on-topic kept | off-topic through |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for search, (on_side, off_sets) in signals.items():
+        for position, signal in ((0, "coverage"), (1, "cosine")):
+            on_values = np.array([s[position] for s in on_side if s[position] is not None])
+            per_set = [
+                np.array([s[position] for s in values if s[position] is not None])
+                for values in off_sets.values()
+            ]
+            off_values = np.concatenate(per_set)
+            if not on_values.size or not off_values.size:
+                continue
+            floor = max(_floor(values) for values in per_set)
+            kept = float((on_values >= floor).mean())
+            through = float((off_values >= floor).mean())
+            on_q = " / ".join(f"{np.percentile(on_values, p):.2f}" for p in (10, 25, 50))
+            off_q = " / ".join(f"{np.percentile(off_values, p):.2f}" for p in (50, 90, 95, 100))
+            lines.append(
+                f"| {search} | {signal} | {on_q} | {off_q} | {floor:.2f} | {kept:.2f} "
+                f"| {through:.2f} |"
+            )
+            if results is not None:
+                results.add(
+                    f"calibration.{'minilm' if embeddings else 'default'}.{_key(search)}.{signal}",
+                    on_topic=len(on_values),
+                    off_topic=len(off_values),
+                    on_percentiles=[float(np.percentile(on_values, p)) for p in (10, 25, 50)],
+                    off_percentiles=[
+                        float(np.percentile(off_values, p)) for p in (50, 90, 95, 100)
+                    ],
+                    floor=floor,
+                    on_topic_kept=kept,
+                    off_topic_through=through,
+                )
+    lines += [
+        "",
+        f"In use: coverage floors {relevance.RECALL_FLOOR} (recall), "
+        f"{relevance.SEARCH_FLOOR} (fact search), cosine floors "
+        f"{relevance.SIMILARITY_FLOORS}",
+    ]
+    return lines
+
+
+def _fact_signal(store: dict[str, Any], query: str, embedder: Any) -> tuple[float, float | None]:
+    _, index = get_index(store)
+    best_cover = float(fact_coverage(index, query).max(initial=0.0))
+    if embedder is None or not index.contents:
+        return best_cover, None
+    # The cosine ranking.score reads (the query without the names the memory knows),
+    # without its word expansion, which the floor does not use.
+    known, _ = _known_entities(index, query)
+    vector = embedder.embed_query(without_entities(query, known) or query)
+    return best_cover, float((index.dense_matrix(embedder) @ vector).max())
+
+
+def _floor(off_values: np.ndarray) -> float:
+    """The smallest value, rounded up to a hundredth, that at most ``OFF_TOPIC_PASS`` of
+    ``off_values`` reach."""
+    ordered = np.sort(off_values)[::-1]
+    allowed = int(OFF_TOPIC_PASS * len(ordered))
+    above = ordered[allowed] if allowed < len(ordered) else ordered[-1]
+    return float(np.floor(above * 100) + 1) / 100
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data_dir", nargs="?", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--no-embeddings", action="store_true", help="skip the MiniLM rows")
+    parser.add_argument("--calibrate", action="store_true", help="print the floors' data")
+    add_results_options(parser)
+    args = parser.parse_args(argv)
+    if not has_conversations(args.data_dir):
+        return 2
+    results = Results(
+        "relevance",
+        about=ABOUT,
+        goals=GOALS,
+        options={"data_dir": args.data_dir.name, "embeddings": not args.no_embeddings},
+    )
+    settings = [None] if args.no_embeddings else [None, MINILM]
+    if args.calibrate:
+        for spec in settings:
+            print("\n".join(calibrate(args.data_dir, spec is not None, results)), flush=True)
+            print()
+    lines = ["| setting | figure | share (95% interval) | queries |", "|---|---|---|---|"]
+    for spec in settings:
+        lines += figures(args.data_dir, spec, results)
+    print("\n".join(lines))
+    report_written(results.write(results_dir_of(args)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

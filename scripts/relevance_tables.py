@@ -1,0 +1,110 @@
+"""The README's relevance and cross-validation figures, rendered from
+``benchmarks/results/relevance.json`` and ``cv.json`` by cog (as ``bench_tables`` does for
+the other benchmarks):
+
+- ``relevance_table()``: off-topic queries, the notebook journal's echoes and fact search,
+  against their goals (``benchmarks/relevance.py``);
+- ``calibration_table()``: the distributions the relevance floors were chosen from;
+- ``cv_table()``: in-sample against leave-one-conversation-out figures
+  (``benchmarks/cv.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench_tables import NOT_MEASURED, Provenance, _cell, _interval, _num, load
+
+RELEVANCE_ROWS = (
+    ("off_topic_recall_returns_something", "off_topic_recall_max", False),
+    ("off_topic_personal_recall_returns_something", "off_topic_recall_max", False),
+    ("off_topic_fact_search_returns_something", "off_topic_search_max", False),
+    ("off_topic_personal_fact_search_returns_something", "off_topic_search_max", False),
+    ("notebook_statement_is_the_first_recalled", "statement_first_min", True),
+    ("notebook_right_fact_first", "right_fact_first_min", True),
+    ("notebook_listed_facts_sharing_no_word", "no_shared_word_max", False),
+)
+SETTINGS = (("default", "default install"), ("minilm", "local MiniLM"))
+
+
+def relevance_table(results_dir: Path | None = None) -> str:
+    """Each relevance figure per setting, with its interval and goal."""
+    bench = load("relevance", results_dir)
+    if bench is None:
+        return NOT_MEASURED
+    shown = [s for s in SETTINGS if any(bench.get(f"{s[0]}.{r[0]}") for r in RELEVANCE_ROWS)]
+    figures = [bench.get(f"{s}.{r[0]}") for s, _ in shown for r in RELEVANCE_ROWS]
+    provenance = Provenance(bench, figures)
+    out = [
+        "| figure | goal | " + " | ".join(label for _, label in shown) + " |",
+        "|---|---|" + "---|" * len(shown),
+    ]
+    for key, goal_key, at_least in RELEVANCE_ROWS:
+        cells = []
+        name = ""
+        for setting, _ in shown:
+            figure = bench.get(f"{setting}.{key}")
+            if not figure:
+                cells.append("–")
+                continue
+            name = figure["name"]
+            cells.append(
+                f"{_interval(figure['value'])}{provenance.mark(figure)} "
+                f"({figure['n']} {'facts' if 'listed' in key else 'queries'})"
+            )
+        goal = bench.goals.get(goal_key)
+        sign = "≥" if at_least else "≤"
+        out.append(f"| {_cell(name)} | {sign} {goal:g} | " + " | ".join(cells) + " |")
+    return "\n".join([*out, "", *provenance.lines()]) + "\n"
+
+
+def calibration_table(results_dir: Path | None = None) -> str:
+    """The floors: on-topic and off-topic percentiles of each signal, and what the floor
+    chosen from them keeps and lets through."""
+    bench = load("relevance", results_dir)
+    rows = sorted(k for k in (bench.figures if bench else {}) if k.startswith("calibration."))
+    if bench is None or not rows:
+        return NOT_MEASURED
+    out = [
+        "| setting | search | signal | on-topic p10 / p25 / p50 | off-topic p50 / p90 / p95 / "
+        "max | floor | on-topic kept | off-topic through |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in rows:
+        figure = bench.figures[key]
+        _, setting, search, signal = key.split(".")
+        on = " / ".join(_num(v, 2) for v in figure["on_percentiles"])
+        off = " / ".join(_num(v, 2) for v in figure["off_percentiles"])
+        out.append(
+            f"| {setting} | {search.replace('_', ' ')} | {signal} | {on} | {off} "
+            f"| {_num(figure['floor'], 2)} | {_num(figure['on_topic_kept'], 2)} "
+            f"| {_num(figure['off_topic_through'], 2)} |"
+        )
+    provenance = Provenance(bench, [bench.figures[k] for k in rows])
+    return "\n".join([*out, "", *provenance.lines()]) + "\n"
+
+
+def cv_table(results_dir: Path | None = None) -> str:
+    """In-sample figures of the shipped weights beside leave-one-conversation-out ones."""
+    bench = load("cv", results_dir)
+    keys = [
+        key + suffix
+        for key in ("recall", "injection.per_conversation_2000", "injection.merged_500")
+        for suffix in ("", "_minilm")
+    ]
+    figures = [(k, bench.get(k)) for k in keys] if bench else []
+    figures = [(k, f) for k, f in figures if f]
+    if not figures:
+        return NOT_MEASURED
+    provenance = Provenance(bench, [f for _, f in figures])
+    out = [
+        "| figure | in-sample, shipped weights | leave-one-conversation-out | grid points |",
+        "|---|---|---|---|",
+    ]
+    for _, figure in figures:
+        out.append(
+            f"| {_cell(figure['name'])}{provenance.mark(figure)} "
+            f"| {_interval(figure['in_sample'])} | {_interval(figure['cross_validated'])} "
+            f"| {figure['grid_points']} |"
+        )
+    return "\n".join([*out, "", *provenance.lines()]) + "\n"

@@ -1,0 +1,169 @@
+"""The relevance floor: an off-topic search finds nothing and says so, an on-topic one still
+finds its fact or message, through ``Memory``, the agent's tools and ``%memory``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from deerflow_nb import Memory
+from deerflow_nb.agent.memory_tools import MemoryTools
+from deerflow_nb.notebook.session import get_session
+from deerflow_nb.notebook.views.facts import SearchResults
+from deerflow_nb.notebook.views.recall import RecallResults
+
+FACTS = (
+    "Uses 5-fold cross-validation for model selection",
+    "Prefers polars over pandas for dataframes",
+    "Writes Python for the nightly data pipelines",
+    "Is learning TypeScript on weekends",
+    "Lives in Beijing",
+    "Deploys models as Docker containers on Kubernetes",
+    "Tracks experiments in MLflow",
+    "Reports PR-AUC because the classes are imbalanced",
+    "Retrains the churn model every Monday",
+    "Calibrates probabilities with isotonic regression",
+    "Forecasts weekly sales with Prophet for the retail client",
+    "Keeps processed tables as Parquet partitioned by date",
+)
+OFF_TOPIC = (
+    "When did I last go camping with my kids?",
+    "What is my sister's favourite flower?",
+    "hiking boots",
+)
+
+
+@pytest.fixture
+def memory(home: Path) -> Iterator[Memory]:
+    mem = Memory(home)
+    for text in FACTS:  # one day, store neighbours: what made filler look relevant
+        mem.add_fact(text, "context", 0.9)
+    yield mem
+    mem.close()
+
+
+def say(memory: Memory, thread: str, *messages: str) -> None:
+    memory.journal.ensure_thread(thread)
+    for i, text in enumerate(messages):
+        role = "user" if i % 2 == 0 else "assistant"
+        memory.journal.add_message(thread, {"role": role, "content": text})
+
+
+def contents(results: list) -> list[str]:
+    return [fact["content"] for fact, _ in results]
+
+
+# -- fact search ------------------------------------------------------------------------
+@pytest.mark.parametrize("query", OFF_TOPIC)
+def test_an_off_topic_search_finds_no_fact(memory: Memory, query: str) -> None:
+    assert memory.search(query) == []
+
+
+def test_an_on_topic_search_still_finds_its_fact_and_only_facts_sharing_a_word(
+    memory: Memory,
+) -> None:
+    assert contents(memory.search("cross-validation folds"))[0].startswith("Uses 5-fold")
+    assert contents(memory.search("PYTHON")) == ["Writes Python for the nightly data pipelines"]
+    assert contents(memory.search("which dataframe library do I prefer"))[0].startswith("Prefers")
+
+
+def test_the_nearest_miss_is_there_when_asked_for(memory: Memory) -> None:
+    query = "tune ridge regression hyperparameters for the sales forecast quarterly"
+    assert memory.search(query) == []
+    (miss,) = memory.search(query, k=1, relevant_only=False)
+    assert miss[0]["content"].startswith(("Calibrates", "Forecasts"))
+
+
+# -- conversation recall ----------------------------------------------------------------
+def test_recall_finds_nothing_off_topic_and_the_statement_on_topic(memory: Memory) -> None:
+    say(
+        memory,
+        "ml",
+        "Remember that I use 5-fold cross-validation for model selection.",
+        "Noted.",
+        "Our warehouse is Snowflake, queried through dbt models.",
+        "Understood.",
+    )
+    for query in OFF_TOPIC:
+        assert memory.recall(query) == [], query
+    assert memory.recall("snowflake warehouse")[0]["seq"] == 3
+    assert memory.recall("camping with my kids", relevant_only=False) == []  # no word at all
+
+
+# -- the agent's tools ------------------------------------------------------------------
+def test_search_memory_says_nothing_matches_and_offers_the_nearest_miss(memory: Memory) -> None:
+    tools = MemoryTools(memory, "now")
+    none = tools.call("search_memory", {"query": "camping with my kids"})
+    assert none == f'Nothing stored matches "camping with my kids" ({len(FACTS)} facts searched).'
+    query = "tune ridge regression hyperparameters for the sales forecast quarterly"
+    miss = tools.call("search_memory", {"query": query}).splitlines()
+    assert miss[0].endswith("Nearest miss, not a match:")
+    assert len(miss) == 2 and ("Calibrates" in miss[1] or "Forecasts" in miss[1])
+    found = tools.call("search_memory", {"query": "isotonic calibration"})
+    assert found.startswith(f'1 of {len(FACTS)} remembered facts match "isotonic calibration"')
+
+
+def test_recall_tool_says_nothing_matches(memory: Memory) -> None:
+    say(memory, "ml", "Our warehouse is Snowflake, queried through dbt models.", "Understood.")
+    tools = MemoryTools(memory, "now")
+    assert tools.call("recall", {"query": "favourite hiking trail"}) == (
+        'Nothing stored matches "favourite hiking trail" in earlier conversations.'
+    )
+    miss = tools.call("recall", {"query": "snowflake crystals winter holiday photos"})
+    assert miss.splitlines()[0].endswith("Nearest miss, not a match:")
+    assert "Snowflake" in miss.splitlines()[1]
+    assert "Snowflake" in tools.call("recall", {"query": "which warehouse do we use"})
+
+
+# -- %memory ----------------------------------------------------------------------------
+def test_memory_search_and_recall_say_what_to_try(shell: InteractiveShell) -> None:
+    memory = get_session(shell).memory
+    for text in FACTS[2:]:  # nothing about dataframes
+        memory.add_fact(text, "context", 0.9)
+    view = shell.run_line_magic("memory", "search dataframe library")
+    assert isinstance(view, SearchResults) and view.results == ()
+    assert "Nothing stored matches 'dataframe library'" in str(view)
+    assert "%memory facts" in str(view)
+    query = "tune ridge regression hyperparameters for the sales forecast quarterly"
+    missed = str(shell.run_line_magic("memory", f"search {query}"))
+    assert "Nearest miss, not a match:" in missed
+    say(memory, "ml", "Our warehouse is Snowflake, queried through dbt models.", "Understood.")
+    recalled = shell.run_line_magic("memory", "recall camping trip")
+    assert isinstance(recalled, RecallResults) and recalled.results == ()
+    assert "Nothing said matches 'camping trip'. Try fewer or other words." in str(recalled)
+
+
+# -- echoes -----------------------------------------------------------------------------
+def test_echoes_collapse_into_the_users_statement(memory: Memory) -> None:
+    say(
+        memory,
+        "monday",
+        "Remember that I use 5-fold cross-validation for all model selection.",
+        "Got it: you use 5-fold cross-validation whenever you select a model.",
+        "Our warehouse is Snowflake, queried through dbt models.",
+        "Understood.",
+    )
+    say(
+        memory,
+        "friday",
+        "Which cross-validation setup do I use again?",
+        "You use 5-fold cross-validation for model selection.",
+    )
+    results = memory.recall("cross-validation folds for model selection", k=3)
+    first = results[0]
+    assert (first["thread"], first["seq"], first["role"]) == ("monday", 1, "user")
+    assert sorted((e["thread"], e["seq"]) for e in first["echoes"]) == [
+        ("friday", 1),
+        ("friday", 2),
+        ("monday", 2),
+    ]
+    listed = {(r["thread"], r["seq"]) for r in results}
+    assert not listed & {("friday", 1), ("friday", 2), ("monday", 2)}
+    # An assistant message that only shares a word or two is no echo.
+    assert "echoes" not in memory.recall("snowflake warehouse")[0]
+    said = MemoryTools(memory, "now").call("recall", {"query": "cross-validation folds"})
+    assert " | monday | #1 user: Remember that I use 5-fold" in said.splitlines()[1]
+    assert said.splitlines()[1].endswith("(said back or asked about 3 more times)")

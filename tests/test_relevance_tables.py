@@ -1,0 +1,88 @@
+"""The README's relevance, calibration and cross-validation tables come from the results
+files (written here by the benchmarks' own writer; no benchmark runs, no data is read)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.append(str(ROOT / "benchmarks"))
+
+import relevance_tables  # noqa: E402  (scripts/, as cog reads it)
+from benchlib import Results  # noqa: E402
+
+MACHINE = {"cpus": 2, "python": "3.11.7", "load_average": [0.5, 0.4, 0.3]}
+GOALS = {
+    "off_topic_recall_max": 0.05,
+    "off_topic_search_max": 0.05,
+    "statement_first_min": 0.8,
+    "right_fact_first_min": 0.8,
+    "no_shared_word_max": 0.2,
+}
+
+
+def interval(mean: float) -> dict[str, float]:
+    return {"mean": mean, "low": mean - 0.02, "high": mean + 0.02}
+
+
+def test_tables_render_every_figure_with_its_goal_and_date(tmp_path: Path) -> None:
+    run = Results(
+        "relevance",
+        about="t",
+        goals=GOALS,
+        options={},
+        date="2026-01-01T10:00:00Z",
+        machine_info=MACHINE,
+    )
+    run.add(
+        "default.off_topic_recall_returns_something",
+        name="off-topic recall",
+        n=60,
+        value=interval(0.033),
+    )
+    run.add(
+        "default.notebook_statement_is_the_first_recalled",
+        name="statement first",
+        n=44,
+        value=interval(0.909),
+    )
+    run.add(
+        "calibration.default.recall.coverage",
+        on_topic=800,
+        off_topic=90,
+        on_percentiles=[0.34, 0.51, 0.69],
+        off_percentiles=[0.18, 0.27, 0.34, 0.46],
+        floor=0.34,
+        on_topic_kept=0.9,
+        off_topic_through=0.03,
+    )
+    run.write(tmp_path)
+    cv = Results(
+        "cv", about="t", goals={}, options={}, date="2026-01-01T10:00:00Z", machine_info=MACHINE
+    )
+    cv.add(
+        "recall",
+        name="conversation recall@10",
+        in_sample=interval(0.708),
+        cross_validated=interval(0.705),
+        grid_points=24,
+        chosen={},
+        questions=760,
+    )
+    cv.write(tmp_path)
+
+    table = relevance_tables.relevance_table(tmp_path)
+    assert "| off-topic recall | ≤ 0.05 | 0.033 (0.013–0.053) (60 queries) |" in table
+    assert "| statement first | ≥ 0.8 | 0.909 (0.889–0.929) (44 queries) |" in table
+    assert "Measured 2026-01-01" in table
+    calibration = relevance_tables.calibration_table(tmp_path)
+    assert "| default | recall | coverage | 0.34 / 0.51 / 0.69 | 0.18 / 0.27 / 0.34 / 0.46 " in (
+        calibration
+    )
+    assert "| conversation recall@10 | 0.708 (0.688–0.728) | 0.705 (0.685–0.725) | 24 |" in (
+        relevance_tables.cv_table(tmp_path)
+    )
+    empty = tmp_path / "none"
+    assert relevance_tables.cv_table(empty).startswith("*Not measured yet")
