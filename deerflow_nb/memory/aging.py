@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..projects import fact_project
 from ..schema.constants import CONSOLIDATE_TAG, PROMPT_TAG
 from ..untrusted import prompt_text
 
@@ -175,6 +176,64 @@ def stale_facts(
         if idle > limit:
             out.append(Stale(dict(fact), idle, limit, None if active is None else iso(active)))
     out.sort(key=lambda s: s.idle_days / s.limit_days, reverse=True)
+    return out
+
+
+@dataclass(frozen=True)
+class IdleProject:
+    """A project with no turn in its threads (nor a fact confirmed or used) for ``limit_days``:
+    all its facts are proposed for review together."""
+
+    name: str
+    idle_days: float
+    limit_days: float
+    last_used: str
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"project {self.name} unused for {self.idle_days:.0f} days, last used "
+            f"{self.last_used[:10]} (a project is stale after {self.limit_days:.0f} days "
+            "without a turn)"
+        )
+
+    def fact_dict(self, fact: Mapping[str, Any]) -> dict[str, Any]:
+        """``fact`` as a stale entry of this project (``Stale.to_dict``'s keys, ``project``)."""
+        return {
+            "id": fact.get("id"),
+            "content": fact.get("content"),
+            "category": fact.get("category"),
+            "idle_days": round(self.idle_days, 1),
+            "limit_days": round(self.limit_days, 1),
+            "last_active": self.last_used,
+            "reason": self.reason,
+            "project": self.name,
+        }
+
+
+def idle_projects(
+    data: Mapping[str, Any],
+    usage: Mapping[str, Mapping[str, Any]],
+    threads: Mapping[str, Any],
+    *,
+    days: float,
+    now: datetime | str | None = None,
+) -> dict[str, IdleProject]:
+    """The projects with facts whose last use (the latest turn in their ``threads``, a
+    ``project -> stamp`` map, or the latest confirmation or use of one of their facts) is
+    more than ``days`` before ``now``; a project with no date at all is not judged."""
+    moment = as_time(now)
+    latest: dict[str, datetime | None] = {}
+    for fact in data.get("facts") or []:
+        name = fact_project(fact) if isinstance(fact, Mapping) else None
+        if name is not None:
+            active = last_active(fact, usage.get(str(fact.get("id"))))
+            latest[name] = _latest(latest.get(name), active, threads.get(name))
+    out = {}
+    for name, last in latest.items():
+        idle = _days(last, moment)
+        if last is not None and idle is not None and idle > days:
+            out[name] = IdleProject(name, idle, days, iso(last))
     return out
 
 

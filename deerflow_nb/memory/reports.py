@@ -79,12 +79,16 @@ def changes_anything(diff: dict[str, Any]) -> bool:
 @dataclass
 class StaleReport:
     """``Memory.propose_stale``: the stale facts found, those proposed now as pending change
-    ``pending_id``, and those an earlier stale proposal already holds."""
+    ``pending_id``, and those an earlier stale proposal already holds; each unused project
+    proposed now as a change of its own (``projects``: ``{project, pending_id, facts,
+    last_used, reason}``), and the projects an earlier proposal already names."""
 
     stale: list[dict[str, Any]] = field(default_factory=list)
     proposed: list[str] = field(default_factory=list)
     already_pending: list[str] = field(default_factory=list)
     pending_id: int | None = None
+    projects: list[dict[str, Any]] = field(default_factory=list)
+    already_projects: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Settings
-from ..projects import fact_project
+from ..projects import DEFAULT_PROJECT, fact_project
 from ..schema.changes import ChangeSet
 from . import usage
 from .gate import Gate
@@ -26,39 +26,76 @@ class Upkeep:
 
     def stale(self, now: Any, days: float | None) -> list[dict[str, Any]]:
         """Facts idle longer than ``days`` (``memory.staleness_days``) × their age factor as
-        of ``now``, the longest idle first; nothing is removed."""
-        from .aging import stale_facts
+        of ``now``, the longest idle first, then every fact of each project unused that long
+        (``aging.idle_projects``: with its ``project``); the user's facts and an active
+        project's are judged one by one. Nothing is removed."""
+        from .aging import idle_projects, stale_facts
 
         limit = self.settings.memory.staleness_days if days is None else days
         data = self.ledger.shared()[1]
         ids = [str(f.get("id")) for f in data.get("facts", [])]
         used = usage.read(self.ledger.journal.db, ids)
-        return [s.to_dict() for s in stale_facts(data, used, days=limit, now=now)]
+        threads = {
+            row["project"] or DEFAULT_PROJECT: row["last_used"]
+            for row in self.ledger.journal.project_threads()
+        }
+        idle = idle_projects(data, used, threads, days=limit, now=now)
+        found = [
+            s.to_dict()
+            for s in stale_facts(data, used, days=limit, now=now)
+            if fact_project(s.fact) not in idle
+        ]
+        for project in sorted(idle.values(), key=lambda p: p.last_used):
+            found += [
+                project.fact_dict(f) for f in data["facts"] if fact_project(f) == project.name
+            ]
+        return found
 
     def propose_stale(self, now: Any, days: float | None) -> StaleReport:
-        """Propose the stale facts for removal as one pending change; facts some pending
-        stale proposal already names are not proposed again."""
+        """Propose the stale facts for removal as one pending change, and each unused
+        project's facts as one change of its own (approved or rejected whole, or item by
+        item); facts or projects a pending stale proposal already names are not proposed
+        again."""
         found = self.stale(now, days)
-        waiting = {
-            str(i)
-            for change in self.review.pending()
-            if change["diff"].get("stale")
-            for i in change["diff"].get("factsToRemove", [])
-        }
-        fresh = [s for s in found if s["id"] not in waiting]
+        waiting: set[str] = set()
+        named: set[str] = set()
+        for change in self.review.pending():
+            stale = change["diff"].get("stale") or []
+            if stale:
+                waiting |= {str(i) for i in change["diff"].get("factsToRemove", [])}
+                named |= {str(s["project"]) for s in stale if s.get("project")}
         report = StaleReport(
             stale=found, already_pending=sorted(waiting & {s["id"] for s in found})
         )
-        if fresh:
+        groups: dict[str | None, list[dict[str, Any]]] = {}
+        for s in found:
+            if s["id"] not in waiting and s.get("project") not in named:
+                groups.setdefault(s.get("project"), []).append(s)
+        report.already_projects = sorted(
+            {str(s["project"]) for s in found if s.get("project")} & named
+        )
+        for project, fresh in groups.items():
+            keys = ("id", "content", "reason", "project")
             diff = {
                 "factsToRemove": [s["id"] for s in fresh],
-                "stale": [
-                    {"id": s["id"], "content": s["content"], "reason": s["reason"]} for s in fresh
-                ],
+                "stale": [{k: s[k] for k in keys if k in s} for s in fresh],
             }
-            change = ChangeSet(origin="maintenance", reason="stale", source="stale", diff=diff)
-            report.pending_id = self.gate.submit(change).pending_id
-            report.proposed = [s["id"] for s in fresh]
+            source = f"stale project {project}" if project else "stale"
+            change = ChangeSet(origin="maintenance", reason="stale", source=source, diff=diff)
+            pending_id = self.gate.submit(change).pending_id
+            if project is None:
+                report.pending_id = pending_id
+            else:
+                report.projects.append(
+                    {
+                        "project": project,
+                        "pending_id": pending_id,
+                        "facts": len(fresh),
+                        "last_used": fresh[0]["last_active"],
+                        "reason": fresh[0]["reason"],
+                    }
+                )
+            report.proposed += [s["id"] for s in fresh]
         return report
 
     def consolidate(self) -> ConsolidationReport:

@@ -317,7 +317,12 @@ class MemoryCommands(ProjectCommands):
             return StaleView(tuple(self.memory.stale(args.as_of, days)), days)
         report = self.memory.propose_stale(args.as_of, days)
         return StaleView(
-            tuple(report.stale), days, report.pending_id, tuple(report.already_pending), True
+            tuple(report.stale),
+            days,
+            report.pending_id,
+            tuple(report.already_pending),
+            True,
+            tuple(report.projects),
         )
 
     def handle_consolidate(self, args: ConsolidateArgs) -> ConsolidationView:

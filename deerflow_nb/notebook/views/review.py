@@ -98,28 +98,42 @@ class StaleView(View):
     pending_id: int | None = None
     already_pending: tuple[str, ...] = ()
     proposing: bool = False
+    # Each unused project proposed whole: ``{project, pending_id, facts, last_used}``.
+    projects: tuple[Mapping[str, Any], ...] = ()
 
     def _note(self) -> str:
         if not self.stale:
             return ""
+        notes = []
         if self.pending_id is not None:
-            note = (
+            notes.append(
                 f"Proposed for removal as pending change #{self.pending_id}: "
                 f"%memory approve {self.pending_id} removes them, "
                 f"%memory reject {self.pending_id} keeps them."
             )
-        elif self.proposing:
-            note = "Nothing new to propose."
-        else:
-            note = "Listed only (--dry-run): nothing proposed."
+        for p in self.projects:
+            change = p.get("pending_id")
+            notes.append(
+                f"Project {p.get('project')} (last used {str(p.get('last_used'))[:10]}): its "
+                f"{p.get('facts')} facts proposed together as pending change #{change}: "
+                f"%memory approve {change} removes them all, %memory reject {change} keeps "
+                f"them, --only N decides one."
+            )
+        if not notes:
+            notes.append(
+                "Nothing new to propose."
+                if self.proposing
+                else "Listed only (--dry-run): nothing proposed."
+            )
         if self.already_pending:
-            note += f" Already waiting for review: {', '.join(self.already_pending)}."
-        return note
+            notes.append(f"Already waiting for review: {', '.join(self.already_pending)}.")
+        return " ".join(notes)
 
     def table(self) -> Table:
         rows = [
             (
                 s.get("id"),
+                f"project {s['project']}" if s.get("project") else "by itself",
                 s.get("category"),
                 s.get("content") or "",
                 f"{float(s.get('idle_days') or 0):.0f} d",
@@ -130,7 +144,7 @@ class StaleView(View):
         ]
         title = f"Stale facts (memory.staleness_days {self.days:g})"
         return Table(
-            ("id", "category", "content", "idle", "stale after", "last confirmed or used"),
+            ("id", "stale as", "category", "content", "idle", "stale after", "last active"),
             rows,
             title,
             "No stale facts: every fact was confirmed or used recently enough.",
