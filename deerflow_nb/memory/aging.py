@@ -14,7 +14,10 @@ default) × its age factor is stale. Goals and current activities ("Is preparing
 report", "Wants to …": what DeerFlow keeps in topOfMind) age three times as fast (factor
 1/3: 60 days); corrections twice as slow (factor 2), since forgetting one lets the old
 belief back in; everything else has factor 1. Stale facts are *proposed* for removal as
-a pending change, never removed silently.
+a pending change, never removed silently. A project with no turn in its threads (nor a fact
+of it confirmed or used) for ``memory.staleness_days`` is stale as a whole: all its facts
+are proposed together, one pending change per project (``idle_projects``); the user's
+facts and an active project's are judged one by one.
 
 **Eviction blend** (``memory.eviction: blend``, the default). Over ``max_facts`` the facts
 with the lowest keep score go first::

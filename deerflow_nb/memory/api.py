@@ -349,12 +349,12 @@ class Memory:
     def stale(self, now: Any = None, days: float | None = None) -> list[dict[str, Any]]:
         """Facts neither confirmed nor used for ``memory.staleness_days`` (``days``) × their age
         factor as of ``now`` (default: now), the longest idle first; each ``{id, content,
-        category, idle_days, limit_days, last_active, reason}``. Nothing is removed."""
+        category, idle_days, limit_days, last_active, reason}`` (an unused project's: +project)."""
         return self._upkeep.stale(now, days)
 
     def propose_stale(self, now: Any = None, days: float | None = None) -> StaleReport:
-        """Propose the stale facts for removal as one pending change (never removed without
-        ``approve``); facts some pending stale proposal already names are not proposed again."""
+        """Propose the stale facts for removal as one pending change, each unused project's as
+        one more (``report.projects``); never removed without ``approve``, never proposed twice."""
         return self._upkeep.propose_stale(now, days)
 
     def consolidate(self) -> ConsolidationReport:
