@@ -57,8 +57,8 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
                 "id",
             ),
             column_config={
-                "content": st.column_config.TextColumn("content", width=360),
-                "project": st.column_config.TextColumn("project", width=110),
+                "content": st.column_config.TextColumn("content", width=320),
+                "project": st.column_config.TextColumn("project", width=100),
                 "category": st.column_config.TextColumn("category", width=90),
                 "confidence": st.column_config.ProgressColumn(
                     "confidence", min_value=0.0, max_value=1.0, format="%.2f", width=100
