@@ -91,14 +91,18 @@ readme: $(VENV)/.demo-installed
 # Every benchmark prints its tables and writes its figures to benchmarks/results/NAME.json;
 # aging.py runs again on three more seeds, under pressure only (docs/benchmarks.md says whether they
 # agree). docs/benchmarks.md's figures are then rewritten from those files (cog), and the speed summary
-# (each figure, its same-run baseline, its goal) is printed last. The two LOCOMO benchmarks
-# need ../shared/data/locomo-dev (they say so and the rest runs without it).
+# (each figure, its same-run baseline, its goal) is printed last. The LOCOMO benchmarks
+# (locomo_injection, recall, relevance, cv) need ../shared/data/locomo-dev (they say so and
+# the rest runs without it); local_server.py is left out: it needs llama.cpp's server.
 bench: $(VENV)/.test-installed
 	-$(BIN)/python benchmarks/locomo_injection.py
 	$(BIN)/python benchmarks/fold.py
 	$(BIN)/python benchmarks/turn_overhead.py
 	$(BIN)/python benchmarks/load_ext.py
 	-$(BIN)/python benchmarks/recall.py
+	-$(BIN)/python benchmarks/relevance.py
+	-$(BIN)/python benchmarks/cv.py
+	$(BIN)/python benchmarks/first_turn.py
 	-$(BIN)/python benchmarks/embedding_runtime.py
 	$(BIN)/python benchmarks/aging.py
 	$(BIN)/python benchmarks/projects.py
