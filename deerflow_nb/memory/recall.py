@@ -372,7 +372,8 @@ def _relevant(
     message clears it and the query names no date with messages written on it."""
     covered = _coverage(db, words, ranked, meta)
     floor = relevance.similarity_floor(embedder, recall=True)
-    similar = {i for i, s in dense_all.items() if floor is not None and s >= floor}
+    listing = relevance.similarity_floor(embedder, recall=True, listing=True)
+    similar = {i for i, s in dense_all.items() if listing is not None and s >= listing}
     best_cover = max((covered.get(i, 0.0) for i in ranked), default=0.0)
     best_similar = max(dense_all.values(), default=None)
     if not (relevance.found(best_cover, relevance.RECALL_FLOOR, best_similar, floor) or dated):
