@@ -10,6 +10,8 @@ that mean the same for every query can:
   words: not feedback terms, not its neighbours'). A term nothing stored holds weighs as
   the rarest (see ``BACKGROUND``), so a query about something absent ("dataframe
   library") is not covered by a fact holding only its common word ("library").
+  In conversation recall a name the journal knows counts as held by every message of the
+  threads naming it (``recall._coverage``).
 - **similarity**: the raw cosine of the query with the text, with a floor per embedder
   measured (``SIMILARITY_FLOORS``), a high one (``UNMEASURED_FLOOR``) for the others.
 
