@@ -267,36 +267,24 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
         "|---|---|---|---|---|---|---|",
     ]
     for search, (on_side, off_sets) in signals.items():
-        for position, signal in ((0, "coverage"), (1, "cosine")):
-            on_values = np.array([s[position] for s in on_side if s[position] is not None])
-            per_set = [
-                np.array([s[position] for s in values if s[position] is not None])
-                for values in off_sets.values()
-            ]
-            off_values = np.concatenate(per_set)
-            if not on_values.size or not off_values.size:
-                continue
-            floor = max(_floor(values) for values in per_set)
-            kept = float((on_values >= floor).mean())
-            through = float((off_values >= floor).mean())
-            on_q = " / ".join(f"{np.percentile(on_values, p):.2f}" for p in (10, 25, 50))
-            off_q = " / ".join(f"{np.percentile(off_values, p):.2f}" for p in (50, 90, 95, 100))
+        for signal, row in _floors(search, on_side, off_sets).items():
             lines.append(
-                f"| {search} | {signal} | {on_q} | {off_q} | {floor:.2f} | {kept:.2f} "
-                f"| {through:.2f} |"
+                f"| {search} | {signal} | {_percentiles(row['on'], (10, 25, 50))} "
+                f"| {_percentiles(row['off'], (50, 90, 95, 100))} | {row['floor']:.2f} "
+                f"| {row['kept']:.2f} | {row['through']:.2f} |"
             )
             if results is not None:
                 results.add(
                     f"calibration.{'minilm' if embeddings else 'default'}.{_key(search)}.{signal}",
-                    on_topic=len(on_values),
-                    off_topic=len(off_values),
-                    on_percentiles=[float(np.percentile(on_values, p)) for p in (10, 25, 50)],
+                    on_topic=len(row["on"]),
+                    off_topic=len(row["off"]),
+                    on_percentiles=[float(np.percentile(row["on"], p)) for p in (10, 25, 50)],
                     off_percentiles=[
-                        float(np.percentile(off_values, p)) for p in (50, 90, 95, 100)
+                        float(np.percentile(row["off"], p)) for p in (50, 90, 95, 100)
                     ],
-                    floor=floor,
-                    on_topic_kept=kept,
-                    off_topic_through=through,
+                    floor=row["floor"],
+                    on_topic_kept=row["kept"],
+                    off_topic_through=row["through"],
                 )
     lines += [
         "",
@@ -305,6 +293,75 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
         f"{relevance.SIMILARITY_FLOORS}",
     ]
     return lines
+
+
+Signal = tuple[float, float | None]
+
+
+def _floors(
+    search: str, on_side: list[Signal], off_sets: dict[str, list[Signal]]
+) -> dict[str, dict[str, Any]]:
+    """The floors one search's signals give, each with the distributions it was read from
+    and what it keeps of the on-topic queries and lets through of the off-topic ones:
+
+    - ``coverage``: alone, at most ``OFF_TOPIC_PASS`` of each off-topic set through;
+    - ``cosine``: the smallest cosine for which "coverage reaches its floor OR cosine
+      reaches this one" still lets at most ``OFF_TOPIC_PASS`` of each set through;
+    - ``listing``: the cosine a result needs to be listed on similarity alone once the
+      search found something: for a fact, one no off-topic query's best fact reached; for
+      a message, the cosine alone letting at most ``OFF_TOPIC_PASS`` of each set through.
+    """
+    cover_on = np.array([c for c, _ in on_side])
+    cover_off = [np.array([c for c, _ in values]) for values in off_sets.values()]
+    cover_floor = max(_floor(values) for values in cover_off)
+    rows = {
+        "coverage": {
+            "on": cover_on,
+            "off": np.concatenate(cover_off),
+            "floor": cover_floor,
+            "kept": float((cover_on >= cover_floor).mean()),
+            "through": float((np.concatenate(cover_off) >= cover_floor).mean()),
+        }
+    }
+    if any(s is None for _, s in on_side):
+        return rows
+    sim_on = np.array([s for _, s in on_side], dtype=float)
+    sim_off = [np.array([s for _, s in values], dtype=float) for values in off_sets.values()]
+    # Per set, the queries coverage already lets through use up part of the allowance;
+    # the cosine floor must keep the rest under it.
+    joint = max(
+        _floor(sims[covers < cover_floor], allowed=int(OFF_TOPIC_PASS * len(sims)) - passed)
+        for sims, covers in zip(sim_off, cover_off, strict=True)
+        for passed in [int((covers >= cover_floor).sum())]
+    )
+    all_cover_off, all_sim_off = np.concatenate(cover_off), np.concatenate(sim_off)
+    rows["cosine"] = {
+        "on": sim_on,
+        "off": all_sim_off,
+        "floor": joint,
+        "kept": float(((cover_on >= cover_floor) | (sim_on >= joint)).mean()),
+        "through": float(((all_cover_off >= cover_floor) | (all_sim_off >= joint)).mean()),
+    }
+    # Listing on similarity alone, once the search found something: a fact only when no
+    # off-topic query's best fact came as close; a message (read in its conversation) at
+    # the cosine alone letting at most OFF_TOPIC_PASS of each set through.
+    listing = (
+        max(joint, _floor(all_sim_off, allowed=0))
+        if search == "fact search"
+        else max(_floor(sims) for sims in sim_off)
+    )
+    rows["listing"] = {
+        "on": sim_on,
+        "off": all_sim_off,
+        "floor": listing,
+        "kept": float((sim_on >= listing).mean()),
+        "through": float((all_sim_off >= listing).mean()),
+    }
+    return rows
+
+
+def _percentiles(values: np.ndarray, ps: tuple[int, ...]) -> str:
+    return " / ".join(f"{np.percentile(values, p):.2f}" for p in ps)
 
 
 def _fact_signal(store: dict[str, Any], query: str, embedder: Any) -> tuple[float, float | None]:
@@ -319,13 +376,17 @@ def _fact_signal(store: dict[str, Any], query: str, embedder: Any) -> tuple[floa
     return best_cover, float((index.dense_matrix(embedder) @ vector).max())
 
 
-def _floor(off_values: np.ndarray) -> float:
-    """The smallest value, rounded up to a hundredth, that at most ``OFF_TOPIC_PASS`` of
-    ``off_values`` reach."""
+def _floor(off_values: np.ndarray, allowed: int | None = None) -> float:
+    """The smallest value, rounded up to a hundredth, that at most ``allowed`` of
+    ``off_values`` reach (by default ``OFF_TOPIC_PASS`` of them)."""
+    if allowed is None:
+        allowed = int(OFF_TOPIC_PASS * len(off_values))
+    if allowed < 0:
+        return 1.0
     ordered = np.sort(off_values)[::-1]
-    allowed = int(OFF_TOPIC_PASS * len(ordered))
-    above = ordered[allowed] if allowed < len(ordered) else ordered[-1]
-    return float(np.floor(above * 100) + 1) / 100
+    if allowed >= len(ordered):
+        return 0.0
+    return float(np.floor(ordered[allowed] * 100) + 1) / 100
 
 
 def main(argv: list[str] | None = None) -> int:

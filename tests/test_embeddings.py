@@ -19,7 +19,7 @@ from loopback import start_server
 
 from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
-from deerflow_nb.memory import fact_index, ranking
+from deerflow_nb.memory import fact_index, ranking, relevance
 from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
 from deerflow_nb.memory.injection import explain_selection, rank_facts, select_facts
 from deerflow_nb.memory.terms import texts_to_embed
@@ -298,8 +298,9 @@ def test_with_embeddings_a_search_lists_what_is_similar_enough_and_the_rest_on_r
     fact has a similarity (a lone fact, or the least similar one, used to drop out: min-max
     puts it at 0)."""
     lone = memory(["Prefers polars over pandas for dataframes."])
-    (found,) = rank_facts(lone, "which tabular library do I like", embedder=minilm)  # 0.26
-    assert found[0]["content"].startswith("Prefers polars")
+    (found,) = rank_facts(lone, "which tabular data library do I favour", embedder=minilm)
+    assert found[0]["content"].startswith("Prefers polars")  # 0.33
+    assert rank_facts(lone, "which tabular library do I like", embedder=minilm) == []  # 0.26
     off_topic = "How do I tune ridge regression hyperparameters?"  # 0.10
     assert rank_facts(lone, off_topic, embedder=minilm) == []
     (miss,) = rank_facts(lone, off_topic, embedder=minilm, relevant_only=False)
@@ -310,6 +311,21 @@ def test_with_embeddings_a_search_lists_what_is_similar_enough_and_the_rest_on_r
     ranked = rank_facts(memory(FACTS), "adoption agencies", embedder=minilm, relevant_only=False)
     assert len(ranked) == len(FACTS)
     assert ranked[0][0]["content"] == "Caroline is researching adoption agencies."
+
+
+def test_a_fact_sharing_no_word_is_listed_only_when_truly_close(
+    minilm: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing on similarity alone asks more than finding: with a strict listing floor the
+    fact whose similarity found the search is still listed, the other close ones are not."""
+    query = "tent trip with children near the water"
+    kids = memory(["Melanie went camping with her kids at the lake.", *FACTS])
+    assert len(rank_facts(kids, query, embedder=minilm)) > 1  # the other camping fact, 0.4
+    floors = relevance.SIMILARITY_FLOORS["local:all-MiniLM-L6-v2"]
+    strict = {"local:all-MiniLM-L6-v2": floors._replace(listing=0.9)}
+    monkeypatch.setattr(relevance, "SIMILARITY_FLOORS", strict)
+    (only,) = rank_facts(kids, query, embedder=minilm)
+    assert only[0]["content"].startswith("Melanie went camping")
 
 
 def test_openai_embeddings_for_a_model_without_a_key_is_one_line_in_memory_magic(

@@ -93,6 +93,20 @@ def test_recall_finds_nothing_off_topic_and_the_statement_on_topic(memory: Memor
     assert memory.recall("camping with my kids", relevant_only=False) == []  # no word at all
 
 
+def test_a_name_counts_as_covered_only_in_the_conversation_that_names_it(
+    memory: Memory,
+) -> None:
+    """A conversation rarely repeats the name of whom it is with: a name the journal knows
+    covers every message of the threads naming it, and nowhere else; an unknown name
+    covers nothing."""
+    say(memory, "with-caroline", "Hi Caroline, how was your week?", "I painted again.")
+    say(memory, "chores", "I painted the garden fence.", "Looks good.")
+    query = "When did {} paint the lake sunrise?"
+    found = {(r["thread"], r["content"]) for r in memory.recall(query.format("Caroline"))}
+    assert ("with-caroline", "I painted again.") in found
+    assert memory.recall(query.format("Gina")) == []
+
+
 # -- the agent's tools ------------------------------------------------------------------
 def test_search_memory_says_nothing_matches_and_offers_the_nearest_miss(memory: Memory) -> None:
     tools = MemoryTools(memory, "now")

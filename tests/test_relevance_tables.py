@@ -86,3 +86,28 @@ def test_tables_render_every_figure_with_its_goal_and_date(tmp_path: Path) -> No
     )
     empty = tmp_path / "none"
     assert relevance_tables.cv_table(empty).startswith("*Not measured yet")
+
+
+def test_the_first_turn_table_shows_each_runtime_against_its_goals(tmp_path: Path) -> None:
+    goals = {"agent_first_over_warm_max_s": 0.3, "minilm_first_max_s": 1.0, "minilm_p50_max_ms": 15}
+    run = Results(
+        "first_turn",
+        about="t",
+        goals=goals,
+        options={},
+        date="2026-01-01T10:00:00Z",
+        machine_info=MACHINE,
+    )
+    run.add("agent", first_s=0.243, warm_s=0.017, load_ext_ms=8.5)
+    run.add("injection", embeddings=None, first_s=0.01, p50_ms=1.3, load_ext_ms=9.0)
+    run.add("minilm", embeddings="torch", first_s=4.6, p50_ms=88.6, load_ext_ms=9.0)
+    run.add("minilm_onnx", embeddings="onnx", first_s=0.4, p50_ms=6.2, load_ext_ms=9.0)
+    run.write(tmp_path)
+
+    table = relevance_tables.first_turn_table(tmp_path)
+    assert "| 243 ms | 17.0 ms | first within 0.3 s of warm: met |" in table
+    assert "on PyTorch (`[embeddings]`), ranked injection | 9.00 ms | 4,600 ms | 88.6 ms" in table
+    assert "first ≤ 1 s: missed; p50 ≤ 15 ms: missed |" in table
+    assert "| without embeddings, ranked injection | 9.00 ms | 10 ms | 1.30 ms | same-run" in table
+    assert "| 400 ms | 6.20 ms | first ≤ 1 s: met; p50 ≤ 15 ms: met |" in table
+    assert relevance_tables.first_turn_table(tmp_path / "none").startswith("*Not measured yet")

@@ -205,7 +205,8 @@ def rank_facts(
 ) -> list[tuple[dict[str, Any], float]]:
     """Facts relevant to ``query``, best first: none when nothing stored is (the
     ``relevance`` floor), else those holding one of its words themselves, as similar as the
-    embedder's floor asks, or learned within a few days of a date it names.
+    embedder's listing floor asks (or the most similar, when its similarity alone found
+    something), or learned within a few days of a date it names.
 
     ``relevant_only=False`` drops the floor: every fact that matches at all (any fact with
     embeddings), best first, as a "nearest miss" needs. An empty query lists every fact in
@@ -225,9 +226,10 @@ def rank_facts(
         return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if keep[i]]
     shares = fact_coverage(index, query)
     floor = relevance.similarity_floor(embedder, recall=False)
+    listing = relevance.similarity_floor(embedder, recall=False, listing=True)
     similar = (
-        scores.similarity >= floor
-        if floor is not None and scores.similarity is not None
+        scores.similarity >= listing
+        if listing is not None and scores.similarity is not None
         else np.zeros(len(facts), dtype=bool)
     )
     sims = scores.similarity
@@ -240,6 +242,10 @@ def rank_facts(
     ):
         return []
     keep = (shares > 0) | similar | on_date
+    if sims is not None and best_similarity is not None and floor is not None:
+        keep[int(np.argmax(sims))] |= (
+            best_similarity >= floor
+        )  # the fact that made the search find something
     return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if keep[i]]
 
 

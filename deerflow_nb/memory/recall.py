@@ -261,7 +261,8 @@ def search(
 
     ranked = sorted(total, key=order)
     if relevant_only:
-        relevant = _relevant(db, words, ranked, meta, dense_all, embedder, dated)
+        named = (known, named_threads)
+        relevant = _relevant(db, words, ranked, meta, dense_all, embedder, dated, named)
         ranked = [i for i in ranked if i in relevant]
     ranked, echoed = echoes.collapse(ranked, total, meta, k, order)
     best_ids = ranked[:k]
@@ -324,21 +325,31 @@ def _message_stems(content: str) -> frozenset[str]:
 
 
 def _coverage(
-    db: Any, words: list[str], ids: list[int], meta: dict[int, dict[str, Any]]
+    db: Any,
+    words: list[str],
+    ids: list[int],
+    meta: dict[int, dict[str, Any]],
+    named: tuple[list[str], set[str]] = ([], set()),
 ) -> dict[int, float]:
     """Each of the messages ``ids`` holding a query word: its coverage of the query
     (``relevance``; how many messages hold each word is counted over the whole index,
-    inside SQLite)."""
+    inside SQLite). A name the journal knows (``named``: the names, the threads naming
+    one) counts as held by every message of a thread naming it: a conversation's messages
+    rarely repeat the name of whom it is with."""
     shares = relevance.term_shares(
         recall_index.size(db), {w: recall_index.holders(db, w) for w in words}
     )
     by_stem: dict[str, float] = {}
     for word, stem in zip(words, _porter_stems(words), strict=True):
         by_stem[stem] = by_stem.get(stem, 0.0) + shares.get(word, 0.0)
+    known, threads = named
+    names = frozenset(_porter_stems(known))
     covered: dict[int, float] = {}
     asked = list(by_stem.items())
     for i in ids:
         stems = _message_stems(str(meta[i]["content"]))
+        if meta[i]["thread"] in threads:
+            stems |= names
         share = sum(weight for stem, weight in asked if stem in stems)
         if share > 0:
             covered[i] = share
@@ -353,9 +364,11 @@ def evidence(
     (``benchmarks/relevance.py``)."""
     recall_index.sync(journal)
     words = query_words(query)
+    names = entity_words(query)
+    named = _entity_threads(journal.db, names) if names else ([], set())
     ids = list(recall_index.match(journal.db, words, None, POOL))
-    covered = _coverage(journal.db, words, ids, recall_index.rows(journal.db, ids))
-    dense = _dense_scores(journal, embedder, query, entity_words(query), None) if embedder else {}
+    covered = _coverage(journal.db, words, ids, recall_index.rows(journal.db, ids), named)
+    dense = _dense_scores(journal, embedder, query, names, None) if embedder else {}
     return max(covered.values(), default=0.0), max(dense.values(), default=None)
 
 
@@ -367,12 +380,14 @@ def _relevant(
     dense_all: dict[int, float],
     embedder: Embedder | None,
     dated: list[int],
+    named: tuple[list[str], set[str]],
 ) -> set[int]:
     """The ranked messages the relevance floor keeps (see ``search``); none when no
     message clears it and the query names no date with messages written on it."""
-    covered = _coverage(db, words, ranked, meta)
+    covered = _coverage(db, words, ranked, meta, named)
     floor = relevance.similarity_floor(embedder, recall=True)
-    similar = {i for i, s in dense_all.items() if floor is not None and s >= floor}
+    listing = relevance.similarity_floor(embedder, recall=True, listing=True)
+    similar = {i for i, s in dense_all.items() if listing is not None and s >= listing}
     best_cover = max((covered.get(i, 0.0) for i in ranked), default=0.0)
     best_similar = max(dense_all.values(), default=None)
     if not (relevance.found(best_cover, relevance.RECALL_FLOOR, best_similar, floor) or dated):

@@ -10,26 +10,33 @@ that mean the same for every query can:
   words: not feedback terms, not its neighbours'). A term nothing stored holds weighs as
   the rarest (see ``BACKGROUND``), so a query about something absent ("dataframe
   library") is not covered by a fact holding only its common word ("library").
+  In conversation recall a name the journal knows counts as held by every message of the
+  threads naming it (``recall._coverage``).
 - **similarity**: the raw cosine of the query with the text, with a floor per embedder
   measured (``SIMILARITY_FLOORS``), a high one (``UNMEASURED_FLOOR``) for the others.
 
 A search found something when its best result's coverage reaches its floor
 (``RECALL_FLOOR``, ``SEARCH_FLOOR``), or its similarity reaches the embedder's floor; then
-it lists the results that hold a query term themselves (or are that similar).
+it lists the results that hold a query term themselves, or are as similar as the listing
+floor asks (a fact sharing no word with the query is listed only when it is truly close).
 
 How the floors were chosen: ``python benchmarks/relevance.py --calibrate`` prints both
 signals' distributions for on-topic queries (LOCOMO questions against their conversations
 and facts, the notebook journal's paraphrases) and off-topic ones
 (``benchmarks/data/off_topic.json``: technical questions against personal conversations,
-personal ones against a data-science notebook); each floor is the smallest value letting
-at most 5 % of each off-topic set through (the ``calibration`` figures in
-``benchmarks/results/relevance.json``, and the README's table).
+personal ones against a data-science notebook); each coverage floor is the smallest value
+letting at most 5 % of each off-topic set through; each cosine floor is then chosen for the
+combined rule (coverage reaches its floor OR cosine reaches this one), the smallest letting
+at most 5 % of each set through together; the listing floor is the cosine no off-topic
+query's best fact reached, a message's the cosine alone letting at most 5 % of each set
+through (the ``calibration`` figures in
+``benchmarks/results/relevance.json``, and docs/benchmarks.md's table).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -44,9 +51,23 @@ SEARCH_FLOOR = 0.30
 # query's terms: in a memory of a few facts every present term would otherwise weigh next
 # to nothing against a missing one (log(1 + n) bounds IDF), whatever the query.
 BACKGROUND = 1000
-# The cosine a result needs to count on similarity alone, per embedder (calibrated):
-# (conversation recall, fact search).
-SIMILARITY_FLOORS: dict[str, tuple[float, float]] = {"local:all-MiniLM-L6-v2": (0.32, 0.25)}
+
+
+class Floors(NamedTuple):
+    """The cosines an embedder's results need on similarity alone (calibrated jointly with
+    the coverage floors): to say conversation recall or fact search found anything, and,
+    once it did, to list a message or a fact sharing no word with the query."""
+
+    recall: float
+    search: float
+    listing: float  # a fact: as close as no off-topic query's best fact came
+    recall_listing: float  # a message: as close as 5 % of off-topic queries' best came
+
+
+# Per embedder (its model id before any "@runtime": the ONNX export shares MiniLM's).
+SIMILARITY_FLOORS: dict[str, Floors] = {
+    "local:all-MiniLM-L6-v2": Floors(recall=0.54, search=0.27, listing=0.32, recall_listing=0.32)
+}
 # Any other embedder: only a near-identical meaning counts on similarity alone, until its
 # floor is measured with ``benchmarks/relevance.py --calibrate``.
 UNMEASURED_FLOOR = 0.8
@@ -76,15 +97,20 @@ def coverage(n: int, holders: Mapping[str, np.ndarray]) -> np.ndarray:
     return shares
 
 
-def similarity_floor(embedder: Embedder | None, *, recall: bool) -> float | None:
+def similarity_floor(
+    embedder: Embedder | None, *, recall: bool, listing: bool = False
+) -> float | None:
     """The cosine that counts as relevant for ``embedder`` (None without one), in
-    conversation recall or in fact search."""
+    conversation recall or in fact search (``listing``: to list a result on similarity
+    alone once the search found something, rather than to say it did)."""
     if embedder is None:
         return None
     floors = SIMILARITY_FLOORS.get(embedder.model_id.split("@", 1)[0])
     if floors is None:
         return UNMEASURED_FLOOR
-    return floors[0] if recall else floors[1]
+    if recall:
+        return floors.recall_listing if listing else floors.recall
+    return floors.listing if listing else floors.search
 
 
 def found(
