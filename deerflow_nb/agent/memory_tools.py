@@ -16,7 +16,7 @@ from typing import Any
 
 from ..schema.constants import CATEGORIES
 from ..tokens import count_tokens
-from .tools import MAX_RESULT_TOKENS, MEMORY_TOOLS, RECALL_K, SEARCH_K, ToolError, ToolSet
+from .tools import MAX_RESULT_TOKENS, MEMORY_TOOLS, TOOL_RECALL_K, TOOL_SEARCH_K, ToolError, ToolSet
 
 MAX_K = 20
 EXCERPT_CHARS = 280  # of one recalled message
@@ -64,11 +64,13 @@ class MemoryTools(ToolSet):
         self._user_message = user_message  # whether the user asked to remember
         self._own_turn = f"tools-{uuid.uuid4().hex[:12]}"  # one ToolSet serves one turn
 
-    def search_memory(self, query: str = "", k: int = SEARCH_K, all_projects: bool = False) -> str:
+    def search_memory(
+        self, query: str = "", k: int = TOOL_SEARCH_K, all_projects: bool = False
+    ) -> str:
         from ..memory import escape_for_block as escape
 
         query = _text_argument(query, "query", required=False)
-        k = _count(k, SEARCH_K)
+        k = _count(k, TOOL_SEARCH_K)
         wide = all_projects is True
         scope: dict[str, Any] = {"project": self.project, "everywhere": wide}
         # What this project sees, in confidence order (an empty query lists them).
@@ -99,7 +101,11 @@ class MemoryTools(ToolSet):
         return _fit(f"{miss} Nearest miss, not a match:", [_fact_line(nearest[0])])
 
     def recall(
-        self, query: str, thread: str | None = None, k: int = RECALL_K, all_projects: bool = False
+        self,
+        query: str,
+        thread: str | None = None,
+        k: int = TOOL_RECALL_K,
+        all_projects: bool = False,
     ) -> str:
         from ..memory import escape_for_block as escape
 
@@ -107,7 +113,7 @@ class MemoryTools(ToolSet):
         if thread is not None and not isinstance(thread, str):
             raise ToolError("thread must be a thread's name, or left out for every thread")
         thread = thread.strip() or None if isinstance(thread, str) else None
-        k = _count(k, RECALL_K)
+        k = _count(k, TOOL_RECALL_K)
         skip = self._this_turn()
         wide = all_projects is True
         hits = self.memory.recall(

@@ -20,8 +20,10 @@ READ_TOOLS = ("list_variables", "describe_variable", "read_cell")
 # The lead agent's memory tools (never a sub-agent's): facts, the journal, and "remember".
 MEMORY_TOOLS = ("search_memory", "recall", "remember")
 MAX_RESULT_TOKENS = 2000
-SEARCH_K = 10  # facts search_memory lists by default
-RECALL_K = 8  # messages recall lists by default
+TOOL_SEARCH_K = 10  # facts the agent's search_memory lists by default
+# Messages the agent's recall tool lists: fewer than memory.RECALL_K (what a person sees in
+# %memory recall, the panel and the inspector), as each one costs the model tokens.
+TOOL_RECALL_K = 8
 SUBAGENT_TYPES = {
     "general-purpose": "Work through the task step by step with the notebook tools you have.",
 }
@@ -86,7 +88,10 @@ _SPECS: dict[str, dict[str, Any]] = {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "what to look for; '' lists all"},
-                "k": {"type": "integer", "description": f"how many facts (default {SEARCH_K})"},
+                "k": {
+                    "type": "integer",
+                    "description": f"how many facts (default {TOOL_SEARCH_K})",
+                },
                 "all_projects": {"type": "boolean", "description": "every project's facts"},
             },
             "required": ["query"],
@@ -104,7 +109,10 @@ _SPECS: dict[str, dict[str, Any]] = {
             "properties": {
                 "query": {"type": "string", "description": "words, names or dates to find"},
                 "thread": {"type": "string", "description": "only this thread (optional)"},
-                "k": {"type": "integer", "description": f"how many messages (default {RECALL_K})"},
+                "k": {
+                    "type": "integer",
+                    "description": f"how many messages (default {TOOL_RECALL_K})",
+                },
                 "all_projects": {
                     "type": "boolean",
                     "description": "every project's threads (default: this project's)",
