@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...untrusted import clean_text, escape_html
-from .table import Table, View, day, md_cell
+from .table import Table, View, day
 
 
 @dataclass(frozen=True, repr=False)
@@ -44,18 +43,6 @@ class PendingView(View):
             "%memory approve ID --only 1,3 (or reject) decides some of its items, and the "
             "rest keeps waiting with the same numbers."
         )
-
-    def _repr_markdown_(self) -> str:
-        note = self._note()
-        return self.table()._markdown() + (f"\n\n{md_cell(note)}" if note else "")
-
-    def _repr_html_(self) -> str:
-        note = self._note()
-        return self.table()._html() + (f"<p>{escape_html(note)}</p>" if note else "")
-
-    def __str__(self) -> str:
-        note = self._note()
-        return self.table()._text() + (f"\n{clean_text(note)}" if note else "")
 
 
 def summarize_diff(diff: Any) -> str:
@@ -150,18 +137,6 @@ class StaleView(View):
             "No stale facts: every fact was confirmed or used recently enough.",
         )
 
-    def _repr_markdown_(self) -> str:
-        note = self._note()
-        return self.table()._markdown() + (f"\n\n{md_cell(note)}" if note else "")
-
-    def _repr_html_(self) -> str:
-        note = self._note()
-        return self.table()._html() + (f"<p>{escape_html(note)}</p>" if note else "")
-
-    def __str__(self) -> str:
-        note = self._note()
-        return self.table()._text() + (f"\n{clean_text(note)}" if note else "")
-
 
 @dataclass(frozen=True, repr=False)
 class ConsolidationView(View):
@@ -216,12 +191,3 @@ class ConsolidationView(View):
         return Table(
             ("new fact", "merged text", "merged from"), rows, "Consolidation", "No merges."
         )
-
-    def _repr_markdown_(self) -> str:
-        return self.table()._markdown() + f"\n\n{md_cell(self._note())}"
-
-    def _repr_html_(self) -> str:
-        return self.table()._html() + f"<p>{escape_html(self._note())}</p>"
-
-    def __str__(self) -> str:
-        return self.table()._text() + f"\n{clean_text(self._note())}"

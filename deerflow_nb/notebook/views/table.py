@@ -111,14 +111,21 @@ class View:
     def table(self) -> Table:
         raise NotImplementedError
 
+    def _note(self) -> str:
+        """A line shown below the table (what a proposal waits for, how to undo it); none."""
+        return ""
+
     def _repr_markdown_(self) -> str:
-        return self.table()._markdown()
+        note = self._note()
+        return self.table()._markdown() + (f"\n\n{md_cell(note)}" if note else "")
 
     def _repr_html_(self) -> str:
-        return self.table()._html()
+        note = self._note()
+        return self.table()._html() + (f"<p>{escape_html(note)}</p>" if note else "")
 
     def __str__(self) -> str:
-        return self.table()._text()
+        note = self._note()
+        return self.table()._text() + (f"\n{clean_text(note)}" if note else "")
 
     def __repr__(self) -> str:
         return str(self)
