@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import Results, add_results_options, report_written, results_dir  # noqa: E402
 
-from deerflow_nb.memory.aging import stale_facts  # noqa: E402
-from deerflow_nb.memory.extraction import build_messages, parse  # noqa: E402
-from deerflow_nb.memory.updater import apply_diff  # noqa: E402
-from deerflow_nb.memory.usage import relevant_ids  # noqa: E402
+from deerflow_nb.memory.folding.extraction import build_messages, parse  # noqa: E402
+from deerflow_nb.memory.updates.aging import stale_facts  # noqa: E402
+from deerflow_nb.memory.updates.fact_use import relevant_ids  # noqa: E402
+from deerflow_nb.memory.updates.updater import apply_diff  # noqa: E402
 from deerflow_nb.offline.extraction import extract_diff  # noqa: E402
 
 START = datetime(2026, 1, 5, 9, tzinfo=UTC)

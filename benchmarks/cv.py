@@ -5,11 +5,11 @@ Usage::
     python benchmarks/cv.py [DATA_DIR] [--only recall|injection] [--minilm]
                            [--results DIR | --no-results]
 
-Every weight of ``memory/recall.py`` and ``memory/ranking.py`` was chosen on the dev
-conversations, and the figures were measured on the same ones: in-sample figures, which a
-conversation nobody tuned on need not reach. Here a small grid of the weights that matter
-most (and of simplifications: a parameter set to the value that removes it) is scored on
-every question once; then, for each conversation, the grid point best on the *other*
+Every weight of ``memory/retrieval/recall.py`` and ``memory/retrieval/ranking.py`` was chosen
+on the dev conversations, and the figures were measured on the same ones: in-sample figures, which a
+conversation nobody tuned on need not reach. Here a small grid of the weights that matter most (and
+of simplifications: a parameter set to the value that removes it) is scored on every question once;
+then, for each conversation, the grid point best on the *other*
 conversations is the one its questions are scored with. The pooled held-out scores are the
 cross-validated figure, next to the in-sample figure of the shipped weights and the grid
 point each fold chose. ``--minilm`` does the same with local MiniLM over smaller grids
@@ -54,9 +54,9 @@ from locomo_injection import (  # noqa: E402
 )
 from recall import K, Recall, journal_sessions, load, memory_at  # noqa: E402
 
-from deerflow_nb.memory import ranking  # noqa: E402
-from deerflow_nb.memory import recall as recall_module  # noqa: E402
-from deerflow_nb.memory.injection import select_facts  # noqa: E402
+from deerflow_nb.memory.retrieval import ranking  # noqa: E402
+from deerflow_nb.memory.retrieval import recall as recall_module  # noqa: E402
+from deerflow_nb.memory.retrieval.injection import select_facts  # noqa: E402
 
 DEFAULT_DATA = default_data_dir("locomo-dev")
 # name -> the module attributes it sets, per value. The shipped value comes first.

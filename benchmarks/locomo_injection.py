@@ -70,8 +70,8 @@ from benchlib import (  # noqa: E402
 )
 from benchlib import results_dir as results_dir_of  # noqa: E402
 
-from deerflow_nb.memory.injection import select_facts, select_in_order  # noqa: E402
-from deerflow_nb.memory.terms import texts_to_embed  # noqa: E402
+from deerflow_nb.memory.retrieval.injection import select_facts, select_in_order  # noqa: E402
+from deerflow_nb.memory.retrieval.terms import texts_to_embed  # noqa: E402
 from deerflow_nb.tokens import count_tokens  # noqa: E402
 
 DEFAULT_DATA = default_data_dir("locomo-dev")
@@ -313,7 +313,7 @@ def _cell(recalls: list[float]) -> str:
 def local_embedder(journal_dir: Path) -> Any:
     """The bundled MiniLM through the real embedder and a journal cache."""
     from deerflow_nb.config import Settings
-    from deerflow_nb.memory.embeddings import get_embedder
+    from deerflow_nb.memory.retrieval.embedder import get_embedder
     from deerflow_nb.storage.journal import Journal
 
     settings = Settings(home=journal_dir)
@@ -500,7 +500,7 @@ def _bm25s_build(texts: list[str]) -> None:
 def speed_section(data_dir: Path, results: Results | None = None) -> str:
     """The speed table; its figures, with their same-run baselines, also go to
     ``results`` (``speed``)."""
-    from deerflow_nb.memory.injection import format_memory_for_injection
+    from deerflow_nb.memory.retrieval.injection import format_memory_for_injection
 
     facts: list[dict] = []
     questions: list[str] = []

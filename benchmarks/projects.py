@@ -43,7 +43,7 @@ from benchlib import Results, add_results_options, report_written, results_dir  
 from deerflow_nb.agent import Agent  # noqa: E402
 from deerflow_nb.config import load_settings  # noqa: E402
 from deerflow_nb.memory import Memory  # noqa: E402
-from deerflow_nb.memory.injection import inject  # noqa: E402
+from deerflow_nb.memory.retrieval.injection import inject  # noqa: E402
 from deerflow_nb.projects import fact_project  # noqa: E402
 from deerflow_nb.tokens import count_tokens  # noqa: E402
 

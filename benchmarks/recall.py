@@ -61,8 +61,8 @@ from locomo_injection import (  # noqa: E402  (this folder: one interval)
 )
 
 from deerflow_nb.config import Settings  # noqa: E402
-from deerflow_nb.memory import recall as recall_module  # noqa: E402
 from deerflow_nb.memory.api import Memory  # noqa: E402
+from deerflow_nb.memory.retrieval import recall as recall_module  # noqa: E402
 from deerflow_nb.storage import recall_index  # noqa: E402
 from deerflow_nb.storage.journal import date_messages, insert_bulk  # noqa: E402
 

@@ -21,7 +21,7 @@ main checkout). Two committed sets (``benchmarks/data``), written for this bench
   facts share no word (stem) with the query?
 
 Every figure carries its 95% bootstrap interval over the queries. ``--calibrate`` prints
-the distributions the floor (``deerflow_nb/memory/relevance.py``) is chosen from: each
+the distributions the floor (``deerflow_nb/memory/retrieval/relevance.py``) is chosen from: each
 query's best coverage (and best MiniLM cosine) for on-topic queries (LOCOMO questions of
 categories 1-4, the notebook's paraphrases) and the off-topic ones, and for each the
 smallest floor letting at most 5 % of off-topic queries through, with the share of
@@ -54,12 +54,12 @@ from benchlib import results_dir as results_dir_of  # noqa: E402
 from locomo_injection import _cell, interval, load_conversation, memory_of  # noqa: E402
 from recall import journal_sessions, load, memory_at  # noqa: E402
 
-from deerflow_nb.memory import recall as recall_module  # noqa: E402
-from deerflow_nb.memory import relevance  # noqa: E402
-from deerflow_nb.memory.fact_index import get_index  # noqa: E402
-from deerflow_nb.memory.injection import fact_coverage, rank_facts  # noqa: E402
-from deerflow_nb.memory.ranking import _known_entities  # noqa: E402
-from deerflow_nb.memory.terms import analyze, without_entities  # noqa: E402
+from deerflow_nb.memory.retrieval import recall as recall_module  # noqa: E402
+from deerflow_nb.memory.retrieval import relevance  # noqa: E402
+from deerflow_nb.memory.retrieval.fact_index import get_index  # noqa: E402
+from deerflow_nb.memory.retrieval.injection import fact_coverage, rank_facts  # noqa: E402
+from deerflow_nb.memory.retrieval.ranking import _known_entities  # noqa: E402
+from deerflow_nb.memory.retrieval.terms import analyze, without_entities  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 DEFAULT_DATA = default_data_dir("locomo-dev")

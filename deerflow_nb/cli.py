@@ -103,6 +103,24 @@ def _import(mem: Memory, args: argparse.Namespace) -> None:
     _say(f"imported {count_of(mem.import_(args.path), 'fact')} from {args.path}")
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    """Bring the home's journal.db to this version's schema: a writer's open does it, and
+    readers (the inspector, ``status``, ``export``) never do it themselves."""
+    from .memory import Memory, open_reader
+
+    if args.home and not Path(args.home).expanduser().is_dir():
+        raise ValueError(f"no home folder {args.home}; check the path (or omit --home)")
+    with open_reader(args.home) as reader:
+        path, before = reader.settings.journal_path, set(reader.migrations())
+    if not path.is_file():
+        raise ValueError(f"no journal at {path}: nothing to migrate (check --home)")
+    with Memory(args.home) as mem:
+        after = mem.reader.migrations()
+    ran = [name for name in after if name not in before]
+    _say(f"{path}: applied {', '.join(ran)}" if ran else f"{path}: up to date")
+    return 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     """Probe the configured models and print the table; 2 (one line) when the server
     cannot be reached or no model is usable, 0 whenever the checks could run."""
@@ -152,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("path")
     imp.add_argument("--yes", action="store_true", help="replace facts already in memory")
     imp.set_defaults(func=_with_memory(_import, creates_home=True))
+    with_home(
+        sub.add_parser("migrate", help="bring journal.db to this version's schema")
+    ).set_defaults(func=_migrate)
     with_home(
         sub.add_parser(
             "doctor",

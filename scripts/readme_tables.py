@@ -55,6 +55,23 @@ def memory_commands() -> str:
     return "\n".join(rows) + "\n"
 
 
+def cli_commands() -> str:
+    """The ``deerflow-nb`` table: one row per subcommand, its usage and what it does."""
+    import argparse
+
+    from deerflow_nb.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = {c.dest: c.help for c in sub._choices_actions}
+    rows = ["| command | what it does |", "|---|---|"]
+    for name, command in sub.choices.items():
+        usage = " ".join(command.format_usage().split()[1:]) if command.add_help else ""
+        usage = usage or f"deerflow-nb {name} [--help]"
+        rows.append(f"| `{_cell(usage)}` | {_cell(helps[name] or '')} |")
+    return "\n".join(rows) + "\n"
+
+
 def _agent_arguments() -> list[tuple[str, Spelling]]:
     """``%%agent``'s arguments, ``-h/--help`` first, as its parser declares them."""
     from deerflow_nb.notebook.agent_magic import AgentArgs
@@ -192,7 +209,7 @@ EXAMPLE_FACTS = (
 
 def injection_example() -> str:
     """The Facts part of the block for ``EXAMPLE_FACTS``, in a code block."""
-    from deerflow_nb.memory.injection import format_memory_for_injection
+    from deerflow_nb.memory.retrieval.injection import format_memory_for_injection
 
     facts = [
         {

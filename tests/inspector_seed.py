@@ -25,7 +25,7 @@ import pytest
 
 from deerflow_nb.config import load_settings
 from deerflow_nb.memory import Memory
-from deerflow_nb.memory import queue as memory_queue
+from deerflow_nb.memory.folding import schedule as memory_queue
 from deerflow_nb.storage.journal import Journal
 
 POLARS = "Prefers polars over pandas for dataframes"
@@ -102,7 +102,7 @@ def seed_home(home: Path) -> dict[str, Any]:
         _turn(journal, "thread-notes", "I want to learn Rust.", "Good plan.", (300, 50))
         snapshot = journal.messages("thread-notes")
         with journal.transaction() as db:
-            memory_queue.schedule(db, "thread-notes", snapshot, len(snapshot), 3600.0)
+            memory_queue.queue_snapshot(db, "thread-notes", snapshot, len(snapshot), 3600.0)
         row = journal.db["memory_queue"].get("thread-notes")
         memory_queue.fail(journal, row, "ModelError: the model server did not answer")
     finally:
@@ -216,7 +216,7 @@ def seed_hostile_home(home: Path, beacon: str = "http://127.0.0.1:9") -> dict[st
         journal.ensure_thread("![b](" + beacon + BEACON_PATH + "?thread-id)", model="offline")
         snapshot = journal.messages("thread-evil")
         with journal.transaction() as db:
-            memory_queue.schedule(db, "thread-evil", snapshot, len(snapshot), 3600.0)
+            memory_queue.queue_snapshot(db, "thread-evil", snapshot, len(snapshot), 3600.0)
         row = journal.db["memory_queue"].get("thread-evil")
         memory_queue.fail(journal, row, "ModelError: " + hostile(beacon, "error"))
     finally:

@@ -259,11 +259,14 @@ def test_modules_and_classes_stay_small() -> None:
 # commit, and rolling a journaled version forward after a crash); the rules are applied by
 # the gate alone.
 WRITE_DOORS = {
-    "commit": {"memory/gate.py"},  # ledger.commit: the one write path
-    "apply": {"memory/gate.py"},  # rules.apply: the update rules, run by the gate
-    "prepare": {"memory/ledger.py", "memory/store.py"},  # store.prepare/install/write
-    "install": {"memory/ledger.py", "memory/store.py"},
-    "write": {"memory/ledger.py", "memory/store.py"},
+    "commit": {"memory/updates/gate.py"},  # ledger.commit: the one write path
+    "apply": {"memory/updates/gate.py"},  # rules.apply: the update rules, run by the gate
+    "prepare": {
+        "memory/updates/write_protocol.py",
+        "memory/store.py",
+    },  # store.prepare/install/write
+    "install": {"memory/updates/write_protocol.py", "memory/store.py"},
+    "write": {"memory/updates/write_protocol.py", "memory/store.py"},
 }
 # The receivers those calls are writes on (``self.ledger.commit``, ``self.rules.apply``,
 # ``self.store.write``); a list's ``insert`` or a file's ``write`` is not one.
@@ -295,10 +298,10 @@ def test_only_the_gate_changes_memory() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(PACKAGE).as_posix()
         for door, hit in memory_writes_in(path.read_text()):
-            allowed = WRITE_DOORS[door] | {"memory/rules.py", "memory/updater.py"}
+            allowed = WRITE_DOORS[door] | {"memory/updates/rules.py", "memory/updates/updater.py"}
             if where not in allowed:
                 wrong.append(f"{where}: {hit}")
-    assert not wrong, "memory changed outside memory/gate.py:\n" + "\n".join(wrong)
+    assert not wrong, "memory changed outside memory/updates/gate.py:\n" + "\n".join(wrong)
 
 
 def test_the_gate_scan_finds_a_planted_side_door() -> None:
@@ -380,13 +383,13 @@ def test_the_facade_scan_finds_a_planted_reach_in() -> None:
         "from ..memory import Memory, queue\n"
         "from ..memory.store import MemoryFileError\n"
         "def f():\n"
-        "    import deerflow_nb.memory.folds\n"
+        "    import deerflow_nb.memory.folding.fold_log\n"
         "    from deerflow_nb.memory import open_reader\n"
     )
     assert memory_reaches_in(planted, "deerflow_nb.notebook.panel") == [
         "line 1 imports memory.queue",
         "line 2 imports deerflow_nb.memory.store",
-        "line 4 imports deerflow_nb.memory.folds",
+        "line 4 imports deerflow_nb.memory.folding.fold_log",
     ]
 
 
@@ -488,3 +491,87 @@ def test_llm_knows_no_provider_but_its_own() -> None:
         if target.startswith("deerflow_nb.offline")
     ]
     assert not wrong, "\n".join(wrong)
+
+
+# -- the house by job: one name per layer, a fold path read top-down (issue 27) -------------
+def test_memory_and_storage_share_no_module_name() -> None:
+    """storage/ names its modules for tables, memory/ for what they decide: ``queue`` or
+    ``ledger`` in both would make every reader ask which one is meant."""
+    stored = {p.stem for p in (PACKAGE / "storage").glob("*.py")} - {"__init__"}
+    remembered = {p.stem for p in (PACKAGE / "memory").rglob("*.py")} - {"__init__"}
+    assert not stored & remembered, f"named in both layers: {sorted(stored & remembered)}"
+
+
+# The fold path, top-down: each module may call those after it, never one before it.
+FOLD_PATH = [
+    "deerflow_nb.memory.api",
+    "deerflow_nb.memory.folding.worker",
+    "deerflow_nb.memory.folding.fold",
+    "deerflow_nb.memory.updates.gate",
+    "deerflow_nb.memory.updates.write_protocol",
+    "deerflow_nb.memory.folding.schedule",
+]
+
+
+def climbs(sources: dict[str, str], path: list[str]) -> list[str]:
+    """Imports (lazy ones too) from a module of ``path`` to one earlier in it."""
+    found = []
+    for rank, module in enumerate(path):
+        earlier = set(path[:rank])
+        for line, target in imports_in(sources[module], module):
+            if target in earlier:
+                found.append(f"{module} line {line} imports {target}")
+    return found
+
+
+def test_the_fold_path_reads_top_down() -> None:
+    sources = {m: (PACKAGE.parent / (m.replace(".", "/") + ".py")).read_text() for m in FOLD_PATH}
+    found = climbs(sources, FOLD_PATH)
+    assert not found, "the fold path climbs back up:\n" + "\n".join(found)
+
+
+def test_the_fold_path_check_finds_a_planted_callback() -> None:
+    planted = {m: "" for m in FOLD_PATH} | {
+        "deerflow_nb.memory.folding.schedule": "def later():\n    from .worker import join\n"
+    }
+    assert climbs(planted, FOLD_PATH) == [
+        "deerflow_nb.memory.folding.schedule line 2 imports deerflow_nb.memory.folding.worker"
+    ]
+
+
+# The one storage read a user-facing module makes itself: ``%load_ext`` asks, with the
+# standard library only, whether a killed kernel left folds (memory would import sqlite-utils).
+UI_STORAGE_READS = {("deerflow_nb.notebook.magics", "deerflow_nb.storage.queue")}
+
+
+def journal_reads_in(source: str, module: str) -> list[str]:
+    """A user-facing module's own reads of the journal: a storage import, or ``.journal``."""
+    found = [
+        f"line {line} imports {target}"
+        for line, target in imports_in(source, module)
+        if target.startswith("deerflow_nb.storage") and (module, target) not in UI_STORAGE_READS
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "journal":
+            found.append(f"line {node.lineno} reads .journal")
+    return found
+
+
+def test_the_notebook_and_the_inspector_read_through_memory() -> None:
+    wrong = [
+        f"{path.relative_to(REPO)}: {hit}"
+        for folder in ("notebook", "inspector")
+        for path in sorted((PACKAGE / folder).rglob("*.py"))
+        for hit in journal_reads_in(path.read_text(), module_name(path))
+    ]
+    assert not wrong, "journal reads of their own (use MemoryReader or Memory):\n" + "\n".join(
+        wrong
+    )
+
+
+def test_the_journal_read_scan_finds_planted_reads() -> None:
+    planted = "from ..storage.journal import row_to_message\nrows = agent.journal.turns('t')\n"
+    assert journal_reads_in(planted, "deerflow_nb.notebook.panel") == [
+        "line 1 imports deerflow_nb.storage.journal",
+        "line 2 reads .journal",
+    ]

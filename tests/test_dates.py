@@ -7,8 +7,8 @@ from datetime import date
 import numpy as np
 import pytest
 
-from deerflow_nb.memory.dates import date_match, fact_ordinals, mentioned_dates
-from deerflow_nb.memory.injection import select_facts
+from deerflow_nb.memory.retrieval.dates import date_match, fact_ordinals, mentioned_dates
+from deerflow_nb.memory.retrieval.injection import select_facts
 
 
 def days(text: str) -> list[tuple[date, date]]:
@@ -83,7 +83,7 @@ def test_facts_learned_on_the_named_day_come_first() -> None:
 
 
 def test_a_search_naming_a_date_lists_the_facts_learned_then() -> None:
-    from deerflow_nb.memory.injection import rank_facts
+    from deerflow_nb.memory.retrieval.injection import rank_facts
 
     facts = [
         fact("Adopted a greyhound", "2023-06-14T10:00:00Z"),

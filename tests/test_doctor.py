@@ -21,7 +21,7 @@ from deerflow_nb.config import load_settings
 from deerflow_nb.doctor.checks import probe_extraction, run_doctor
 from deerflow_nb.doctor.report import FAIL, OK, UNKNOWN, Check, DoctorReport
 from deerflow_nb.llm.base import ChatModel, ChatResult, OnText
-from deerflow_nb.memory.extraction import build_messages
+from deerflow_nb.memory.folding.extraction import build_messages
 from deerflow_nb.memory.store import empty_memory
 from deerflow_nb.offline.model import OfflineModel
 

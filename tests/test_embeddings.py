@@ -19,10 +19,10 @@ from loopback import start_server
 
 from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
-from deerflow_nb.memory import fact_index, ranking, relevance
-from deerflow_nb.memory.embeddings import Embedder, content_hash, get_embedder
-from deerflow_nb.memory.injection import explain_selection, rank_facts, select_facts
-from deerflow_nb.memory.terms import texts_to_embed
+from deerflow_nb.memory.retrieval import fact_index, ranking, relevance
+from deerflow_nb.memory.retrieval.embedder import Embedder, content_hash, get_embedder
+from deerflow_nb.memory.retrieval.injection import explain_selection, rank_facts, select_facts
+from deerflow_nb.memory.retrieval.terms import texts_to_embed
 from deerflow_nb.offline.model import OfflineModel
 from deerflow_nb.storage.journal import Journal
 
@@ -226,8 +226,9 @@ def test_offline_stand_in_is_cached_under_its_own_name(home: Path, tmp_path: Pat
 
 def test_importing_the_package_does_not_import_torch() -> None:
     code = (
-        "import sys, deerflow_nb, deerflow_nb.memory.injection, deerflow_nb.memory.embeddings\n"
-        "from deerflow_nb.memory.injection import format_memory_for_injection\n"
+        "import sys, deerflow_nb, deerflow_nb.memory.retrieval.injection\n"
+        "import deerflow_nb.memory.retrieval.embedder\n"
+        "from deerflow_nb.memory.retrieval.injection import format_memory_for_injection\n"
         "format_memory_for_injection({'facts': [{'content': 'x y z'}]}, 100, 'x')\n"
         "bad = {'torch', 'sentence_transformers'} & set(sys.modules)\n"
         "assert not bad, bad\n"
@@ -282,7 +283,7 @@ def test_an_embeddings_server_gone_down_leaves_ranking_by_words(
         embedder = get_embedder(settings, Journal(tmp_path / "journal.db"))
         embedder.warm(FACTS)
     data = memory(FACTS)
-    with caplog.at_level(logging.WARNING, logger="deerflow_nb.memory.ranking"):
+    with caplog.at_level(logging.WARNING, logger="deerflow_nb.memory.retrieval.ranking"):
         for _ in range(2):
             chosen = select_facts(data, "adoption agencies for Caroline", 2000, embedder=embedder)
             assert chosen[0]["content"] == "Caroline is researching adoption agencies."

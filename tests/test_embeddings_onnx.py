@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from deerflow_nb.config import ConfigError, Settings
-from deerflow_nb.memory import minilm_onnx
-from deerflow_nb.memory.embeddings import ONNX_MODEL_ID, Embedder, get_embedder
-from deerflow_nb.memory.injection import select_facts
+from deerflow_nb.memory.retrieval import minilm_onnx
+from deerflow_nb.memory.retrieval.embedder import ONNX_MODEL_ID, Embedder, get_embedder
+from deerflow_nb.memory.retrieval.injection import select_facts
 from deerflow_nb.storage.journal import Journal
 
 pytestmark = pytest.mark.skipif(

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from deerflow_nb.memory import fact_index, ranking, terms
-from deerflow_nb.memory.block import escape
-from deerflow_nb.memory.injection import (
+from deerflow_nb.memory.retrieval import fact_index, ranking, terms
+from deerflow_nb.memory.retrieval.block import escape
+from deerflow_nb.memory.retrieval.injection import (
     explain_selection,
     format_memory_for_injection,
     rank_facts,

@@ -188,7 +188,7 @@ def test_history_charts_mark_additions_changes_and_removals(home, seeded, monkey
 
 # -- Injection preview ----------------------------------------------------------------------------
 def test_injection_preview_shows_the_exact_block_and_why(home, seeded, monkeypatch):
-    from deerflow_nb.memory.injection import format_memory_for_injection
+    from deerflow_nb.memory.retrieval.injection import format_memory_for_injection
     from deerflow_nb.tokens import count_tokens
 
     at = run_app(home, monkeypatch)
@@ -401,7 +401,7 @@ def test_status_shows_queue_last_fold_error_and_files(home, seeded, monkeypatch)
 
 
 def test_status_shows_the_last_fold_report_and_failures_in_a_row(home, seeded, monkeypatch):
-    from deerflow_nb.memory import folds
+    from deerflow_nb.memory.folding import fold_log as folds
 
     with quiet_memory(home) as mem:
         mem.apply(

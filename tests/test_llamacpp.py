@@ -88,7 +88,7 @@ def test_a_schema_constrained_fold_reply_parses_under_its_cap(
     stops by itself under the cap, and it is a diff."""
     from deerflow_nb.config import load_settings
     from deerflow_nb.llm import get_chat_model
-    from deerflow_nb.memory.extraction import build_messages, parse
+    from deerflow_nb.memory.folding.extraction import build_messages, parse
     from deerflow_nb.schema.diff import diff_json_schema
 
     _llama_config(home)

@@ -15,14 +15,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from journal_rows import memory_json
 
 from deerflow_nb import Agent, Memory
-from deerflow_nb.memory.aging import (
-    TOPICAL_FACTOR,
-    age_factor,
-    eviction_order,
-    keep_score,
-)
-from deerflow_nb.memory.extraction import build_messages, parse
-from deerflow_nb.memory.updater import apply_diff
+from deerflow_nb.memory.folding.extraction import build_messages, parse
+from deerflow_nb.memory.updates.aging import TOPICAL_FACTOR, age_factor, eviction_order, keep_score
+from deerflow_nb.memory.updates.updater import apply_diff
 from deerflow_nb.notebook.views.history import EventsView
 from deerflow_nb.notebook.views.review import ConsolidationView, StaleView, summarize_diff
 from deerflow_nb.offline.consolidation import offline_merges
@@ -240,7 +235,7 @@ def test_a_stale_fact_is_proposed_not_removed_and_approving_removes_it(home: Pat
         fact("f_used", "Prefers vim keybindings", created=ago(400, now)),
     )
     with mem.journal.transaction() as db:  # used last week: not stale however old
-        from deerflow_nb.memory import usage
+        from deerflow_nb.memory.updates import fact_use as usage
 
         usage.record_used(db, ["f_used"], ago(7, now))
     stale = mem.stale()
@@ -331,7 +326,7 @@ def test_consolidate_in_review_mode_waits_and_approval_applies_it(home: Path) ->
     (pending,) = mem.pending()
     assert "merge f_uses, f_pref, f_team" in summarize_diff(pending["diff"])
     with mem.journal.transaction() as db:
-        from deerflow_nb.memory import usage
+        from deerflow_nb.memory.updates import fact_use as usage
 
         usage.record_used(db, ["f_pref"], ago(3, datetime.now(UTC)))
     mem.approve("all")
@@ -342,7 +337,7 @@ def test_consolidate_in_review_mode_waits_and_approval_applies_it(home: Path) ->
 
 
 def test_merges_naming_corrections_or_unknown_handles_are_left_out() -> None:
-    from deerflow_nb.memory.aging import parse_merges
+    from deerflow_nb.memory.updates.aging import parse_merges
 
     data = document(*POLARS)
     handles = {f"f{i}": f["id"] for i, f in enumerate(POLARS, 1)}

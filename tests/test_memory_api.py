@@ -15,7 +15,9 @@ from loopback import ServerHandle
 from waiting import ManualClock, wait_until
 
 from deerflow_nb import Memory
-from deerflow_nb.memory import ExtractionError, queue
+from deerflow_nb.memory import ExtractionError
+from deerflow_nb.memory.folding import schedule as queue
+from deerflow_nb.memory.folding import worker
 
 
 def configure(home: Path, **memory: object) -> None:
@@ -132,10 +134,10 @@ def test_debounce_restarts_on_every_enqueue_and_the_worker_folds(
     clock.advance(0.6)  # "a" alone would be due by now; the second enqueue pushed it back
     assert [r["due_at"] for r in queue_rows(mem)] == pytest.approx([clock() + 0.4] * 2)
     assert queue.claim(mem.journal, "a", force=False) is None  # what the worker would find
-    mem._folding.worker.notify()
+    mem._worker.notify()
     assert mem.data["facts"] == []
     clock.advance(0.4)  # the debounce after the last enqueue has passed
-    mem._folding.worker.notify()
+    mem._worker.notify()
     wait_until(lambda: len(mem.data["facts"]) == 2, what="the worker's fold")
     assert sorted(contents(mem)) == ["Works on project Apollo", "Works on project Zephyr"]
     mem.close()
@@ -313,13 +315,13 @@ def test_reset_export_and_status(mem: Memory, tmp_path: Path) -> None:
 
 def test_one_worker_per_home_per_process(home: Path) -> None:
     first, second = Memory(home).start(), Memory(home).start()
-    assert first._folding.worker is second._folding.worker is not None
+    assert first._worker is second._worker is not None
     first.close()
     journal_turn(second, "t1", "I prefer vim.")
     second.enqueue("t1")
     assert second.flush().folded == ["t1"]
     second.close()
-    assert home.resolve() not in queue._workers
+    assert home.resolve() not in worker._workers
 
 
 def test_a_turn_journaled_but_never_enqueued_is_folded_on_next_load(home: Path) -> None:

@@ -7,8 +7,13 @@ import logging
 
 import pytest
 
-from deerflow_nb.memory.extraction import ExtractionError, build_messages, parse, parse_reply
-from deerflow_nb.memory.filter import filter_messages, is_foldable
+from deerflow_nb.memory.folding.extraction import (
+    ExtractionError,
+    build_messages,
+    parse,
+    parse_reply,
+)
+from deerflow_nb.memory.folding.message_filter import filter_messages, is_foldable
 from deerflow_nb.offline.extraction import extract_diff
 
 MEMORY = {

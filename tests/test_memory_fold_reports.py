@@ -20,9 +20,9 @@ from journal_rows import journal_turn
 
 from deerflow_nb import Memory
 from deerflow_nb.llm.base import ChatResult
-from deerflow_nb.memory import folds
+from deerflow_nb.memory.folding import fold_log as folds
 from deerflow_nb.memory.store import empty_memory
-from deerflow_nb.memory.updater import MAX_NEW_FACTS_PER_FOLD, apply_diff, wipe_limit
+from deerflow_nb.memory.updates.updater import MAX_NEW_FACTS_PER_FOLD, apply_diff, wipe_limit
 from deerflow_nb.notebook.views.history import EventsView
 from deerflow_nb.notebook.views.status import StatusView, status_line
 from deerflow_nb.schema.diff import ExtractionDiff
@@ -446,7 +446,7 @@ def test_any_prefix_of_a_reply_keeps_only_complete_items(
 ) -> None:
     full = json.dumps({"newFacts": facts, "factsToRemove": []})
     text = noise + full[:cut]
-    from deerflow_nb.memory.extraction import ExtractionError, parse
+    from deerflow_nb.memory.folding.extraction import ExtractionError, parse
 
     try:
         diff = parse(text, {})

@@ -16,8 +16,8 @@ from loopback import ServerHandle
 from deerflow_nb import Agent, Memory
 from deerflow_nb.agent.memory_tools import MemoryTools
 from deerflow_nb.llm.base import ChatResult, ToolCall, Usage
-from deerflow_nb.memory.gate import MAX_REMEMBER_PER_TURN
-from deerflow_nb.memory.updater import wipe_limit
+from deerflow_nb.memory.updates.gate import MAX_REMEMBER_PER_TURN
+from deerflow_nb.memory.updates.updater import wipe_limit
 from deerflow_nb.schema.constants import is_model_suggestion, is_user_fact
 
 TOPICS = (

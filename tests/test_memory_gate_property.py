@@ -24,7 +24,7 @@ from loopback import ServerHandle, start_server
 
 from deerflow_nb import Memory
 from deerflow_nb.agent.memory_tools import MemoryTools
-from deerflow_nb.memory.updater import wipe_limit
+from deerflow_nb.memory.updates.updater import wipe_limit
 
 USER_FACTS, ORGANIC_FACTS = 6, 14
 WORDS = ("alpha", "bravo", "delta", "echo", "golf", "hotel", "india", "kilo", "lima", "oscar")

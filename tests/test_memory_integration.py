@@ -6,7 +6,7 @@ from pathlib import Path
 
 from deerflow_nb import Memory
 from deerflow_nb.memory import format_memory_for_injection, select_facts
-from deerflow_nb.memory.terms import texts_to_embed
+from deerflow_nb.memory.retrieval.terms import texts_to_embed
 
 
 def fold_turn(mem: Memory, thread: str, text: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from deerflow_nb.cli import main as cli_main
 from deerflow_nb.config import HomeError
 from deerflow_nb.memory import Memory, MemoryReader, open_reader
 from deerflow_nb.storage.db import connect
@@ -73,6 +74,7 @@ def every_read(reader: MemoryReader) -> dict[str, Any]:
         "usage": len(reader.usage()),
         "sizes": len(reader.version_sizes()),
         "queue": len(reader.queue()),
+        "recall": [hit["content"] for hit in reader.recall("duckdb at work", 5)],
     }
 
 
@@ -84,6 +86,19 @@ def test_reading_every_view_changes_no_byte(lived_in: Path) -> None:
     assert seen["facts"] == ["Works on churn models", "I prefer polars over pandas"]
     assert seen["versions"] >= 3 and seen["pending"] == [1] and seen["review"] is True
     assert seen["threads"] == ["t1"] and seen["messages"] == 2
+    assert seen["recall"][0] == "I use duckdb at work"  # its index caught up in memory only
+
+
+def test_recall_searches_a_caught_up_index_in_place(lived_in: Path) -> None:
+    with Memory(lived_in) as mem:  # a writer's search catches the file's index up
+        assert mem.recall("duckdb at work")[0]["content"] == "I use duckdb at work"
+        mem.journal.add_message("t1", {"role": "user", "content": "and polars for speed"})
+        assert mem.recall("polars speed")[0]["content"] == "and polars for speed"
+    before = tree(lived_in)
+    with open_reader(lived_in) as reader:
+        assert reader.recall("polars speed", 5)[0]["content"] == "and polars for speed"
+        assert reader.recall("duckdb at work", 5)[0]["content"] == "I use duckdb at work"
+    assert tree(lived_in) == before
 
 
 def test_a_missing_home_stays_missing(tmp_path: Path) -> None:
@@ -135,18 +150,32 @@ def test_an_older_journal_is_read_as_far_as_its_tables_go(home: Path) -> None:
     assert tree(home) == before
 
 
-def test_a_read_an_older_journal_cannot_answer_names_the_writer_that_migrates_it(
-    home: Path,
+def test_a_read_an_older_journal_cannot_answer_names_the_step_that_migrates_it(
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     old_journal(home, 4)  # memory_versions without the columns later versions added
     with pytest.raises(HomeError) as caught, open_reader(home) as reader:
         reader.version_sizes()  # sizes count the deltas a later version added
     message = str(caught.value)
-    assert "older deerflow_nb" in message and "deerflow-nb fold" in message
+    assert "older deerflow_nb" in message and "`deerflow-nb migrate`" in message
     assert "\n" not in message
-    Memory(home).close()  # a writer migrates it; then the read answers
+    assert cli_main(["migrate", "--home", str(home)]) == 0  # the step the message names
+    out = capsys.readouterr().out
+    assert out.startswith(f"{home / 'journal.db'}: applied ") and MIGRATIONS[4][0] in out
     with open_reader(home) as reader:
         assert reader.version_sizes() == []
+        assert reader.migrations() == sorted(name for name, _ in MIGRATIONS)
+    assert cli_main(["migrate", "--home", str(home)]) == 0
+    assert capsys.readouterr().out == f"{home / 'journal.db'}: up to date\n"
+
+
+def test_migrate_without_a_journal_says_so_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = tree(tmp_path)
+    assert cli_main(["migrate", "--home", str(tmp_path)]) == 2
+    assert "no journal at" in capsys.readouterr().err
+    assert tree(tmp_path) == before
 
 
 # -- on a read-only disk -----------------------------------------------------------------
@@ -231,3 +260,20 @@ def test_reads_in_a_folder_the_reader_cannot_write(readable_copy: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert without_paths(json.loads(result.stdout)) == want
     assert tree(readable_copy) == before
+
+
+def test_a_readers_embedder_reads_the_vector_cache_and_writes_nothing(home: Path) -> None:
+    (home / "config.yaml").write_text("memory:\n  embeddings: openai:text-embedding-3-small\n")
+    with Memory(home) as mem:  # the writer caches the facts' vectors at fold time
+        mem.add_fact("Prefers polars over pandas", "preference")
+        mem.add_fact("Works on churn models", "context")
+        cached = mem.embedder.model_id
+    before = tree(home)
+    with open_reader(home) as reader:
+        embedder = reader.embedder()
+    assert embedder.model_id == cached
+    embedder.embed_many(["Prefers polars over pandas", "Works on churn models"])
+    assert embedder.computed == 0  # both read back from the journal, read-only
+    embedder.embed_many(["Uses duckdb at work"])
+    assert embedder.computed == 1  # a new text is computed, and kept in memory only
+    assert tree(home) == before

@@ -40,7 +40,7 @@ def test_deleting_memory_json_resets_what_is_injected() -> None:
 
 
 def test_a_pinned_revision_skips_the_fingerprint_but_not_a_new_revision() -> None:
-    from deerflow_nb.memory import fact_index
+    from deerflow_nb.memory.retrieval import fact_index
 
     mem = Memory()
     mem.add_fact("Prefers polars over pandas", category="preference")

@@ -16,23 +16,21 @@ from journal_rows import journal_turn, queue_rows
 from deerflow_nb import Agent, Memory
 from deerflow_nb.cli import main as cli_main
 from deerflow_nb.inspector import actions
-from deerflow_nb.memory import queue
+from deerflow_nb.memory.folding import worker
 from deerflow_nb.notebook.session import close_session, get_session
-
-WORKER_THREAD = "deerflow-nb-memory-queue"
 
 
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The homes whose fold worker something joined (``queue.acquire``), in order."""
+    """The homes whose fold worker something joined (``worker.join``), in order."""
     homes: list[Path] = []
-    real = queue.acquire
+    real = worker.join
 
-    def acquire(home: Path, holder: Any) -> queue.QueueWorker:
-        homes.append(home)
-        return real(home, holder)
+    def join(folding: Any) -> worker.FoldWorker:
+        homes.append(folding.settings.home)
+        return real(folding)
 
-    monkeypatch.setattr(queue, "acquire", acquire)
+    monkeypatch.setattr(worker, "join", join)
     return homes
 
 
@@ -54,7 +52,7 @@ def journal_dump(home: Path) -> list[str]:
 
 def worker_threads(home: Path) -> list[threading.Thread]:
     """The live fold workers of ``home`` (other tests' homes have their own)."""
-    name = f"{WORKER_THREAD}:{home.resolve()}"
+    name = f"{worker.THREAD_NAME}:{home.resolve()}"
     return [t for t in threading.enumerate() if t.name == name]
 
 
@@ -122,7 +120,7 @@ def test_the_notebook_session_starts_its_memory(
     queued_home: Path, started: list[Path], ipython: InteractiveShell
 ) -> None:
     try:
-        assert get_session(ipython).memory._folding.worker is not None
+        assert get_session(ipython).memory._worker is not None
         assert started == [queued_home] and len(worker_threads(queued_home)) == 1
     finally:
         close_session(ipython)

@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deerflow_nb.memory.extraction import validate_diff
+from deerflow_nb.memory.folding.extraction import validate_diff
 from deerflow_nb.memory.store import empty_memory
-from deerflow_nb.memory.updater import apply_diff, sanitize_text
+from deerflow_nb.memory.updates.updater import apply_diff, sanitize_text
 from deerflow_nb.similarity import signature
 
 

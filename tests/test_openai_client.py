@@ -275,7 +275,7 @@ def test_a_fold_against_a_dead_server_is_one_logged_line(
     memory = Memory(home)
     journal_turn(memory, "t", "I prefer vim over emacs.")
     memory.enqueue("t")
-    with caplog.at_level(logging.WARNING, logger="deerflow_nb.memory.folding"):
+    with caplog.at_level(logging.WARNING, logger="deerflow_nb.memory.folding.fold"):
         report = memory.flush(timeout=60)
     assert "cannot reach" in report.failed["t"]
     (record,) = [r for r in caplog.records if "memory fold of t failed" in r.getMessage()]

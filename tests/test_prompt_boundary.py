@@ -20,8 +20,8 @@ import deerflow_nb
 from deerflow_nb import Memory
 from deerflow_nb.agent.summarization import summary_request
 from deerflow_nb.config import SummarizationConfig
-from deerflow_nb.memory.aging import consolidation_messages
-from deerflow_nb.memory.extraction import build_messages
+from deerflow_nb.memory.folding.extraction import build_messages
+from deerflow_nb.memory.updates.aging import consolidation_messages
 from deerflow_nb.schema.constants import PROMPT_TAG_NAMES
 from deerflow_nb.untrusted import clean_text, prompt_text, reveal_invisible
 
@@ -227,7 +227,7 @@ def test_every_prompt_section_is_written_through_the_boundary() -> None:
         if relative.startswith("offline/") or not sections_around_text(source):
             continue
         writers[relative] = bool(re.search(r"\bprompt_(?:text|chars)\(", source))
-    assert {"memory/extraction.py", "memory/aging.py", "agent/summarization.py",
+    assert {"memory/folding/extraction.py", "memory/updates/aging.py", "agent/summarization.py",
             "agent/loop.py"} <= set(writers)  # fmt: skip
     assert all(writers.values()), writers
     assert sections_around_text('f"<memory>{x}</memory>"') == [1]  # the scan finds one

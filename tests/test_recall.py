@@ -13,8 +13,8 @@ from IPython.utils.capture import capture_output
 from markdown_it import MarkdownIt
 
 from deerflow_nb import Agent, Memory
-from deerflow_nb.memory import recall as recall_module
-from deerflow_nb.memory.embeddings import Embedder
+from deerflow_nb.memory.retrieval import recall as recall_module
+from deerflow_nb.memory.retrieval.embedder import Embedder
 from deerflow_nb.notebook.session import get_session
 from deerflow_nb.notebook.views.recall import RecallResults
 
@@ -206,7 +206,7 @@ def test_dense_similarity_finds_a_paraphrase(memory: Memory) -> None:
 
     say(memory, "t", "I sold my automobile.", "Sorry to hear.", "Tomato soup recipe?", "Sure.")
     assert "I sold my automobile." not in contents(memory.recall("car"))
-    memory._embedder = Embedder("fake", compute, memory.journal)
+    memory._vectors._embedder = Embedder("fake", compute, memory.journal)
     assert contents(memory.recall("car"))[0] == "I sold my automobile."
 
 

@@ -28,9 +28,10 @@ from hypothesis import strategies as st
 
 from deerflow_nb import Memory
 from deerflow_nb.config import HomeError
-from deerflow_nb.memory import MemoryFileError, versions
+from deerflow_nb.memory import MemoryFileError
 from deerflow_nb.memory.store import MemoryStore, empty_memory
-from deerflow_nb.memory.transfer import MAX_IMPORT_BYTES
+from deerflow_nb.memory.updates import versions
+from deerflow_nb.memory.updates.transfer import MAX_IMPORT_BYTES
 
 FACT = '{{"id": "f1", "content": "Likes tea", "category": "preference", "confidence": {}}}'
 

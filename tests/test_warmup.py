@@ -12,7 +12,7 @@ from pathlib import Path
 from IPython.core.interactiveshell import InteractiveShell
 
 from deerflow_nb import Memory
-from deerflow_nb.memory import fact_index
+from deerflow_nb.memory.retrieval import fact_index
 from deerflow_nb.notebook import warmup
 
 PROBE = """
@@ -26,7 +26,7 @@ during = "deerflow_nb.notebook.agent_magic" in sys.modules
 shell.run_cell("1 + 1")  # the cell ends: the warm-up starts
 getattr(shell, warmup._THREAD_ATTR).join()
 print(json.dumps({"during": during, "after": "deerflow_nb.notebook.agent_magic" in sys.modules,
-                  "memory": "deerflow_nb.memory.recall" in sys.modules}))
+                  "memory": "deerflow_nb.memory.retrieval.recall" in sys.modules}))
 """
 
 

@@ -130,6 +130,39 @@ class Agent:
     def journal(self) -> Journal:
         return self.memory.journal
 
+    def journaled_turn(self, thread: str) -> TurnResult | None:
+        """The thread's last journaled turn as a ``TurnResult`` (its messages, tool calls,
+        usage and status), or None when it has none: what a re-run cell may show again."""
+        from ..storage.journal import row_to_message  # sqlite-utils: loaded on first use
+
+        turns = self.journal.turns(thread)
+        if not turns:
+            return None
+        last = turns[-1]
+        seqs = [seq for place, seq in self.journal.turn_places(last["id"]) if place == thread]
+        if not seqs:
+            return None
+        rows = self.journal.message_rows(thread, after_seq=min(seqs) - 1)
+        messages = [row_to_message(r) for r in rows if r["turn_id"] == last["id"]]
+        calls = [
+            {"name": c["function"]["name"], "arguments": c["function"].get("arguments", "")}
+            for m in messages
+            for c in m.get("tool_calls") or []
+            if isinstance(c, dict) and isinstance(c.get("function"), dict)
+        ]
+        replies = [m["content"] for m in messages if m["role"] == "assistant" and m["content"]]
+        return TurnResult(
+            reply=replies[-1] if replies else "",
+            thread=thread,
+            model=last["model"],
+            turn_id=last["id"],
+            status=last["status"],
+            usage=Usage(last["input_tokens"] or 0, last["output_tokens"] or 0),
+            facts_injected=last["facts_injected"] or 0,
+            tool_calls=calls,
+            messages=messages,
+        )
+
     @property
     def window(self) -> int:
         """The input window summarization measures: the model's, capped by config."""

@@ -77,16 +77,6 @@ def decide_items(home: Path, op: str, change_id: int, numbers: list[int]) -> int
         return decide(change_id, numbers)
 
 
-def recall(home: Path, query: str, k: int = 10) -> list[dict[str, Any]]:
-    """``Memory.recall``: journaled messages of lead threads matching ``query``, best first.
-
-    The one read that goes through ``Memory``: the search catches its index up with the
-    journal first (``recall_*`` tables), which a read-only connection cannot do.
-    """
-    with _memory(home) as mem:
-        return mem.recall(query, k)
-
-
 def run(action: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[bool, Any]:
     """Call ``action`` and turn an expected failure into ``(False, message)`` for the page."""
     try:

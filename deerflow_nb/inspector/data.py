@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME, load_settings
+from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME
 from ..config import HomeError as HomeError
 from ..memory import MemoryFileError as MemoryFileError
 from ..memory import MemoryReader, open_reader
@@ -55,16 +55,18 @@ def set_aside_copies(home: Path) -> list[Path]:
 def embedder_for(home: Path) -> Any:
     """The embedder the kernel ranks with (``memory.embeddings``), or None when unset.
 
-    It shares the journal's embedding cache, so facts embedded at fold time are not
-    computed again here; only the preview's context is.
+    It reads the journal's embedding cache read-only (``MemoryReader.embedder``), so facts
+    embedded at fold time are not computed again here; only the preview's context is.
     """
-    settings = load_settings(home)
-    if not settings.memory.embeddings:
-        return None
-    from ..memory import get_embedder
-    from ..storage.journal import Journal
+    with open_reader(home, journal=False) as reader:
+        return reader.embedder()
 
-    return get_embedder(settings, Journal(settings.journal_path))
+
+def recall(home: Path, query: str, k: int, embedder: Any = None) -> list[dict[str, Any]]:
+    """Journaled messages of lead threads matching ``query``, best first, every project's
+    (``MemoryReader.recall``: read-only, the index caught up in memory if it lags)."""
+    with open_reader(home) as reader:
+        return reader.recall(query, k, embedder=embedder)
 
 
 # -- journal.db --------------------------------------------------------------------------

@@ -8,33 +8,33 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .api import RECALL_K, Memory
-from .extraction import ExtractionError
 from .fact_query import FactQuery
 from .fact_query import Sort as FactSort
-from .folds import summary as fold_summary
+from .folding.fold_log import summary as fold_summary
+from .model_reply import ExtractionError
 from .reader import MemoryReader, open_reader
 from .reports import ApplyReport, FlushReport
 from .scopes import project_names
 from .scopes import visible as scoped_memory
 from .store import MemoryFileError, empty_memory
-from .updater import MAX_FACT_CHARS
+from .updates.updater import MAX_FACT_CHARS
 
 if TYPE_CHECKING:
-    from .block import escape as escape_for_block
-    from .embeddings import get_embedder
-    from .extraction import build_messages as extraction_messages
-    from .extraction import parse as parse_extraction
-    from .injection import explain_injection, format_memory_for_injection, select_facts
+    from .folding.extraction import build_messages as extraction_messages
+    from .folding.extraction import parse as parse_extraction
+    from .retrieval.block import escape as escape_for_block
+    from .retrieval.embedder import get_embedder
+    from .retrieval.injection import explain_injection, format_memory_for_injection, select_facts
 
 # Facade names whose modules load on first use (numpy, the extraction prompt, ranking).
 _LAZY = {
-    "escape_for_block": ("block", "escape"),
-    "explain_injection": ("injection", "explain_injection"),
-    "extraction_messages": ("extraction", "build_messages"),
-    "format_memory_for_injection": ("injection", "format_memory_for_injection"),
-    "get_embedder": ("embeddings", "get_embedder"),
-    "parse_extraction": ("extraction", "parse"),
-    "select_facts": ("injection", "select_facts"),
+    "escape_for_block": ("retrieval.block", "escape"),
+    "explain_injection": ("retrieval.injection", "explain_injection"),
+    "extraction_messages": ("folding.extraction", "build_messages"),
+    "format_memory_for_injection": ("retrieval.injection", "format_memory_for_injection"),
+    "get_embedder": ("retrieval.embedder", "get_embedder"),
+    "parse_extraction": ("folding.extraction", "parse"),
+    "select_facts": ("retrieval.injection", "select_facts"),
 }
 
 __all__ = [

@@ -25,30 +25,30 @@ from ..config import HOME_ENV, HomeError, Settings, load_settings
 from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff
 from ..storage.journal import Journal
-from . import folds as fold_log
-from . import usage
-from .callbacks import Listeners
-from .edits import Edits
-from .extraction import check_diff
 from .fact_query import FactQuery
-from .folding import SAID_IN_ONE_LINE, Folding
-from .gate import Gate
-from .ledger import Ledger
-from .project_admin import Projects
+from .folding import fold_log, worker
+from .folding.extraction import check_diff
+from .folding.fold import Folding
+from .listeners import Listeners
 from .reader import MemoryReader
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
-from .review import Review, ReviewItem, select
-from .rules import Rules
+from .retrieval.vectors import FactVectors
 from .scopes import EVERY_PROJECT, visible
 from .store import MemoryStore
-from .transfer import Transfer, read_import
-from .upkeep import Upkeep
+from .updates import fact_use as usage
+from .updates.edits import Edits
+from .updates.gate import Gate
+from .updates.project_admin import Projects
+from .updates.review import Review, ReviewItem, select
+from .updates.rules import Rules
+from .updates.transfer import Transfer, read_import
+from .updates.upkeep import Upkeep
+from .updates.write_protocol import Ledger
 
 if TYPE_CHECKING:
-    from .ranking import Context
+    from .retrieval.ranking import Context
 
 log = logging.getLogger(__name__)
-_UNSET = object()
 RECALL_K = 10  # messages a recall lists by default (%memory recall, the panel, the inspector)
 
 
@@ -74,7 +74,7 @@ class Memory:
         self.project: str | None = None
         self._changed = Listeners()
         self._callbacks = self._changed.callbacks
-        self._embedder: Any = _UNSET
+        self._vectors = FactVectors(self.settings, self.journal)
         self._started = False
         self._start_lock = threading.Lock()
         self._ledger = ledger = Ledger(self.journal, self.store, self._changed)
@@ -84,12 +84,19 @@ class Memory:
         )
         rules = Rules(self.settings, self.journal)
         self._review = review = Review(self.settings, self.journal, ledger, self._changed)
-        # The one door for every change (gate.py): nothing below writes memory without it.
+        # The one door for every change (updates/gate.py): nothing below writes memory without it.
         self._gate = gate = Gate(
-            self.settings, self.journal, ledger, rules, lambda: review.on, self._changed, self._warm
+            self.settings,
+            self.journal,
+            ledger,
+            rules,
+            lambda: review.on,
+            self._changed,
+            self._vectors.warm,
         )
         self._edits = Edits(self.settings, gate)
         self._folding = Folding(self.settings, self.journal, ledger, gate)
+        self._worker: worker.FoldWorker | None = None  # joined by ``start``
         self._upkeep = Upkeep(self.settings, ledger, review, gate)
         self._transfer = Transfer(self.settings, ledger, gate)
         self.projects = Projects(self.journal, gate, lambda: self.data)  # list, rename, forget
@@ -105,11 +112,13 @@ class Memory:
             if not self._started:
                 self._ledger.settle()
                 self.journal.interrupt_orphan_turns()
-                self._folding.start_worker()
+                if self.settings.memory.enabled:
+                    self._folding.schedule_orphans()
+                    self._worker = worker.join(self._folding)
                 self._started = True
         return self
 
-    # -- reading ---------------------------------------------------------------------
+    # -- reading -----------------------------------------------------------------------
     @property
     def data(self) -> dict[str, Any]:
         """memory.json, fresh from disk; the empty schema when the file is absent."""
@@ -140,33 +149,12 @@ class Memory:
     @property
     def embedder(self) -> Any:
         """The dense embedder when ``memory.embeddings`` is set, else None (imported lazily)."""
-        if self._embedder is _UNSET:
-            if self.settings.memory.embeddings:
-                from .embeddings import get_embedder
-
-                self._embedder = get_embedder(self.settings, self.journal)
-            else:
-                self._embedder = None
-        return self._embedder
-
-    def _warm(self, data: dict[str, Any]) -> None:
-        """Compute fact (and word, for query expansion) embeddings at fold time, so the
-        next turn's ranking is fast."""
-        try:
-            embedder = self.embedder
-            if embedder is not None:
-                from .terms import texts_to_embed
-
-                embedder.warm(texts_to_embed([f["content"] for f in data.get("facts", [])]))
-        except SAID_IN_ONE_LINE as exc:
-            log.warning("could not compute fact embeddings: %s", exc)
-        except Exception:
-            log.warning("could not compute fact embeddings", exc_info=True)
+        return self._vectors.embedder
 
     def _shared(self, project: str | None = EVERY_PROJECT) -> dict[str, Any]:
         """The current revision, read-only, pinned so ranking need not fingerprint it; only
         the facts ``project`` may see (``scopes.visible``: filtered before any ranking)."""
-        from .fact_index import pin_revision
+        from .retrieval.fact_index import pin_revision
 
         revision, data = self.reader.shared()
         data = visible(data, project)
@@ -188,7 +176,7 @@ class Memory:
     ) -> list[tuple[dict[str, Any], float]]:
         """Facts relevant to ``query`` (``relevance``), best first, scored: the user's and
         ``project``'s (or ``everywhere``); ``relevant_only=False``: the nearest anyway."""
-        from .injection import rank_facts
+        from .retrieval.injection import rank_facts
 
         shared = self._shared(self._scope(project, everywhere))
         results = rank_facts(shared, query, embedder=self.embedder, relevant_only=relevant_only)
@@ -209,8 +197,8 @@ class Memory:
     ) -> list[dict[str, Any]]:
         """Journal search over lead threads' user messages and final replies, best first,
         each ``{"thread", "seq", "role", "content", "created_at", "score", "project"}``,
-        in ``project``'s threads unless ``everywhere`` (``recall.py``, ``relevance``)."""
-        from .project_recall import recall_in
+        in ``project``'s threads unless ``everywhere`` (``retrieval/recall.py``, ``relevance``)."""
+        from .retrieval.project_recall import recall_in
 
         scope = self._scope(project, everywhere)
         return recall_in(
@@ -228,7 +216,7 @@ class Memory:
         """The block the next turn injects and the facts it lists, ranked once: the user's
         facts and ``project``'s (default: the active one; none with ``user_only``, what a
         turn outside any project sees) under one budget, no other's."""
-        from .injection import inject
+        from .retrieval.injection import inject
 
         budget = self.settings.memory.max_injection_tokens if max_tokens is None else max_tokens
         shared = self._shared(None if user_only else (project or self.project))
@@ -242,7 +230,8 @@ class Memory:
 
     def usage(self, fact_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """``fact_id -> {last_injected, injected, last_used, used, last_confirmed,
-        confirmed}`` (``usage.py``); facts never injected, used or confirmed have no row."""
+        confirmed}`` (``updates/fact_use.py``); a fact never injected, used or confirmed has
+        no row."""
         return self.reader.usage(fact_ids)
 
     def _record_use(self, write: Callable[[Any], Any]) -> None:
@@ -263,7 +252,7 @@ class Memory:
     ) -> list[dict[str, Any]]:
         return self.injection(context, max_tokens, project=project)[1]
 
-    # -- manual changes (edits.py) -----------------------------------------------------
+    # -- manual changes (updates/edits.py) ---------------------------------------------
     def add_fact(
         self,
         content: str,
@@ -309,7 +298,7 @@ class Memory:
         """Remove several facts as one change: all of them, or none if any id is unknown."""
         return self._edits.forget_many(fact_ids)
 
-    # -- folding (folding.py) ----------------------------------------------------------
+    # -- folding (folding/) ------------------------------------------------------------
     def apply(self, diff: dict[str, Any] | ExtractionDiff, source: str = "manual") -> ApplyReport:
         """Apply one DeerFlow extraction diff exactly as a fold does (held back in review mode,
         and by the wipe guard), journaled with its report.
@@ -328,7 +317,10 @@ class Memory:
         """Snapshot the journaled thread into ``memory_queue`` and restart the debounce;
         False (nothing queued) when memory is disabled, the thread is a sub-agent's, or it
         lacks a user message and a reply. Without ``start`` the row waits, durable."""
-        return self._folding.enqueue(thread_id)
+        queued = self._folding.enqueue(thread_id)
+        if queued and self._worker is not None:
+            self._worker.notify()
+        return queued
 
     def skip(self, thread_id: str) -> None:
         """Keep the thread's turns so far out of memory (memory disabled)."""
@@ -345,7 +337,7 @@ class Memory:
         """
         return self._folding.flush(timeout)
 
-    # -- memory over months (upkeep.py, aging.py) --------------------------------------
+    # -- memory over months (updates/upkeep.py, aging.py) ------------------------------
     def stale(self, now: Any = None, days: float | None = None) -> list[dict[str, Any]]:
         """Facts neither confirmed nor used for ``memory.staleness_days`` (``days``) × their age
         factor as of ``now`` (default: now), the longest idle first; each ``{id, content,
@@ -369,7 +361,7 @@ class Memory:
         it (``merged_from``), oldest first."""
         return self.reader.lineage(fact_id)
 
-    # -- review mode (review.py) -------------------------------------------------------
+    # -- review mode (updates/review.py) -----------------------------------------------
     @property
     def review(self) -> bool:
         """When true, folds become proposals in ``pending()`` that wait for approval."""
@@ -408,7 +400,7 @@ class Memory:
         """Drop only items ``numbers`` of a pending change (see ``approve_items``)."""
         return self._review.decide_items(change_id, numbers, "reject", self._gate)
 
-    # -- whole-memory operations (transfer.py) -----------------------------------------
+    # -- whole-memory operations (updates/transfer.py) ---------------------------------
     def export(
         self, path: str | os.PathLike[str], *, overwrite: bool = False, project: str | None = None
     ) -> Path:
@@ -431,7 +423,7 @@ class Memory:
         """Empty memory (recorded as a version, so it can be rolled back)."""
         self._transfer.reset()
 
-    # -- history (ledger.py) -----------------------------------------------------------
+    # -- history (updates/write_protocol.py) -------------------------------------------
     def events(self, limit: int = 50, fact_id: str | None = None) -> list[dict[str, Any]]:
         """``memory_events``, newest first."""
         return self.reader.events(limit, fact_id)
@@ -488,7 +480,9 @@ class Memory:
     def close(self) -> None:
         """Leave this home's worker (the last one to leave stops it); queued rows stay
         durable in the journal."""
-        self._folding.stop_worker()
+        if self._worker is not None:
+            worker.leave(self._folding)
+            self._worker = None
         self._started = False
         self.journal.close()
 

@@ -3,7 +3,7 @@
 ``%memory facts`` (``Memory.facts``), the panel's Facts tab, the inspector's facts table and
 ``forget_matching`` all describe what they want as a ``FactQuery`` and run it over the same
 facts, so a fact listed in one is listed, in the same order, in the others. Ranking facts by
-relevance to a message is another job (``ranking.py``); this one only selects and orders.
+relevance to a message is another job (``retrieval/ranking.py``); this one only selects and orders.
 """
 
 from __future__ import annotations

@@ -24,14 +24,15 @@ from ..config import HomeError, Settings, load_settings
 from ..storage import journal as journal_rows
 from ..storage import ledger as ledger_rows
 from ..storage import queue as queue_rows
-from ..storage.db import Connection, open_read_only
-from . import folds as fold_log
-from . import usage as usage_rows
-from . import versions as version_rows
-from .events import decode_event, replacement_events
+from ..storage.db import Connection, has_table, open_read_only
+from ..storage.migrations import applied
 from .fact_query import FactQuery, Sort
-from .review import REVIEW_KEY, ReviewItem, items
+from .folding import fold_log
 from .store import MemoryFileError, MemoryStore
+from .updates import fact_use as usage_rows
+from .updates import versions as version_rows
+from .updates.events import decode_event, replacement_events
+from .updates.review import REVIEW_KEY, ReviewItem, items
 
 
 class MemoryReader:
@@ -54,6 +55,45 @@ class MemoryReader:
     def db(self) -> Connection | None:
         """The journal connection reads go through (None: no journal yet)."""
         return self._db()
+
+    def migrations(self) -> list[str]:
+        """The journal's applied migrations, sorted (none without a journal)."""
+        db = self.db
+        return applied(db) if db is not None and has_table(db, "_migrations") else []
+
+    def recall(
+        self,
+        query: str,
+        k: int,
+        *,
+        thread: str | None = None,
+        project: str | None = None,
+        embedder: Any = None,
+        relevant_only: bool = True,
+    ) -> list[dict[str, Any]]:
+        """``Memory.recall``'s search, writing nothing: when the file's index lags the
+        journal, it is caught up in an in-memory copy (``JournalCopy``) and searched there."""
+        db = self.db
+        if db is None:
+            return []
+        from ..storage.journal import JournalCopy
+        from ..storage.recall_index import is_current
+        from .retrieval.project_recall import recall_in
+
+        journal = JournalCopy(db, self.settings.journal_path, copy=not is_current(db))
+        try:
+            return recall_in(
+                journal, query, k, thread, project, embedder, relevant_only=relevant_only
+            )
+        finally:
+            journal.close()
+
+    def embedder(self) -> Any:
+        """A new embedder for ``memory.embeddings`` (None when unset) that reads the home's
+        vector cache read-only and keeps what it computes in memory: a reader writes nothing."""
+        from .retrieval.embedder import get_embedder
+
+        return get_embedder(self.settings, None, read_only=True)
 
     # -- memory.json -------------------------------------------------------------------
     @property
@@ -92,7 +132,7 @@ class MemoryReader:
     def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write memory as an indented memory.json at ``path`` (never over the home's own
         files, nor, unless ``overwrite``, any existing file); the home is only read."""
-        from .transfer import write_export
+        from .updates.transfer import write_export
 
         return write_export(self.settings, self.data, path, overwrite=overwrite)
 

@@ -7,10 +7,27 @@ and shown by ``%memory status``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import folds as fold_log
-from .updater import UpdateResult
+if TYPE_CHECKING:
+    from .updates.updater import UpdateResult
+
+# A fold's outcome in words (``memory_folds.outcome``, ``%memory status``).
+APPLIED = "applied"
+PARTLY = "partly applied"
+HELD = "held for review"
+NOTHING = "nothing to keep"
+FAILED = "failed"
+REPORT_KEYS = (
+    "added",
+    "reinforced",
+    "removed",
+    "evicted",
+    "sections",
+    "ignored",
+    "left_out",
+    "held",
+)
 
 
 @dataclass
@@ -33,7 +50,7 @@ class ApplyReport:
     pending_id: int | None = None
     left_out: list[dict[str, str]] = field(default_factory=list)
     held: list[dict[str, str]] = field(default_factory=list)
-    outcome: str = fold_log.NOTHING
+    outcome: str = NOTHING
 
     @classmethod
     def from_result(cls, result: UpdateResult, version: int | None) -> ApplyReport:
@@ -51,14 +68,14 @@ class ApplyReport:
     @property
     def held_all(self) -> bool:
         """Nothing applied: the whole diff waits for review."""
-        return self.outcome == fold_log.HELD
+        return self.outcome == HELD
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome,
             "version": self.version,
             "pending_id": self.pending_id,
-            **{k: list(getattr(self, k)) for k in fold_log.REPORT_KEYS},
+            **{k: list(getattr(self, k)) for k in REPORT_KEYS},
         }
 
 

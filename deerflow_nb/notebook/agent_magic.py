@@ -170,41 +170,12 @@ def repeated_proposal(agent: Any, thread: str, message: str) -> TurnResult | Non
     well and proposed a cell: re-running the cell that asked it shows that turn again
     rather than insert a second copy of its cell (the kernel cannot replace a cell the front
     end holds) and journal the same turn twice. None otherwise."""
-    from ..agent.core import TurnResult
-    from ..llm.base import Usage
-    from ..storage.journal import row_to_message
-
-    turns = agent.journal.turns(thread)
-    last = turns[-1] if turns else None
-    if last is None or last["status"] != "ok" or last["model"] != agent.model.name:
+    last = agent.journaled_turn(thread)
+    if last is None or last.status != "ok" or last.model != agent.model.name:
         return None
-    seqs = [seq for place, seq in agent.journal.turn_places(last["id"]) if place == thread]
-    if not seqs:
+    if not last.messages or last.messages[0] != {"role": "user", "content": message}:
         return None
-    rows = agent.journal.message_rows(thread, after_seq=min(seqs) - 1)
-    messages = [row_to_message(r) for r in rows if r["turn_id"] == last["id"]]
-    if not messages or messages[0] != {"role": "user", "content": message}:
-        return None
-    calls = [
-        {"name": c["function"]["name"], "arguments": c["function"].get("arguments", "")}
-        for m in messages
-        for c in m.get("tool_calls") or []
-        if isinstance(c, dict) and isinstance(c.get("function"), dict)
-    ]
-    if not any(c["name"] == "propose_cell" for c in calls):
-        return None
-    replies = [m["content"] for m in messages if m["role"] == "assistant" and m["content"]]
-    return TurnResult(
-        reply=replies[-1] if replies else "",
-        thread=thread,
-        model=last["model"],
-        turn_id=last["id"],
-        status="ok",
-        usage=Usage(last["input_tokens"] or 0, last["output_tokens"] or 0),
-        facts_injected=last["facts_injected"] or 0,
-        tool_calls=calls,
-        messages=messages,
-    )
+    return last if any(c["name"] == "propose_cell" for c in last.tool_calls) else None
 
 
 def _show_again(

@@ -175,7 +175,7 @@ class AddArgs:
     command: ClassVar[str] = "add"
     about: ClassVar[str] = "add a fact by hand"
     text: str = words("TEXT")
-    # None: read from the text (memory/classify.py), "Prefers …" is a preference.
+    # None: read from the text (memory/updates/classify.py), "Prefers …" is a preference.
     category: str | None = option("--category", choices=CATEGORIES)
     confidence: float = option("--confidence", default=0.9, type=unit_float, metavar="X")
     # Neither: read from the text (a column, a metric, a file → this project's).

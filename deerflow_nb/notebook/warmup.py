@@ -27,8 +27,8 @@ _MODULES = (
     "deerflow_nb.notebook.agent_magic",
     "deerflow_nb.notebook.memory_magic",
     "deerflow_nb.agent",
-    "deerflow_nb.memory.injection",
-    "deerflow_nb.memory.recall",
+    "deerflow_nb.memory.retrieval.injection",
+    "deerflow_nb.memory.retrieval.recall",
     "openai",  # the model client (the offline model is served to it over HTTP too)
 )
 _ATTR = "_deerflow_nb_warmup"

@@ -1,6 +1,6 @@
 """The offline model's consolidation: near-duplicate facts merged deterministically.
 
-``memory/aging.py`` writes the consolidation prompt; a real model answers it with its own
+``memory/updates/aging.py`` writes the consolidation prompt; a real model answers it with its own
 judgment, the offline model with the rule below, so the loop runs in demos and tests.
 """
 

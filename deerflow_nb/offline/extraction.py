@@ -21,7 +21,7 @@ instruction in the imperative with a one-time marker ("Use 3 decimals for this c
 proposed too, labelled, so the fold report shows it left out. Other facts carry no
 label, which the gate reads as user-level and durable.
 
-A prompt holding ``<consolidate_facts>`` (``memory/aging.py``) is answered with the
+A prompt holding ``<consolidate_facts>`` (``memory/updates/aging.py``) is answered with the
 deterministic merges of ``consolidation.offline_merges`` instead of a diff.
 """
 

@@ -1,4 +1,5 @@
-"""The change set: every change to memory, typed, naming who asked for it (``memory/gate.py``).
+"""The change set: every change to memory, typed, naming who asked for it
+(``memory/updates/gate.py``).
 
 A fold's diff, the agent's ``remember``, a consolidation, a staleness proposal, a hand edit,
 an import, a rollback: each becomes one ``ChangeSet`` and passes the one gate, which decides

@@ -42,7 +42,8 @@ ADDED_BY_USER = "user"
 # becomes the user's own when the user states or edits it.
 ADDED_BY_MODEL = "model"
 SUGGESTION_MARK = "(suggested by the model)"  # how %memory, the panel and the inspector say so
-# The consolidation prompt's tag (memory/aging.py); the offline model answers it with merges.
+# The consolidation prompt's tag (memory/updates/aging.py); the offline model answers it
+# with merges.
 CONSOLIDATE_TAG = "consolidate_facts"
 USER_SOURCES = frozenset({"manual", "remember"})
 

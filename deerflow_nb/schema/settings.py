@@ -68,7 +68,7 @@ class MemorySettings(_Section):
     """DeerFlow's ``memory.*`` keys with DeerFlow's defaults.
 
     ``staleness_days``: a fact neither confirmed nor used for this long is proposed for
-    removal (goals and current activities after a third of it; memory/aging.py).
+    removal (goals and current activities after a third of it; memory/updates/aging.py).
     ``eviction`` over ``max_facts``: "blend" (confidence, confirmation freshness, use;
     corrections kept last) or "confidence" (DeerFlow's: the least confident first)."""
 

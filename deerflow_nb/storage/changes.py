@@ -1,7 +1,7 @@
 """The ``memory_changes`` rows: one per change set the gate let through or held.
 
 What the wipe guard counts across changes (facts lost in the last day, per origin) and
-the per-turn cap on ``remember`` read; ``memory/gate.py`` writes them.
+the per-turn cap on ``remember`` read; ``memory/updates/gate.py`` writes them.
 """
 
 from __future__ import annotations

@@ -231,8 +231,8 @@ def open_read_only(path: Path) -> Iterator[sqlite_utils.Database | None]:
             if "no such" not in str(exc):
                 raise
             raise HomeError(
-                f"{path} is from an older deerflow_nb ({exc}): open it once with a writer "
-                "(`deerflow-nb fold`, or `%load_ext deerflow_nb`) to migrate it, then read again"
+                f"{path} is from an older deerflow_nb ({exc}): run `deerflow-nb migrate` "
+                "(or open it with a writer, such as `%load_ext deerflow_nb`), then read again"
             ) from None
     finally:
         conn.close()

@@ -1,7 +1,7 @@
 """The ``embeddings`` rows: cached vectors by text hash and model id.
 
 Vectors are stored as raw float32 bytes with their dimension; turning them into arrays,
-and what the key of a text is, is ``memory/embeddings.py``'s job.
+and what the key of a text is, is ``memory/retrieval/embedder.py``'s job.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Reads take any connection (the journal's, or the inspector's read-only one), and find
 nothing on a journal from before ``memory_folds`` existed; what a report holds is
-``memory/folds.py``'s job.
+``memory/folding/fold_log.py``'s job.
 """
 
 from __future__ import annotations

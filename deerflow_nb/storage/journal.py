@@ -110,18 +110,25 @@ class Journal:
     summaries."""
 
     def __init__(self, path: str | Path) -> None:
+        """Open ``path`` as its writer: created if missing, and migrated (``migrate``)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         try:
-            with reading(self.path), self.transaction() as db:
-                migrate(db)
-        except sqlite3.OperationalError as exc:
-            self.close()
-            raise write_error(self.path, exc) from None
+            self.migrate()
         except Exception:
             self.close()
             raise
+
+    def migrate(self) -> list[str]:
+        """Bring journal.db to this version's schema: the append-only migrations it has not
+        had, in one transaction; their names. Only a writer migrates: readers
+        (``open_read_only``) read an older schema as far as its tables go."""
+        try:
+            with reading(self.path), self.transaction() as db:
+                return migrate(db)
+        except sqlite3.OperationalError as exc:
+            raise write_error(self.path, exc) from None
 
     # -- connections -------------------------------------------------------------
     @property
@@ -415,3 +422,28 @@ def row_to_message(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("name"):
         message["name"] = row["name"]
     return message
+
+
+class JournalCopy(Journal):
+    """A journal.db for a reader whose search keeps an index (recall catches its ``recall_*``
+    tables up before searching): with ``copy``, an in-memory copy made with SQLite's backup
+    from the read-only connection ``source``, which the search may write and the file never
+    sees; without, ``source`` itself (an index already caught up needs no write). ``path``
+    stays the file's, so caches keyed by it are shared."""
+
+    def __init__(self, source: sqlite_utils.Database, path: Path, *, copy: bool = True) -> None:
+        self.path = Path(path)
+        self._copied = copy
+        if copy:
+            conn = sqlite3.connect(":memory:", check_same_thread=False)
+            source.conn.backup(conn)
+            source = sqlite_utils.Database(conn)
+        self._source = source
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        return self._source
+
+    def close(self) -> None:
+        if self._copied:
+            self._source.conn.close()

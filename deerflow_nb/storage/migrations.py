@@ -199,7 +199,7 @@ def m009_unwritten_versions(db: sqlite_utils.Database) -> None:
 
 @migration
 def m010_version_deltas_and_turn_owners(db: sqlite_utils.Database) -> None:
-    """Versions as deltas between full snapshots (``memory/versions.py``: a row holds
+    """Versions as deltas between full snapshots (``memory/updates/versions.py``: a row holds
     ``snapshot`` or ``delta`` with its ``base_id``), found fast through the full ones; and
     which process runs each turn (``owner``), so a turn a killed kernel left ``running`` is
     marked interrupted when the home is next loaded, and a live kernel's is not."""
@@ -224,20 +224,20 @@ def m011_memory_folds(db: sqlite_utils.Database) -> None:
             "outcome": str,  # applied | partly applied | held for review | nothing to keep | failed
             "version_id": int,
             "pending_id": int,
-            "report": str,  # JSON, see memory/folds.py
+            "report": str,  # JSON, see memory/folding/fold_log.py
             "error": str,
         },
         pk="id",
     )
 
 
-# The conversation-recall index (``recall_index.py`` keeps it, ``memory/recall.py`` searches
-# it): one row per user message and final assistant reply of a lead thread, outside
-# ``--no-memory`` turns. ``recall_docs`` places each in its thread (``pos`` counts only
-# indexed messages, so neighbours skip tool traffic); ``recall_fts`` is FTS5 over the
-# messages' own text (external content: no second copy); ``recall_state`` holds the highest
-# message id scanned. The index is brought up to date from ``messages`` before every search,
-# and made again when a part of it is missing.
+# The conversation-recall index (``recall_index.py`` keeps it, ``memory/retrieval/recall.py``
+# searches it): one row per user message and final assistant reply of a lead thread, outside
+# ``--no-memory`` turns. ``recall_docs`` places each in its thread (``pos`` counts only indexed
+# messages, so neighbours skip tool traffic); ``recall_fts`` is FTS5 over the messages' own text
+# (external content: no second copy); ``recall_state`` holds the highest message id scanned. The
+# index is brought up to date from ``messages`` before every search, and made again when a
+# part of it is missing.
 RECALL_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS recall_docs (id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL,"
     " pos INTEGER NOT NULL, created_at TEXT)",
@@ -260,10 +260,11 @@ def m012_recall_fts(db: sqlite_utils.Database) -> None:
 
 @migration
 def m013_fact_usage(db: sqlite_utils.Database) -> None:
-    """Per-fact use and confirmation records (issue 20, ``memory/usage.py``): when each fact
-    was last injected, last used (injected into a turn about it, or found by a search) and
-    last re-confirmed by the user, with counts; upserted, so memory.json is never rewritten
-    for them. Staleness review and the eviction blend read them (``memory/aging.py``)."""
+    """Per-fact use and confirmation records (issue 20, ``memory/updates/fact_use.py``):
+    when each fact was last injected, last used (injected into a turn about it, or found by
+    a search) and last re-confirmed by the user, with counts; upserted, so memory.json is
+    never rewritten for them. Staleness review and the eviction blend read them
+    (``memory/updates/aging.py``)."""
     db.execute(
         "CREATE TABLE IF NOT EXISTS fact_usage (fact_id TEXT PRIMARY KEY, last_injected TEXT,"
         " injected INTEGER NOT NULL DEFAULT 0, last_used TEXT, used INTEGER NOT NULL DEFAULT 0,"
@@ -285,7 +286,7 @@ def m014_fact_injections(db: sqlite_utils.Database) -> None:
 
 @migration
 def m015_memory_changes(db: sqlite_utils.Database) -> None:
-    """One row per change set through the gate (issue 26, ``memory/gate.py``): its origin
+    """One row per change set through the gate (issue 26, ``memory/updates/gate.py``): its origin
     (user, model, fold, maintenance), kind, source, the agent turn of a ``remember``, how
     many facts it removed, evicted or merged away (``lost``) and what became of it. The wipe
     guard sums ``lost`` over the last day; ``remember`` is capped per turn."""
@@ -322,14 +323,18 @@ def m017_thread_projects(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS threads_project ON threads(project)")
 
 
-def migrate(db: sqlite_utils.Database) -> None:
-    """Inside a transaction: run the migrations ``db`` has not had yet, in order."""
+def migrate(db: sqlite_utils.Database) -> list[str]:
+    """Inside a transaction: run the migrations ``db`` has not had yet, in order; their
+    names (none when it was up to date)."""
     db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
     done = {row["name"] for row in db["_migrations"].rows}
+    ran = []
     for name, fn in MIGRATIONS:
         if name not in done:
             fn(db)
             db["_migrations"].insert({"name": name, "applied_at": now_iso()})
+            ran.append(name)
+    return ran
 
 
 def applied(db: sqlite_utils.Database) -> list[str]:

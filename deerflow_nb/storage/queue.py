@@ -1,6 +1,6 @@
 """The fold queue's rows: ``memory_queue`` (pending snapshots, leases) and ``memory_threads``.
 
-Rows only: what a due time, a claim or a retry means is ``memory/queue.py``'s. Every
+Rows only: what a due time, a claim or a retry means is ``memory/folding/schedule.py``'s. Every
 function takes the connection to use (the journal's, or a transaction's) and imports
 nothing beyond the standard library, so ``%load_ext`` can probe the queue cheaply
 (``has_pending_folds``) without loading sqlite-utils.

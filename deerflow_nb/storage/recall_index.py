@@ -5,7 +5,7 @@ One row per user message and final assistant reply of a lead thread, outside
 from ``messages`` before every search (only the messages written since the last one are
 read), and makes it again from scratch when any part of it is missing, say a table dropped
 by hand. No trigger on ``messages``: a trigger writing into a table the user dropped would
-make every later journal write fail. What a match is worth is ``memory/recall.py``'s job;
+make every later journal write fail. What a match is worth is ``memory/retrieval/recall.py``'s job;
 the queries here only find rows.
 """
 
@@ -64,6 +64,14 @@ def _behind(db: Connection) -> tuple[int, int]:
     scanned = int(row[0]) if row else 0
     newest = db.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
     return scanned, newest
+
+
+def is_current(db: Connection) -> bool:
+    """Whether the index holds every message (a search then needs no write)."""
+    if _missing(db):
+        return False
+    scanned, newest = _behind(db)
+    return newest <= scanned
 
 
 def sync(journal: Journal) -> int:

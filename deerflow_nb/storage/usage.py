@@ -4,7 +4,7 @@ and ``fact_injections``, the log of turns' injected ids not yet counted in them.
 Writes run inside the caller's transaction, one statement per kind of record. A turn's
 injection is one logged row (``log_injected``), settled into ``fact_usage`` by the next
 ledger commit (``settle``); ``rows`` adds the unsettled ones, so every reader, read-only
-ones included, sees the same counts. What counts as a use is ``memory/usage.py``'s job.
+ones included, sees the same counts. What counts as a use is ``memory/updates/fact_use.py``'s job.
 """
 
 from __future__ import annotations

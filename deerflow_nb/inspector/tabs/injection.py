@@ -12,6 +12,16 @@ from .. import data, view_models
 from .markup import md, plain, table
 
 
+def home_embedder(home: str) -> Any:
+    """The home's embedder, loaded once per home and setting for the app's lifetime; None
+    when ``memory.embeddings`` is unset or unusable here (the injection page says why)."""
+    try:
+        spec = load_settings(Path(home)).memory.embeddings
+        return _embedder(home, spec) if spec else None
+    except (ConfigError, ImportError, OSError):
+        return None
+
+
 @st.cache_resource(show_spinner="Loading the embedding model…")
 def _embedder(home: str, spec: str) -> Any:
     """One embedder per home and setting for the app's lifetime (models are slow to load)."""

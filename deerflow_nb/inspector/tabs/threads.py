@@ -13,6 +13,7 @@ import streamlit as st
 from ...memory import RECALL_K
 from .. import actions, data, view_models
 from ..data import MemoryReader
+from .injection import home_embedder
 from .markup import code, count, md, md_lines, plain, table, time_column, when
 
 THREADS_LISTED = 50  # lead threads in the list (newest first), with their sub-agents
@@ -20,9 +21,9 @@ THREADS_LISTED = 50  # lead threads in the list (newest first), with their sub-a
 
 @st.cache_data(max_entries=32, show_spinner="Searching the journal…")
 def _recall(home: str, query: str, k: int, stamp: tuple[int, ...]) -> tuple[bool, Any]:
-    """``Memory.recall`` once per query and state of the journal (``stamp``), so an
+    """The recall search once per query and state of the journal (``stamp``), so an
     auto-refresh does not search again until something new is journaled."""
-    return actions.run(actions.recall, Path(home), query, k)
+    return actions.run(data.recall, Path(home), query, k, home_embedder(home))
 
 
 def _journal_stamp(home: Path) -> tuple[int, ...]:

@@ -1,0 +1,185 @@
+"""The durable, debounced fold queue: due times, claims, retries, and the fold lock.
+
+Pending folds live in ``memory_queue`` rows (``storage/queue.py``), not in process memory,
+so a kernel killed before its fold leaves the row behind and the next started ``Memory``
+on that home (or a ``flush``) folds it. The worker (``worker.py``) and a flush both fold
+under one per-home fold lock. A row is claimed by ``host:pid`` so two kernels never fold
+the same snapshot at once; a claim whose process is gone, or whose lease ran out, is taken
+over.
+
+Due times are wall-clock seconds read from ``clock`` (``time.time``), which a test may
+replace with a clock it moves by hand; after moving it, ``FoldWorker.notify`` makes the
+worker look again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ...scrub import encodable, redact
+from ...storage import queue as rows
+from ...storage.db import now_iso, owner_is_live
+from ...storage.journal import Journal
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+BACKOFF_SECONDS = (5.0, 30.0, 120.0)
+LEASE_SECONDS = 600.0
+clock = time.time  # the queue's "now": due times, leases, backoff
+
+
+def _me() -> str:
+    """This process's claim name (recomputed: a forked child is another process)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _claim_is_live(claimed_by: str | None, claimed_until: float | None, now: float) -> bool:
+    """True while another live process holds the row."""
+    if not claimed_by or claimed_by == _me() or (claimed_until or 0) < now:
+        return False
+    return owner_is_live(claimed_by)
+
+
+def queue_snapshot(
+    db: Any, thread_id: str, snapshot: list[dict[str, Any]], last_seq: int, debounce: float
+) -> None:
+    """Inside the caller's journal transaction (the one that read the snapshot, so a fold
+    finishing meanwhile cannot leave it stale): replace the thread's pending snapshot and
+    restart the debounce for every pending row."""
+    due = clock() + debounce
+    row = {
+        "thread_id": thread_id,
+        "snapshot": _encode(snapshot),
+        "enqueued_at": now_iso(),
+        "due_at": due,
+        "attempts": 0,
+        "last_error": None,
+        "status": "pending",
+        "last_seq": last_seq,
+    }
+    rows.put(db, row, due_at_least=due)
+
+
+def _encode(snapshot: list[dict[str, Any]]) -> str:
+    return encodable(json.dumps(snapshot, ensure_ascii=False))
+
+
+def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | None:
+    """Take the row for folding, or None if it is gone, not due, or held by a live process."""
+    now = clock()
+    with journal.transaction() as db:
+        row = rows.get(db, thread_id)
+        if row is None:
+            return None
+        if not force and (row["status"] != "pending" or row["due_at"] > now):
+            return None
+        if _claim_is_live(row.get("claimed_by"), row.get("claimed_until"), now):
+            return None
+        rows.claim(db, thread_id, _me(), now + LEASE_SECONDS)
+    return row
+
+
+def release(journal: Journal, row: dict[str, Any]) -> None:
+    """Give up this process's claim on the row (its fold was interrupted), so the worker
+    does not wait out the lease before trying again."""
+    with journal.transaction() as db:
+        rows.unclaim(db, row["thread_id"], _me())
+
+
+def defer(journal: Journal, row: dict[str, Any], seconds: float) -> None:
+    """The fold gave way to a user's turn: hand the row back, due again in ``seconds``,
+    with no attempt spent."""
+    with journal.transaction() as db:
+        rows.defer(db, row["thread_id"], _me(), clock() + seconds)
+
+
+def finish(db: Any, row: dict[str, Any]) -> bool:
+    """Inside the fold's journal transaction: record how far the thread is folded and drop
+    the row unless a newer snapshot replaced it; True when one did (a turn was journaled
+    during the fold), so the caller re-reads it past what this fold covered."""
+    last_seq = row.get("last_seq") or 0
+    rows.drop_through(db, row["thread_id"], last_seq)
+    rows.unclaim(db, row["thread_id"])
+    mark_folded(db, row["thread_id"], last_seq)
+    return rows.is_queued(db, row["thread_id"])
+
+
+def replace_snapshot(
+    db: Any, thread_id: str, snapshot: list[dict[str, Any]] | None, last_seq: int
+) -> None:
+    """Inside a journal transaction: the queued row now holds ``snapshot`` (its due time
+    and attempts kept), or is dropped when nothing foldable is left (None)."""
+    if snapshot is None:
+        rows.drop(db, thread_id)
+    else:
+        rows.set_snapshot(db, thread_id, _encode(snapshot), last_seq)
+
+
+def mark_folded(db: Any, thread_id: str, seq: int) -> None:
+    """Record that the thread is folded (or passed over) up to ``seq``; it never goes back."""
+    rows.mark_folded(db, thread_id, seq, now_iso())
+
+
+def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
+    """Keep the row, note the error, back off; after MAX_ATTEMPTS it waits for a manual flush."""
+    attempts = int(row.get("attempts") or 0) + 1
+    status = "failed" if attempts >= MAX_ATTEMPTS else "pending"
+    delay = BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]
+    with journal.transaction() as db:
+        rows.record_failure(
+            db,
+            row,
+            attempts=attempts,
+            error=redact(encodable(error[:2000])),
+            status=status,
+            due_at=clock() + delay,
+        )
+
+
+def is_queued(journal: Journal, thread_id: str) -> bool:
+    return rows.is_queued(journal.db, thread_id)
+
+
+def queued_threads(journal: Journal) -> list[str]:
+    """Queued thread ids, soonest due first (without their snapshots)."""
+    return rows.thread_ids(journal.db)
+
+
+def pending_count(journal: Journal) -> int:
+    """How many threads are queued, failed ones included."""
+    return rows.count(journal.db)
+
+
+def status_rows(journal: Journal) -> list[dict[str, Any]]:
+    """The queue as ``Memory.status`` shows it: everything but the snapshots."""
+    return rows.status_rows(journal.db)
+
+
+def next_due(journal: Journal) -> float | None:
+    """When the worker should next try: a row another process has claimed is not due
+    before its lease ends, so the worker sleeps instead of spinning on it."""
+    return rows.next_due(journal.db)
+
+
+_fold_locks: dict[Path, threading.RLock] = {}
+_fold_locks_guard = threading.Lock()
+
+
+def fold_lock(home: Path) -> threading.RLock:
+    """This process's fold lock for ``home``: one fold at a time, worker or flush.
+
+    Re-entrant: a change callback may flush from inside a fold."""
+    key = home.resolve()
+    with _fold_locks_guard:
+        lock = _fold_locks.get(key)
+        if lock is None:
+            lock = _fold_locks[key] = threading.RLock()
+        return lock

@@ -1,0 +1,123 @@
+"""The relevance floor: whether a search found anything, and which of its results count.
+
+A ranking orders everything it is given; a search must also say when nothing stored is
+about the query, or a user (and the agent) cannot tell a real hit from filler. Scores
+normalised per query (BM25 over its best match, min-max cosines) cannot say that: the best
+result of an off-topic query scores as high as the best of an on-topic one. Two signals
+that mean the same for every query can:
+
+- **coverage**: the IDF-weighted share of the query's terms a text holds itself (its own
+  words: not feedback terms, not its neighbours'). A term nothing stored holds weighs as
+  the rarest (see ``BACKGROUND``), so a query about something absent ("dataframe
+  library") is not covered by a fact holding only its common word ("library").
+  In conversation recall a name the journal knows counts as held by every message of the
+  threads naming it (``recall._coverage``).
+- **similarity**: the raw cosine of the query with the text, with a floor per embedder
+  measured (``SIMILARITY_FLOORS``), a high one (``UNMEASURED_FLOOR``) for the others.
+
+A search found something when its best result's coverage reaches its floor
+(``RECALL_FLOOR``, ``SEARCH_FLOOR``), or its similarity reaches the embedder's floor; then
+it lists the results that hold a query term themselves, or are as similar as the listing
+floor asks (a fact sharing no word with the query is listed only when it is truly close).
+
+How the floors were chosen: ``python benchmarks/relevance.py --calibrate`` prints both
+signals' distributions for on-topic queries (LOCOMO questions against their conversations
+and facts, the notebook journal's paraphrases) and off-topic ones
+(``benchmarks/data/off_topic.json``: technical questions against personal conversations,
+personal ones against a data-science notebook); each coverage floor is the smallest value
+letting at most 5 % of each off-topic set through; each cosine floor is then chosen for the
+combined rule (coverage reaches its floor OR cosine reaches this one), the smallest letting
+at most 5 % of each set through together; the listing floor is the cosine no off-topic
+query's best fact reached, a message's the cosine alone letting at most 5 % of each set
+through (the ``calibration`` figures in
+``benchmarks/results/relevance.json``, and docs/benchmarks.md's table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .embedder import Embedder
+
+# The best result must hold this IDF-weighted share of the query's terms (calibrated):
+# a message in conversation recall, a fact in fact search.
+RECALL_FLOOR = 0.34
+SEARCH_FLOOR = 0.30
+# IDF is taken as if the texts were at least BACKGROUND, the others holding none of the
+# query's terms: in a memory of a few facts every present term would otherwise weigh next
+# to nothing against a missing one (log(1 + n) bounds IDF), whatever the query.
+BACKGROUND = 1000
+
+
+class Floors(NamedTuple):
+    """The cosines an embedder's results need on similarity alone (calibrated jointly with
+    the coverage floors): to say conversation recall or fact search found anything, and,
+    once it did, to list a message or a fact sharing no word with the query."""
+
+    recall: float
+    search: float
+    listing: float  # a fact: as close as no off-topic query's best fact came
+    recall_listing: float  # a message: as close as 5 % of off-topic queries' best came
+
+
+# Per embedder (its model id before any "@runtime": the ONNX export shares MiniLM's).
+SIMILARITY_FLOORS: dict[str, Floors] = {
+    "local:all-MiniLM-L6-v2": Floors(recall=0.54, search=0.27, listing=0.32, recall_listing=0.32)
+}
+# Any other embedder: only a near-identical meaning counts on similarity alone, until its
+# floor is measured with ``benchmarks/relevance.py --calibrate``.
+UNMEASURED_FLOOR = 0.8
+
+
+def idf(n: int, df: np.ndarray) -> np.ndarray:
+    """BM25's IDF (Lucene's) of terms held by ``df`` of ``n`` texts; ``df`` 0 weighs most."""
+    return np.log1p((n - df + 0.5) / (df + 0.5))
+
+
+def term_shares(n: int, counts: Mapping[str, int]) -> dict[str, float]:
+    """Each distinct query term's share of the query (IDF-weighted, summing to 1), given
+    how many of the ``n`` stored texts hold it: a text's coverage is the sum of the shares
+    of the terms it holds."""
+    size = max(n, BACKGROUND)
+    weights = {term: float(idf(size, np.array(df))) for term, df in counts.items()}
+    total = sum(weights.values())
+    return {term: w / total for term, w in weights.items()} if total > 0 else {}
+
+
+def coverage(n: int, holders: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per text (0..n-1), its coverage of the query, given each distinct query term and
+    the texts holding it."""
+    shares = np.zeros(n)
+    for term, share in term_shares(n, {t: len(rows) for t, rows in holders.items()}).items():
+        shares[holders[term]] += share
+    return shares
+
+
+def similarity_floor(
+    embedder: Embedder | None, *, recall: bool, listing: bool = False
+) -> float | None:
+    """The cosine that counts as relevant for ``embedder`` (None without one), in
+    conversation recall or in fact search (``listing``: to list a result on similarity
+    alone once the search found something, rather than to say it did)."""
+    if embedder is None:
+        return None
+    floors = SIMILARITY_FLOORS.get(embedder.model_id.split("@", 1)[0])
+    if floors is None:
+        return UNMEASURED_FLOOR
+    if recall:
+        return floors.recall_listing if listing else floors.recall
+    return floors.listing if listing else floors.search
+
+
+def found(
+    coverage_best: float, coverage_floor: float, similarity_best: float | None, floor: float | None
+) -> bool:
+    """Whether a search found anything: its best coverage, or its best similarity, clears
+    its floor."""
+    if coverage_best >= coverage_floor:
+        return True
+    return floor is not None and similarity_best is not None and similarity_best >= floor

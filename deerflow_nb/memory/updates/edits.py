@@ -1,0 +1,164 @@
+"""Hand edits of memory: add, edit and forget facts, each one change set through the gate."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from ...config import Settings
+from ...projects import DEFAULT_PROJECT, PROJECT_SCOPE, fact_project
+from ...schema.changes import ChangeSet, FactEdit
+from ...schema.constants import ADDED_BY_USER, CATEGORIES
+from ...storage.db import now_iso
+from ..scopes import stamp
+from .events import Event
+from .updater import UpdateResult, sanitize_text, scrub_summaries
+
+if TYPE_CHECKING:
+    from ...schema.changes import ChangeDoor as Gate
+
+
+def find_fact(data: dict[str, Any], fact_id: str) -> dict[str, Any] | None:
+    return next((f for f in data.get("facts", []) if f.get("id") == fact_id), None)
+
+
+def _category_details(old: str | None, new: str | None) -> dict[str, Any]:
+    """An edit event's category, and the one it had when the edit changed it."""
+    return {"category": new} if old == new else {"category": new, "old_category": old}
+
+
+def _check(category: str | None, confidence: float | None) -> None:
+    if category is not None and category not in CATEGORIES:
+        raise ValueError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
+    if confidence is not None and not 0 <= confidence <= 1:
+        raise ValueError(f"confidence must be from 0 to 1, got {confidence!r}")
+
+
+def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
+    """``edit`` applied to ``data`` (changed in place); KeyError if the fact is gone.
+
+    A new text also drops the summary sentences that restate the old one, as forgetting
+    does: otherwise the profile would go on telling the model what the user corrected. An
+    edited fact is the user's own from then on (a model's suggestion they confirmed).
+    """
+    fact = find_fact(data, edit.fact_id)
+    if fact is None:
+        raise KeyError(edit.fact_id)
+    old_content, old_conf = fact["content"], fact.get("confidence")
+    old_category = fact.get("category")
+    if edit.content is not None:
+        fact["content"] = edit.content
+    if edit.category is not None:
+        fact["category"] = edit.category
+    if edit.confidence is not None:
+        fact["confidence"] = float(edit.confidence)
+    old_project = fact_project(fact)
+    if edit.scope is not None:
+        stamp(fact, (edit.project or DEFAULT_PROJECT) if edit.scope == "project" else None)
+    fact["updatedAt"] = now_iso()
+    fact["addedBy"] = ADDED_BY_USER
+    event = Event(
+        "update",
+        edit.fact_id,
+        None,
+        old_content,
+        fact["content"],
+        old_conf,
+        fact.get("confidence"),
+        _category_details(old_category, fact.get("category")),
+    )
+    if edit.scope is not None:
+        event.details.update(project=fact_project(fact), old_project=old_project)
+    events = [event]
+    if edit.content is not None and edit.content != old_content:
+        events += scrub_summaries(data, [old_content], skip=set(), now=fact["updatedAt"])
+    return UpdateResult(data, events)
+
+
+class Edits:
+    """What the user changes by hand (``%memory``, the panel, the inspector), and the
+    model's ``remember``: change sets for the gate."""
+
+    def __init__(self, settings: Settings, gate: Gate) -> None:
+        self.settings = settings
+        self.gate = gate
+
+    def add_fact(
+        self,
+        content: str,
+        category: str | None,
+        confidence: float,
+        source: str,
+        *,
+        origin: str = "user",
+        turn: str | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
+        """Add a fact (no threshold for a person's); a near-duplicate reinforces the stored
+        one. With no ``category``, the category is read from the text; with ``project``, the
+        fact is that project's (else the user's)."""
+        if category is None:
+            from .classify import category_of
+
+            category = category_of(content)
+        _check(category, confidence)
+        if not sanitize_text(content):
+            raise ValueError("a fact needs some text")
+        item: dict[str, Any] = {"content": content, "category": category, "confidence": confidence}
+        if project:
+            item.update(scope=PROJECT_SCOPE, project=project)
+        diff = {"newFacts": [item]}
+        change = ChangeSet(
+            origin=origin,  # type: ignore[arg-type]
+            reason="add" if origin == "user" and turn is None else "remember",
+            source=source,
+            diff=diff,
+            turn=turn,
+            threshold=0.0 if origin == "user" else None,
+            project=project,
+        )
+        passed = self.gate.submit(change)
+        result = passed.result
+        fact_id = next((e.fact_id for e in result.events if e.kind in ("add", "reinforce")), None)
+        if fact_id is None:  # held for review, or left out by the rules
+            reasons = [h["reason"] for h in passed.held] + [
+                item["reason"] for item in result.left_out
+            ]
+            return {
+                "content": sanitize_text(content),
+                "category": category,
+                "pending_id": passed.pending_id,
+                "held": "; ".join(reasons) or "nothing to store",
+            }
+        return copy.deepcopy(find_fact(result.data, fact_id) or {"id": fact_id})
+
+    def edit_fact(
+        self,
+        fact_id: str,
+        content: str | None,
+        category: str | None,
+        confidence: float | None,
+        scope: str | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
+        """Change a fact's text, category, confidence or scope (``"user"``, or ``"project"``
+        with ``project``); KeyError if there is no such fact."""
+        _check(category, confidence)
+        text = None if content is None else sanitize_text(content)
+        if text == "":
+            raise ValueError("a fact needs some text; to remove it, forget it")
+        edit = FactEdit(
+            fact_id=fact_id,
+            content=text,
+            category=category,
+            confidence=confidence,
+            scope=scope,  # type: ignore[arg-type]
+            project=project,
+        )
+        passed = self.gate.submit(ChangeSet(origin="user", reason="edit", edit=edit))
+        return copy.deepcopy(find_fact(passed.result.data, fact_id) or {})
+
+    def forget_many(self, fact_ids: list[str]) -> list[dict[str, Any]]:
+        """Remove several facts as one change: all of them, or none if any id is unknown."""
+        change = ChangeSet(origin="user", reason="forget", diff={"factsToRemove": list(fact_ids)})
+        return self.gate.submit(change).removed

@@ -1,0 +1,343 @@
+"""The one gate: every change to memory passes here before the ledger commits it.
+
+A change arrives as a ``ChangeSet`` (``schema/changes.py``) naming its origin. The gate owns
+what used to live on each path:
+
+- **validation per item** (``Rules``: threshold, categories, merges' caps);
+- **review**: in review mode a fold, a consolidation or a model's ``remember`` waits as a
+  pending change; a staleness proposal always waits;
+- **the wipe guard, counted across changes**: facts removed, evicted or merged away (and
+  profile sections rewritten wholesale) by a fold, the model or upkeep count against
+  max(3, 20 %) of the facts, per change *and* summed over the last day (``memory_changes``),
+  so many small changes cannot do what one large one may not;
+- **user-added facts**: no fold, model or upkeep change removes, merges or evicts one
+  without a person's approval;
+- **caps**: a turn's ``remember`` calls (``MAX_REMEMBER_PER_TURN``);
+- **provenance**: facts the model chose to store are ``addedBy: "model"`` (its
+  suggestion), the user's by hand ``addedBy: "user"``;
+- **journaling**: each change set is one ``memory_changes`` row, in the same transaction
+  as its version (``Ledger.commit``, called from here only).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ...config import Settings
+from ...schema.changes import ChangeSet
+from ...schema.constants import ADDED_BY_MODEL, ADDED_BY_USER, SECTION_GROUPS, is_user_fact
+from ...similarity import overlap
+from ...storage import changes as change_rows
+from ...storage import ledger as ledger_rows
+from ...storage.db import now_iso
+from ...storage.journal import Journal
+from ..reports import changes_anything
+from ..scopes import pin_projects
+from ..store import MemoryFileError, empty_memory
+from .edits import apply_edit
+from .events import replacement_events
+from .review import propose
+from .rules import Rules
+from .updater import WIPE_MIN_FACTS, WIPE_SHARE, UpdateResult, wipe_limit
+from .write_protocol import Changed, Ledger
+
+MAX_REMEMBER_PER_TURN = 5  # the model's remember calls one turn may make
+WINDOW = timedelta(days=1)  # the wipe guard's memory
+GUARDED = ("model", "fold", "maintenance")  # origins the wipe guard counts (and remember)
+WHOLESALE = 0.5  # a section keeping less than half its words was rewritten wholesale
+
+
+class Refused(ValueError):
+    """The gate will not take this change; the message says why and what to do."""
+
+
+@dataclass
+class Passed:
+    """What the gate did with a change set: applied (``result``, ``version``), held for
+    review (``pending_id``, ``held``; ``held_all`` when nothing applied), and how many facts
+    it lost (removed, evicted, merged away)."""
+
+    result: UpdateResult
+    version: int | None = None
+    pending_id: int | None = None
+    held: list[dict[str, str]] = field(default_factory=list)
+    held_all: bool = False
+    held_diff: dict[str, Any] | None = None
+    lost: int = 0
+    removed: list[dict[str, Any]] = field(default_factory=list)  # the facts, as they were
+    skipped: bool = False  # an approval another kernel decided meanwhile
+
+
+Finish = Callable[[Any, Passed], None]
+
+
+class Gate:
+    """The door every change to memory goes through (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        journal: Journal,
+        ledger: Ledger,
+        rules: Rules,
+        review_on: Callable[[], bool],
+        changed: Changed,
+        warm: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.ledger = ledger
+        self.rules = rules
+        self.review_on = review_on
+        self._changed = changed
+        self._warm = warm
+
+    def submit(self, change: ChangeSet, finish: Finish | None = None) -> Passed:
+        """Check ``change`` and commit what may apply now; ``finish`` runs in the same
+        journal transaction. Raises ``Refused`` (a ValueError) for a change that may not
+        happen at all, ``KeyError`` for an edit of a fact that is gone."""
+        if change.origin != "user" and (change.document is not None or change.edit is not None):
+            raise Refused(f"only a person may {change.reason} memory as a whole or edit a fact")
+        self._check_turn(change)
+        if change.diff:  # project items name their project before anything is held
+            change = change.model_copy(update={"diff": pin_projects(change.diff, change.project)})
+        if (
+            change.reason == "stale"
+            or change.review
+            or (change.origin != "user" and self.review_on())
+        ):
+            why = "a staleness proposal waits for approval" if change.reason == "stale" else ""
+            why = "it was asked to wait for review" if change.review else why
+            return self._hold(change, finish, why or "review mode is on")
+        outcome = Passed(UpdateResult({}, []))
+        mutate = self._mutation(change, outcome)
+
+        def done(db: Any) -> None:
+            if outcome.result.events:  # journaled just now, in this transaction
+                outcome.version = ledger_rows.newest_version(db)
+            if outcome.held_diff:
+                outcome.pending_id = propose(db, change.source, outcome.held_diff)
+            if change.pending_id is not None and not outcome.skipped:
+                ledger_rows.decide(db, change.pending_id, "approved", now_iso())
+            self._record(db, change, outcome)
+            if finish:
+                finish(db, outcome)
+
+        read = self._read_tolerant if change.document is not None else None
+        always = change.document is not None
+        result, _ = self.ledger.commit(
+            change.reason, change.source, mutate, done, always=always, read=read
+        )
+        outcome.result = result
+        if outcome.pending_id is not None:
+            self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
+        if result.events and change.document is None:
+            self._warm(result.data)
+        return outcome
+
+    # -- what a change does ------------------------------------------------------------
+    def _mutation(self, change: ChangeSet, outcome: Passed) -> Callable[[dict], UpdateResult]:
+        def mutate(data: dict[str, Any]) -> UpdateResult:
+            if change.document is not None:
+                new = change.document
+                events = replacement_events(data, new, change.reason)
+                outcome.result = UpdateResult(copy.deepcopy(new), events)
+                return outcome.result
+            if change.edit is not None:
+                outcome.result = apply_edit(data, change.edit)
+                return outcome.result
+            if change.origin == "user" and change.reason != "remember":
+                return self._direct(data, change, outcome)
+            return self._guarded(data, change, outcome)
+
+        return mutate
+
+    def _direct(self, data: dict[str, Any], change: ChangeSet, outcome: Passed) -> UpdateResult:
+        """A person's change: applied as asked (a removal of an unknown fact is a KeyError,
+        an added fact memory would evict at once is refused)."""
+        diff = change.diff or {}
+        if change.pending_id is not None and not ledger_rows.is_pending(
+            self.journal.db, change.pending_id
+        ):
+            outcome.skipped = True  # decided in another kernel meanwhile
+            outcome.result = UpdateResult(data, [])
+            return outcome.result
+        by_id = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
+        if change.reason == "forget":
+            missing = [i for i in diff.get("factsToRemove") or [] if i not in by_id]
+            if missing:
+                raise KeyError(missing[0])
+        result = self._apply(data, change, diff)
+        if set(result.ids("add")) & set(result.ids("evict")):
+            confidence = (diff.get("newFacts") or [{}])[0].get("confidence", 0)
+            raise Refused(
+                f"memory is full (memory.max_facts is {self.settings.memory.max_facts}) "
+                f"and every fact is more confident than {confidence:g}; raise the "
+                "confidence, forget a fact, or raise memory.max_facts"
+            )
+        gone = set(result.ids("remove"))
+        asked = [i for i in diff.get("factsToRemove") or [] if i in gone]
+        outcome.removed = [copy.deepcopy(by_id[i]) for i in asked]
+        outcome.lost, outcome.result = lost_count(result), result
+        return result
+
+    def _apply(self, data: dict[str, Any], change: ChangeSet, diff: dict[str, Any]) -> Any:
+        added_by = diff.get("addedBy")
+        if change.reason in ("add", "remember"):
+            added_by = ADDED_BY_USER if change.origin == "user" else ADDED_BY_MODEL
+        return self.rules.apply(
+            data,
+            diff,
+            change.source,
+            threshold=change.threshold,
+            added_by=added_by,
+            project=change.project,
+        )
+
+    def _guarded(self, data: dict[str, Any], change: ChangeSet, outcome: Passed) -> UpdateResult:
+        """A fold's, the model's or upkeep's change, through the wipe guard."""
+        diff = dict(change.diff or {})
+        if change.reason == "remember":  # the model's tool only adds facts
+            diff = {"newFacts": diff.get("newFacts") or []}
+        before = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
+        result = self._apply(data, change, diff)
+        protected = [i for i in result.ids("remove") if is_user_fact(before.get(i, {}))]
+        if protected:
+            keep = [i for i in diff.get("factsToRemove") or [] if i not in protected]
+            merges = diff.get("merges") or []
+            held_merges = [m for m in merges if set(m.get("from") or []) & set(protected)]
+            removals = [i for i in protected if i in (diff.get("factsToRemove") or [])]
+            held_diff: dict[str, Any] = {"factsToRemove": removals} if removals else {}
+            if held_merges:
+                held_diff["merges"] = held_merges
+            outcome.held_diff = held_diff
+            outcome.held = [
+                {
+                    "item": f"remove {i}",
+                    "reason": "a fact you added by hand; only you can approve removing it",
+                    "value": str(before[i].get("content", ""))[:80],
+                }
+                for i in protected
+            ]
+            diff = {**diff, "factsToRemove": keep}
+            diff["merges"] = [m for m in merges if m not in held_merges]
+            result = self._apply(data, change, diff)
+        if change.reason == "remember" and set(result.ids("add")) & set(result.ids("evict")):
+            raise Refused(
+                f"not stored: memory is full (memory.max_facts is "
+                f"{self.settings.memory.max_facts}) of more confident facts"
+            )
+        lost = lost_count(result)
+        rewritten = wholesale_sections(data, diff)
+        since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
+        since = since.replace("+00:00", "Z")
+        window = change_rows.lost_since(self.journal.db, since, GUARDED, ("remember",))
+        limit = wipe_limit(len(before) + window)
+        evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
+        why = ""
+        if evicted_user:
+            why = f"it would evict {len(evicted_user)} fact(s) you added by hand"
+        elif lost + len(rewritten) > wipe_limit(len(before)):
+            why = (
+                f"it would remove or evict {lost} of {len(before)} facts"
+                + (f" and rewrite {len(rewritten)} profile section(s)" if rewritten else "")
+                + f" (more than max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = "
+                f"{wipe_limit(len(before))})"
+            )
+        elif window + lost > limit:
+            why = (
+                f"with the {window} fact(s) lost in the last day it would lose {window + lost}"
+                f" (more than max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = {limit} a day)"
+            )
+        if why and change.reason == "remember":
+            raise Refused(
+                f"not stored: {why}; the user can raise memory.max_facts or forget a fact"
+            )
+        if why:
+            whole = dict(change.diff or {})
+            outcome.held_diff, outcome.held_all = whole, True
+            outcome.held = [{"item": "the whole change", "reason": why, "value": ""}]
+            outcome.result = UpdateResult(data, [], result.ignored_removals, result.left_out)
+            return outcome.result
+        outcome.lost, outcome.result = lost, result
+        return result
+
+    def _hold(self, change: ChangeSet, finish: Finish | None, why: str) -> Passed:
+        """The whole change waits as one pending change (none when it changes nothing)."""
+        outcome = Passed(UpdateResult({}, []))
+        diff = dict(change.diff or {})
+        if change.origin == "model":
+            diff = {"newFacts": diff.get("newFacts") or [], "addedBy": ADDED_BY_MODEL}
+        with self.journal.transaction() as db:
+            if changes_anything(diff) or diff.get("merges"):
+                outcome.pending_id = propose(db, change.source, diff)
+                outcome.held = [{"item": "the whole change", "reason": why, "value": ""}]
+                outcome.held_diff, outcome.held_all = diff, True
+            self._record(db, change, outcome)
+            if finish:
+                finish(db, outcome)
+        if outcome.pending_id is not None:
+            self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
+        return outcome
+
+    # -- caps and the journal ----------------------------------------------------------
+    def _check_turn(self, change: ChangeSet) -> None:
+        if change.turn and change.reason == "remember":
+            done = change_rows.count_in_turn(self.journal.db, change.turn, "remember")
+            if done >= MAX_REMEMBER_PER_TURN:
+                raise Refused(
+                    f"not stored: one turn may remember at most {MAX_REMEMBER_PER_TURN} facts; "
+                    "tell the user which facts you would keep, they can add them"
+                )
+
+    def _record(self, db: Any, change: ChangeSet, outcome: Passed) -> None:
+        if outcome.held_all:
+            result = "held"
+        elif outcome.result.events:
+            result = "partly held" if outcome.pending_id is not None else "applied"
+        else:
+            result = "nothing"
+        change_rows.insert(
+            db,
+            {
+                "at": now_iso(),
+                "origin": change.origin,
+                "reason": change.reason,
+                "source": change.source,
+                "turn": change.turn,
+                "lost": outcome.lost,
+                "outcome": result,
+                "version_id": outcome.version,
+                "pending_id": outcome.pending_id,
+            },
+        )
+
+    def _read_tolerant(self) -> dict[str, Any]:
+        try:
+            return self.ledger.store.read()
+        except MemoryFileError:  # the bad copy is already kept aside
+            return empty_memory()
+
+
+def lost_count(result: UpdateResult) -> int:
+    """Facts a change takes away: removals, evictions, and each merge's sources but one."""
+    merges = [e for e in result.events if e.kind == "add" and e.details.get("merged_from")]
+    return len(result.ids("remove")) + len(result.ids("evict")) - len(merges)
+
+
+def wholesale_sections(data: dict[str, Any], diff: dict[str, Any]) -> list[str]:
+    """The profile sections ``diff`` rewrites keeping less than half of what they said."""
+    found = []
+    for group, names in SECTION_GROUPS:
+        for name in names:
+            update = (diff.get(group) or {}).get(name) or {}
+            old = ((data.get(group) or {}).get(name) or {}).get("summary") or ""
+            new = update.get("summary") or ""
+            rewrites = update.get("shouldUpdate") and old.strip() and new.strip()
+            if rewrites and overlap(old, new) < WHOLESALE:
+                found.append(f"{group}.{name}")
+    return found

@@ -1,0 +1,81 @@
+"""Managing projects: listing them, their facts, renaming and forgetting one (``Memory.projects``).
+
+Every change here is a change set through the gate (``gate.py``), recorded as a version like
+any other: a rename and a forget can be rolled back, and a forget can wait for review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...projects import DEFAULT_PROJECT, fact_project, project_name
+from ...schema.changes import ChangeSet
+from ...storage.journal import Journal
+from ..scopes import project_names, project_summary
+from .gate import Gate
+
+
+class Projects:
+    """The projects of one home: what memory.json and the journal know of each."""
+
+    def __init__(self, journal: Journal, gate: Gate, data: Callable[[], dict[str, Any]]) -> None:
+        self.journal = journal
+        self.gate = gate
+        self._data = data
+
+    def list(self) -> list[dict[str, Any]]:
+        """Each project ``{name, facts, threads, last_used, summary}``, the latest used first;
+        threads journaled before projects count as ``default``'s."""
+        data = self._data()
+        rows: dict[str, dict[str, Any]] = {}
+
+        def row(name: str) -> dict[str, Any]:
+            return rows.setdefault(
+                name,
+                {"name": name, "facts": 0, "threads": 0, "last_used": "", "summary": ""},
+            )
+
+        for name in project_names(data):
+            row(name)["summary"] = project_summary(data, name)
+        for fact in data.get("facts") or []:
+            name = fact_project(fact) if isinstance(fact, dict) else None
+            if name is not None:
+                entry = row(name)
+                entry["facts"] += 1
+                stamp = str(fact.get("updatedAt") or fact.get("createdAt") or "")
+                entry["last_used"] = max(entry["last_used"], stamp)
+        for thread in self.journal.project_threads():
+            entry = row(thread["project"] or DEFAULT_PROJECT)
+            entry["threads"] += int(thread["threads"])
+            entry["last_used"] = max(entry["last_used"], str(thread["last_used"] or ""))
+        return sorted(rows.values(), key=lambda r: r["last_used"], reverse=True)
+
+    def facts(self, name: str | None) -> list[dict[str, Any]]:
+        """The facts of project ``name`` (None: the user's own)."""
+        return [f for f in self._data().get("facts") or [] if fact_project(f) == name]
+
+    def rename(self, old: str, new: str) -> int:
+        """Rename project ``old`` to ``new`` (joining it when it exists): its facts, its
+        summary and its threads; how many facts moved. KeyError when ``old`` is unknown."""
+        new = project_name(new)
+        if old not in {r["name"] for r in self.list()}:
+            raise KeyError(old)
+        moved = len(self.facts(old))
+        diff = {"renameProject": {"from": old, "to": new}}
+        self.gate.submit(ChangeSet(origin="user", reason="rename", source=old, diff=diff))
+        self.journal.rename_project(old, new)
+        return moved
+
+    def forget(self, name: str, *, review: bool = False) -> dict[str, Any]:
+        """Remove project ``name``'s facts and summary as one change (rolled back as one);
+        with ``review`` it waits in ``pending()``. Threads stay in the journal.
+        ``{"facts": [...], "pending_id"}``; KeyError when the project has nothing to forget."""
+        facts = self.facts(name)
+        if not facts and not project_summary(self._data(), name):
+            raise KeyError(name)
+        diff = {"factsToRemove": [f["id"] for f in facts], "forgetProjects": [name]}
+        passed = self.gate.submit(
+            ChangeSet(origin="user", reason="forget", source=name, diff=diff, review=review)
+        )
+        return {"facts": facts, "pending_id": passed.pending_id}

@@ -1,0 +1,43 @@
+"""The update rules as a home configures them: threshold, fact limit and eviction policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...config import Settings
+from ...storage.journal import Journal
+from . import fact_use as usage
+from .updater import UpdateResult, apply_diff
+
+
+class Rules:
+    """``updater.apply_diff`` with the settings read at each call (a test or the user may
+    change them on a live ``Memory``)."""
+
+    def __init__(self, settings: Settings, journal: Journal) -> None:
+        self.settings = settings
+        self.journal = journal
+
+    def apply(
+        self,
+        data: dict[str, Any],
+        diff: dict[str, Any],
+        source: str,
+        threshold: float | None = None,
+        added_by: str | None = None,
+        project: str | None = None,
+    ) -> UpdateResult:
+        """``diff`` applied to ``data`` (changed in place); the use records are read only
+        when a change must evict."""
+        memory = self.settings.memory
+        return apply_diff(
+            data,
+            diff,
+            source=source,
+            threshold=memory.fact_confidence_threshold if threshold is None else threshold,
+            max_facts=memory.max_facts,
+            added_by=added_by,
+            eviction=memory.eviction,
+            usage=lambda: usage.read(self.journal.db),
+            project=project,
+        )

@@ -1,0 +1,169 @@
+"""Whole-memory moves: export to a file, import a (DeerFlow) memory.json, reset to empty;
+and the same for one project (its facts and summary only).
+
+Import and reset are the user's change sets through the gate: a whole import replaces the
+document, a project's import adds its facts to the project like ``%memory add`` would."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from ...config import CONFIG_FILENAME, Settings
+from ...projects import PROJECT_SCOPE, fact_project
+from ...schema.changes import ChangeSet
+from ..scopes import PROJECTS_KEY
+from ..store import check_schema, empty_memory, loads_document
+from .gate import Gate
+from .write_protocol import Ledger
+
+MAX_IMPORT_BYTES = 20 * 1024 * 1024  # a memory.json to import may be at most 20 MB
+
+
+def read_import(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The memory document at ``path``, checked; ValueError says why it cannot be imported."""
+    source = Path(path)
+    try:
+        data = loads_document(_read_bounded(source))
+    except UnicodeDecodeError as exc:
+        reason = exc.reason
+        raise ValueError(f"{source}: cannot import, it is not UTF-8 text ({reason})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{source}: cannot import, not a readable JSON file ({exc})") from None
+    except OSError as exc:
+        raise ValueError(f"{source}: cannot import, {exc.strerror or exc}") from None
+    except ValueError as exc:
+        if str(exc).startswith(f"{source}:"):
+            raise
+        raise ValueError(f"{source}: cannot import, {exc}") from None
+    problem = check_schema(data)
+    if problem:
+        raise ValueError(f"{source}: cannot import, {problem}")
+    return data
+
+
+def _read_bounded(source: Path) -> bytes:
+    """The bytes of the regular file at ``source``, at most ``MAX_IMPORT_BYTES``.
+
+    Checked on the opened file before reading: a device (``/dev/zero`` reports size 0 and
+    never ends), a FIFO (opening one waits for a writer; non-blocking here) or a directory
+    is refused, and a file that grows past the cap while read is cut off and refused."""
+    fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ValueError(f"{source}: cannot import, it is {kind}; name a memory.json file")
+    with os.fdopen(fd, "rb") as file:
+        limit = f"an import may be at most {MAX_IMPORT_BYTES // 2**20} MB"
+        if info.st_size > MAX_IMPORT_BYTES:
+            raise ValueError(
+                f"{source}: cannot import, it is {info.st_size / 2**20:.1f} MB and {limit}; "
+                "remove facts from it first"
+            )
+        data = file.read(MAX_IMPORT_BYTES + 1)
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ValueError(f"{source}: cannot import, it grew past the cap while read ({limit})")
+    return data
+
+
+def write_export(
+    settings: Settings, data: dict[str, Any], path: str | os.PathLike[str], *, overwrite: bool
+) -> Path:
+    """Write ``data`` as an indented memory.json at ``path``; returns the path.
+
+    Never overwrites the home's own files, nor (unless ``overwrite``) any existing file:
+    a mistyped path must not destroy the journal or another export.
+    """
+    target = Path(path)
+    home = settings.home
+    own = {settings.memory_path, settings.journal_path, home / CONFIG_FILENAME}
+    if target.resolve() in {p.resolve() for p in own}:
+        raise ValueError(f"{target} is this memory's own file; export to another path")
+    if target.is_dir():
+        raise ValueError(f"{target} is a folder; give a file path, say {target / 'memory.json'}")
+    if target.exists() and not overwrite:
+        raise ValueError(f"{target} exists; choose another path, or overwrite it with --force")
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def project_document(data: dict[str, Any], project: str) -> dict[str, Any]:
+    """A memory.json-shaped document of ``project`` alone: its facts (as stored, scope
+    included) and its summary; no user facts, empty user and history sections."""
+    doc = empty_memory()
+    doc["facts"] = [copy.deepcopy(f) for f in data.get("facts") or [] if fact_project(f) == project]
+    entry = (data.get(PROJECTS_KEY) or {}).get(project)
+    if isinstance(entry, dict):
+        doc[PROJECTS_KEY] = {project: copy.deepcopy(entry)}
+    return doc
+
+
+def project_diff(data: dict[str, Any], project: str) -> dict[str, Any]:
+    """An imported document's facts as a diff adding them to ``project`` (whatever scope
+    they had), with its summary when it holds exactly one project's (or ``project``'s)."""
+    facts = [
+        {
+            "content": f["content"],
+            "category": f.get("category") or "context",
+            "confidence": f.get("confidence", 0.9),
+            "scope": PROJECT_SCOPE,
+            "project": project,
+        }
+        for f in data.get("facts") or []
+    ]
+    diff: dict[str, Any] = {"newFacts": facts}
+    entries = {k: v for k, v in (data.get(PROJECTS_KEY) or {}).items() if isinstance(v, dict)}
+    entry = entries.get(project) or (next(iter(entries.values())) if len(entries) == 1 else None)
+    if entry and isinstance(entry.get("summary"), str) and entry["summary"].strip():
+        diff["projectContext"] = {"summary": entry["summary"], "shouldUpdate": True}
+    return diff
+
+
+class Transfer:
+    """Export, import and reset, each journaled as a version that can be rolled back."""
+
+    def __init__(self, settings: Settings, ledger: Ledger, gate: Gate) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.gate = gate
+
+    def export(
+        self, path: str | os.PathLike[str], *, overwrite: bool = False, project: str | None = None
+    ) -> Path:
+        """Write memory (or ``project``'s part, ``project_document``) as an indented
+        memory.json at ``path`` (``write_export``)."""
+        data = self.ledger.current()
+        if project is not None:
+            data = project_document(data, project)
+        return write_export(self.settings, data, path, overwrite=overwrite)
+
+    def import_(self, path: str | os.PathLike[str], *, project: str | None = None) -> int:
+        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count.
+        With ``project``, add its facts (and summary) to that project instead, as one
+        change (rolled back as one); returns how many facts were new to it."""
+        data = read_import(path)
+        if project is not None:
+            change = ChangeSet(
+                origin="user",
+                reason="import",
+                source=str(path),
+                diff=project_diff(data, project),
+                project=project,
+                threshold=0.0,  # a person's own facts: none dropped for its confidence
+            )
+            return len(self.gate.submit(change).result.ids("add"))
+        self.gate.submit(ChangeSet(origin="user", reason="import", source=str(path), document=data))
+        return len(data.get("facts", []))
+
+    def reset(self) -> None:
+        """Empty memory (recorded as a version, so it can be rolled back)."""
+        self.gate.submit(ChangeSet(origin="user", reason="reset", document=empty_memory()))

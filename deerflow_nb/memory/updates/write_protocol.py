@@ -1,0 +1,161 @@
+"""The journal-first write protocol for memory.json, and the history it leaves.
+
+Only the gate (``gate.py``) calls ``commit``: every change (fold, manual edit, forget,
+rollback, import, reset, approval) is one unit: under the memory.json lock, re-read the
+file, compute, write the new file aside, record one ``memory_versions`` row and its
+``memory_events`` in a single journal transaction, then rename the file into place. So
+two kernels never lose each other's changes, and any past state can be shown, diffed and
+restored.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ...scrub import encodable_deep
+from ...storage import ledger as rows
+from ...storage.db import now_iso
+from ...storage.journal import Journal
+from ..store import MemoryStore, encodable_document
+from . import fact_use as usage
+from . import versions
+from .events import event_row
+from .updater import UpdateResult
+
+Changed = Callable[[dict[str, Any]], None]
+
+
+class Ledger:
+    """Writes memory.json only through ``commit``, journal first; reads its history."""
+
+    def __init__(self, journal: Journal, store: MemoryStore, changed: Changed) -> None:
+        self.journal = journal
+        self.store = store
+        self._changed = changed
+        self._latest: tuple[int, dict[str, Any]] | None = None  # the newest version, known
+        self._settled = False
+        self._settle_lock = threading.Lock()
+
+    # -- after a crash -------------------------------------------------------------------
+    def settle(self) -> None:
+        """Before this ledger's first read or write: finish what a process killed mid-change
+        left. A version journaled but not written is written (the journal is the truth: the
+        file would otherwise show a state its history says was replaced), and half-written
+        temp files are deleted. On a home no crash touched, nothing is written."""
+        if self._settled:
+            return
+        with self._settle_lock:
+            if self._settled:
+                return
+            temps = self.store.path.parent.glob(self.store.target.name + ".*.tmp")
+            if self.unwritten() is not None or any(temps):
+                with self.store.locked():
+                    self.store.remove_stale_temps()
+                    self._roll_forward()
+            self._settled = True
+
+    def current(self) -> dict[str, Any]:
+        """memory.json, fresh from disk (a private copy)."""
+        self.settle()
+        return self.store.read()
+
+    def shared(self) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
+        """memory.json's current revision and its shared, read-only document."""
+        self.settle()
+        return self.store.read_shared()
+
+    def unwritten(self) -> int | None:
+        """The id of a version a crash left journaled but not written, if any."""
+        return rows.unwritten_version(self.journal.db)
+
+    def _roll_forward(self) -> None:
+        """Under the store lock: write that version, so memory.json matches the journal."""
+        version = self.unwritten()
+        if version is not None:
+            self.store.write(versions.read(self.journal.db, version))
+            self._mark_written()
+
+    def _mark_written(self) -> None:
+        with self.journal.transaction() as db:
+            rows.mark_written(db)
+
+    # -- the one write path --------------------------------------------------------------
+    def commit(
+        self,
+        reason: str,
+        source: str,
+        mutate: Callable[[dict[str, Any]], UpdateResult],
+        finish: Callable[[Any], None] | None = None,
+        *,
+        always: bool = False,
+        read: Callable[[], dict[str, Any]] | None = None,
+    ) -> tuple[UpdateResult, int | None]:
+        """Lock, re-read, compute, journal the version and events, then write memory.json.
+
+        The journal goes first, with the version marked unwritten until the file is in
+        place: a crash in between leaves a version that the next change (or load) writes,
+        not a memory.json change with no history that a re-fold would then apply again.
+        ``finish`` runs inside the journal transaction (also when nothing changed).
+        """
+        self.settle()
+        with self.store.locked():
+            self._roll_forward()
+            current = (read or self.store.read)()
+            result = mutate(current)
+            changed = bool(result.events) or always
+            version = None
+            # The new file is written (not yet renamed) before anything is journaled: a full
+            # disk or a read-only folder fails here, with nothing to roll forward later.
+            tmp = None
+            if changed:
+                result.data = encodable_document(result.data)
+                tmp = self.store.prepare(result.data)
+            try:
+                if changed or finish:
+                    with self.journal.transaction() as db:
+                        if changed:
+                            version = self._record(db, reason, source, result)
+                        if finish:
+                            finish(db)
+            except BaseException:
+                if tmp is not None:
+                    self.store.discard(tmp)
+                self._latest = None
+                raise
+            if tmp is not None:
+                self.store.install(tmp)
+                self._mark_written()
+        if changed:
+            self._changed({"reason": reason, "version": version, "source": source})
+        return result, version
+
+    def _record(self, db: Any, reason: str, source: str, result: UpdateResult) -> int:
+        """Journal one change: its version (a delta, or a full snapshot now and then) and
+        its events; the version id."""
+        stamp = now_iso()
+        version = versions.record(
+            db,
+            result.data,
+            reason=reason,
+            source=source,
+            created_at=stamp,
+            previous=self._latest,
+        )
+        self._latest = (version, result.data)
+        rows.insert_events(
+            db, [encodable_deep(event_row(e, stamp, source, version)) for e in result.events]
+        )
+        # The user said a fact again (a fold reinforced it) or edited it: a confirmation.
+        confirmed = [
+            e.fact_id
+            for e in result.events
+            if e.fact_id and (e.kind == "reinforce" or (e.kind == "update" and reason == "edit"))
+        ]
+        usage.record_confirmed(db, confirmed, stamp)
+        usage.settle(db)  # the log counted in (inherit reads fact_usage) and kept short
+        for event in result.events:
+            if event.kind == "add" and event.details.get("merged_from") and event.fact_id:
+                usage.inherit(db, event.fact_id, list(event.details["merged_from"]))
+        return version
