@@ -47,7 +47,7 @@ from deerflow_nb.memory.folding.extraction import build_messages, parse  # noqa:
 from deerflow_nb.memory.updates.aging import stale_facts  # noqa: E402
 from deerflow_nb.memory.updates.fact_use import relevant_ids  # noqa: E402
 from deerflow_nb.memory.updates.updater import apply_diff  # noqa: E402
-from deerflow_nb.offline.extraction import extract_diff  # noqa: E402
+from deerflow_nb.offline.extractor import extract_diff  # noqa: E402
 
 START = datetime(2026, 1, 5, 9, tzinfo=UTC)
 # What the figures show: under pressure the default policy keeps more of what is still

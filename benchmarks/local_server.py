@@ -44,7 +44,7 @@ from benchlib import Results, add_results_options, report_written, results_dir  
 from deerflow_nb.config import ModelConfig  # noqa: E402
 from deerflow_nb.llm.base import ModelError  # noqa: E402
 from deerflow_nb.llm.openai_client import OpenAIChatModel  # noqa: E402
-from deerflow_nb.llm.servers import GiveWay  # noqa: E402
+from deerflow_nb.llm.server_sharing import GiveWay  # noqa: E402
 from deerflow_nb.memory.folding.extraction import ExtractionError, build_messages, parse  # noqa: E402
 from deerflow_nb.schema.diff import diff_json_schema  # noqa: E402
 

@@ -494,12 +494,20 @@ def test_llm_knows_no_provider_but_its_own() -> None:
 
 
 # -- the house by job: one name per layer, a fold path read top-down (issue 27) -------------
-def test_memory_and_storage_share_no_module_name() -> None:
+CORE = ("schema", "storage", "llm", "offline", "memory", "agent")
+
+
+def test_no_module_name_lives_in_two_core_packages() -> None:
     """storage/ names its modules for tables, memory/ for what they decide: ``queue`` or
-    ``ledger`` in both would make every reader ask which one is meant."""
-    stored = {p.stem for p in (PACKAGE / "storage").glob("*.py")} - {"__init__"}
-    remembered = {p.stem for p in (PACKAGE / "memory").rglob("*.py")} - {"__init__"}
-    assert not stored & remembered, f"named in both layers: {sorted(stored & remembered)}"
+    ``ledger`` in both would make every reader ask which one is meant. (The notebook's
+    views and the inspector's tabs are named for the page they draw.)"""
+    owners: dict[str, set[str]] = {}
+    for package in CORE:
+        for path in (PACKAGE / package).rglob("*.py"):
+            if path.name != "__init__.py":
+                owners.setdefault(path.stem, set()).add(package)
+    shared = {name: sorted(where) for name, where in owners.items() if len(where) > 1}
+    assert not shared, f"one name in two packages: {shared}"
 
 
 # The fold path, top-down: each module may call those after it, never one before it.

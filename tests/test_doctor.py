@@ -98,7 +98,7 @@ def test_the_doctor_learns_the_server_and_says_what_deerflow_nb_does(
     """The loopback server streams two replies at once and ignores output caps (as some
     local servers do): the cap row is a ✗ naming the fix; each server row says what
     deerflow_nb does. A server refusing ``json_schema`` is sent JSON mode with a schema."""
-    from deerflow_nb.doctor import server as server_checks
+    from deerflow_nb.doctor import server_checks as server_checks
 
     model_server.refuse("json_schema")
     report = run_doctor(load_settings(home))
@@ -122,7 +122,7 @@ def test_the_doctor_does_not_wait_behind_this_kernels_fold(
     import threading
 
     from deerflow_nb.llm import get_chat_model
-    from deerflow_nb.llm.servers import GiveWay
+    from deerflow_nb.llm.server_sharing import GiveWay
 
     settings = load_settings(home)
     fold_model = get_chat_model(settings)

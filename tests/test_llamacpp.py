@@ -114,7 +114,7 @@ def test_a_turn_that_starts_during_a_fold_completes_whole(
     closed, its row still queued), and the turn's reply ends with a finish_reason."""
     import threading
 
-    from deerflow_nb.llm.servers import server_for
+    from deerflow_nb.llm.server_sharing import server_for
 
     _llama_config(home)
     agent = Agent()

@@ -19,10 +19,10 @@ from journal_rows import journal_turn
 from loopback import ServerHandle, start_server
 
 from deerflow_nb.config import ModelConfig, load_settings
-from deerflow_nb.llm import servers
+from deerflow_nb.llm import server_sharing as servers
 from deerflow_nb.llm.base import ModelError, output_cap
 from deerflow_nb.llm.openai_client import OpenAIChatModel
-from deerflow_nb.llm.servers import GiveWay
+from deerflow_nb.llm.server_sharing import GiveWay
 from deerflow_nb.schema.diff import ExtractionDiff, diff_json_schema
 from deerflow_nb.storage.journal import Journal
 from deerflow_nb.storage.servers import traits

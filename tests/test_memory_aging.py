@@ -21,7 +21,7 @@ from deerflow_nb.memory.updates.updater import apply_diff
 from deerflow_nb.notebook.views.history import EventsView
 from deerflow_nb.notebook.views.review import ConsolidationView, StaleView, summarize_diff
 from deerflow_nb.offline.consolidation import offline_merges
-from deerflow_nb.offline.extraction import extract_diff
+from deerflow_nb.offline.extractor import extract_diff
 from deerflow_nb.schema.diff import ExtractionDiff
 
 NOW = datetime(2027, 6, 1, tzinfo=UTC)

@@ -14,7 +14,7 @@ from deerflow_nb.memory.folding.extraction import (
     parse_reply,
 )
 from deerflow_nb.memory.folding.message_filter import filter_messages, is_foldable
-from deerflow_nb.offline.extraction import extract_diff
+from deerflow_nb.offline.extractor import extract_diff
 
 MEMORY = {
     "facts": [

@@ -18,7 +18,7 @@ from deerflow_nb import Agent
 from deerflow_nb.agent.notebook_tools import NotebookTools
 from deerflow_nb.agent.tools import parse_arguments, tool_specs
 from deerflow_nb.memory.folding.extraction import build_messages
-from deerflow_nb.offline.extraction import extract_diff
+from deerflow_nb.offline.extractor import extract_diff
 from deerflow_nb.offline.model import OfflineModel
 
 LEAD_TOOLS = ("list_variables", "describe_variable", "read_cell", "task")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..llm.base import ChatModel, ModelError
-from . import server as server_checks
+from . import server_checks
 from .probe import Probe, Unreachable, one_line
 from .report import FAIL, OK, UNKNOWN, Check, DoctorReport
 

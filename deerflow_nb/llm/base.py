@@ -124,7 +124,7 @@ class ChatModel(ABC):
         """One model call. ``tools`` are OpenAI function specs; ``on_text`` gets text deltas;
         ``max_output_tokens`` caps the reply; ``json_schema`` (with ``json_mode``) is the
         object's schema, for servers that constrain output to one; ``background`` marks a
-        call that gives way to the user's turns (``servers.GiveWay``)."""
+        call that gives way to the user's turns (``server_sharing.GiveWay``)."""
 
     def bounded(
         self,

@@ -27,7 +27,7 @@ from .base import (
     Usage,
     counted_usage,
 )
-from .servers import CAP_PARAM, CAP_PARAMS, SCHEMA_OUTPUT, Background, server_for
+from .server_sharing import CAP_PARAM, CAP_PARAMS, SCHEMA_OUTPUT, Background, server_for
 
 if TYPE_CHECKING:
     import openai
@@ -173,7 +173,7 @@ class OpenAIChatModel(ChatModel):
         return result
 
     def in_use(self) -> AbstractContextManager[None]:
-        """The server's foreground lease, held around a whole turn (``servers.Server``)."""
+        """The server's foreground lease, held around a whole turn (``server_sharing.Server``)."""
         return self.server.foreground()
 
     def _call(self, call: Call, on_text: OnText | None, turn: Background | None) -> ChatResult:

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from ..llm.base import ChatModel, ChatResult, OnText, ToolCall, counted_usage
-from .extraction import forget_requests
+from .extractor import forget_requests
 from .replies import SUMMARY_TAG, answer_from_tools, plain_answer, subagent_answer, summary
 from .routing import choose_tools, known_variables
 from .words import hashed_embedding, message_text
@@ -71,7 +71,7 @@ class OfflineModel(ChatModel):
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, json_mode: bool
     ) -> tuple[str, list[ToolCall]]:
         if json_mode:
-            from .extraction import extract_diff
+            from .extractor import extract_diff
 
             return json.dumps(extract_diff(messages)), []
         last = messages[-1] if messages else {}

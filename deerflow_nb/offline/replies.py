@@ -15,7 +15,7 @@ from typing import Any
 from ..similarity import overlap
 from ..tokens import count_tokens, truncate_to_tokens
 from ..untrusted import escape_markdown
-from .extraction import forget_requests
+from .extractor import forget_requests
 from .routing import unknown_variable
 from .words import content_words, first_sentence, key_terms, message_text
 

@@ -246,7 +246,7 @@ def _facts_to_remember(statement: str) -> list[tuple[str, str]]:
     offline extractor's reading of the statement (public protocol: ``extract_diff``) when
     it finds facts in it, else the statement with its pronouns turned and a category
     from simple word rules."""
-    from .extraction import extract_diff
+    from .extractor import extract_diff
 
     statement = " ".join(statement.split()).strip(" .!;")
     prompt = (

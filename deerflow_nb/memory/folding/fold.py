@@ -20,7 +20,7 @@ from typing import Any
 
 from ...config import ConfigError, Settings
 from ...llm.base import ModelError, output_cap
-from ...llm.servers import GiveWay
+from ...llm.server_sharing import GiveWay
 from ...projects import DEFAULT_PROJECT
 from ...schema.changes import ChangeSet
 from ...schema.diff import ExtractionDiff, diff_json_schema

@@ -31,8 +31,8 @@ from ...config import Settings
 from ...schema.changes import ChangeSet
 from ...schema.constants import ADDED_BY_MODEL, ADDED_BY_USER, SECTION_GROUPS, is_user_fact
 from ...similarity import overlap
-from ...storage import changes as change_rows
 from ...storage import ledger as ledger_rows
+from ...storage import memory_changes as change_rows
 from ...storage.db import now_iso
 from ...storage.journal import Journal
 from ..reports import changes_anything

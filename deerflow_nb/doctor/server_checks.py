@@ -3,7 +3,7 @@ schema output; each row says what deerflow_nb does about what it found.
 
 A local server (llama.cpp's, Ollama) may serve one request at a time, queue a second, or
 cut the first off when a second arrives; which one decides how a background fold would
-treat the user's turn, had folds not given way to turns (``llm/servers.py``).
+treat the user's turn, had folds not given way to turns (``llm/server_sharing.py``).
 """
 
 from __future__ import annotations
