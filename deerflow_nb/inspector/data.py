@@ -4,8 +4,8 @@ The inspector runs in its own process next to a live kernel, so it only ever rea
 only through ``MemoryReader`` (``memory.open_reader``): memory.json (replaced by atomic
 rename, so a read sees a whole old or a whole new file) and journal.db opened read-only.
 Reading writes nothing at all: a missing home stays missing, a damaged memory.json is not
-copied, no ``-wal`` is made. The one exception is the embedding cache when embeddings are
-configured (``embedder_for``). Every function returns plain lists and dicts;
+copied, no ``-wal`` is made; recall's index, when it lags, is caught up in memory, and the
+embedding cache is only read (``embedder_for``). Every function returns plain lists and dicts;
 ``view_models`` shapes them for tables and charts.
 """
 
