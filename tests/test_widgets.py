@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -280,6 +282,31 @@ def test_a_damaged_memory_json_is_said_in_the_panel_not_raised(memory: Memory, h
     panel.add_button.click()
     assert "rollback" in panel.message.value
     assert (home / "memory.json").read_text(encoding="utf-8") == "{broken"
+
+
+def test_a_home_removed_under_the_panel_is_said_not_raised_in_its_watcher(
+    memory: Memory, home: Path
+) -> None:
+    """The watcher thread opens its own journal connection: with the home gone, its redraw
+    says so in the panel instead of dying with a traceback in the kernel's log."""
+    memory.add_fact("Lives in Lisbon")
+    panel = MemoryPanel(memory)
+    shutil.rmtree(home)
+    failures: list[BaseException] = []
+
+    def redraw() -> None:  # as the watcher does, on a thread with no connection yet
+        try:
+            panel.refresh_if_changed()
+        except BaseException as exc:
+            failures.append(exc)
+
+    watcher = threading.Thread(target=redraw)
+    watcher.start()
+    watcher.join()
+    assert failures == []
+    assert "journal.db cannot be read" in panel.header.value
+    assert "DEERFLOW_NB_HOME" in panel.message.value  # the one-line fix
+    panel.close()
 
 
 # -- issue 22 item 6: the Facts tab's rough edges; item 3: pending changes in sight ------

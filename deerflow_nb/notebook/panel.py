@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
+from ..config import ConfigError
 from ..memory import FactQuery, MemoryFileError
 from ..projects import fact_project
 from ..schema.constants import CATEGORIES, SUGGESTION_MARK, is_model_suggestion
@@ -250,9 +251,15 @@ class MemoryPanel:
                 self.header.value = "<b>Memory</b> — memory.json cannot be read"
                 self._say_error(exc)
                 return
+            try:
+                pending = self.memory.pending_count()
+            except ConfigError as exc:  # the home removed or its journal locked: say so
+                self.unreadable = True
+                self.header.value = "<b>Memory</b> — journal.db cannot be read"
+                self._say_error(exc)
+                return
             self.unreadable = False
             self._facts = list(data.get("facts", []))
-            pending = self.memory.pending_count()
             verb = "awaits" if pending == 1 else "await"
             waiting = f" · {count_of(pending, 'change')} {verb} review" if pending else ""
             project = self.memory.project
