@@ -21,11 +21,13 @@ from ..tokens import count_message_tokens, count_tokens
 from .loop import Middleware, OnEvent, TurnState
 from .summarization import (
     FIT_SHARE,
+    FLOOR_SHARE,
     cut_index,
     fired_trigger,
     fit_cut,
     shorten_result,
     summarize,
+    turn_growth,
 )
 
 if TYPE_CHECKING:
@@ -59,7 +61,9 @@ class SummarizationMiddleware(Middleware):
         if trigger is None:
             return
         target = int(self.window * FIT_SHARE) - state.tool_tokens
-        self._summarize_history(state, trigger, target)
+        room = turn_growth(state.history, state.new_messages)  # for the calls still to come
+        floor = int(self.window * FLOOR_SHARE) - state.tool_tokens
+        self._summarize_history(state, trigger, max(target - room, floor))
         self._shorten_results(state, target)
 
     def _summarize_history(self, state: TurnState, trigger: ContextSize, target: int) -> None:

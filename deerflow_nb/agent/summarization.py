@@ -95,6 +95,25 @@ def fit_cut(
     return cut
 
 
+# However large a turn has been, a cut never aims below this share of the window: the
+# summary would otherwise swallow the whole conversation for a turn that may not recur.
+FLOOR_SHARE = 0.35
+
+
+def turn_growth(history: list[dict[str, Any]], current: list[dict[str, Any]]) -> int:
+    """Tokens one turn adds to the view, as far as this thread shows: its latest complete
+    turn in ``history``, or the ``current`` turn so far if that is more. A cut leaves this
+    much room under its target, so that the next calls do not fire the trigger again: a
+    turn larger than the gap between the cut (``FIT_SHARE``) and the trigger used to
+    summarize on every model call."""
+    latest = 0
+    for message in history:
+        if message["role"] == "user":
+            latest = 0
+        latest += count_message_tokens([message]) - 3
+    return max(latest, sum(count_message_tokens([m]) - 3 for m in current))
+
+
 # What is left of a tool result the model has already read, when this turn's results
 # alone overflow the window: its head, and a note of what was cut.
 SHORT_RESULT_TOKENS = 120
