@@ -62,8 +62,9 @@ DEFAULT_DATA = default_data_dir("locomo-dev")
 # name -> the module attributes it sets, per value. The shipped value comes first.
 RECALL_GRID: dict[str, tuple[dict[str, Any], ...]] = {
     "neighbour": tuple({"NEIGHBOUR_WEIGHT": v} for v in (0.3, 0.2, 0.4)),
-    "thread": tuple({"THREAD_WEIGHT": v} for v in (0.4, 0.0, 0.3, 0.5)),
+    "thread": tuple({"THREAD_WEIGHT": v} for v in (0.5, 0.0, 0.3, 0.4)),
     "sides": ({"BEFORE_SHARE": 1.3, "AFTER_SHARE": 0.7}, {"BEFORE_SHARE": 1.0, "AFTER_SHARE": 1.0}),
+    "pool": tuple({"POOL": v} for v in (1000, 300)),
 }
 INJECTION_GRID: dict[str, tuple[dict[str, Any], ...]] = {
     "day": tuple({"DAY_CLUSTER_WEIGHT": v, "NEIGHBOUR_WEIGHT": v} for v in (0.1, 0.0, 0.05, 0.15)),
@@ -75,6 +76,7 @@ MINILM = "local:all-MiniLM-L6-v2"
 MINILM_RECALL_GRID = {
     "thread": RECALL_GRID["thread"][:1] + RECALL_GRID["thread"][3:],
     "dense": tuple({"DENSE_SHARE": v} for v in (0.5, 0.4)),
+    "pool": RECALL_GRID["pool"],
 }
 MINILM_INJECTION_GRID = {
     "context": INJECTION_GRID["context"][:1] + INJECTION_GRID["context"][3:],

@@ -14,6 +14,10 @@ main checkout). Two committed sets (``benchmarks/data``), written for this bench
   ``benchmarks/recall.py`` journals them; fact search over each conversation's observation
   facts), and 30 personal ones asked of the notebook journal and its facts. A query
   "returns something" when the search lists any result: the figure is the share that do.
+- ``off_topic_heldout.json``: 42 technical and 25 personal queries of the same kinds,
+  written apart and never used to choose a floor: every floor is fitted on
+  ``off_topic.json``, and the figures on this set say whether it holds on queries it never
+  saw ("(held-out)" rows).
 - ``notebook_journal.json``: 44 facts a user states in a notebook, each restated by the
   assistant, asked about by the user in a later thread (the answer restating it again),
   with a paraphrased query. Recall: is the user's statement the first result? Fact search
@@ -83,8 +87,11 @@ def notebook() -> list[dict[str, str]]:
     return json.loads((DATA / "notebook_journal.json").read_text(encoding="utf-8"))["items"]
 
 
-def off_topic() -> dict[str, list[str]]:
-    data = json.loads((DATA / "off_topic.json").read_text(encoding="utf-8"))
+def off_topic(held_out: bool = False) -> dict[str, list[str]]:
+    """The off-topic queries the floors are fitted on, or (``held_out``) the set kept apart
+    to report them."""
+    name = "off_topic_heldout.json" if held_out else "off_topic.json"
+    data = json.loads((DATA / name).read_text(encoding="utf-8"))
     return {"technical": data["technical"], "personal": data["personal"]}
 
 
@@ -141,6 +148,7 @@ def figures(data_dir: Path, embedder_spec: str | None, results: Results | None) 
     """One setting's rows (default install, or with ``embedder_spec``)."""
     items = notebook()
     queries = off_topic()
+    held = off_topic(held_out=True)
     label = "MiniLM" if embedder_spec else "default"
     rows: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,6 +167,14 @@ def figures(data_dir: Path, embedder_spec: str | None, results: Results | None) 
             float(bool(rank_facts(store, q, embedder=embedder)))
             for store in stores
             for q in queries["technical"]
+        ]
+        rows["off-topic recall returns something (held-out)"] = [
+            float(bool(memory.recall(q, k=K))) for q in held["technical"]
+        ]
+        rows["off-topic fact search returns something (held-out)"] = [
+            float(bool(rank_facts(store, q, embedder=embedder)))
+            for store in stores
+            for q in held["technical"]
         ]
         memory.close()
 
@@ -187,6 +203,12 @@ def figures(data_dir: Path, embedder_spec: str | None, results: Results | None) 
         rows["off-topic (personal) fact search returns something"] = [
             float(bool(rank_facts(facts, q, embedder=embedder))) for q in queries["personal"]
         ]
+        rows["off-topic (personal) recall returns something (held-out)"] = [
+            float(bool(memory.recall(q, k=K))) for q in held["personal"]
+        ]
+        rows["off-topic (personal) fact search returns something (held-out)"] = [
+            float(bool(rank_facts(facts, q, embedder=embedder))) for q in held["personal"]
+        ]
         memory.close()
     if results is not None:
         for name, values in rows.items():
@@ -204,11 +226,12 @@ def _key(name: str) -> str:
 # -- calibration ------------------------------------------------------------------------
 def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list[str]:
     """Best coverage and best cosine per query, on-topic against off-topic, and the floor
-    each distribution gives."""
+    each distribution gives; what each floor lets through of the held-out off-topic set."""
     items = notebook()
     queries = off_topic()
+    held = off_topic(held_out=True)
     spec = MINILM if embeddings else None
-    signals: dict[str, tuple[list, dict[str, list]]] = {}
+    signals: dict[str, tuple[list, dict[str, list], list]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         memory = memory_at(Path(tmp) / "locomo", spec)
         sessions, questions = [], []
@@ -226,6 +249,7 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
         on = journal_of(memory)
         recall_on = [on(q) for q in questions]
         recall_off = {"technical": [on(q) for q in queries["technical"]]}
+        recall_held = [on(q) for q in held["technical"]]
         stores = [memory_of(load_conversation(p)[0]) for p in sorted(data_dir.glob("*.json"))]
         conversation_questions = [
             [x["question"] for x in load_conversation(p)[1]]
@@ -236,55 +260,61 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
             for store, qs in zip(stores, conversation_questions, strict=True)
             for q in qs
         ]
-        facts_off = {
-            "technical": [
-                _fact_signal(store, q, memory.embedder)
-                for store in stores
-                for q in queries["technical"]
-            ]
-        }
+
+        def facts_of(qs: list[str]) -> list[Signal]:
+            return [_fact_signal(store, q, memory.embedder) for store in stores for q in qs]
+
+        facts_off = {"technical": facts_of(queries["technical"])}
+        facts_held = facts_of(held["technical"])
         memory.close()
         memory = memory_at(Path(tmp) / "notebook", spec)
         journal_notebook(memory, items)
         on = journal_of(memory)
         recall_on += [on(item["query"]) for item in items]
         recall_off["personal"] = [on(q) for q in queries["personal"]]
+        recall_held += [on(q) for q in held["personal"]]
         facts = notebook_facts(items)
         facts_on += [_fact_signal(facts, item["query"], memory.embedder) for item in items]
         facts_off["personal"] = [
             _fact_signal(facts, q, memory.embedder) for q in queries["personal"]
         ]
+        facts_held += [_fact_signal(facts, q, memory.embedder) for q in held["personal"]]
         memory.close()
-    signals["recall"] = (recall_on, recall_off)
-    signals["fact search"] = (facts_on, facts_off)
+    signals["recall"] = (recall_on, recall_off, recall_held)
+    signals["fact search"] = (facts_on, facts_off, facts_held)
     lines = [
         f"Calibration ({'MiniLM' if embeddings else 'default install'}): each query's best "
         "coverage and best cosine; the floor is the smallest value letting at most "
-        f"{OFF_TOPIC_PASS:.0%} of each set of off-topic queries (technical, personal) through",
+        f"{OFF_TOPIC_PASS:.0%} of each set of off-topic queries (technical, personal) through; "
+        "the held-out set (off_topic_heldout.json) only reports it",
         "",
         "| search | signal | on-topic p10 / p25 / p50 | off-topic p50 / p90 / p95 / max "
-        "| floor | on-topic kept | off-topic through |",
-        "|---|---|---|---|---|---|---|",
+        "| floor | on-topic kept | off-topic through | held-out through |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for search, (on_side, off_sets) in signals.items():
-        for signal, row in _floors(search, on_side, off_sets).items():
+    for search, (on_side, off_sets, held_side) in signals.items():
+        for signal, row in _floors(search, on_side, off_sets, held_side).items():
+            needs = f" (coverage ≥ {row['needs']:.2f})" if row.get("needs") else ""
             lines.append(
-                f"| {search} | {signal} | {_percentiles(row['on'], (10, 25, 50))} "
+                f"| {search} | {signal}{needs} | {_percentiles(row['on'], (10, 25, 50))} "
                 f"| {_percentiles(row['off'], (50, 90, 95, 100))} | {row['floor']:.2f} "
-                f"| {row['kept']:.2f} | {row['through']:.2f} |"
+                f"| {row['kept']:.2f} | {row['through']:.2f} | {row['held']:.2f} |"
             )
             if results is not None:
                 results.add(
                     f"calibration.{'minilm' if embeddings else 'default'}.{_key(search)}.{signal}",
                     on_topic=len(row["on"]),
                     off_topic=len(row["off"]),
+                    held_out=len(held_side),
                     on_percentiles=[float(np.percentile(row["on"], p)) for p in (10, 25, 50)],
                     off_percentiles=[
                         float(np.percentile(row["off"], p)) for p in (50, 90, 95, 100)
                     ],
                     floor=row["floor"],
+                    coverage_needed=row.get("needs", 0.0),
                     on_topic_kept=row["kept"],
                     off_topic_through=row["through"],
+                    held_out_through=row["held"],
                 )
     lines += [
         "",
@@ -296,23 +326,31 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
 
 
 Signal = tuple[float, float | None]
+# The coverage recall's similarity path may ask for, tried in these steps.
+NEEDS = tuple(round(0.05 * i, 2) for i in range(7))
 
 
 def _floors(
-    search: str, on_side: list[Signal], off_sets: dict[str, list[Signal]]
+    search: str, on_side: list[Signal], off_sets: dict[str, list[Signal]], held: list[Signal]
 ) -> dict[str, dict[str, Any]]:
-    """The floors one search's signals give, each with the distributions it was read from
-    and what it keeps of the on-topic queries and lets through of the off-topic ones:
+    """The floors one search's signals give, each with the distributions it was read from,
+    what it keeps of the on-topic queries, lets through of the off-topic ones and of the
+    held-out ones (``held``, never used to choose):
 
     - ``coverage``: alone, at most ``OFF_TOPIC_PASS`` of each off-topic set through;
-    - ``cosine``: the smallest cosine for which "coverage reaches its floor OR cosine
-      reaches this one" still lets at most ``OFF_TOPIC_PASS`` of each set through;
+    - ``cosine``: for fact search, the smallest cosine for which "coverage reaches its floor
+      OR cosine reaches this one" still lets at most ``OFF_TOPIC_PASS`` of each set through;
+      for recall, "coverage reaches its floor OR (cosine reaches this one AND coverage
+      reaches ``needs``)": the cosine above every off-topic query's whose coverage reaches
+      ``needs`` (similarity lets through none coverage did not), ``needs`` (in ``NEEDS``)
+      the one keeping the most on-topic queries;
     - ``listing``: the cosine a result needs to be listed on similarity alone once the
       search found something: for a fact, one no off-topic query's best fact reached; for
       a message, the cosine alone letting at most ``OFF_TOPIC_PASS`` of each set through.
     """
     cover_on = np.array([c for c, _ in on_side])
     cover_off = [np.array([c for c, _ in values]) for values in off_sets.values()]
+    cover_held = np.array([c for c, _ in held])
     cover_floor = max(_floor(values) for values in cover_off)
     rows = {
         "coverage": {
@@ -321,32 +359,53 @@ def _floors(
             "floor": cover_floor,
             "kept": float((cover_on >= cover_floor).mean()),
             "through": float((np.concatenate(cover_off) >= cover_floor).mean()),
+            "held": float((cover_held >= cover_floor).mean()),
         }
     }
     if any(s is None for _, s in on_side):
         return rows
     sim_on = np.array([s for _, s in on_side], dtype=float)
     sim_off = [np.array([s for _, s in values], dtype=float) for values in off_sets.values()]
-    # Per set, the queries coverage already lets through use up part of the allowance;
-    # the cosine floor must keep the rest under it.
-    joint = max(
-        _floor(sims[covers < cover_floor], allowed=int(OFF_TOPIC_PASS * len(sims)) - passed)
-        for sims, covers in zip(sim_off, cover_off, strict=True)
-        for passed in [int((covers >= cover_floor).sum())]
-    )
+    sim_held = np.array([s for _, s in held], dtype=float)
+
+    def joint(floor: float, needs: float, covers: np.ndarray, sims: np.ndarray) -> np.ndarray:
+        return (covers >= cover_floor) | ((sims >= floor) & (covers >= needs))
+
+    if search == "recall":
+        options = []
+        for needs in NEEDS:
+            floor = max(
+                _floor(sims[(covers < cover_floor) & (covers >= needs)], allowed=0)
+                for sims, covers in zip(sim_off, cover_off, strict=True)
+            )
+            kept = float(joint(floor, needs, cover_on, sim_on).mean())
+            options.append((kept, -needs, floor))
+        _, minus_needs, cosine = max(options)
+        needs = -minus_needs
+    else:
+        # Per set, the queries coverage already lets through use up part of the allowance;
+        # the cosine floor must keep the rest under it.
+        needs = 0.0
+        cosine = max(
+            _floor(sims[covers < cover_floor], allowed=int(OFF_TOPIC_PASS * len(sims)) - passed)
+            for sims, covers in zip(sim_off, cover_off, strict=True)
+            for passed in [int((covers >= cover_floor).sum())]
+        )
     all_cover_off, all_sim_off = np.concatenate(cover_off), np.concatenate(sim_off)
     rows["cosine"] = {
         "on": sim_on,
         "off": all_sim_off,
-        "floor": joint,
-        "kept": float(((cover_on >= cover_floor) | (sim_on >= joint)).mean()),
-        "through": float(((all_cover_off >= cover_floor) | (all_sim_off >= joint)).mean()),
+        "floor": cosine,
+        "needs": needs,
+        "kept": float(joint(cosine, needs, cover_on, sim_on).mean()),
+        "through": float(joint(cosine, needs, all_cover_off, all_sim_off).mean()),
+        "held": float(joint(cosine, needs, cover_held, sim_held).mean()),
     }
     # Listing on similarity alone, once the search found something: a fact only when no
     # off-topic query's best fact came as close; a message (read in its conversation) at
     # the cosine alone letting at most OFF_TOPIC_PASS of each set through.
     listing = (
-        max(joint, _floor(all_sim_off, allowed=0))
+        max(cosine, _floor(all_sim_off, allowed=0))
         if search == "fact search"
         else max(_floor(sims) for sims in sim_off)
     )
@@ -356,6 +415,7 @@ def _floors(
         "floor": listing,
         "kept": float((sim_on >= listing).mean()),
         "through": float((all_sim_off >= listing).mean()),
+        "held": float((sim_held >= listing).mean()),
     }
     return rows
 

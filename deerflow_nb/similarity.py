@@ -1,10 +1,14 @@
-"""Near-duplicate detection for facts, without a model.
+"""Near-duplicate detection for facts, without a model; and the words no text is about.
+
+``STOPWORDS`` (English function words and the chat words that carry no topic) is defined
+here, the lowest layer, once: memory's index terms and recall's query words
+(``memory/retrieval/terms.py``) and the offline model's reading (``offline/words.py``) drop them.
 
 A fact is reduced to its *signature*: the set of content words, lower-cased, lightly
-stemmed, with stopwords and filler ("user", "really", "using", "instead") dropped and
-synonyms of the common verbs folded together. Words that follow a comparison ("over",
-"instead of", "rather than") are marked as the rejected side, so "prefers polars over
-pandas" and "prefers pandas over polars" differ. Two facts are near-duplicates when
+stemmed, with ``SIGNATURE_STOPWORDS`` ("the", "user", "really", "using", "instead")
+dropped and synonyms of the common verbs folded together. Words that follow a comparison
+("over", "instead of", "rather than") are marked as the rejected side, so "prefers polars
+over pandas" and "prefers pandas over polars" differ. Two facts are near-duplicates when
 their signatures are equal: every content word on one side has its match on the other,
 so facts that share a template but differ in one name ("Works on project Apollo" /
 "... Zephyr") stay distinct. Equality also makes lookups a dict hit, so a fold stays
@@ -26,7 +30,27 @@ def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
+# English function words plus the question and chat words that carry no topic: what a
+# search's terms and a model's reading of a request leave out.
 STOPWORDS = _wordset(
+    """
+    a about above after again against all also am an and any are aren as at be because been
+    before being below between both but by can cannot could couldn did didn do does doesn doing
+    don down during each else ever few for from further get gets got had hadn has hasn have
+    haven having he her here hers herself him himself his how i if in into is isn it its itself
+    just kind let like ll me more most much must my myself no nor not now of off on once only
+    or other ought our ours ourselves out over own per please re really same shan she should
+    shouldn so some such than that the their theirs them themselves then there these they
+    thing things this those through to too under until up upon us very ve was wasn we were
+    weren what whatever when whenever where whether which while who whom whose why will with
+    within without won would wouldn yes yet you your yours yourself yourselves
+    tell know think say said want wants anything something someone
+    """
+)
+# What a signature drops: a different list, as a signature must keep the words that change
+# a fact's meaning and a search may drop ("off", "not", "before", "more", "against"), and
+# drops the filler of extracted facts a search keeps ("user", "using", "instead").
+SIGNATURE_STOPWORDS = _wordset(
     """
     a an the and or but if of to in on at by for with from as into onto about than then
     is are was were be been being am do does did done has have had having this that these
@@ -73,7 +97,7 @@ def _words(text: str) -> Iterable[str]:
             yield "prefer"
         elif word in _NEGATIONS:
             yield "not"
-        elif word not in STOPWORDS:
+        elif word not in SIGNATURE_STOPWORDS:
             yield stem(word)
 
 

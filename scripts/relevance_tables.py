@@ -4,7 +4,8 @@ the other benchmarks):
 
 - ``relevance_table()``: off-topic queries, the notebook journal's echoes and fact search,
   against their goals (``benchmarks/relevance.py``);
-- ``calibration_table()``: the distributions the relevance floors were chosen from;
+- ``calibration_table()``: the distributions the relevance floors were chosen from, and
+  what each lets through of the held-out off-topic set;
 - ``cv_table()``: in-sample against leave-one-conversation-out figures
   (``benchmarks/cv.py``);
 - ``first_turn_table()``: a fresh kernel's first turn beside its later ones, without
@@ -22,6 +23,11 @@ RELEVANCE_ROWS = (
     ("off_topic_personal_recall_returns_something", "off_topic_recall_max", False),
     ("off_topic_fact_search_returns_something", "off_topic_search_max", False),
     ("off_topic_personal_fact_search_returns_something", "off_topic_search_max", False),
+    # The floors are fitted on the rows above' queries only; these were written apart.
+    ("off_topic_recall_returns_something_held_out", "off_topic_recall_max", False),
+    ("off_topic_personal_recall_returns_something_held_out", "off_topic_recall_max", False),
+    ("off_topic_fact_search_returns_something_held_out", "off_topic_search_max", False),
+    ("off_topic_personal_fact_search_returns_something_held_out", "off_topic_search_max", False),
     ("notebook_statement_is_the_first_recalled", "statement_first_min", True),
     ("notebook_right_fact_first", "right_fact_first_min", True),
     ("notebook_listed_facts_sharing_no_word", "no_shared_word_max", False),
@@ -121,19 +127,23 @@ def calibration_table(results_dir: Path | None = None) -> str:
         return NOT_MEASURED
     out = [
         "| setting | search | signal | on-topic p10 / p25 / p50 | off-topic p50 / p90 / p95 / "
-        "max | floor | on-topic kept | off-topic through |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "max | floor | on-topic kept | off-topic through | held-out through |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in rows:
         figure = bench.figures[key]
         _, setting, search, signal = key.split(".")
         on = " / ".join(_num(v, 2) for v in figure["on_percentiles"])
         off = " / ".join(_num(v, 2) for v in figure["off_percentiles"])
+        label = SIGNALS.get(signal, signal)
+        if figure.get("coverage_needed"):
+            label = label.replace("cosine", f"cosine and coverage ≥ {figure['coverage_needed']:g}")
+        held = figure.get("held_out_through")
         out.append(
-            f"| {setting} | {search.replace('_', ' ')} | {SIGNALS.get(signal, signal)} "
-            f"| {on} | {off} "
+            f"| {setting} | {search.replace('_', ' ')} | {label} | {on} | {off} "
             f"| {_num(figure['floor'], 2)} | {_num(figure['on_topic_kept'], 2)} "
-            f"| {_num(figure['off_topic_through'], 2)} |"
+            f"| {_num(figure['off_topic_through'], 2)} "
+            f"| {'–' if held is None else _num(held, 2)} |"
         )
     provenance = Provenance(bench, [bench.figures[k] for k in rows])
     return "\n".join([*out, "", *provenance.lines()]) + "\n"

@@ -22,6 +22,9 @@ def days(text: str) -> list[tuple[date, date]]:
         ("on May 23rd 2023", [(date(2023, 5, 23), date(2023, 5, 23))]),
         ("the 3rd of Sept 2023", [(date(2023, 9, 3), date(2023, 9, 3))]),
         ("Jan. 5, 2024", [(date(2024, 1, 5), date(2024, 1, 5))]),
+        # No space after the comma, as people type it (a LOCOMO question does).
+        ("shared by John on December 1,2023", [(date(2023, 12, 1), date(2023, 12, 1))]),
+        ("on 3 June,2023", [(date(2023, 6, 3), date(2023, 6, 3))]),
         ("since 2024-02-29", [(date(2024, 2, 29), date(2024, 2, 29))]),
         ("What happened in December 2023?", [(date(2023, 12, 1), date(2023, 12, 31))]),
         ("in february 2024", [(date(2024, 2, 1), date(2024, 2, 29))]),

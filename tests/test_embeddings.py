@@ -19,7 +19,7 @@ from loopback import start_server
 
 from deerflow_nb import Agent
 from deerflow_nb.config import ConfigError, Settings
-from deerflow_nb.memory.retrieval import fact_index, ranking, relevance
+from deerflow_nb.memory.retrieval import fact_index, ranking, recall, relevance
 from deerflow_nb.memory.retrieval.embedder import Embedder, content_hash, get_embedder
 from deerflow_nb.memory.retrieval.injection import explain_selection, rank_facts, select_facts
 from deerflow_nb.memory.retrieval.terms import texts_to_embed
@@ -312,6 +312,40 @@ def test_with_embeddings_a_search_lists_what_is_similar_enough_and_the_rest_on_r
     ranked = rank_facts(memory(FACTS), "adoption agencies", embedder=minilm, relevant_only=False)
     assert len(ranked) == len(FACTS)
     assert ranked[0][0]["content"] == "Caroline is researching adoption agencies."
+
+
+def test_recall_finds_on_similarity_alone_only_what_shares_some_word_with_the_query(
+    minilm: Embedder, tmp_path: Path
+) -> None:
+    """Conversation recall's similarity path asks for some coverage too: a paraphrase
+    holding one of the query's words is found below the coverage floor (cosine 0.44,
+    coverage 0.30), a question close in meaning but about something never said is not
+    (cosine 0.41 and 0.50, coverage 0 and 0.19)."""
+    journal = Journal(tmp_path / "journal.db")
+    said = {
+        "told": [
+            ("user", "I am learning Rust in my spare time."),
+            ("assistant", "Noted: you are learning Rust on the side."),
+            ("user", "I use uv to manage Python environments."),
+            ("assistant", "Got it, uv manages your environments."),
+        ],
+        "asked": [
+            ("user", "Which language am I learning again?"),
+            ("assistant", "You are learning Rust in your spare time."),
+        ],
+    }
+    for thread, messages in said.items():
+        journal.ensure_thread(thread, kind="lead", title=thread)
+        for role, text in messages:
+            journal.add_message(thread, {"role": role, "content": text})
+    found = recall.search(journal, "how do I keep python virtualenvs", embedder=minilm)
+    assert found[0]["content"] == "I use uv to manage Python environments."
+    for query in (
+        "Which instrument am I practising again?",
+        "What musical instrument am I learning to play?",
+    ):
+        assert recall.search(journal, query, embedder=minilm) == [], query
+    journal.close()
 
 
 def test_a_fact_sharing_no_word_is_listed_only_when_truly_close(

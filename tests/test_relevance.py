@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from deerflow_nb import Memory
 from deerflow_nb.agent.memory_tools import MemoryTools
+from deerflow_nb.memory.retrieval import relevance
 from deerflow_nb.notebook.session import get_session
 from deerflow_nb.notebook.views.facts import SearchResults
 from deerflow_nb.notebook.views.recall import RecallResults
@@ -105,6 +107,28 @@ def test_a_name_counts_as_covered_only_in_the_conversation_that_names_it(
     found = {(r["thread"], r["content"]) for r in memory.recall(query.format("Caroline"))}
     assert ("with-caroline", "I painted again.") in found
     assert memory.recall(query.format("Gina")) == []
+
+
+def test_similarity_alone_finds_something_only_with_some_coverage_too() -> None:
+    """In recall, a close cosine says a search found something only when its best message
+    also covers ``recall_coverage`` of the query: a question sharing almost no word with
+    anything stored (a personal question against a data-science notebook, cosine 0.53,
+    coverage 0.19) is not found on similarity alone."""
+    assert relevance.found(0.19, 0.34, 0.53, 0.36, similar_coverage=0.2) is False
+    assert relevance.found(0.21, 0.34, 0.37, 0.36, similar_coverage=0.2) is True
+    assert relevance.found(0.21, 0.34, 0.35, 0.36, similar_coverage=0.2) is False
+    assert relevance.found(0.40, 0.34, None, None, similar_coverage=0.2) is True  # coverage
+    assert relevance.found(0.19, 0.34, 0.53, 0.36) is True  # fact search asks no coverage
+
+
+def test_minilm_floors_ask_recall_for_coverage_on_similarity_alone() -> None:
+    """MiniLM's measured floors ask it (either runtime); an embedder never measured has only
+    its near-identical cosine floor, and none without one."""
+    floors = relevance.SIMILARITY_FLOORS["local:all-MiniLM-L6-v2"]
+    onnx = SimpleNamespace(model_id="local:all-MiniLM-L6-v2@onnx")
+    assert relevance.similar_coverage(onnx) == floors.recall_coverage > 0
+    assert relevance.similar_coverage(SimpleNamespace(model_id="openai:text-embedding-3")) == 0
+    assert relevance.similar_coverage(None) == 0.0
 
 
 # -- the agent's tools ------------------------------------------------------------------

@@ -49,6 +49,25 @@ def test_tables_render_every_figure_with_its_goal_and_date(tmp_path: Path) -> No
         value=interval(0.909),
     )
     run.add(
+        "default.off_topic_recall_returns_something_held_out",
+        name="off-topic recall (held-out)",
+        n=42,
+        value=interval(0.024),
+    )
+    run.add(
+        "calibration.minilm.recall.cosine",
+        on_topic=800,
+        off_topic=90,
+        held_out=67,
+        on_percentiles=[0.39, 0.46, 0.54],
+        off_percentiles=[0.22, 0.29, 0.31, 0.53],
+        floor=0.36,
+        coverage_needed=0.2,
+        on_topic_kept=0.98,
+        off_topic_through=0.03,
+        held_out_through=0.02,
+    )
+    run.add(
         "calibration.default.recall.coverage",
         on_topic=800,
         off_topic=90,
@@ -81,6 +100,11 @@ def test_tables_render_every_figure_with_its_goal_and_date(tmp_path: Path) -> No
     assert "| default | recall | coverage | 0.34 / 0.51 / 0.69 | 0.18 / 0.27 / 0.34 / 0.46 " in (
         calibration
     )
+    # A row from before the held-out set shows none; the similarity path's coverage shows.
+    assert "| 0.34 | 0.90 | 0.03 | – |" in calibration
+    assert "| minilm | recall | cosine and coverage ≥ 0.2, OR coverage |" in calibration
+    assert "| 0.36 | 0.98 | 0.03 | 0.02 |" in calibration
+    assert "| off-topic recall (held-out) | ≤ 0.05 | 0.024 (0.004–0.044) (42 queries) |" in table
     assert "| conversation recall@10 | 0.708 (0.688–0.728) | 0.705 (0.685–0.725) | 24 |" in (
         relevance_tables.cv_table(tmp_path)
     )

@@ -10,26 +10,21 @@ import math
 import re
 from typing import Any
 
+from ..similarity import STOPWORDS as SHARED_STOPWORDS
+
 EMBEDDING_DIM = 256
-_STOPWORD_TEXT = """
-    a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just me more most my myself no nor not now of off on once only or other our ours ourselves out
-    over own same she should so some such than that the their theirs them themselves then there
-    these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself yourselves please tell know want
-    like use using used also get got let lets make one two show give need any thing things really
-"""
-# Words too common to tie a question to a remembered fact ("every", "always", "thanks"):
-# sharing one of them is not relevance.
+# Beyond the function words every reader drops (``similarity.STOPWORDS``): the words of a
+# request to a model ("use", "show", "need") and those too common to tie a question to a
+# remembered fact ("every", "always", "thanks"): sharing one of them is not relevance.
 _GENERIC_TEXT = """
-    every always never often usually sometimes ever much many lot lots still even quite rather
-    maybe perhaps something anything everything nothing someone anyone everyone way kind sort
-    stuff etc per via across within without yes yeah okay ok thanks thank hi hello hey sure
-    just well
+    use using used make one two show give need lets
+    every always never often usually sometimes much many lot lots still even quite rather
+    maybe perhaps everything nothing anyone everyone way sort
+    stuff etc via across okay ok thanks thank hi hello hey sure well yeah
 """
-STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(_GENERIC_TEXT.split())
+STOPWORDS = SHARED_STOPWORDS | frozenset(_GENERIC_TEXT.split())
+# A word or an identifier (``df_sales``): the model reads requests about code, so an
+# underscore joins, unlike in memory's index terms (``memory/terms.WORD_RE``).
 WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 _SENTENCE_RE = re.compile(r"(.+?[.!?])(?:\s|$)", re.DOTALL)
 

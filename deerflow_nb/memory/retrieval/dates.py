@@ -27,9 +27,11 @@ _MONTH_NAMES = sorted({*MONTHS, *(m[:3] for m in MONTHS), "sept"}, key=lambda m:
 _MONTH = r"(?P<month>" + "|".join(_MONTH_NAMES) + r")\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>\d{4})"
+# Before the year: a space, a comma and a space, or a comma alone ("December 1,2023").
+_TO_YEAR = r"(?:,\s*|\s+)"
 _PATTERNS = [
-    re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE),
-    re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE),
+    re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}{_TO_YEAR}{_YEAR}\b", re.IGNORECASE),
+    re.compile(rf"\b{_MONTH}\s+{_DAY}{_TO_YEAR}{_YEAR}\b", re.IGNORECASE),
     re.compile(r"\b(?P<year>\d{4})-(?P<mon>\d{2})-(?P<day>\d{2})\b"),
 ]
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE)

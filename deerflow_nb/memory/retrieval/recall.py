@@ -55,8 +55,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Lexical candidates read from FTS5 (best BM25 first), and how many of the best after
-# gating bring their thread neighbours in.
-POOL = 300
+# gating bring their thread neighbours in. A name the query asks about is a common word
+# (every message its speaker wrote), so the pool is wide enough for the gates to reorder.
+POOL = 1000
 SPREAD = 60
 # Neighbours: this many indexed messages on each side, each sharing this weight of its
 # score, divided by its distance.
@@ -68,7 +69,7 @@ BEFORE_SHARE = 1.3
 AFTER_SHARE = 0.7
 # Thread topic: each message gains this weight of its thread's score (the sum of its best
 # THREAD_TOP messages' own relevance, relative to the best thread's).
-THREAD_WEIGHT = 0.4
+THREAD_WEIGHT = 0.5
 THREAD_TOP = 2
 # Entity gates (see the module docstring).
 ENTITY_GATE = 0.6
@@ -390,7 +391,10 @@ def _relevant(
     similar = {i for i, s in dense_all.items() if listing is not None and s >= listing}
     best_cover = max((covered.get(i, 0.0) for i in ranked), default=0.0)
     best_similar = max(dense_all.values(), default=None)
-    if not (relevance.found(best_cover, relevance.RECALL_FLOOR, best_similar, floor) or dated):
+    need = relevance.similar_coverage(embedder)
+    if not (
+        relevance.found(best_cover, relevance.RECALL_FLOOR, best_similar, floor, need) or dated
+    ):
         return set()
     strong = {
         (meta[i]["thread"], meta[i]["pos"])

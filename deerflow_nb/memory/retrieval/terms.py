@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ...similarity import STOPWORDS
+
 WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)  # a word: letters and digits, any script
 # A capitalised word that does not open a sentence: a named entity (``recall`` reads it too).
 ENTITY_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
@@ -24,23 +26,6 @@ _SPACES_RE = re.compile(r"\s+")
 # overlapping character bigrams (a lone character stays itself), the usual CJK indexing
 # (Lucene's CJKAnalyzer), so "北京" matches inside "我在北京工作".
 _CJK_RUN_RE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uffdc]+")
-
-# English function words plus the question and chat words that carry no topic.
-STOPWORDS = frozenset(
-    """
-    a about above after again against all also am an and any are aren as at be because been
-    before being below between both but by can cannot could couldn did didn do does doesn doing
-    don down during each else ever few for from further get gets got had hadn has hasn have
-    haven having he her here hers herself him himself his how i if in into is isn it its itself
-    just kind let like ll me more most much must my myself no nor not now of off on once only
-    or other ought our ours ourselves out over own per please re really same shan she should
-    shouldn so some such than that the their theirs them themselves then there these they
-    thing things this those through to too under until up upon us very ve was wasn we were
-    weren what whatever when whenever where whether which while who whom whose why will with
-    within without won would wouldn yes yet you your yours yourself yourselves
-    tell know think say said want wants anything something someone
-    """.split()  # noqa: SIM905 - a word list reads better as text
-)
 
 
 def _stemmer() -> Any:
