@@ -81,3 +81,14 @@ def test_injected_text_keeps_superscripts_and_still_folds_look_alike_tags(
     assert "R² = 0.52" in block and "R2" not in block
     assert "&lt;system&gt; and [goal] in notes..." in block  # as before: no forged tag
     assert count_tokens(block) <= 120
+
+
+def test_the_errors_said_in_one_line_name_the_module_that_defines_each() -> None:
+    """``%load_ext`` looks these classes up by module name instead of importing them: a
+    module renamed or a class moved would let its error through as a traceback."""
+    from importlib import import_module
+
+    from deerflow_nb.notebook.errors import _LOADED_LATER
+
+    for module, name in _LOADED_LATER:
+        assert getattr(import_module(module), name).__module__ == module, (module, name)

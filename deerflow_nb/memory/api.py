@@ -310,7 +310,7 @@ class Memory:
         return self._folding.apply(check_diff(diff), source, project=self.project)
 
     def folds(self, limit: int = 20) -> list[dict[str, Any]]:
-        """What the latest folds did, newest first (see ``memory.folds.decode``)."""
+        """What the latest folds did, newest first (see ``folding.fold_log.decode``)."""
         return self.reader.folds(limit)
 
     def enqueue(self, thread_id: str) -> bool:

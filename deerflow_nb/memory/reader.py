@@ -255,7 +255,7 @@ class MemoryReader:
 
     # -- folds and the queue ------------------------------------------------------------
     def folds(self, limit: int = 20) -> list[dict[str, Any]]:
-        """What the latest folds did, newest first (see ``memory.folds.decode``); a fold held
+        """What the latest folds did, newest first (see ``folding.fold_log.decode``); a fold held
         for review says what became of its change (``outcome`` "held for review, then
         approved")."""
         db = self.db

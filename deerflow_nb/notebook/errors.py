@@ -26,7 +26,7 @@ from ..scrub import redact
 # exists only once its module is loaded, so these are looked up, never imported.
 _LOADED_LATER = (
     ("deerflow_nb.memory.store", "MemoryFileError"),
-    ("deerflow_nb.memory.folding.extraction", "ExtractionError"),
+    ("deerflow_nb.memory.model_reply", "ExtractionError"),
     ("deerflow_nb.agent.core", "ThreadError"),
 )
 

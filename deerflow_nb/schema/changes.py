@@ -67,7 +67,7 @@ class ChangeSet(BaseModel):
 
 
 class ChangeDoor(Protocol):
-    """The gate as the parts that hand it changes see it (``memory.gate.Gate``): they take
+    """The gate as the parts that hand it changes see it (``memory.updates.gate.Gate``): they take
     this, not the gate's module, so no module of memory/ imports back the one that uses it."""
 
     def submit(self, change: ChangeSet, finish: Any = None) -> Any: ...
