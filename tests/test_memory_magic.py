@@ -13,6 +13,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from journal_rows import deerflow_memory, events, memory_json
+from magic_lines import run, usage_error
 
 from deerflow_nb.notebook.memory_args import parse_memory_line
 from deerflow_nb.notebook.session import get_session
@@ -21,23 +22,9 @@ from deerflow_nb.notebook.views.history import DiffView
 from deerflow_nb.notebook.views.status import StatusView, SummaryView
 
 
-def run(shell: InteractiveShell, line: str) -> Any:
-    return shell.run_line_magic("memory", line)
-
-
 def fact_ids(home: Path) -> list[str]:
     path = home / "memory.json"
     return [f["id"] for f in memory_json(home)["facts"]] if path.exists() else []
-
-
-def usage_error(shell: InteractiveShell, line: str) -> str:
-    """Run ``%memory line`` as a cell; return the one line IPython shows for the UsageError."""
-    with capture_output() as cap:
-        result = shell.run_cell(f"%memory {line}")
-    assert isinstance(result.error_in_exec, UsageError), (line, result.error_in_exec)
-    lines = [ln for ln in cap.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, cap.stderr
-    return lines[0]
 
 
 def add(shell: InteractiveShell, text: str, category: str = "context", conf: float = 0.9) -> str:

@@ -3,27 +3,12 @@ mistyped subcommand, ``edit``'s usage, and category changes in ``history`` and `
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from magic_lines import run, usage_error
 
 from deerflow_nb.notebook.session import get_session
-
-
-def run(shell: InteractiveShell, line: str) -> Any:
-    return shell.run_line_magic("memory", line)
-
-
-def usage_error(shell: InteractiveShell, line: str) -> str:
-    with capture_output() as cap:
-        result = shell.run_cell(f"%memory {line}")
-    assert isinstance(result.error_in_exec, UsageError), (line, result.error_in_exec)
-    lines = [ln for ln in cap.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, cap.stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize(

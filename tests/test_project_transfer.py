@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.utils.capture import capture_output
 from journal_rows import deerflow_memory, memory_json
+from magic_lines import run, usage_error
 
 from deerflow_nb.memory import Memory
 from deerflow_nb.notebook.session import get_session
@@ -18,20 +17,6 @@ from deerflow_nb.notebook.session import get_session
 USER = "The user prefers polars for every dataset"
 ALPHA = "The alpha table has 7043 rows and a churned column"
 BETA = "The beta target column is revenue_q3"
-
-
-def run(shell: InteractiveShell, line: str) -> Any:
-    return shell.run_line_magic("memory", line)
-
-
-def usage_error(shell: InteractiveShell, line: str) -> str:
-    """Run ``%memory line`` as a cell; the one line IPython shows for its UsageError."""
-    with capture_output() as cap:
-        result = shell.run_cell(f"%memory {line}")
-    assert isinstance(result.error_in_exec, UsageError), (line, result.error_in_exec)
-    lines = [ln for ln in cap.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, cap.stderr
-    return lines[0]
 
 
 def seed(shell: InteractiveShell) -> Memory:

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.utils.capture import capture_output
+from magic_lines import usage_error
 from markdown_it import MarkdownIt
 
 from deerflow_nb import Agent, Memory
@@ -211,13 +210,6 @@ def test_dense_similarity_finds_a_paraphrase(memory: Memory) -> None:
 
 
 # -- %memory recall ---------------------------------------------------------------------
-def usage_error(shell: InteractiveShell, line: str) -> str:
-    with capture_output() as cap:
-        result = shell.run_cell(f"%memory {line}")
-    assert isinstance(result.error_in_exec, UsageError), (line, result.error_in_exec)
-    lines = [ln for ln in cap.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, cap.stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize(

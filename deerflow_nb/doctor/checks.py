@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..llm.base import ChatModel, ModelError
+from ..llm.base import SAID_IN_ONE_LINE, ChatModel, ModelError
 from . import server_checks
 from .probe import Probe, Unreachable, one_line
 from .report import FAIL, OK, UNKNOWN, Check, DoctorReport
@@ -317,7 +317,6 @@ def _context_window(probe: Probe, target: str) -> Check:
 
 
 def _embeddings(settings: Settings) -> Check:
-    from ..config import ConfigError
     from ..memory import get_embedder
 
     target = f"embeddings {settings.memory.embeddings}"
@@ -325,7 +324,7 @@ def _embeddings(settings: Settings) -> Check:
         embedder = get_embedder(settings, None)
         assert embedder is not None
         vectors = embedder.embed_many(["Prefers polars over pandas", "Uses scikit-learn"])
-    except (ModelError, ConfigError) as exc:
+    except SAID_IN_ONE_LINE as exc:
         return Check(target, "embeds", FAIL, one_line(exc), _fix_for(str(exc)))
     return Check(target, "embeds", OK, f"{len(vectors)} vectors of {len(vectors[0])} dimensions")
 

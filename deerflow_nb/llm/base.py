@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..home import ConfigError
 from ..scrub import redact
 from ..tokens import count_message_tokens, count_tokens
 
@@ -29,6 +30,11 @@ class ModelError(RuntimeError):
 
     def __init__(self, message: object = "", *args: object) -> None:
         super().__init__(redact(str(message)), *args)
+
+
+# Failures whose message already says what went wrong and how to fix it: logged or shown
+# as that one line, where a traceback would bury it (an unreachable server's runs ~100).
+SAID_IN_ONE_LINE: tuple[type[Exception], ...] = (ModelError, ConfigError)
 
 
 class ReplyCutShort(ModelError):

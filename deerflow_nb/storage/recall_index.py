@@ -77,11 +77,8 @@ def is_current(db: Connection) -> bool:
 def sync(journal: Journal) -> int:
     """Index the messages written since the last call (all of them when the index was
     missing); returns how many were indexed. Cheap when nothing changed."""
-    db = journal.db
-    if not _missing(db):
-        scanned, newest = _behind(db)
-        if newest <= scanned:
-            return 0
+    if is_current(journal.db):
+        return 0
     with _sync_lock, journal.transaction() as db:  # re-read: another writer may have caught up
         if _missing(db):
             log.info("recall index missing from %s: rebuilding it", journal.path)

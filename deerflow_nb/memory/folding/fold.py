@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...config import ConfigError, Settings
-from ...llm.base import ModelError, output_cap
+from ...config import Settings
+from ...llm.base import SAID_IN_ONE_LINE, output_cap
 from ...llm.server_sharing import GiveWay
 from ...projects import DEFAULT_PROJECT
 from ...schema.changes import ChangeSet
@@ -38,9 +38,6 @@ from .extraction import ExtractionError, build_messages, paired_removals, parse
 from .message_filter import filter_messages, is_foldable
 
 log = logging.getLogger(__name__)
-# Failures whose message already says what went wrong and how to fix it: logged as that
-# one line, where a traceback would bury it (an unreachable server's runs ~100 lines).
-SAID_IN_ONE_LINE = (ModelError, ConfigError)
 # A fold that gave way to the user's turn looks again this much later (it gives way again
 # without a request while the turn runs, so this only bounds how soon it follows the turn).
 GIVE_WAY_SECONDS = 2.0

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ...config import ConfigError, Settings
-from ...llm.base import ModelError
+from ...config import Settings
+from ...llm.base import SAID_IN_ONE_LINE
 from ...storage.journal import Journal
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class FactVectors:
                 from .terms import texts_to_embed
 
                 embedder.warm(texts_to_embed([f["content"] for f in data.get("facts", [])]))
-        except (ModelError, ConfigError) as exc:
+        except SAID_IN_ONE_LINE as exc:
             log.warning("could not compute fact embeddings: %s", exc)
         except Exception:
             log.warning("could not compute fact embeddings", exc_info=True)
