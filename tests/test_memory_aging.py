@@ -412,6 +412,32 @@ def test_a_correction_is_never_evicted_while_others_are_evictable() -> None:
     assert sorted(everything.ids("evict")) == ["c0", "p0", "p1", "p2"]
 
 
+def test_the_read_door_gives_the_eviction_order_without_evicting(home: Path) -> None:
+    """What the aging notebook shows: each policy's order, read through the facade, with
+    memory.json unchanged; the home's setting is the default policy."""
+    from deerflow_nb.memory import open_reader
+
+    mem = seed(
+        home,
+        fact("f_old", "Prefers Emacs", conf=0.9, created=ago(300)),
+        fact("f_fix", "No longer uses R", "correction", conf=0.7, created=ago(300)),
+        fact("f_new", "Uses DuckDB", "behavior", conf=0.8, created=ago(1)),
+    )
+    before = (home / "memory.json").read_bytes()
+    blend = mem.reader.eviction_order()
+    assert [f["id"] for f in blend][-1] == "f_fix"  # a correction goes last
+    assert "a correction" in blend[-1]["reason"]
+    confidence = mem.reader.eviction_order("confidence")
+    assert [f["id"] for f in confidence] == ["f_fix", "f_new", "f_old"]
+    assert (home / "memory.json").read_bytes() == before
+    with pytest.raises(ValueError, match="'blend' or 'confidence'"):
+        mem.reader.eviction_order("lru")
+    mem.close()
+    (home / "config.yaml").write_text("memory:\n  eviction: confidence\n", encoding="utf-8")
+    with open_reader(home) as reader:
+        assert [f["id"] for f in reader.eviction_order()] == ["f_fix", "f_new", "f_old"]
+
+
 def test_eviction_setting_is_checked(home: Path) -> None:
     from deerflow_nb.config import ConfigError, load_settings
 

@@ -31,6 +31,7 @@ from .folding import fold_log
 from .store import MemoryFileError, MemoryStore
 from .updates import fact_use as usage_rows
 from .updates import versions as version_rows
+from .updates.aging import eviction_order
 from .updates.events import decode_event, replacement_events
 from .updates.review import REVIEW_KEY, ReviewItem, items
 
@@ -252,6 +253,24 @@ class MemoryReader:
         """``fact_id -> {last_injected, injected, last_used, used, last_confirmed, confirmed}``."""
         db = self.db
         return usage_rows.read(db, fact_ids) if db is not None else {}
+
+    def eviction_order(self, policy: str | None = None) -> list[dict[str, Any]]:
+        """Every fact, the first to go over ``memory.max_facts`` first, each ``{"id",
+        "content", "score", "reason"}``: what the home's eviction policy (or ``policy``,
+        "blend" or "confidence") would do now, read without evicting anything."""
+        facts = self.facts(sort="none")
+        chosen = policy or self.settings.memory.eviction
+        if chosen not in ("blend", "confidence"):
+            raise ValueError(f"unknown eviction policy {chosen!r}: use 'blend' or 'confidence'")
+        return [
+            {
+                "id": facts[e.index].get("id"),
+                "content": facts[e.index].get("content"),
+                "score": round(e.score, 4),
+                "reason": e.reason,
+            }
+            for e in eviction_order(facts, self.usage(), policy=chosen)
+        ]
 
     # -- folds and the queue ------------------------------------------------------------
     def folds(self, limit: int = 20) -> list[dict[str, Any]]:
