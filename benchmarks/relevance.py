@@ -9,15 +9,15 @@ Usage::
 DATA_DIR defaults to ``../shared/data/locomo-dev`` beside the repository (or beside its
 main checkout). Two committed sets (``benchmarks/data``), written for this benchmark:
 
-- ``off_topic.json``: 60 technical queries (data science, programming, infrastructure,
+- ``off_topic.json``: 102 technical queries (data science, programming, infrastructure,
   finance) asked of LOCOMO's personal conversations (recall over them journaled as
   ``benchmarks/recall.py`` journals them; fact search over each conversation's observation
-  facts), and 30 personal ones asked of the notebook journal and its facts. A query
+  facts), and 100 personal ones asked of the notebook journal and its facts. A query
   "returns something" when the search lists any result: the figure is the share that do.
-- ``off_topic_heldout.json``: 42 technical and 25 personal queries of the same kinds,
-  written apart and never used to choose a floor: every floor is fitted on
-  ``off_topic.json``, and the figures on this set say whether it holds on queries it never
-  saw ("(held-out)" rows).
+- ``off_topic_heldout.json``: 40 technical and 60 personal queries of the same kinds,
+  written apart and committed before anything was measured on them, never used to choose
+  a floor: every floor is fitted on ``off_topic.json``, and the figures on this set say
+  whether it holds on queries it never saw ("(held-out)" rows).
 - ``notebook_journal.json``: 44 facts a user states in a notebook, each restated by the
   assistant, asked about by the user in a later thread (the answer restating it again),
   with a paraphrased query. Recall: is the user's statement the first result? Fact search
@@ -28,8 +28,8 @@ Every figure carries its 95% bootstrap interval over the queries. ``--calibrate`
 the distributions the floor (``deerflow_nb/memory/retrieval/relevance.py``) is chosen from: each
 query's best coverage (and best MiniLM cosine) for on-topic queries (LOCOMO questions of
 categories 1-4, the notebook's paraphrases) and the off-topic ones, and for each the
-smallest floor letting at most 5 % of off-topic queries through, with the share of
-on-topic queries it keeps.
+smallest floor letting at most ``FIT_PASS`` (half the goal's 5 %) of off-topic queries
+through, with the share of on-topic queries it keeps.
 """
 
 from __future__ import annotations
@@ -69,7 +69,11 @@ DATA = Path(__file__).resolve().parent / "data"
 DEFAULT_DATA = default_data_dir("locomo-dev")
 MINILM = "local:all-MiniLM-L6-v2"
 K = 10
-OFF_TOPIC_PASS = 0.05  # the share of off-topic queries a floor may let through
+OFF_TOPIC_PASS = 0.05  # the share of off-topic queries the goal lets find something
+# The floors deciding whether a search found anything are fitted to let through half that
+# of each fitting set: a floor read at exactly the goal's share of one sample is exceeded
+# on about half of new samples.
+FIT_PASS = OFF_TOPIC_PASS / 2
 GOALS = {
     "off_topic_recall_max": 0.05,
     "off_topic_search_max": 0.05,
@@ -284,9 +288,10 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
     signals["fact search"] = (facts_on, facts_off, facts_held)
     lines = [
         f"Calibration ({'MiniLM' if embeddings else 'default install'}): each query's best "
-        "coverage and best cosine; the floor is the smallest value letting at most "
-        f"{OFF_TOPIC_PASS:.0%} of each set of off-topic queries (technical, personal) through; "
-        "the held-out set (off_topic_heldout.json) only reports it",
+        "coverage and best cosine; a floor deciding whether a search found anything is the "
+        f"smallest value letting at most {FIT_PASS:.1%} of each set of off-topic queries "
+        "(technical, personal) through; the held-out set (off_topic_heldout.json) only "
+        "reports it",
         "",
         "| search | signal | on-topic p10 / p25 / p50 | off-topic p50 / p90 / p95 / max "
         "| floor | on-topic kept | off-topic through | held-out through |",
@@ -337,9 +342,9 @@ def _floors(
     what it keeps of the on-topic queries, lets through of the off-topic ones and of the
     held-out ones (``held``, never used to choose):
 
-    - ``coverage``: alone, at most ``OFF_TOPIC_PASS`` of each off-topic set through;
+    - ``coverage``: alone, at most ``FIT_PASS`` of each off-topic set through;
     - ``cosine``: for fact search, the smallest cosine for which "coverage reaches its floor
-      OR cosine reaches this one" still lets at most ``OFF_TOPIC_PASS`` of each set through;
+      OR cosine reaches this one" still lets at most ``FIT_PASS`` of each set through;
       for recall, "coverage reaches its floor OR (cosine reaches this one AND coverage
       reaches ``needs``)": the cosine above every off-topic query's whose coverage reaches
       ``needs`` (similarity lets through none coverage did not), ``needs`` (in ``NEEDS``)
@@ -351,7 +356,7 @@ def _floors(
     cover_on = np.array([c for c, _ in on_side])
     cover_off = [np.array([c for c, _ in values]) for values in off_sets.values()]
     cover_held = np.array([c for c, _ in held])
-    cover_floor = max(_floor(values) for values in cover_off)
+    cover_floor = max(_floor(values, FIT_PASS) for values in cover_off)
     rows = {
         "coverage": {
             "on": cover_on,
@@ -387,7 +392,7 @@ def _floors(
         # the cosine floor must keep the rest under it.
         needs = 0.0
         cosine = max(
-            _floor(sims[covers < cover_floor], allowed=int(OFF_TOPIC_PASS * len(sims)) - passed)
+            _floor(sims[covers < cover_floor], allowed=int(FIT_PASS * len(sims)) - passed)
             for sims, covers in zip(sim_off, cover_off, strict=True)
             for passed in [int((covers >= cover_floor).sum())]
         )
@@ -407,7 +412,7 @@ def _floors(
     listing = (
         max(cosine, _floor(all_sim_off, allowed=0))
         if search == "fact search"
-        else max(_floor(sims) for sims in sim_off)
+        else max(_floor(sims, OFF_TOPIC_PASS) for sims in sim_off)
     )
     rows["listing"] = {
         "on": sim_on,
@@ -436,11 +441,11 @@ def _fact_signal(store: dict[str, Any], query: str, embedder: Any) -> tuple[floa
     return best_cover, float((index.dense_matrix(embedder) @ vector).max())
 
 
-def _floor(off_values: np.ndarray, allowed: int | None = None) -> float:
+def _floor(off_values: np.ndarray, share: float = 0.0, *, allowed: int | None = None) -> float:
     """The smallest value, rounded up to a hundredth, that at most ``allowed`` of
-    ``off_values`` reach (by default ``OFF_TOPIC_PASS`` of them)."""
+    ``off_values`` reach (by default ``share`` of them)."""
     if allowed is None:
-        allowed = int(OFF_TOPIC_PASS * len(off_values))
+        allowed = int(share * len(off_values))
     if allowed < 0:
         return 1.0
     ordered = np.sort(off_values)[::-1]

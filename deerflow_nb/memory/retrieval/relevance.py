@@ -27,17 +27,26 @@ How the floors were chosen: ``python benchmarks/relevance.py --calibrate`` print
 signals' distributions for on-topic queries (LOCOMO questions against their conversations
 and facts, the notebook journal's paraphrases) and off-topic ones
 (``benchmarks/data/off_topic.json``: technical questions against personal conversations,
-personal ones against a data-science notebook); each coverage floor is the smallest value
-letting at most 5 % of each off-topic set through; fact search's cosine floor is then
-chosen for the combined rule (coverage reaches its floor OR cosine reaches this one), the
-smallest letting at most 5 % of each set through together; recall's is the cosine no
-off-topic query reached among those whose coverage reaches ``recall_coverage`` (itself the
-value, in steps of 0.05, keeping the most on-topic queries), so that similarity lets
-through no off-topic query coverage did not; the listing floor is the cosine no off-topic
-query's best fact reached, a message's the cosine alone letting at most 5 % of each set
-through (the ``calibration`` figures in
-``benchmarks/results/relevance.json``, and docs/benchmarks.md's table). The floors are
-fitted on ``off_topic.json`` only; ``off_topic_heldout.json``, written apart, reports them.
+personal ones against a data-science notebook). The goal lets 5 % of off-topic queries
+find something; the floors that decide it are fitted to let through at most half that
+(2.5 %) of each fitting set, a margin for queries they never saw (a floor read at exactly
+the goal's share of one sample is exceeded on about half of new ones):
+
+- each coverage floor: the smallest value letting at most 2.5 % of each set through;
+- fact search's cosine floor: for the combined rule (coverage reaches its floor OR cosine
+  reaches this one), the smallest letting at most 2.5 % of each set through together, so
+  that a paraphrase sharing no word with a fact is still found when it is close; recall's:
+  the cosine no off-topic query reached among those whose coverage reaches
+  ``recall_coverage`` (itself the value, in steps of 0.05, keeping the most on-topic
+  queries), so that similarity lets through no off-topic query coverage did not;
+- the listing floors (what is listed once a search found something): a fact's, the cosine
+  no off-topic query's best fact reached; a message's, the cosine alone letting at most
+  5 % of each set through.
+
+The ``calibration`` figures in ``benchmarks/results/relevance.json`` and docs/benchmarks.md's
+table hold the distributions. The floors are fitted on ``off_topic.json`` only;
+``off_topic_heldout.json``, written apart and committed before anything was measured on
+it, reports them.
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ if TYPE_CHECKING:
 # The best result must hold this IDF-weighted share of the query's terms (calibrated):
 # a message in conversation recall, a fact in fact search.
 RECALL_FLOOR = 0.34
-SEARCH_FLOOR = 0.30
+SEARCH_FLOOR = 0.32
 # IDF is taken as if the texts were at least BACKGROUND, the others holding none of the
 # query's terms: in a memory of a few facts every present term would otherwise weigh next
 # to nothing against a missing one (log(1 + n) bounds IDF), whatever the query.
@@ -76,7 +85,7 @@ class Floors(NamedTuple):
 # Per embedder (its model id before any "@runtime": the ONNX export shares MiniLM's).
 SIMILARITY_FLOORS: dict[str, Floors] = {
     "local:all-MiniLM-L6-v2": Floors(
-        recall=0.36, search=0.27, listing=0.32, recall_listing=0.32, recall_coverage=0.2
+        recall=0.36, search=0.36, listing=0.42, recall_listing=0.34, recall_coverage=0.2
     )
 }
 # Any other embedder: only a near-identical meaning counts on similarity alone, until its
