@@ -76,6 +76,7 @@ MINILM = "local:all-MiniLM-L6-v2"
 MINILM_RECALL_GRID = {
     "thread": RECALL_GRID["thread"][:1] + RECALL_GRID["thread"][3:],
     "dense": tuple({"DENSE_SHARE": v} for v in (0.5, 0.4)),
+    "zero": ({"DENSE_ZERO": "mean"}, {"DENSE_ZERO": "min"}),
     "pool": RECALL_GRID["pool"],
 }
 MINILM_INJECTION_GRID = {
