@@ -54,6 +54,7 @@ from locomo_injection import (  # noqa: E402
 )
 from recall import K, Recall, journal_sessions, load, memory_at  # noqa: E402
 
+from deerflow_nb.memory.retrieval import embedder as embedder_module  # noqa: E402
 from deerflow_nb.memory.retrieval import ranking  # noqa: E402
 from deerflow_nb.memory.retrieval import recall as recall_module  # noqa: E402
 from deerflow_nb.memory.retrieval.injection import select_facts  # noqa: E402
@@ -76,6 +77,7 @@ MINILM = "local:all-MiniLM-L6-v2"
 MINILM_RECALL_GRID = {
     "thread": RECALL_GRID["thread"][:1] + RECALL_GRID["thread"][3:],
     "dense": tuple({"DENSE_SHARE": v} for v in (0.5, 0.4)),
+    "zero": ({"DENSE_ZERO": "mean"}, {"DENSE_ZERO": "min"}),
     "pool": RECALL_GRID["pool"],
 }
 MINILM_INJECTION_GRID = {
@@ -140,7 +142,9 @@ def recall_scores(
         sessions += s
         questions += q
     scores = []
-    with tempfile.TemporaryDirectory() as tmp:
+    # Every point asks the same questions: their vectors are computed once, not per point.
+    memo = patched(embedder_module, {"_QUERY_CACHE_SIZE": len(questions)})
+    with tempfile.TemporaryDirectory() as tmp, memo:
         memory = memory_at(Path(tmp), embeddings)
         rank = Recall(memory, journal_sessions(memory, sessions))
         if memory.embedder is not None:

@@ -14,6 +14,7 @@ from markdown_it import MarkdownIt
 from deerflow_nb import Agent, Memory
 from deerflow_nb.memory.retrieval import recall as recall_module
 from deerflow_nb.memory.retrieval.embedder import Embedder
+from deerflow_nb.memory.retrieval.recall_dense import scaled
 from deerflow_nb.notebook.session import get_session
 from deerflow_nb.notebook.views.recall import RecallResults
 
@@ -207,6 +208,14 @@ def test_dense_similarity_finds_a_paraphrase(memory: Memory) -> None:
     assert "I sold my automobile." not in contents(memory.recall("car"))
     memory._vectors._embedder = Embedder("fake", compute, memory.journal)
     assert contents(memory.recall("car"))[0] == "I sold my automobile."
+
+
+def test_cosines_count_from_the_mean_so_one_far_off_message_squeezes_nothing() -> None:
+    """The dense score is 1 for the most similar message and 0 for any no closer than the
+    average one; from the lowest cosine, the one far-off message would lift the rest."""
+    cosines = {1: 0.8, 2: 0.5, 3: 0.2, 4: 0.1, 5: -0.6}  # mean 0.2
+    assert scaled([1, 2, 3, 4, 5, 6], cosines) == pytest.approx([1.0, 0.5, 0.0, 0.0, 0.0, 0.0])
+    assert scaled([4], cosines, zero="min") == pytest.approx([0.5])
 
 
 # -- %memory recall ---------------------------------------------------------------------

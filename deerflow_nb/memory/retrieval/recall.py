@@ -22,7 +22,8 @@ Scoring, for a query:
   written on or near it, and adds them as candidates; a month without a year ("in June")
   favours messages written in such a month.
 - With an embedder, the cosine of the query (names left out) with each message is fused
-  with the lexical score (convex combination of min-max normalised scores, as for facts).
+  with the lexical score (a convex combination; cosines scaled from the mean one, so a
+  below-average message adds nothing: ``recall_dense.py``).
 - What the user said ranks first: an assistant's restatement or a later question
   collapses into the user's statement (``echoes``); a result with echoes names them
   (``"echoes": [{"thread", "seq", "role"}]``).
@@ -31,28 +32,26 @@ Scoring, for a query:
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 import threading
 import unicodedata
-from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...llm.base import ModelError
 from ...storage import recall_index
 from . import echoes, relevance
 from .dates import MONTHS, date_match, mentioned_dates
+from .recall_dense import dense_scores, scaled
+from .recall_dense import dense_vectors as dense_vectors
+from .recall_dense import warm as warm
 from .terms import ENTITY_RE, STOPWORDS, WORD_RE
 
 if TYPE_CHECKING:
     from ...storage.journal import Journal
     from .embedder import Embedder
-
-log = logging.getLogger(__name__)
 
 # Lexical candidates read from FTS5 (best BM25 first), and how many of the best after
 # gating bring their thread neighbours in. A name the query asks about is a common word
@@ -76,9 +75,11 @@ ENTITY_GATE = 0.6
 THREAD_GATE = 0.3
 # A message written as "Name: text" by someone the query does not name, naming them.
 MENTION_GATE = 0.6
-# Dense fusion: the share of the dense score, and the dense candidates added.
+# Dense fusion: the share of the dense score, the dense candidates added, and the cosine
+# the dense score counts from ("mean" over all messages, or "min": ``recall_dense.scaled``).
 DENSE_SHARE = 0.5
 DENSE_POOL = 100
+DENSE_ZERO = "mean"
 # A named date: the weight of its match, and at most this many candidates it adds.
 DATE_WEIGHT = 0.4
 DATE_POOL = 200
@@ -108,52 +109,6 @@ def query_words(text: str) -> list[str]:
 def entity_words(text: str) -> list[str]:
     """The query's names: capitalised words that do not open a sentence, lowercased."""
     return list(dict.fromkeys(w.lower() for w in ENTITY_RE.findall(text)))
-
-
-def _without(text: str, words: list[str]) -> str:
-    """``text`` without the words (and their ``'s``) in ``words``."""
-    if not words:
-        return text
-    pattern = r"\b(?:" + "|".join(map(re.escape, words)) + r")(?:'s)?\b"
-    out = re.sub(pattern, "", text, flags=re.IGNORECASE)
-    return re.sub(r"\s+", " ", out).strip()
-
-
-@dataclass
-class _Dense:
-    """One embedder's vectors for the indexed messages, by message id (grown as it syncs)."""
-
-    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    matrix: np.ndarray | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-_dense_cache: dict[tuple[str, str], _Dense] = {}
-_dense_cache_lock = threading.Lock()
-
-
-def dense_vectors(journal: Journal, embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
-    """Message ids and their unit vectors (journal-cached, so computed once per text)."""
-    key = (str(journal.path), embedder.model_id)
-    with _dense_cache_lock:
-        entry = _dense_cache.setdefault(key, _Dense())
-    with entry.lock:
-        last = int(entry.ids[-1]) if len(entry.ids) else 0
-        rows = recall_index.texts_after(journal.db, last)
-        if rows:
-            vectors = embedder.embed_many([r[1] for r in rows])
-            ids = np.array([r[0] for r in rows], dtype=np.int64)
-            entry.ids = np.concatenate([entry.ids, ids])
-            entry.matrix = vectors if entry.matrix is None else np.vstack([entry.matrix, vectors])
-        if entry.matrix is None:
-            return entry.ids, np.zeros((0, 0), dtype=np.float32)
-        return entry.ids, entry.matrix
-
-
-def warm(journal: Journal, embedder: Embedder) -> None:
-    """Index and embed every message now, so the next search only embeds its query."""
-    recall_index.sync(journal)
-    dense_vectors(journal, embedder)
 
 
 def _entity_threads(db: Any, names: list[str]) -> tuple[list[str], set[str]]:
@@ -220,7 +175,7 @@ def search(
         candidates.update(dated)
     dense_all: dict[int, float] = {}
     if embedder is not None:
-        dense_all = _dense_scores(journal, embedder, query, names, thread)
+        dense_all = dense_scores(journal, embedder, query, names, thread)
         best = sorted(dense_all, key=dense_all.__getitem__, reverse=True)[:DENSE_POOL]
         candidates.update(best)
     if not candidates:
@@ -369,7 +324,7 @@ def evidence(
     named = _entity_threads(journal.db, names) if names else ([], set())
     ids = list(recall_index.match(journal.db, words, None, POOL))
     covered = _coverage(journal.db, words, ids, recall_index.rows(journal.db, ids), named)
-    dense = _dense_scores(journal, embedder, query, names, None) if embedder else {}
+    dense = dense_scores(journal, embedder, query, names, None) if embedder else {}
     return max(covered.values(), default=0.0), max(dense.values(), default=None)
 
 
@@ -438,11 +393,7 @@ def _relevance(
     top = max(lexical.values(), default=0.0)
     lex = np.array([lexical.get(i, 0.0) / top if top > 0 else 0.0 for i in ids])
     if dense_all:
-        values = np.array(list(dense_all.values()))
-        low, high = float(values.min()), float(values.max())
-        span = high - low if high > low else 1.0
-        dense = np.array([(dense_all.get(i, low) - low) / span for i in ids])
-        rel = (1 - DENSE_SHARE) * lex + DENSE_SHARE * dense
+        rel = (1 - DENSE_SHARE) * lex + DENSE_SHARE * scaled(ids, dense_all, DENSE_ZERO)
     else:
         rel = lex
     if known:
@@ -476,24 +427,3 @@ def _gate(
     elif pattern.search(content):
         return 1.0
     return ENTITY_GATE if row["thread"] in named_threads else THREAD_GATE
-
-
-def _dense_scores(
-    journal: Journal, embedder: Embedder, query: str, names: list[str], thread: str | None
-) -> dict[int, float]:
-    """Cosine of the query (its names left out: who it is about is the gate's job) with
-    every indexed message (of ``thread``, when given); {} when the embedder fails."""
-    try:
-        ids, matrix = dense_vectors(journal, embedder)
-        if matrix.size == 0:
-            return {}
-        vector = embedder.embed_query(_without(query, names) or query)
-    except ModelError as exc:
-        log.warning("recall by words only, %s is unavailable: %s", embedder.model_id, exc)
-        return {}
-    similarity = matrix @ vector
-    if thread is not None:
-        keep = recall_index.in_thread(journal.db, thread)
-        mask = np.array([int(i) in keep for i in ids], dtype=bool)
-        ids, similarity = ids[mask], similarity[mask]
-    return {int(i): float(s) for i, s in zip(ids, similarity, strict=True)}
