@@ -128,7 +128,7 @@ def calibration_table(results_dir: Path | None = None) -> str:
     out = [
         "| setting | search | signal | on-topic p10 / p25 / p50 | off-topic p50 / p90 / p95 / "
         "max | floor | on-topic kept | off-topic through | held-out through |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for key in rows:
         figure = bench.figures[key]

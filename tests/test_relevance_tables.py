@@ -104,6 +104,9 @@ def test_tables_render_every_figure_with_its_goal_and_date(tmp_path: Path) -> No
     assert "| 0.34 | 0.90 | 0.03 | – |" in calibration
     assert "| minilm | recall | cosine and coverage ≥ 0.2, OR coverage |" in calibration
     assert "| 0.36 | 0.98 | 0.03 | 0.02 |" in calibration
+    for generated in (table, calibration, relevance_tables.cv_table(tmp_path)):
+        header, rule = [line for line in generated.splitlines() if line.startswith("|")][:2]
+        assert header.count("|") == rule.count("|"), "a markdown table's rule must match its header"
     assert "| off-topic recall (held-out) | ≤ 0.05 | 0.024 (0.004–0.044) (42 queries) |" in table
     assert "| conversation recall@10 | 0.708 (0.688–0.728) | 0.705 (0.685–0.725) | 24 |" in (
         relevance_tables.cv_table(tmp_path)
