@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +21,7 @@ from deerflow_nb import Memory
 from deerflow_nb.memory import ExtractionError
 from deerflow_nb.memory.folding import schedule as queue
 from deerflow_nb.memory.folding import worker
+from deerflow_nb.storage import queue as stored_queue
 
 
 def configure(home: Path, **memory: object) -> None:
@@ -46,6 +50,48 @@ def test_turn_is_folded_on_flush_through_the_offline_model(mem: Memory) -> None:
     assert {f["source"] for f in mem.data["facts"]} == {"t1"}
     assert mem.data["user"]["workContext"]["summary"] == "Works on project Apollo."
     assert mem.status()["pending"] == [] and mem.status()["last_fold"]
+
+
+def claimed_by_another_kernel(mem: Memory, thread_id: str) -> subprocess.Popen[bytes]:
+    """A live process (another kernel, as far as the queue can tell) holding the row."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with mem.journal.transaction() as db:
+        stored_queue.claim(db, thread_id, f"{socket.gethostname()}:{other.pid}", time.time() + 600)
+    return other
+
+
+def test_a_flush_waits_for_the_thread_another_kernel_is_folding(mem: Memory) -> None:
+    """Two kernels on one home: a flush that finds its thread claimed by the other one
+    waits for that fold instead of returning before the fact is in memory (the next turn
+    would inject without it); when that kernel dies holding it, the flush folds it."""
+    journal_turn(mem, "t1", "I prefer polars over pandas.")
+    mem.enqueue("t1")
+    other = claimed_by_another_kernel(mem, "t1")
+
+    def die() -> None:
+        other.kill()
+        other.wait()
+
+    threading.Timer(1.0, die).start()
+    try:
+        report = mem.flush(timeout=60)
+    finally:
+        die()
+    assert report.folded == ["t1"] and report.pending == 0
+    assert contents(mem) == ["Prefers polars over pandas"]
+
+
+def test_waiting_for_another_kernel_is_bounded_by_the_flush_timeout(mem: Memory) -> None:
+    journal_turn(mem, "t1", "I prefer polars over pandas.")
+    mem.enqueue("t1")
+    other = claimed_by_another_kernel(mem, "t1")
+    try:
+        report = mem.flush(timeout=0.3)
+        assert report.folded == [] and report.pending == 1  # still the other kernel's
+        assert mem.data["facts"] == []
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_forget_in_chat_really_removes_the_fact(mem: Memory) -> None:

@@ -319,7 +319,7 @@ KERNEL = textwrap.dedent(
     shell.run_line_magic("memory", "project " + sys.argv[1])
     shell.run_cell_magic("agent", "-t " + sys.argv[1], sys.argv[2])
     from deerflow_nb.notebook.session import get_session
-    get_session(shell).memory.flush(timeout=60)
+    print("FLUSH:", get_session(shell).memory.flush(timeout=60))
     shell.run_cell_magic("agent", "-t ask-" + sys.argv[1], "What is the target column?")
     turn = get_session(shell).agent().last_turn
     print("BLOCK:", turn.model_view[0]["content"].split("<memory>")[-1])
@@ -345,8 +345,8 @@ def test_two_kernels_on_two_projects_share_one_home(home: Path, tmp_path: Path) 
     outputs = [k.communicate(timeout=240) for k in kernels]
     assert [k.returncode for k in kernels] == [0, 0], outputs
     churn_block, clinic_block = (out.split("BLOCK:")[-1] for out, _ in outputs)
-    assert "churned" in churn_block and "readmitted" not in churn_block
-    assert "readmitted" in clinic_block and "churned" not in clinic_block
+    assert "churned" in churn_block and "readmitted" not in churn_block, outputs[0]
+    assert "readmitted" in clinic_block and "churned" not in clinic_block, outputs[1]
     owners = {f["project"] for f in memory_json(home)["facts"] if "target column" in f["content"]}
     assert owners == {"churn", "clinic"}
 

@@ -331,9 +331,11 @@ class Memory:
 
         Runs in the calling thread, with or without ``start``. ``timeout`` (seconds) bounds
         the whole flush, model calls and waiting for a background fold already running
-        included; a thread it cuts short stays queued for the next fold. The fold uses this
-        object's settings (its model, say), even when another ``Memory`` on the same home
-        started the background worker. Folds nothing when memory is disabled.
+        included; a thread it cuts short stays queued for the next fold. A thread another
+        kernel on the home is folding is waited for (within ``timeout``), and folded here if
+        that kernel dies first. The fold uses this object's settings (its model, say), even
+        when another ``Memory`` on the same home started the background worker. Folds
+        nothing when memory is disabled.
         """
         return self._folding.flush(timeout)
 

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 # A fold that gave way to the user's turn looks again this much later (it gives way again
 # without a request while the turn runs, so this only bounds how soon it follows the turn).
 GIVE_WAY_SECONDS = 2.0
+# How often a flush looks again at a thread another kernel on the home is folding.
+ELSEWHERE_POLL_SECONDS = 0.1
 
 
 class Folding:
@@ -177,34 +179,55 @@ class Folding:
         """Fold every queued thread now, in this thread (see ``Memory.flush``)."""
         if self.settings.memory.enabled:
             self.schedule_orphans()
-            report = self.fold_locked(True, timeout)
+            report = self.fold_locked(True, timeout, wait_elsewhere=True)
             if report is not None:
                 return report
         return FlushReport(pending=schedule.pending_count(self.journal))
 
-    def fold_locked(self, force: bool, timeout: float | None = None) -> FlushReport | None:
+    def fold_locked(
+        self, force: bool, timeout: float | None = None, *, wait_elsewhere: bool = False
+    ) -> FlushReport | None:
         """Fold the due rows (every row when ``force``) under this home's fold lock; None
-        when a fold already running in this process outlasts ``timeout``."""
+        when a fold already running in this process outlasts ``timeout``. ``wait_elsewhere``
+        (a flush): also wait for the rows another kernel on the home is folding."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self.lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
             return None
         try:
-            return self.fold_pending(force, deadline)
+            return self.fold_pending(force, deadline, wait_elsewhere)
         finally:
             self.lock.release()
 
-    def fold_pending(self, force: bool, deadline: float | None) -> FlushReport:
+    def fold_pending(
+        self, force: bool, deadline: float | None, wait_elsewhere: bool = False
+    ) -> FlushReport:
         """Under this process's fold lock: claim and fold the due rows."""
         self.ledger.settle()  # the fold's prompt lists the facts: never a half-applied state
         report = FlushReport()
+        elsewhere = []
         for thread_id in schedule.queued_threads(self.journal):
             if deadline is not None and time.monotonic() > deadline:
                 break
             claimed = schedule.claim(self.journal, thread_id, force=force)
             if claimed is not None:
                 self._fold_row(claimed, report, deadline)
+            elif wait_elsewhere:
+                elsewhere.append(thread_id)
+        for thread_id in elsewhere:
+            self._await_elsewhere(thread_id, report, deadline)
         report.pending = schedule.pending_count(self.journal)
         return report
+
+    def _await_elsewhere(self, thread_id: str, report: FlushReport, deadline: float | None) -> None:
+        """A flush promises the thread folded: while another kernel on this home folds it,
+        wait (until ``deadline``); if that kernel let it go (it died, or gave up), fold it."""
+        while schedule.held_elsewhere(self.journal, thread_id):
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            time.sleep(ELSEWHERE_POLL_SECONDS)
+        claimed = schedule.claim(self.journal, thread_id, force=True)
+        if claimed is not None:
+            self._fold_row(claimed, report, deadline)
 
     def _fold_row(self, row: dict[str, Any], report: FlushReport, deadline: float | None) -> None:
         thread_id = row["thread_id"]

@@ -87,6 +87,15 @@ def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | 
     return row
 
 
+def held_elsewhere(journal: Journal, thread_id: str) -> bool:
+    """True while the thread's row is queued and claimed by another live process (folding
+    it now): a flush waits for it rather than report the thread folded too early."""
+    row = rows.get(journal.db, thread_id)
+    if row is None:
+        return False
+    return _claim_is_live(row.get("claimed_by"), row.get("claimed_until"), clock())
+
+
 def release(journal: Journal, row: dict[str, Any]) -> None:
     """Give up this process's claim on the row (its fold was interrupted), so the worker
     does not wait out the lease before trying again."""
