@@ -45,7 +45,6 @@ from ...storage import recall_index
 from . import echoes, relevance
 from .dates import MONTHS, date_match, mentioned_dates
 from .recall_dense import dense_scores, scaled
-from .recall_dense import dense_vectors as dense_vectors
 from .recall_dense import warm as warm
 from .terms import ENTITY_RE, STOPWORDS, WORD_RE
 
