@@ -247,8 +247,11 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
         if memory.embedder is not None:
             recall_module.warm(memory.journal, memory.embedder)
 
-        def journal_of(m: Any) -> Callable[[str], tuple[float, float | None]]:
-            return lambda q: recall_module.evidence(m.journal, q, m.embedder)
+        def journal_of(m: Any) -> Callable[[str], Signal]:
+            return lambda q: (
+                *recall_module.evidence(m.journal, q, m.embedder),
+                len(recall_module.query_words(q)),
+            )
 
         on = journal_of(memory)
         recall_on = [on(q) for q in questions]
@@ -324,13 +327,16 @@ def calibrate(data_dir: Path, embeddings: bool, results: Results | None) -> list
     lines += [
         "",
         f"In use: coverage floors {relevance.RECALL_FLOOR} (recall), "
-        f"{relevance.SEARCH_FLOOR} (fact search), cosine floors "
+        f"{relevance.SEARCH_FLOOR} (fact search); for queries of at most "
+        f"{relevance.SHORT_QUERY} terms {relevance.SHORT_RECALL_FLOOR} (recall), "
+        f"{relevance.SHORT_SEARCH_FLOOR} (fact search); cosine floors "
         f"{relevance.SIMILARITY_FLOORS}",
     ]
     return lines
 
 
-Signal = tuple[float, float | None]
+# A query's best coverage, best cosine (None without an embedder), and distinct terms.
+Signal = tuple[float, float | None, int]
 # The coverage recall's similarity path may ask for, tried in these steps.
 NEEDS = tuple(round(0.05 * i, 2) for i in range(7))
 
@@ -342,7 +348,8 @@ def _floors(
     what it keeps of the on-topic queries, lets through of the off-topic ones and of the
     held-out ones (``held``, never used to choose):
 
-    - ``coverage``: alone, at most ``FIT_PASS`` of each off-topic set through;
+    - ``coverage``: alone, at most ``FIT_PASS`` of each off-topic set through, for queries
+      of more than ``SHORT_QUERY`` terms (``coverage_short``: for the others, apart);
     - ``cosine``: for fact search, the smallest cosine for which "coverage reaches its floor
       OR cosine reaches this one" still lets at most ``FIT_PASS`` of each set through;
       for recall, "coverage reaches its floor OR (cosine reaches this one AND coverage
@@ -353,37 +360,55 @@ def _floors(
       search found something: for a fact, one no off-topic query's best fact reached; for
       a message, the cosine alone letting at most ``OFF_TOPIC_PASS`` of each set through.
     """
-    cover_on = np.array([c for c, _ in on_side])
-    cover_off = [np.array([c for c, _ in values]) for values in off_sets.values()]
-    cover_held = np.array([c for c, _ in held])
-    cover_floor = max(_floor(values, FIT_PASS) for values in cover_off)
-    rows = {
-        "coverage": {
-            "on": cover_on,
-            "off": np.concatenate(cover_off),
-            "floor": cover_floor,
-            "kept": float((cover_on >= cover_floor).mean()),
-            "through": float((np.concatenate(cover_off) >= cover_floor).mean()),
-            "held": float((cover_held >= cover_floor).mean()),
-        }
-    }
-    if any(s is None for _, s in on_side):
-        return rows
-    sim_on = np.array([s for _, s in on_side], dtype=float)
-    sim_off = [np.array([s for _, s in values], dtype=float) for values in off_sets.values()]
-    sim_held = np.array([s for _, s in held], dtype=float)
+    cover_on, short_on = _covers(on_side)
+    cover_off, short_off = zip(*(_covers(values) for values in off_sets.values()), strict=True)
+    cover_held, short_held = _covers(held)
+    # Recall's floor for longer queries keeps no margin: at 2.5 % it would cost LOCOMO
+    # conversation recall@10 0.009, below its figure before the floor.
+    long_pass = OFF_TOPIC_PASS if search == "recall" else FIT_PASS
+    long_floor = max(_floor(c[~s], long_pass) for c, s in zip(cover_off, short_off, strict=True))
+    short_floor = max(_floor(c[s], FIT_PASS) for c, s in zip(cover_off, short_off, strict=True))
 
-    def joint(floor: float, needs: float, covers: np.ndarray, sims: np.ndarray) -> np.ndarray:
-        return (covers >= cover_floor) | ((sims >= floor) & (covers >= needs))
+    def enough(short: np.ndarray) -> np.ndarray:
+        return np.where(short, short_floor, long_floor)
+
+    rows = {}
+    for signal, part, floor in (
+        ("coverage", False, long_floor),
+        ("coverage_short", True, short_floor),
+    ):
+        on = cover_on[short_on == part]
+        off = np.concatenate([c[s == part] for c, s in zip(cover_off, short_off, strict=True)])
+        rows[signal] = {
+            "on": on,
+            "off": off,
+            "floor": floor,
+            "kept": float((on >= floor).mean()) if on.size else 0.0,
+            "through": float((off >= floor).mean()) if off.size else 0.0,
+            "held": float((cover_held[short_held == part] >= floor).mean())
+            if (short_held == part).any()
+            else 0.0,
+        }
+    if any(s is None for _, s, _ in on_side):
+        return rows
+    sim_on = np.array([s for _, s, _ in on_side], dtype=float)
+    sim_off = [np.array([s for _, s, _ in values], dtype=float) for values in off_sets.values()]
+    sim_held = np.array([s for _, s, _ in held], dtype=float)
+    floors_off = [enough(s) for s in short_off]
+
+    def joint(
+        floor: float, needs: float, covers: np.ndarray, sims: np.ndarray, short: np.ndarray
+    ) -> np.ndarray:
+        return (covers >= enough(short)) | ((sims >= floor) & (covers >= needs))
 
     if search == "recall":
         options = []
         for needs in NEEDS:
             floor = max(
-                _floor(sims[(covers < cover_floor) & (covers >= needs)], allowed=0)
-                for sims, covers in zip(sim_off, cover_off, strict=True)
+                _floor(sims[(covers < floors) & (covers >= needs)], allowed=0)
+                for sims, covers, floors in zip(sim_off, cover_off, floors_off, strict=True)
             )
-            kept = float(joint(floor, needs, cover_on, sim_on).mean())
+            kept = float(joint(floor, needs, cover_on, sim_on, short_on).mean())
             options.append((kept, -needs, floor))
         _, minus_needs, cosine = max(options)
         needs = -minus_needs
@@ -392,19 +417,20 @@ def _floors(
         # the cosine floor must keep the rest under it.
         needs = 0.0
         cosine = max(
-            _floor(sims[covers < cover_floor], allowed=int(FIT_PASS * len(sims)) - passed)
-            for sims, covers in zip(sim_off, cover_off, strict=True)
-            for passed in [int((covers >= cover_floor).sum())]
+            _floor(sims[covers < floors], allowed=int(FIT_PASS * len(sims)) - passed)
+            for sims, covers, floors in zip(sim_off, cover_off, floors_off, strict=True)
+            for passed in [int((covers >= floors).sum())]
         )
     all_cover_off, all_sim_off = np.concatenate(cover_off), np.concatenate(sim_off)
+    all_short_off = np.concatenate(short_off)
     rows["cosine"] = {
         "on": sim_on,
         "off": all_sim_off,
         "floor": cosine,
         "needs": needs,
-        "kept": float(joint(cosine, needs, cover_on, sim_on).mean()),
-        "through": float(joint(cosine, needs, all_cover_off, all_sim_off).mean()),
-        "held": float(joint(cosine, needs, cover_held, sim_held).mean()),
+        "kept": float(joint(cosine, needs, cover_on, sim_on, short_on).mean()),
+        "through": float(joint(cosine, needs, all_cover_off, all_sim_off, all_short_off).mean()),
+        "held": float(joint(cosine, needs, cover_held, sim_held, short_held).mean()),
     }
     # Listing on similarity alone, once the search found something: a fact only when no
     # off-topic query's best fact came as close; a message (read in its conversation) at
@@ -425,20 +451,30 @@ def _floors(
     return rows
 
 
+def _covers(values: list[Signal]) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's best coverage, and whether it is short (``relevance.SHORT_QUERY``)."""
+    covers = np.array([c for c, _, _ in values], dtype=float)
+    short = np.array([terms <= relevance.SHORT_QUERY for _, _, terms in values], dtype=bool)
+    return covers, short
+
+
 def _percentiles(values: np.ndarray, ps: tuple[int, ...]) -> str:
+    if not values.size:
+        return "–"
     return " / ".join(f"{np.percentile(values, p):.2f}" for p in ps)
 
 
-def _fact_signal(store: dict[str, Any], query: str, embedder: Any) -> tuple[float, float | None]:
+def _fact_signal(store: dict[str, Any], query: str, embedder: Any) -> Signal:
     _, index = get_index(store)
     best_cover = float(fact_coverage(index, query).max(initial=0.0))
+    terms = len(set(analyze(query)))
     if embedder is None or not index.contents:
-        return best_cover, None
+        return best_cover, None, terms
     # The cosine ranking.score reads (the query without the names the memory knows),
     # without its word expansion, which the floor does not use.
     known, _ = _known_entities(index, query)
     vector = embedder.embed_query(without_entities(query, known) or query)
-    return best_cover, float((index.dense_matrix(embedder) @ vector).max())
+    return best_cover, float((index.dense_matrix(embedder) @ vector).max()), terms
 
 
 def _floor(off_values: np.ndarray, share: float = 0.0, *, allowed: int | None = None) -> float:

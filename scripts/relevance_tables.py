@@ -67,7 +67,8 @@ def relevance_table(results_dir: Path | None = None) -> str:
 
 
 SIGNALS = {
-    "coverage": "coverage",
+    "coverage": "coverage, queries of 3+ terms",
+    "coverage_short": "coverage, queries of 1–2 terms",
     "cosine": "cosine, OR coverage",
     "listing": "cosine, to list a result alone",
 }

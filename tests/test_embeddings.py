@@ -301,7 +301,8 @@ def test_with_embeddings_a_search_lists_what_is_similar_enough_and_the_rest_on_r
     lone = memory(["Prefers polars over pandas for dataframes."])
     (found,) = rank_facts(lone, "my favourite tool for data frames", embedder=minilm)
     assert found[0]["content"].startswith("Prefers polars")  # 0.38
-    assert rank_facts(lone, "which tabular data library do I favour", embedder=minilm) == []  # 0.33
+    close_but_not_enough = "which library do I favour for tabular data"  # 0.29
+    assert rank_facts(lone, close_but_not_enough, embedder=minilm) == []
     off_topic = "How do I tune ridge regression hyperparameters?"  # 0.10
     assert rank_facts(lone, off_topic, embedder=minilm) == []
     (miss,) = rank_facts(lone, off_topic, embedder=minilm, relevant_only=False)

@@ -95,6 +95,22 @@ def test_recall_finds_nothing_off_topic_and_the_statement_on_topic(memory: Memor
     assert memory.recall("camping with my kids", relevant_only=False) == []  # no word at all
 
 
+def test_a_short_query_is_not_found_on_one_of_its_two_words(memory: Memory) -> None:
+    """A two-word query is covered by half when one of its words is stored in another
+    sense ("race condition" against a charity race): a short query's best result must
+    cover more of it (``SHORT_SEARCH_FLOOR``, ``SHORT_RECALL_FLOOR``), so it finds
+    nothing, while both words still find what holds them."""
+    memory.add_fact("Ran a charity race for mental health", "context", 0.9)
+    say(memory, "weekend", "That charity race sounds great!", "It was fun.")
+    for query in ("race condition", "What is a race condition?"):
+        assert memory.search(query) == [], query
+        assert memory.recall(query) == [], query
+    assert contents(memory.search("charity race")) == ["Ran a charity race for mental health"]
+    assert memory.recall("charity race")[0]["content"] == "That charity race sounds great!"
+    assert relevance.coverage_floor(2, recall=True) > relevance.RECALL_FLOOR
+    assert relevance.coverage_floor(3, recall=False) == relevance.SEARCH_FLOOR
+
+
 def test_a_name_counts_as_covered_only_in_the_conversation_that_names_it(
     memory: Memory,
 ) -> None:

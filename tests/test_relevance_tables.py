@@ -97,8 +97,9 @@ def test_tables_render_every_figure_with_its_goal_and_date(tmp_path: Path) -> No
     assert "| statement first | ≥ 0.8 | 0.909 (0.889–0.929) (44 queries) |" in table
     assert "Measured 2026-01-01" in table
     calibration = relevance_tables.calibration_table(tmp_path)
-    assert "| default | recall | coverage | 0.34 / 0.51 / 0.69 | 0.18 / 0.27 / 0.34 / 0.46 " in (
-        calibration
+    assert (
+        "| default | recall | coverage, queries of 3+ terms | 0.34 / 0.51 / 0.69 | 0.18 / 0.27 "
+        in (calibration)
     )
     # A row from before the held-out set shows none; the similarity path's coverage shows.
     assert "| 0.34 | 0.90 | 0.03 | – |" in calibration

@@ -225,6 +225,7 @@ def rank_facts(
         keep = scores.matched | on_date if scores.dense is None else np.ones(len(facts), bool)
         return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if keep[i]]
     shares = fact_coverage(index, query)
+    enough = relevance.coverage_floor(len(set(analyze(query))), recall=False)
     floor = relevance.similarity_floor(embedder, recall=False)
     listing = relevance.similarity_floor(embedder, recall=False, listing=True)
     similar = (
@@ -235,9 +236,7 @@ def rank_facts(
     sims = scores.similarity
     best_similarity = float(sims.max()) if sims is not None and sims.size else None
     if not (
-        relevance.found(
-            float(shares.max(initial=0.0)), relevance.SEARCH_FLOOR, best_similarity, floor
-        )
+        relevance.found(float(shares.max(initial=0.0)), enough, best_similarity, floor)
         or on_date.any()
     ):
         return []

@@ -346,14 +346,13 @@ def _relevant(
     best_cover = max((covered.get(i, 0.0) for i in ranked), default=0.0)
     best_similar = max(dense_all.values(), default=None)
     need = relevance.similar_coverage(embedder)
-    if not (
-        relevance.found(best_cover, relevance.RECALL_FLOOR, best_similar, floor, need) or dated
-    ):
+    enough = relevance.coverage_floor(len(words), recall=True)
+    if not (relevance.found(best_cover, enough, best_similar, floor, need) or dated):
         return set()
     strong = {
         (meta[i]["thread"], meta[i]["pos"])
         for i in ranked
-        if covered.get(i, 0.0) >= relevance.RECALL_FLOOR or i in similar
+        if covered.get(i, 0.0) >= enough or i in similar
     }
 
     def beside_strong(i: int) -> bool:
