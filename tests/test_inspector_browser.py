@@ -50,6 +50,9 @@ CUT_OFF_TABLES = """() => {
   }
   return bad;
 }"""
+#: True once every visible table has drawn its grid (slow on a loaded machine).
+GRIDS_DRAWN = """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')]
+  .filter(f => f.offsetParent).every(f => f.querySelector('.dvn-scroller'))"""
 #: Visible charts: [width of the drawing, width of its container, height of the drawing].
 CHARTS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
   .filter(c => c.offsetParent)
@@ -159,7 +162,8 @@ def test_every_page_fits_1280_and_1920_px_in_real_chromium(tmp_path: Path, home:
                         )
                     open_everything(page, panel)
                     settle(page)
-                    page.wait_for_timeout(500)  # the grids draw
+                    page.wait_for_function(GRIDS_DRAWN, timeout=60_000)
+                    page.wait_for_timeout(500)  # the drawn grids take their width
                     for bad in page.evaluate(CUT_OFF_TABLES):
                         problems.append(f"{width} px, {tab}: table cut off {bad}")
                     charts = page.evaluate(CHARTS)
