@@ -61,7 +61,11 @@ from recall import journal_sessions, load, memory_at  # noqa: E402
 from deerflow_nb.memory.retrieval import recall as recall_module  # noqa: E402
 from deerflow_nb.memory.retrieval import relevance  # noqa: E402
 from deerflow_nb.memory.retrieval.fact_index import get_index  # noqa: E402
-from deerflow_nb.memory.retrieval.injection import fact_coverage, rank_facts  # noqa: E402
+from deerflow_nb.memory.retrieval.injection import (  # noqa: E402
+    fact_coverage,
+    query_terms,
+    rank_facts,
+)
 from deerflow_nb.memory.retrieval.ranking import _known_entities  # noqa: E402
 from deerflow_nb.memory.retrieval.terms import analyze, without_entities  # noqa: E402
 
@@ -466,15 +470,15 @@ def _percentiles(values: np.ndarray, ps: tuple[int, ...]) -> str:
 
 def _fact_signal(store: dict[str, Any], query: str, embedder: Any) -> Signal:
     _, index = get_index(store)
-    best_cover = float(fact_coverage(index, query).max(initial=0.0))
-    terms = len(set(analyze(query)))
+    terms = query_terms(query)
+    best_cover = float(fact_coverage(index, terms).max(initial=0.0))
     if embedder is None or not index.contents:
-        return best_cover, None, terms
+        return best_cover, None, len(terms)
     # The cosine ranking.score reads (the query without the names the memory knows),
     # without its word expansion, which the floor does not use.
     known, _ = _known_entities(index, query)
     vector = embedder.embed_query(without_entities(query, known) or query)
-    return best_cover, float((index.dense_matrix(embedder) @ vector).max()), terms
+    return best_cover, float((index.dense_matrix(embedder) @ vector).max()), len(terms)
 
 
 def _floor(off_values: np.ndarray, share: float = 0.0, *, allowed: int | None = None) -> float:

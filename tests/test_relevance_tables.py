@@ -36,24 +36,12 @@ def test_tables_render_every_figure_with_its_goal_and_date(tmp_path: Path) -> No
         date="2026-01-01T10:00:00Z",
         machine_info=MACHINE,
     )
-    run.add(
-        "default.off_topic_recall_returns_something",
-        name="off-topic recall",
-        n=60,
-        value=interval(0.033),
-    )
-    run.add(
-        "default.notebook_statement_is_the_first_recalled",
-        name="statement first",
-        n=44,
-        value=interval(0.909),
-    )
-    run.add(
-        "default.off_topic_recall_returns_something_held_out",
-        name="off-topic recall (held-out)",
-        n=42,
-        value=interval(0.024),
-    )
+    for key, name, n, value in (
+        ("off_topic_recall_returns_something", "off-topic recall", 60, 0.033),
+        ("notebook_statement_is_the_first_recalled", "statement first", 44, 0.909),
+        ("off_topic_recall_returns_something_held_out", "off-topic recall (held-out)", 42, 0.024),
+    ):
+        run.add(f"default.{key}", name=name, n=n, value=interval(value))
     run.add(
         "calibration.minilm.recall.cosine",
         on_topic=800,

@@ -31,7 +31,7 @@ from .folding import fold_log
 from .store import MemoryFileError, MemoryStore
 from .updates import fact_use as usage_rows
 from .updates import versions as version_rows
-from .updates.aging import eviction_order
+from .updates.aging import POLICIES, eviction_order
 from .updates.events import decode_event, replacement_events
 from .updates.review import REVIEW_KEY, ReviewItem, items
 
@@ -260,7 +260,7 @@ class MemoryReader:
         "blend" or "confidence") would do now, read without evicting anything."""
         facts = self.facts(sort="none")
         chosen = policy or self.settings.memory.eviction
-        if chosen not in ("blend", "confidence"):
+        if chosen not in POLICIES:
             raise ValueError(f"unknown eviction policy {chosen!r}: use 'blend' or 'confidence'")
         return [
             {

@@ -224,8 +224,9 @@ def rank_facts(
     if not relevant_only:
         keep = scores.matched | on_date if scores.dense is None else np.ones(len(facts), bool)
         return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if keep[i]]
-    shares = fact_coverage(index, query)
-    enough = relevance.coverage_floor(len(set(analyze(query))), recall=False)
+    terms = query_terms(query)
+    shares = fact_coverage(index, terms)
+    enough = relevance.coverage_floor(len(terms), recall=False)
     floor = relevance.similarity_floor(embedder, recall=False)
     listing = relevance.similarity_floor(embedder, recall=False, listing=True)
     similar = (
@@ -248,10 +249,17 @@ def rank_facts(
     return [(facts[int(i)], float(scores.total[int(i)])) for i in scores.order if keep[i]]
 
 
-def fact_coverage(index: FactIndex, query: str) -> np.ndarray:
-    """Per usable fact, the IDF-weighted share of ``query``'s terms it holds (``relevance``)."""
+def query_terms(query: str) -> list[str]:
+    """The query's distinct index terms, in order: what coverage weighs, and how many
+    decide whether it is a short query (``relevance.coverage_floor``)."""
+    return list(dict.fromkeys(analyze(query)))
+
+
+def fact_coverage(index: FactIndex, terms: list[str]) -> np.ndarray:
+    """Per usable fact, the IDF-weighted share of the query's ``terms`` (``query_terms``)
+    it holds (``relevance``)."""
     n = len(index.contents)
     if index.bm25 is None:
         return np.zeros(n)
-    holders = {term: index.bm25.containing(term) for term in dict.fromkeys(analyze(query))}
+    holders = {term: index.bm25.containing(term) for term in terms}
     return relevance.coverage(n, holders)

@@ -144,7 +144,7 @@ def similarity_floor(
     alone once the search found something, rather than to say it did)."""
     if embedder is None:
         return None
-    floors = SIMILARITY_FLOORS.get(embedder.model_id.split("@", 1)[0])
+    floors = _measured(embedder)
     if floors is None:
         return UNMEASURED_FLOOR
     if recall:
@@ -155,10 +155,13 @@ def similarity_floor(
 def similar_coverage(embedder: Embedder | None) -> float:
     """The coverage conversation recall's best result needs for similarity to say it found
     something (``Floors.recall_coverage``; 0 for an embedder not measured)."""
-    if embedder is None:
-        return 0.0
-    floors = SIMILARITY_FLOORS.get(embedder.model_id.split("@", 1)[0])
+    floors = _measured(embedder) if embedder is not None else None
     return 0.0 if floors is None else floors.recall_coverage
+
+
+def _measured(embedder: Embedder) -> Floors | None:
+    """The floors measured for ``embedder``'s model (any runtime), if any."""
+    return SIMILARITY_FLOORS.get(embedder.model_id.split("@", 1)[0])
 
 
 def found(
