@@ -69,6 +69,10 @@ def test_interpolate_leaves_what_is_no_expression() -> None:
     assert interpolate(text, ns) == 'f"{x!r}", {1: 2}, {"k": [1]}, {x}, 3'
     with pytest.raises(UsageError, match=r"\{1 / 0\} failed \(ZeroDivisionError"):
         interpolate("{1 / 0}", ns)
+    # Braces that start like code but do not compile were meant as code (issue 37).
+    for broken in ("{len(}", "{df[}", "{df.}"):
+        with pytest.raises(UsageError, match=r"is not a Python expression .*literal braces"):
+            interpolate(f"rows: {broken}", ns)
 
 
 def test_error_explains_the_last_failed_cell_with_its_traceback(shell: InteractiveShell) -> None:

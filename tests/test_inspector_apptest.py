@@ -365,7 +365,7 @@ def test_versions_diff_and_rollback_with_confirmation(home, seeded, monkeypatch)
     shown = texts(at)
     assert f":material/add: added `{seeded['rust']}` {RUST}" in shown
     assert f":material/edit: `{seeded['churn']}` confidence: 0.85 → 0.95" in shown
-    assert ":material/notes: user.workContext" in shown
+    assert ":material/notes: Work context" in shown
 
     at.selectbox(key="ver_rollback").select(3).run()
     at.button(key="ver_rollback_go").click().run()
@@ -598,7 +598,7 @@ def test_each_item_is_decided_on_its_own_and_the_tab_stays(home, seeded, monkeyp
     assert "Uses DuckDB for SQL" in {f["content"] for f in memory_json(home)["facts"]}
     assert selected_tab(at) == "Pending changes"
     assert shown({m.label: m.value for m in at.metric}["Last fold"]) == (
-        "held for review, then approved"
+        "held for review, then partly approved"
     )
     assert "No pending changes" in texts(at)
 

@@ -102,6 +102,20 @@ def test_switching_projects_shows_in_the_footer_status_and_panel(shell: Interact
         shell.run_line_magic("memory", "project '///'")
 
 
+def test_the_panel_header_counts_the_facts_its_project_sees(shell: InteractiveShell) -> None:
+    """Issue 37: another project's facts are not counted in this notebook's header."""
+    mem = get_session(shell).memory
+    mem.add_fact("Prefers polars over pandas")
+    mem.add_fact("The target column is churned", project="churn")
+    mem.add_fact("The target column is readmitted", project="clinic")
+    shell.run_line_magic("memory", "project churn")
+    panel = shell.run_line_magic("memory", "panel")
+    try:
+        assert "2 facts · project churn" in panel.header.value
+    finally:
+        panel.close()
+
+
 # -- 2. facts with a scope, stored from a fold ------------------------------------------
 def test_project_facts_are_stored_in_the_project_and_the_users_stay_plain(home: Path) -> None:
     agent = Agent()
@@ -442,7 +456,7 @@ def test_a_held_project_change_is_reviewed_item_by_item(home: Path) -> None:
     (change,) = mem.pending()
     lines = [item.reading() for item in mem.review_items(change)]
     assert lines[0].endswith("(context, 0.90, project churn)")
-    assert "projects.churn: Telecom churn model." in lines[2]
+    assert "Project churn's summary: Telecom churn model." in lines[2]
     mem.approve_items(change["id"], [1, 3])  # the project's fact and summary, not the other
     assert [f.get("project") for f in mem.data["facts"]] == ["churn"]
     assert mem.data["projects"]["churn"]["summary"] == "Telecom churn model."

@@ -76,7 +76,7 @@ def test_items_read_every_fact_with_its_full_text(home: Path) -> None:
         "1. + Uses DuckDB for SQL (knowledge, 0.90)",
         f"2. - {ids['name']}: {NAME}",
         f"3. - {ids['long']}: {LONG}",
-        "4. § user.workContext: Data scientist at Acme",
+        "4. § Work context: Data scientist at Acme",
     ]
 
 
@@ -185,7 +185,7 @@ def test_the_panel_lists_items_in_full_each_with_its_own_buttons(home: Path) -> 
                 "1. + Uses DuckDB for SQL (knowledge, 0.90)",
                 f"2. - {ids['name']}: {NAME}",
                 f"3. - {ids['long']}: {escape_html(LONG)}",  # in full, escaped
-                "4. § user.workContext: Data scientist at Acme",
+                "4. § Work context: Data scientist at Acme",
             ]
             approve, _ = panel.item_buttons[(change, 3)]
             approve.click()
@@ -221,3 +221,16 @@ def test_stale_and_consolidation_proposals_show_facts_in_full() -> None:
         for reading in (str(view), view._repr_markdown_(), view._repr_html_()):
             assert "belong to" in reading and "…" not in reading
     assert f"f2 ({NOTEBOOK})" in str(merge)
+
+
+def test_a_change_approved_in_part_reads_partly_approved_in_history(home: Path) -> None:
+    """Issue 37: some items approved one by one and the rest rejected is not "rejected"."""
+    with quiet(home) as mem:
+        change, ids = seeded_change(mem)
+        mem.approve_items(change, [1, 3])
+        assert "Uses DuckDB for SQL" in {f["content"] for f in mem.data["facts"]}
+        mem.reject_items(change, [2, 4])
+        assert mem.folds(1)[0]["outcome"] == "held for review, then partly approved"
+        other, _ = seeded_change(mem)
+        mem.reject_items(other, [1, 2, 3, 4])
+        assert mem.folds(1)[0]["outcome"] == "held for review, then rejected"

@@ -284,7 +284,7 @@ class MemoryReader:
         for fold in recent:
             change = ledger_rows.change(db, fold["pending_id"]) if fold.get("pending_id") else None
             if fold.get("outcome") == fold_log.HELD and change and change["status"] != "pending":
-                fold["outcome"] = f"{fold_log.HELD}, then {change['status']}"
+                fold["outcome"] = f"{fold_log.HELD}, then {_decided(db, change)}"
         return recent
 
     def consecutive_failures(self) -> int:
@@ -433,3 +433,12 @@ def open_reader(
         return
     with open_read_only(settings.journal_path) as db:
         yield MemoryReader(settings, store, lambda: db)
+
+
+def _decided(db: Any, change: dict[str, Any]) -> str:
+    """What became of a held change: ``approved``, ``rejected``, or ``partly approved`` when
+    some of its items were approved one by one and the rest rejected (or the reverse)."""
+    statuses = {change["status"], *ledger_rows.part_statuses(db, change["id"])}
+    if {"approved", "rejected"} <= statuses:
+        return "partly approved"
+    return str(change["status"])

@@ -20,6 +20,9 @@ PROG = "%%agent"
 ERROR_CHARS = 6000  # at most this much of a traceback goes into a message (its end kept)
 _ATTR = "_deerflow_nb_errors"
 _BRACES = re.compile(r"\{\{|\}\}|\{([^{}\n]+)\}")
+# Braces that start like a call, an index or an attribute (``{len(``, ``{df[``, ``{df.``)
+# were meant as code: when they do not compile, -i says so instead of sending them as typed.
+_MEANT_AS_CODE = re.compile(r"\s*[A-Za-z_]\w*\s*[(\[.]")
 
 
 def format_error(error: BaseException) -> str:
@@ -97,8 +100,14 @@ def interpolate(text: str, namespace: dict[str, Any], errors: dict[int, str] | N
             return str(namespace[source])
         try:
             code = compile(source, "<%%agent -i>", "eval")
-        except (SyntaxError, ValueError):
-            return token
+        except (SyntaxError, ValueError) as exc:
+            if not _MEANT_AS_CODE.match(source):
+                return token
+            what = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+            raise UsageError(
+                f"{PROG} -i: {{{source}}} is not a Python expression ({what}); fix it, or "
+                "write {{…}} for literal braces"
+            ) from None
         try:
             return str(
                 eval(code, namespace, {k: v for k, v in extra.items() if k not in namespace})

@@ -12,13 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
 
+from ..config import HomeError
 from .errors import fixable_errors
-from .memory_args import PanelArgs, parse_memory_line
+from .memory_args import Args, PanelArgs, parse_memory_line
 from .memory_commands import MemoryCommands
 from .session import get_session
 
 if TYPE_CHECKING:
     from .panel import MemoryPanel
+    from .session import Session
+
+# The subcommands that only read: on a home this kernel cannot write (a shared course
+# folder, a read-only mount) they read through the read door instead of failing.
+READ_ONLY = frozenset({"facts", "status", "history", "versions", "diff", "pending"})
 
 
 def in_notebook_kernel(shell: Any) -> bool:
@@ -43,6 +49,15 @@ class MemoryMagics(Magics):
         self._panel = panel
         return panel
 
+    @staticmethod
+    def _read_only(session: Session, args: Args) -> Any:
+        """A view of a home this kernel cannot write, read through the read door: what
+        ``deerflow-nb status`` reads there, the notebook shows too."""
+        from ..memory import open_reader
+
+        with open_reader(session.settings.home, settings=session.settings) as reader:
+            return MemoryCommands(reader, session).run(args)  # type: ignore[arg-type]
+
     @no_var_expand
     @line_magic
     def memory(self, line: str = "") -> Any:
@@ -52,7 +67,13 @@ class MemoryMagics(Magics):
             return None
         with fixable_errors():  # a config.yaml typo, a damaged memory.json: one line, once
             session = get_session(self.shell)
-            commands = MemoryCommands(session.memory, session)
+            try:
+                memory = session.memory
+            except HomeError:
+                if args.command not in READ_ONLY or not session.settings.home.is_dir():
+                    raise
+                return self._read_only(session, args)
+            commands = MemoryCommands(memory, session)
             if isinstance(args, PanelArgs):
                 if line.strip() or in_notebook_kernel(self.shell):
                     return self._new_panel(commands, args)

@@ -30,7 +30,7 @@ import ipywidgets as w
 
 from ..config import ConfigError
 from ..memory import FactQuery, MemoryFileError
-from ..projects import fact_project
+from ..projects import fact_project, in_scope
 from ..schema.constants import CATEGORIES, SUGGESTION_MARK, is_model_suggestion
 from ..untrusted import escape_html
 from .project_picker import ProjectPicker
@@ -264,7 +264,8 @@ class MemoryPanel:
             waiting = f" · {count_of(pending, 'change')} {verb} review" if pending else ""
             project = self.memory.project
             where = f" · project {escape_html(project)}" if project else ""
-            facts = count_of(len(self._facts), "fact")
+            # The notebook's project sees its facts and the user's, not another project's.
+            facts = count_of(sum(in_scope(f, project) for f in self._facts), "fact")
             self.header.value = f"<b>Memory</b> — {facts}{where}{waiting}"
             titles = list(TAB_TITLES)
             titles[PENDING_TAB] += f" ({pending})" if pending else ""

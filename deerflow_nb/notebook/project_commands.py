@@ -176,7 +176,7 @@ class ProjectCommands:
             facts = [f for f in facts if f.get("project") == name and f.get("scope") == "project"]
             title = f"Facts of project {name}"
         else:  # yours and this project's: what this notebook sees
-            here = self.memory.project
+            here = self.session.project.name if self.session else self.memory.project
             facts = [f for f in facts if f.get("scope") != "project" or f.get("project") == here]
         shown = facts[: args.limit] if args.limit else facts
         return facts_view(shown, title, total=len(facts))

@@ -13,6 +13,15 @@ SCHEMA_VERSION = "1.0"
 USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
 HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
 SECTION_GROUPS = (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS))
+# Each section's name for people (views, review items): never the internal key.
+SECTION_LABELS = {
+    ("user", "workContext"): "Work context",
+    ("user", "personalContext"): "Personal context",
+    ("user", "topOfMind"): "Top of mind",
+    ("history", "recentMonths"): "Recent months",
+    ("history", "earlierContext"): "Earlier context",
+    ("history", "longTermBackground"): "Long-term background",
+}
 CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
 DIFF_KEYS = ("user", "history", "newFacts", "factsToRemove")
 

@@ -165,6 +165,16 @@ def change(db: Any, change_id: int) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
+def part_statuses(db: Any, change_id: int) -> list[str]:
+    """The statuses of the parts split off change ``change_id`` by item decisions (the
+    diff's ``partOf``), oldest first: a change rejected after some items were approved."""
+    sql = (
+        "SELECT status FROM pending_changes WHERE json_valid(diff) "
+        "AND json_extract(diff, '$.partOf') = ? ORDER BY id"
+    )
+    return [row[0] for row in db.execute(sql, [change_id]).fetchall()]
+
+
 def narrow_pending(db: Any, change_id: int, diff: str) -> bool:
     """Replace a still pending change's diff by what is left of it after a partial
     decision; False if it was decided already."""

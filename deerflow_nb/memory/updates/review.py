@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config import Settings
 from ...schema.changes import ChangeSet
+from ...schema.constants import SECTION_LABELS
 from ...storage import ledger as rows
 from ...storage.db import now_iso
 from ...storage.journal import Journal
@@ -120,12 +121,13 @@ def items(diff: Mapping[str, Any], facts: Iterable[Mapping[str, Any]] = ()) -> l
             out.append(ReviewItem(number, "remove", f"project {ref}'s summary", None, "forget"))
         elif ref[0] == "projectContext":
             context = diff["projectContext"]
-            where = f"projects.{context.get('project')}"
+            where = f"Project {context.get('project')}'s summary"
             out.append(ReviewItem(number, kind, str(context.get("summary", "")), None, where))
         else:
             group, name = ref
             summary = str(diff[group][name].get("summary", ""))
-            out.append(ReviewItem(number, kind, summary, None, f"{group}.{name}"))
+            label = SECTION_LABELS.get((group, name), f"{group} {name}")
+            out.append(ReviewItem(number, kind, summary, None, label))
     return out
 
 

@@ -8,16 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...memory import fold_summary
+from ...schema.constants import SECTION_LABELS
 from ...untrusted import clean_text, escape_html
 from .table import Table, View, count_of, day, md_cell
 
-SECTIONS: tuple[tuple[str, str, str], ...] = (
-    ("user", "workContext", "Work context"),
-    ("user", "personalContext", "Personal context"),
-    ("user", "topOfMind", "Top of mind"),
-    ("history", "recentMonths", "Recent months"),
-    ("history", "earlierContext", "Earlier context"),
-    ("history", "longTermBackground", "Long-term background"),
+SECTIONS: tuple[tuple[str, str, str], ...] = tuple(
+    (group, name, label) for (group, name), label in SECTION_LABELS.items()
 )
 
 
