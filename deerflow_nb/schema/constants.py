@@ -22,6 +22,16 @@ SECTION_LABELS = {
     ("history", "earlierContext"): "Earlier context",
     ("history", "longTermBackground"): "Long-term background",
 }
+
+
+def section_label(key: str) -> str:
+    """A section's dotted key (``user.workContext``, an event's ``section``) for people."""
+    group, _, name = key.partition(".")
+    if group == "projects" and name:
+        return f"Project {name}'s summary"
+    return SECTION_LABELS.get((group, name), key)
+
+
 CATEGORIES = ("preference", "knowledge", "context", "behavior", "goal", "correction")
 DIFF_KEYS = ("user", "history", "newFacts", "factsToRemove")
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import streamlit as st
 
+from ...schema.constants import section_label
 from .. import data, view_models
 from ..data import MemoryReader
 from .confirm import ask, confirmation
@@ -52,7 +53,7 @@ def versions_page(home: Path, reader: MemoryReader) -> None:
         for c in diff["changed"]
     ]
     lines += [
-        f"- :material/notes: {s['section']}: “{md(s['old'])}” → “{md(s['new'])}”"
+        f"- :material/notes: {md(section_label(s['section']))}: “{md(s['old'])}” → “{md(s['new'])}”"
         for s in diff["sections"]
     ]
     if lines:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...memory import fold_summary
+from ...schema.constants import section_label
 from .table import Table, View, day, short
 
 
@@ -152,5 +153,5 @@ class DiffView(View):
             rows.append(("changed", str(change.get("id", "")), short(detail, 90)))
         for section, change in (self.diff.get("sections") or {}).items():
             detail = f"{change.get('old') or '—'} → {change.get('new') or '—'}"
-            rows.append(("section", str(section), short(detail, 90)))
+            rows.append(("section", section_label(str(section)), short(detail, 90)))
         return Table(("change", "what", "detail"), rows, self.title, "No differences.")
