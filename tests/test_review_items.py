@@ -187,6 +187,9 @@ def test_the_panel_lists_items_in_full_each_with_its_own_buttons(home: Path) -> 
                 f"3. - {ids['long']}: {escape_html(LONG)}",  # in full, escaped
                 "4. § Work context: Data scientist at Acme",
             ]
+            for button in panel.item_buttons[(change, 3)]:  # never squeezed to "Ap…"
+                assert button.layout.flex == "0 0 auto" and button.layout.min_width == "80px"
+            assert panel.pending_rows.children[3].children[-1].layout.min_width == "0"
             approve, _ = panel.item_buttons[(change, 3)]
             approve.click()
             assert LONG not in {f["content"] for f in mem.data["facts"]}

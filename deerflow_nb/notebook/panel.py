@@ -39,7 +39,7 @@ from .views.facts import preview_view
 from .views.history import EventsView
 from .views.status import SummaryView, flush_summary
 from .views.table import count_of
-from .widget_tree import WIDE, close_tree, replace_children
+from .widget_tree import BUTTON, WIDE, close_tree, replace_children
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -357,7 +357,7 @@ class MemoryPanel:
                 self.item_buttons[(change["id"], item.number)] = buttons
                 text = w.HTML(
                     f"{item.number}. {escape_html(item.reading())}",
-                    layout=w.Layout(flex="1 1 auto"),
+                    layout=w.Layout(flex="1 1 0%", min_width="0"),  # the text wraps
                 )
                 rows.append(w.HBox([*buttons, text], layout=w.Layout(margin="0 0 0 28px")))
         replace_children(self.pending_rows, rows or [w.HTML("<i>No pending changes.</i>")])
@@ -367,7 +367,7 @@ class MemoryPanel:
             description=verb.capitalize(),
             button_style="success" if verb == "approve" else "",
             tooltip=f"{verb} only item {number} of change #{change_id}",
-            layout=w.Layout(width="80px"),
+            layout=w.Layout(**BUTTON),
         )
         button.on_click(lambda _: self._act(lambda: self._decide_item(verb, change_id, number)))
         return button

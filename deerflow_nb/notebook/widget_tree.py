@@ -11,6 +11,8 @@ from __future__ import annotations
 import ipywidgets as w
 
 WIDE = {"width": "auto", "flex": "1 1 auto"}  # a text box taking the rest of its row
+# A button beside long text: its own width, never squeezed to "Ap…" by the text's flex.
+BUTTON = {"width": "auto", "min_width": "80px", "flex": "0 0 auto"}
 
 
 def replace_children(box: w.Box, children: list[w.Widget]) -> None:
