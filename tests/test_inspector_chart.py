@@ -61,6 +61,20 @@ def test_fifteen_facts_get_fifteen_colours_and_a_legend(
     for layer in spec["layer"]:
         color = layer["encoding"]["color"]
         assert color["scale"] == {"scheme": "tableau20"} and color["legend"] is not None
+        assert layer["encoding"]["y"]["axis"]["offset"] >= 8  # no mark over a tick label
+
+
+def test_two_chosen_facts_get_two_distinct_hues(
+    home: Path, merged_home: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: tableau20 gave two chosen facts its blue and its pale blue."""
+    at, _, _ = chart(home, monkeypatch)
+    picker = at.multiselect(key="history_facts")
+    picker.set_value(list(picker.options[:2])).run()
+    element = at.get("vega_lite_chart")[0]
+    spec = json.loads(element.proto.spec)
+    for layer in spec["layer"]:
+        assert layer["encoding"]["color"]["scale"] == {"scheme": "tableau10"}
 
 
 def test_marks_of_one_moment_sit_apart_and_every_shape_is_in_the_legend(

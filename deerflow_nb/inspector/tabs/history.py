@@ -12,7 +12,13 @@ from .markup import plain, table, time_column
 
 CHART_HEIGHT = 360  # the confidence chart's plot area, axis and legend not counted
 LEGEND_MAX = 15  # facts named in the legend; more are told apart by tooltip and picker
-PALETTE = "tableau20"  # 20 colours: the facts a legend names never share one
+# Up to ten facts: ten colours far apart (tableau20 pairs each hue with a paler one, so two
+# chosen facts would get two near-identical blues); more: 20, never shared in a legend.
+FEW_PALETTE, FEW = "tableau10", 10
+PALETTE = "tableau20"
+# The y axis sits this many pixels left of the plot: a mark at the left edge (size 110,
+# radius about 6 px) never covers a tick label such as 0.9.
+AXIS_OFFSET = 10
 _MIN_SPAN_MS = 10 * 60 * 1000  # a time axis spans at least ten minutes
 
 
@@ -83,7 +89,9 @@ def history_page(reader: MemoryReader) -> None:
         )
     else:
         facts = sorted({p["fact"] for p in points})
-        chosen = st.multiselect(
+        # The picker keeps clear of the chart's toolbar, drawn over the top right corner.
+        picker, _ = st.columns([5, 1])
+        chosen = picker.multiselect(
             "Facts",
             facts,
             key="history_facts",
@@ -109,8 +117,17 @@ def history_page(reader: MemoryReader) -> None:
             )
             .encode(
                 x=time_axis(df["ts"], field="shown_ts"),
-                y=alt.Y("confidence:Q", scale=alt.Scale(domain=[0, 1]), title="confidence"),
-                color=alt.Color("fact:N", legend=legend, scale=alt.Scale(scheme=PALETTE)),
+                y=alt.Y(
+                    "confidence:Q",
+                    scale=alt.Scale(domain=[0, 1]),
+                    title="confidence",
+                    axis=alt.Axis(offset=AXIS_OFFSET),
+                ),
+                color=alt.Color(
+                    "fact:N",
+                    legend=legend,
+                    scale=alt.Scale(scheme=FEW_PALETTE if named <= FEW else PALETTE),
+                ),
             )
         )
         marks = base.mark_point(
