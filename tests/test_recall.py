@@ -247,6 +247,23 @@ def test_recall_magic_shows_a_table(shell: InteractiveShell) -> None:
     assert "The churn table has 7043 rows." in text and "eda" in text
 
 
+def test_a_recall_excerpt_shows_the_matching_words(shell: InteractiveShell) -> None:
+    """Issue 37: a long message's row starts near the words that matched, in
+    ``%memory recall`` and in the inspector, not at the message's start."""
+    from deerflow_nb.inspector.view_models import recall_rows
+
+    memory = get_session(shell).memory
+    opening = "We spent the morning on plotting conventions and axis labels. " * 8
+    say(memory, "eda", opening + "For the dataframes I prefer polars over pandas.", "Noted.")
+    view = shell.run_line_magic("memory", "recall polars dataframes -k 1")
+    (row,) = view.table().rows
+    cell = row[view.headers.index("excerpt")]
+    assert cell.startswith("…") and "prefer polars over pandas" in cell, cell
+    assert len(cell) <= view.width
+    (shown,) = recall_rows(list(view.results), "polars dataframes")
+    assert "prefer polars over pandas" in shown["excerpt"] and shown["excerpt"][0] == "…"
+
+
 def test_recall_results_text_is_inert(memory: Memory) -> None:
     hostile = (
         "<img src=x onerror=alert(1)> **bold** [click](javascript:alert(1)) | a | b "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..memory import FactQuery, FactSort, project_names, scoped_memory
+from ..memory.retrieval.excerpt import excerpt
 from ..projects import fact_project, in_scope
 from ..schema.constants import (
     HISTORY_SECTIONS,
@@ -263,15 +264,16 @@ def event_rows(event_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def recall_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``Memory.recall`` results for the results list: thread, date, role, excerpt, score."""
+def recall_rows(results: list[dict[str, Any]], query: str = "") -> list[dict[str, Any]]:
+    """``Memory.recall`` results for the results list: thread, date, role, excerpt (around
+    the words matching ``query``), score."""
     return [
         {
             "thread": r.get("thread") or "",
             "seq": r.get("seq"),
             "date": r.get("created_at") or "",
             "role": r.get("role") or "",
-            "excerpt": short(r.get("content") or "", EXCERPT_CHARS * 2),
+            "excerpt": excerpt(str(r.get("content") or ""), query, EXCERPT_CHARS * 2),
             "score": round(float(r.get("score") or 0.0), 3),
         }
         for r in results

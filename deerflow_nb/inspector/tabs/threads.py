@@ -87,7 +87,7 @@ def recall_box(home: Path, by_id: dict[str, dict[str, Any]]) -> None:
     if not ok:
         st.error(f"Recall failed: {md(results)}", icon=":material/error:")
         return
-    rows = view_models.recall_rows(results)
+    rows = view_models.recall_rows(results, query)
     if not rows:
         st.info("No message matches this search.", icon=":material/search_off:")
         return

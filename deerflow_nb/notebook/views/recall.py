@@ -57,13 +57,15 @@ class RecallResults(View):
         return text
 
     def _cells(self) -> list[tuple[str, ...]]:
+        from ...memory.retrieval.excerpt import excerpt  # the stemmer: loaded on first use
+
         return [
             (
                 *((str(rank),) if self.numbered else ()),
                 str(r.get("thread") or ""),
                 day(r.get("created_at")),
                 str(r.get("role") or ""),
-                short(" ".join(str(r.get("content") or "").split()), self.width),
+                excerpt(str(r.get("content") or ""), self.query, self.width),
                 f"{float(r.get('score') or 0.0):.3f}",
                 str(r.get("project") or ""),
             )
