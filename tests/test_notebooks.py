@@ -164,6 +164,25 @@ def test_notebooks_are_committed_clean_and_match_their_source() -> None:
     assert check.returncode == 0, check.stderr
 
 
+def test_the_quickstart_cheat_sheet_names_every_flag_subcommand_and_notebook() -> None:
+    """Issue 37: the cheat sheet had drifted from the parsers and the notebook folder."""
+    import dataclasses
+
+    from deerflow_nb.notebook.agent_magic import AgentArgs
+    from deerflow_nb.notebook.memory_args import SUBCOMMANDS
+
+    source = (NOTEBOOK_DIR / "quickstart.md").read_text(encoding="utf-8")
+    sheet = source[source.index("## Cheat sheet") :]
+    for field in dataclasses.fields(AgentArgs):
+        flag = field.metadata["spelling"].flags[0]
+        assert f"`{flag}" in sheet, f"%%agent {flag} is missing from the cheat sheet"
+    for command in SUBCOMMANDS:
+        assert f"`{command}`" in sheet, f"%memory {command} is missing from the cheat sheet"
+    for notebook in sorted(NOTEBOOK_DIR.glob("*.md")):
+        if notebook.stem != "quickstart":
+            assert f"`{notebook.stem}.ipynb`" in sheet, f"{notebook.stem} is not in Where next"
+
+
 def test_tags_survive_the_text_format() -> None:
     """A tag the checks look for is a ``:tags:`` line in the .md and a cell tag after
     conversion, in both the executed notebook and the committed .ipynb."""
