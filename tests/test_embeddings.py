@@ -121,6 +121,30 @@ def test_the_magics_say_an_unloadable_local_model_as_a_usage_error(
             run()
 
 
+def test_a_model_name_the_lite_install_cannot_load_names_both_fixes(home: Path) -> None:
+    """Issue 37: with [embeddings-lite] only (no sentence-transformers), a model name other
+    than the bundled MiniLM is said in the notebook in one line naming both fixes."""
+    (home / "config.yaml").write_text("memory:\n  embeddings: local:no-such-model\n")
+    script = (
+        "import sys\n"
+        "sys.modules['sentence_transformers'] = None  # as on an [embeddings-lite] install\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "shell.run_line_magic('load_ext', 'deerflow_nb')\n"
+        "shell.run_line_magic('memory', 'add Likes green tea')\n"
+        "print(shell.run_cell('%memory search tea').error_in_exec)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "DEERFLOW_NB_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip().splitlines()[-1]
+    assert "'local:no-such-model' needs sentence-transformers" in said
+    assert "local:all-MiniLM-L6-v2, which [embeddings-lite] runs without it" in said
+
+
 def test_minilm_vectors_are_real_and_unit_length(minilm: Embedder) -> None:
     vectors = minilm.embed_many(["I hurt my knee", "an injury to the leg", "tax forms"])
     assert vectors.shape == (3, 384)

@@ -220,8 +220,9 @@ def _local_compute(name: str) -> ComputeFn:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:
                     raise ConfigError(
-                        "memory.embeddings 'local:…' needs sentence-transformers: "
-                        "pip install 'deerflow-nb[embeddings]'"
+                        f"memory.embeddings 'local:{name}' needs sentence-transformers, which "
+                        "is not installed: pip install 'deerflow-nb[embeddings]', or use "
+                        "local:all-MiniLM-L6-v2, which [embeddings-lite] runs without it"
                     ) from exc
                 # The variable alone does not do it once huggingface_hub is imported (it
                 # reads it then): the load itself is told to stay local.
