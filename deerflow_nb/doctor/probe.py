@@ -96,9 +96,11 @@ class Probe:
 
         if self.remote is None:
             return None
-        root = self.remote.base_url.removesuffix("/v1")
+        root = self.remote.public_base_url.removesuffix("/v1")
         try:
-            response = httpx.get(f"{root}/props", timeout=REACH_TIMEOUT)
+            response = httpx.get(
+                f"{root}/props", headers=self.remote.headers, timeout=REACH_TIMEOUT
+            )
             data = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -110,10 +112,13 @@ class Probe:
 
         if self.remote is None:
             return None
-        root = self.remote.base_url.removesuffix("/v1")
+        root = self.remote.public_base_url.removesuffix("/v1")
         try:
             response = httpx.post(
-                f"{root}/api/show", json={"model": self.model.name}, timeout=REACH_TIMEOUT
+                f"{root}/api/show",
+                json={"model": self.model.name},
+                headers=self.remote.headers,
+                timeout=REACH_TIMEOUT,
             )
             data = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
