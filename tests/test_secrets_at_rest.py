@@ -275,3 +275,41 @@ def test_a_malformed_base_url_is_one_line_naming_the_fix_without_the_password(
     printed = capsys.readouterr()
     assert len(printed.err.strip().splitlines()) == 1 and "%2F" in printed.err
     assert "Traceback" not in printed.err and not leaks(printed.out + printed.err)
+
+
+def test_an_old_homes_rows_naming_a_password_url_are_rewritten_and_zeroed(home: Path) -> None:
+    """Rows written before this change (a trait, a lease, an embeddings cache key under a
+    ``user:pass@`` address) are renamed when a writer migrates the journal, and the old
+    text is not left in a free page of the file."""
+    import sqlite_utils
+
+    from deerflow_nb.memory import Memory
+    from deerflow_nb.storage.migrations import MIGRATIONS
+
+    old = url_at(8080)
+    db = sqlite_utils.Database(home / "journal.db")
+    db["_migrations"].create({"name": str, "applied_at": str}, pk="name")
+    for name, fn in MIGRATIONS:
+        if name.startswith("m018"):
+            break
+        fn(db)
+        db["_migrations"].insert({"name": name, "applied_at": "2026-01-01"})
+    db["server_traits"].insert(
+        {"endpoint": old, "trait": "cap_param", "value": "max_tokens", "learned_at": "x"}
+    )
+    db["server_leases"].insert({"id": "l", "endpoint": old, "owner": "h:1", "started_at": "x"})
+    db["embeddings"].insert(
+        {"content_hash": "h", "model": f"openai:e@{old}", "dim": 1, "vector": b"\0" * 4,
+         "created_at": "x"}
+    )  # fmt: skip
+    db.conn.commit()
+    db.close()
+    assert leaks_in_home(home)
+
+    Memory(home).close()
+    with sqlite3.connect(home / "journal.db") as conn:
+        traits = conn.execute("SELECT endpoint, value FROM server_traits").fetchall()
+        models = conn.execute("SELECT model FROM embeddings").fetchall()
+    assert traits == [("http://127.0.0.1:8080/v1", "max_tokens")]
+    assert models == [("openai:e@http://127.0.0.1:8080/v1",)]
+    assert not leaks_in_home(home)
