@@ -120,12 +120,14 @@ def public_url(url: str) -> str:
 
 
 def basic_auth_header(url: str) -> dict[str, str]:
-    """The ``Authorization: Basic`` header a ``user:pass@`` URL stands for ({} without
-    one): sent as a header so the URL given to the HTTP client carries no password."""
-    info = userinfo(url)
-    if info is None:
+    """The ``Authorization: Basic`` header a URL's ``user:pass@`` (or ``user@``) stands
+    for, as httpx would send it ({} without user info): sent as a header so the URL given
+    to the HTTP client carries no password."""
+    info = _split_userinfo(url)[0]
+    if not info:
         return {}
-    token = base64.b64encode(f"{info[0]}:{info[1]}".encode()).decode("ascii")
+    user, _, password = info.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
     return {"Authorization": f"Basic {token}"}
 
 

@@ -127,13 +127,17 @@ class EchoServer:
     ``Authorization`` header it got (``Bearer KEY`` or ``Basic BASE64``)."""
 
     def __init__(self, status: int, say: Callable[[str], str]) -> None:
+        seen = self.seen = set[str]()  # every Authorization header it got
+
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                text = say(self.headers.get("Authorization") or "")
+                header = self.headers.get("Authorization") or ""
+                seen.add(header)
+                text = say(header)
                 body = json.dumps({"error": {"message": text, "type": "x"}}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -176,8 +180,13 @@ ECHOES: dict[str, tuple[int, bool, Callable[[str], str]]] = {
 
 
 @pytest.fixture(params=sorted(ECHOES))
-def echo(request: pytest.FixtureRequest, configure: Callable[..., None]) -> Iterator[EchoServer]:
-    status, with_password, say = ECHOES[request.param]
+def case(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def echo(case: str, configure: Callable[..., None]) -> Iterator[EchoServer]:
+    status, with_password, say = ECHOES[case]
     server = EchoServer(status, say)
     if with_password:
         configure(url_at(server.port))
@@ -189,6 +198,7 @@ def echo(request: pytest.FixtureRequest, configure: Callable[..., None]) -> Iter
 
 def test_an_echoed_credential_reaches_no_error_cell_doctor_file_or_log(
     home: Path,
+    case: str,
     echo: EchoServer,
     shell: InteractiveShell,
     debug_logs: pytest.LogCaptureFixture,
@@ -216,6 +226,9 @@ def test_an_echoed_credential_reaches_no_error_cell_doctor_file_or_log(
     printed = capsys.readouterr()
     shown += printed.out + printed.err
 
+    sent = {f"Basic {b64(f'{USER}:{PASSWORD}')[0]}"} if ECHOES[case][1] else {f"Bearer {KEY}"}
+    # the credentials went as before, only as a header (doctor's /props goes without a key)
+    assert echo.seen - {""} == sent
     assert "[redacted]" in shown and not leaks(shown), leaks(shown)
     assert not leaks_in_home(home)
     assert not leaks(logged(debug_logs))

@@ -396,7 +396,6 @@ class OpenAIChatModel(ChatModel):
         SDK's error (which may quote the key) is not chained into a traceback."""
         if self._api_key != PLACEHOLDER_KEY:
             remember_secret(self._api_key)
-        remember_secret(self.base_url)  # the password of a user:pass@ URL
         return ModelError(str(self._describe(exc, model)))  # ModelError redacts its message
 
     def _describe(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:
