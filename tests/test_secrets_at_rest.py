@@ -28,9 +28,10 @@ from loopback import start_server
 
 from deerflow_nb import Agent
 from deerflow_nb.cli import main as cli
-from deerflow_nb.config import ConfigError, load_settings
+from deerflow_nb.config import ConfigError, ModelConfig, load_settings
 from deerflow_nb.doctor.checks import run_doctor
 from deerflow_nb.llm import ModelError
+from deerflow_nb.llm.openai_client import OpenAIChatModel
 
 USER = "alice"
 PASSWORD = "s3cr/t-Pa55word"  # its '/' must be written %2F in a URL
@@ -278,6 +279,9 @@ def test_a_malformed_base_url_is_one_line_naming_the_fix_without_the_password(
         load_settings(home)
     said = str(info.value)
     assert "\n" not in said and "%2F" in said and "port" in said and not leaks(said)
+    with pytest.raises(ConfigError) as info:  # settings made in code, not read from a file
+        OpenAIChatModel("m", ModelConfig(base_url=base_url))
+    assert not leaks("".join(traceback.format_exception(info.value)))
 
     with capture_output() as cap:
         result = shell.run_cell("%%agent\nhello")

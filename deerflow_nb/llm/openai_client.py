@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import JOURNAL_FILENAME
+from ..config import JOURNAL_FILENAME, check_base_url
 from ..scrub import (
     basic_auth_header,
     encodable,
@@ -129,6 +129,8 @@ class OpenAIChatModel(ChatModel):
                 "config.yaml (or OPENAI_BASE_URL for a local server, or use -m offline)"
             )
         remember_secret(self.base_url)  # the password of a user:pass@ URL, for redact
+        if config.base_url:  # settings made in code skip load_settings' check
+            check_base_url(config.base_url)
         # The address the HTTP client is given: no user info, whose credentials go in
         # ``headers`` (as httpx would send them), so no library logs or stores them.
         self.public_base_url = public_url(self.base_url)
