@@ -123,7 +123,8 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     """Probe the configured models and print the table; 2 (one line) when the server
-    cannot be reached or no model is usable, 0 whenever the checks could run."""
+    cannot be reached or no model is usable, 1 when the checks ran and found a setting that
+    cannot be used as written (``DoctorReport.exit_status``), else 0."""
     from .config import load_settings
     from .doctor.checks import run_doctor
     from .llm.base import ModelError
@@ -136,7 +137,7 @@ def _doctor(args: argparse.Namespace) -> int:
         print(f"deerflow-nb doctor: {exc}", file=sys.stderr)
         return 2
     print(report)
-    return 0
+    return report.exit_status
 
 
 def build_parser() -> argparse.ArgumentParser:

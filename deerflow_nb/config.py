@@ -117,7 +117,32 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
 
     remember_secret(settings.model.api_key)  # redact hides it wherever it is echoed
     remember_secret(settings.model.base_url)  # the password of a user:pass@ URL
+    if settings.model.base_url:
+        check_base_url(settings.model.base_url)
     return settings
+
+
+def check_base_url(url: str) -> None:
+    """``ConfigError`` in one line naming the fix for a base URL the HTTP client would fail
+    on with a traceback (a port that is not a number, a password's unencoded ``/`` read as
+    the end of the host); it never shows the password."""
+    from urllib.parse import urlsplit
+
+    from .scrub import redact
+
+    where = "OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL") else "model.base_url"
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - parsing the port is the check
+        stray_at = "@" in url.strip()[len(parts.scheme) + 3 + len(parts.netloc) :]
+    except ValueError:
+        stray_at = True
+    if stray_at or not parts.hostname:
+        raise ConfigError(
+            f"{where} {redact(url)!r} is not a valid URL: write it as "
+            "http://HOST:PORT/v1 with a numeric port, and percent-encode a password in "
+            "user:password@ (/ as %2F, @ as %40, : as %3A, # as %23, ? as %3F)"
+        )
 
 
 def _apply_env(settings: Settings) -> None:

@@ -308,3 +308,35 @@ def test_ollamas_api_show_gives_the_context_window() -> None:
     assert _window_from_show(show) == 131072
     assert _window_from_show({"parameters": "stop <|eot|>\nnum_ctx 8192"}) == 8192
     assert _window_from_show({"model_info": {}}) is None and _window_from_show(None) is None
+
+
+class EntityJson(Chatty):
+    """Answers in JSON whose key holds HTML entities, as a small model copying a prompt's
+    escaped tags does."""
+
+    name = "entities"
+
+    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
+        return ChatResult('{"&lt;/conversation&gt;": "Tom &amp; Jerry"}')
+
+
+def test_a_models_html_entities_read_as_characters_in_the_terminal() -> None:
+    report = run_doctor(load_settings(), chat=Chatty(), memory=EntityJson())
+    (extraction,) = [c for c in report.checks if c.name == "extraction"]
+    assert "its keys: </conversation>" in extraction.detail, extraction.detail
+    assert "&lt;" not in str(report) and "&gt;" not in str(report)
+    html = report._repr_html_()  # escaped once, by the HTML view itself
+    assert "its keys: &lt;/conversation&gt;" in html and "&amp;lt;" not in html
+
+
+def test_an_embeddings_setting_that_cannot_load_is_a_cross_with_its_fix_and_exit_1(
+    home: Path,
+) -> None:
+    (home / "config.yaml").write_text("memory:\n  embeddings: local:no-such-model\n")
+    result = doctor()
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if "  embeds  " in line]
+    assert f"{FAIL} memory.embeddings 'local:no-such-model' cannot be loaded" in lines[at]
+    assert lines[at + 1].strip().startswith("→ give a sentence-transformers model folder")
+    assert "server's log" not in result.stdout

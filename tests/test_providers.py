@@ -43,6 +43,13 @@ PROVIDER = Provider(
     serves=lambda name, settings: name.startswith("echo/"),
     create=lambda settings, name: Echo(name),
 )
+
+
+def _cannot_tell(name, settings):
+    raise RuntimeError("cannot read my model list")
+
+
+RAISING = Provider("raising", "its serves() raises", serves=_cannot_tell, create=PROVIDER.create)
 """
 
 
@@ -116,3 +123,33 @@ def test_a_broken_provider_is_reported_and_the_others_still_work(tmp_path: Path)
     name, line = result.stdout.splitlines()
     assert name == "offline"
     assert line.startswith("broken: not loaded (AttributeError")
+
+
+def test_a_provider_whose_serves_raises_is_said_once_and_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopback import start_server
+
+    site, home = tmp_path / "site", tmp_path / "home"
+    install(site, "raising = echo_provider:RAISING")
+    code = (
+        "from deerflow_nb import Agent\n"
+        "from deerflow_nb.llm.registry import described\n"
+        "for turn in range(3):\n"
+        "    agent = Agent()\n"
+        "    print(agent.run(f'hello {turn}', thread='t')[:5])\n"
+        "    agent.close()\n"
+        "print(described()[-1])\n"
+    )
+    with start_server(models=("m",)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("DEERFLOW_NB_MODEL", "m")
+        result = run(site, home, code)
+        doctor = run(site, home, "from deerflow_nb.cli import main; main(['doctor'])")
+    assert result.returncode == 0, result.stderr
+    *replies, line = result.stdout.splitlines()
+    assert len(replies) == 3 and all(replies)  # every turn answered, by the openai client
+    said = [w for w in result.stderr.splitlines() if "raising" in w]
+    assert len(said) == 1 and "skipped" in said[0] and "Traceback" not in result.stderr
+    assert line == "raising: skipped (serves() raised RuntimeError: cannot read my model list)"
+    assert doctor.returncode == 0 and line in doctor.stdout

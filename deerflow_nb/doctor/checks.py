@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..config import ConfigError
 from ..llm.base import SAID_IN_ONE_LINE, ChatModel, ModelError
 from . import server_checks
 from .probe import Probe, Unreachable, one_line
@@ -324,6 +325,11 @@ def _embeddings(settings: Settings) -> Check:
         embedder = get_embedder(settings, None)
         assert embedder is not None
         vectors = embedder.embed_many(["Prefers polars over pandas", "Uses scikit-learn"])
+    except ConfigError as exc:  # the setting names what cannot load: its fix ends the line
+        problem, _, fix = str(exc).rpartition("; ")
+        if not problem:
+            problem, fix = str(exc), "fix memory.embeddings in config.yaml"
+        return Check(target, "embeds", FAIL, one_line(problem, 240), fix, config=True)
     except SAID_IN_ONE_LINE as exc:
         return Check(target, "embeds", FAIL, one_line(exc), _fix_for(str(exc)))
     return Check(target, "embeds", OK, f"{len(vectors)} vectors of {len(vectors[0])} dimensions")

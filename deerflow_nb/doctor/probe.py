@@ -8,6 +8,7 @@ cannot be reached at all is ``Unreachable``.
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,9 +97,11 @@ class Probe:
 
         if self.remote is None:
             return None
-        root = self.remote.base_url.removesuffix("/v1")
+        root = self.remote.public_base_url.removesuffix("/v1")
         try:
-            response = httpx.get(f"{root}/props", timeout=REACH_TIMEOUT)
+            response = httpx.get(
+                f"{root}/props", headers=self.remote.headers, timeout=REACH_TIMEOUT
+            )
             data = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -110,10 +113,13 @@ class Probe:
 
         if self.remote is None:
             return None
-        root = self.remote.base_url.removesuffix("/v1")
+        root = self.remote.public_base_url.removesuffix("/v1")
         try:
             response = httpx.post(
-                f"{root}/api/show", json={"model": self.model.name}, timeout=REACH_TIMEOUT
+                f"{root}/api/show",
+                json={"model": self.model.name},
+                headers=self.remote.headers,
+                timeout=REACH_TIMEOUT,
             )
             data = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
@@ -187,6 +193,8 @@ class Probe:
 
 def one_line(text: object, limit: int = 160) -> str:
     """``text`` redacted, then on one clean line of at most ``limit`` characters (for a
-    table cell): redacted before the cut, so no cut-off start of a key is left."""
-    line = " ".join(clean_text(redact(str(text))).split())
+    table cell): redacted before the cut, so no cut-off start of a key is left, and HTML
+    entities a model copied from a prompt (``&lt;``) read as their characters, decoded
+    before the cut too, which would leave ``&g…``."""
+    line = " ".join(clean_text(redact(html.unescape(str(text)))).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"

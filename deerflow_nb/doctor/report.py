@@ -5,6 +5,7 @@ It reads as terminal text or escaped Markdown/HTML (model and server text is unt
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 
 from ..scrub import redact
@@ -22,10 +23,13 @@ class Check:
     status: str
     detail: str
     fix: str = ""
+    config: bool = False  # a ✗ of the configuration itself, not of a model: exit status 1
 
     def __post_init__(self) -> None:
         for name in ("target", "detail", "fix"):  # a server may echo the key in any reply
-            object.__setattr__(self, name, redact(getattr(self, name)))
+            # A model's text may hold entities (``&lt;``, copied from a prompt): shown as
+            # the characters they stand for; the HTML view escapes them once, itself.
+            object.__setattr__(self, name, redact(html.unescape(getattr(self, name))))
 
     @property
     def failed(self) -> bool:
@@ -47,6 +51,12 @@ class DoctorReport:
     @property
     def failures(self) -> list[Check]:
         return [c for c in self.checks if c.failed]
+
+    @property
+    def exit_status(self) -> int:
+        """``deerflow-nb doctor``'s: 1 when a setting cannot be used as written (a
+        ``memory.embeddings`` that cannot load), else 0 (a model's ✗ is its own, said)."""
+        return 1 if any(c.failed and c.config for c in self.checks) else 0
 
     def summary(self) -> str:
         passed = sum(c.status == OK for c in self.checks)

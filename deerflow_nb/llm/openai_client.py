@@ -15,8 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import JOURNAL_FILENAME
-from ..scrub import encodable, encodable_deep, redact, remember_secret
+from ..config import JOURNAL_FILENAME, check_base_url
+from ..scrub import (
+    basic_auth_header,
+    encodable,
+    encodable_deep,
+    public_url,
+    redact,
+    redact_logs,
+    remember_secret,
+)
 from .base import (
     ChatModel,
     ChatResult,
@@ -120,21 +128,33 @@ class OpenAIChatModel(ChatModel):
                 f"model '{name}' needs an API key: set OPENAI_API_KEY or model.api_key in "
                 "config.yaml (or OPENAI_BASE_URL for a local server, or use -m offline)"
             )
+        remember_secret(self.base_url)  # the password of a user:pass@ URL, for redact
+        if config.base_url:  # settings made in code skip load_settings' check
+            check_base_url(config.base_url)
+        # The address the HTTP client is given: no user info, whose credentials go in
+        # ``headers`` (as httpx would send them), so no library logs or stores them.
+        self.public_base_url = public_url(self.base_url)
+        self.headers = basic_auth_header(self.base_url)
         self._client: openai.OpenAI | None = None
         self._lock = threading.Lock()
-        # What the server accepts, and who uses it now; remembered in ``home``'s journal.
-        self.server = server_for(self.base_url, home / JOURNAL_FILENAME if home else None)
+        # What the server accepts, and who uses it now; remembered in ``home``'s journal
+        # under the address without user info.
+        journal = home / JOURNAL_FILENAME if home else None
+        self.server = server_for(self.public_base_url, journal)
 
     @property
     def client(self) -> openai.OpenAI:
-        """The SDK client, built once; base URL and key are always explicit, never ambient."""
+        """The SDK client, built once; base URL and key are always explicit, never ambient,
+        and the HTTP stack's log records pass ``redact``."""
         with self._lock:
             if self._client is None:
                 import openai
 
+                redact_logs()
                 self._client = openai.OpenAI(
                     api_key=self._api_key,
-                    base_url=self.base_url,
+                    base_url=self.public_base_url,
+                    default_headers=self.headers or None,
                     timeout=self.config.timeout_seconds,
                     max_retries=self.config.max_retries,
                 )
@@ -378,7 +398,6 @@ class OpenAIChatModel(ChatModel):
         SDK's error (which may quote the key) is not chained into a traceback."""
         if self._api_key != PLACEHOLDER_KEY:
             remember_secret(self._api_key)
-        remember_secret(self.base_url)  # the password of a user:pass@ URL
         return ModelError(str(self._describe(exc, model)))  # ModelError redacts its message
 
     def _describe(self, exc: openai.OpenAIError, model: str | None = None) -> ModelError:

@@ -12,8 +12,8 @@ party adds a provider by declaring, in its own package::
     [project.entry-points."deerflow_nb.providers"]
     echo = "my_package.provider:PROVIDER"   # a Provider (or a function returning one)
 
-A provider that fails to load is reported (``load_errors``; ``doctor`` lists it), never
-fatal: the other providers keep working.
+A provider that fails to load, or whose ``serves`` raises, is reported once (a warning,
+and ``doctor`` lists it) and skipped, never fatal: the other providers keep working.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING
 
+from ..scrub import redact
 from .base import ChatModel, ModelError
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ OPENAI = Provider(
 _lock = threading.Lock()
 _loaded: list[Provider] | None = None
 _errors: dict[str, str] = {}
+_skipped: dict[str, str] = {}  # provider name -> what its serves() raised
 
 
 def _entry_points() -> list[EntryPoint]:
@@ -116,7 +118,25 @@ def described() -> list[str]:
         f"{p.name} ({p.origin}): {p.about}" if p.origin != "built-in" else f"{p.name}: {p.about}"
         for p in providers()
     ]
-    return lines + [f"{name}: not loaded ({why})" for name, why in load_errors().items()]
+    lines += [f"{name}: not loaded ({why})" for name, why in load_errors().items()]
+    with _lock:
+        skipped = dict(_skipped)
+    return lines + [f"{name}: skipped ({why})" for name, why in skipped.items()]
+
+
+def _serves(provider: Provider, name: str, settings: Settings) -> bool:
+    """Whether ``provider`` serves ``name``; one whose ``serves`` raises is skipped, and
+    said once (a warning, and its line in ``described``), not on every turn."""
+    try:
+        return bool(provider.serves(name, settings))
+    except Exception as exc:  # a broken plugin must not break every turn
+        why = redact(" ".join(f"serves() raised {type(exc).__name__}: {exc}".split()))[:200]
+        with _lock:
+            first = provider.name not in _skipped
+            _skipped[provider.name] = why
+        if first:
+            log.warning("model provider %r is skipped: %s", provider.name, why)
+        return False
 
 
 def get_chat_model(settings: Settings, name: str | None = None) -> ChatModel:
@@ -125,7 +145,7 @@ def get_chat_model(settings: Settings, name: str | None = None) -> ChatModel:
     key or a base URL (or a provider that serves it), and the error says how to set one."""
     name = name or settings.chat_model_name
     for provider in providers():
-        if provider.serves(name, settings):
+        if _serves(provider, name, settings):
             return provider.create(settings, name)
     raise ModelError(
         f"model '{name}' needs an API key: set OPENAI_API_KEY (or OPENAI_BASE_URL for a "

@@ -8,9 +8,10 @@ one endpoint as this process sees it:
   it takes a JSON schema), learned from its own 400 once and remembered in the home's
   journal (``storage/servers.py``), so every kernel sharing the home asks right first;
 - ``foreground()``: held around a user's turn or model call (and the doctor's probes);
-  it takes a lease (counted in this process, and a journal row other kernels see), tells
-  every background request running here to give way and waits (``CANCEL_WAIT_SECONDS`` at
-  most) until they have;
+  it takes a lease (counted in this process, and a journal row other kernels see, renewed
+  by a heartbeat so that it lapses within ``storage.servers.lease_seconds()`` of a holder
+  that died), tells every background request running here to give way and waits
+  (``CANCEL_WAIT_SECONDS`` at most) until they have;
 - ``background()``: held around a fold's request; it refuses to start while any lease is
   live (``GiveWay``), and ``should_yield`` says when one started since.
 """
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..scrub import public_url
 from .base import ModelError
 
 if TYPE_CHECKING:
@@ -184,7 +186,7 @@ class Server:
                 self.background_running -= 1
                 self._idle.notify_all()
 
-    def _take_lease(self) -> str | None:
+    def _take_lease(self) -> Lease | None:
         from ..storage import servers as rows
         from ..storage.db import new_id
 
@@ -199,11 +201,27 @@ class Server:
         except Exception as exc:  # the turn goes on; only other kernels' folds cannot see it
             log.warning("could not take a lease on %s: %s", self.endpoint, exc)
             return None
-        return lease
+        return Lease(self, lease)
 
-    def _drop_lease(self, lease: str | None) -> None:
-        if lease is None:
+    def _renew(self, lease: str) -> None:
+        """One heartbeat: the lease counts ``lease_seconds()`` more (taken again if it was
+        swept after lapsing, as a long pause of this process can make it)."""
+        from ..storage import servers as rows
+
+        try:
+            with self._journal() as journal:
+                if journal is not None:
+                    with journal.transaction() as db:
+                        if not rows.renew_lease(db, lease):
+                            rows.take_lease(db, lease, self.endpoint)
+        except Exception as exc:  # it lapses; other kernels' folds may start meanwhile
+            log.warning("could not renew the lease on %s: %s", self.endpoint, exc)
+
+    def _drop_lease(self, held: Lease | None) -> None:
+        if held is None:
             return
+        held.stop()
+        lease = held.id
         from ..storage import servers as rows
 
         try:
@@ -222,6 +240,29 @@ class Server:
                 return 0 if db is None else rows.live_leases(db, self.endpoint)
         except Exception:
             return 0
+
+
+class Lease:
+    """A journal lease and the heartbeat that renews it every third of its life, until
+    ``stop``: a holder that dies stops renewing, and its lease lapses."""
+
+    def __init__(self, server: Server, lease_id: str) -> None:
+        from ..storage.servers import lease_seconds
+
+        self.id = lease_id
+        self._server = server
+        self._stopped = threading.Event()
+        self._interval = lease_seconds() / 3
+        self._thread = threading.Thread(target=self._beat, name=f"lease {lease_id}", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self._interval):
+            self._server._renew(self.id)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
 
 
 class Background:
@@ -252,8 +293,9 @@ _servers_lock = threading.Lock()
 
 
 def server_for(base_url: str, journal_path: Path | None) -> Server:
-    """This process's ``Server`` for ``base_url`` with the home whose journal remembers it."""
-    key = (base_url.rstrip("/"), journal_path.resolve() if journal_path else None)
+    """This process's ``Server`` for ``base_url`` with the home whose journal remembers it;
+    its identity there is the address without user info (no password rests on disk)."""
+    key = (public_url(base_url).rstrip("/"), journal_path.resolve() if journal_path else None)
     with _servers_lock:
         server = _servers.get(key)
         if server is None:

@@ -24,6 +24,7 @@ from ..config import HomeError, Settings, load_settings
 from ..storage import journal as journal_rows
 from ..storage import ledger as ledger_rows
 from ..storage import queue as queue_rows
+from ..storage import servers as server_rows
 from ..storage.db import Connection, has_table, open_read_only
 from ..storage.migrations import applied
 from .fact_query import FactQuery, Sort
@@ -328,7 +329,7 @@ class MemoryReader:
 
     def status(self) -> dict[str, Any]:
         """Queue rows, the last fold, ``consecutive_failures`` of the memory model, the last
-        error and the paths (``Memory.status``'s keys)."""
+        error, the paths and the model servers' leases (``Memory.status``'s keys)."""
         db = self.db
         rows = queue_rows.status_rows(db) if db is not None else []
         try:
@@ -350,6 +351,8 @@ class MemoryReader:
             "consecutive_failures": self.consecutive_failures(),
             "last_error": errors[-1] if errors else None,
             "model_providers": _provider_names(),
+            # who holds a model server now (a fold waits for them), and until when
+            "server_leases": server_rows.holders(db) if db is not None else [],
         }
 
     # -- conversations ------------------------------------------------------------------

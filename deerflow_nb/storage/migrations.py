@@ -323,6 +323,18 @@ def m017_thread_projects(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS threads_project ON threads(project)")
 
 
+@migration
+def m018_server_lease_heartbeats(db: sqlite_utils.Database) -> None:
+    """A lease counts until its holder's heartbeat lapses (``expires_at``, epoch seconds), so
+    a kernel that died on another host, or whose pid was reused, stops holding folds off
+    (issue 36); and server rows and embeddings cache keys no longer name a server by an
+    address holding ``user:pass@`` (``servers.forget_user_info``)."""
+    from .servers import forget_user_info
+
+    db["server_leases"].add_column("expires_at", float)
+    forget_user_info(db)
+
+
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order; their
     names (none when it was up to date)."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...config import ConfigError, HomeError, parse_embeddings_spec
+from ...scrub import public_url
 from ...storage import embeddings as cache
 from ...storage.db import has_table, now_iso, open_read_only
 
@@ -299,6 +300,10 @@ def get_embedder(
             return Embedder(ONNX_MODEL_ID, OnnxMiniLM(), journal, **cached)
         return Embedder(spec, _local_compute(name), journal, **cached)
     # The endpoint is part of the cache key: the same model name on another server (or
-    # the offline stand-in) is another vector space.
-    where = "offline" if settings.is_offline else (settings.model.base_url or "api.openai.com")
+    # the offline stand-in) is another vector space. Without user info: no password rests.
+    where = (
+        "offline"
+        if settings.is_offline
+        else public_url(settings.model.base_url or "api.openai.com")
+    )
     return Embedder(f"{spec}@{where}", _openai_compute(settings, name), journal, **cached)
