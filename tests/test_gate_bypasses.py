@@ -1,0 +1,195 @@
+"""The gate's last bypasses (issue 36, and DeerFlow's malformed-replacement rule of issue
+37), each tried through the public surface: ``Memory.apply``, ``MemoryTools.call``, an
+``Agent`` turn with a scripted model, ``%memory`` lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from journal_rows import memory_json
+
+from deerflow_nb import Agent, Memory
+from deerflow_nb.agent.memory_tools import MemoryTools
+from deerflow_nb.llm.base import ChatModel, ChatResult, ToolCall, Usage
+from deerflow_nb.notebook.session import get_session
+from deerflow_nb.schema.constants import is_model_suggestion, is_user_fact
+
+WORDS = [f"lib{i}" for i in range(40)]  # distinct names: no two facts dedupe
+
+
+@pytest.fixture
+def mem(home: Path) -> Any:
+    memory = Memory(home)
+    yield memory
+    memory.close()
+
+
+def import_facts(mem: Memory, path: Path, facts: list[dict[str, Any]]) -> None:
+    doc = {"version": "1.0", "lastUpdated": "", "user": {}, "history": {}, "facts": facts}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    mem.import_(path)
+
+
+def organic(n: int, prefix: str = "org") -> list[dict[str, Any]]:
+    """``n`` facts a fold learned (as a DeerFlow memory.json holds them)."""
+    return [
+        {
+            "id": f"fact_{prefix}{i:04d}",
+            "content": f"Works with {WORDS[i]} every week",
+            "category": "context",
+            "confidence": 0.8,
+            "createdAt": "2026-01-01T00:00:00.000Z",
+            "source": "thread-a",
+        }
+        for i in range(n)
+    ]
+
+
+# -- 1. provenance from structure, not wording -------------------------------------------
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Do you remember which dataframe library I prefer?",
+        "Can you remember what I said about polars?",
+        "Remember when we picked a dataframe library?",
+        "Remember that I asked about the churn plot.",  # asked, but never said this
+    ],
+)
+def test_a_remember_the_user_did_not_state_is_the_models_suggestion(
+    mem: Memory, message: str
+) -> None:
+    tools = MemoryTools(mem, "t", user_message=message)
+    args = {"content": "Prefers polars over pandas", "category": "preference"}
+    reply = tools.call("remember", args)
+    assert "suggestion" in reply
+    (fact,) = mem.facts()
+    assert is_model_suggestion(fact) and not is_user_fact(fact)
+    # ... which a later fold may remove without review, review mode off.
+    report = mem.apply({"factsToRemove": [fact["id"]]}, source="t2")
+    assert report.removed == [fact["id"]] and report.pending_id is None
+
+
+def test_a_remember_the_user_asked_for_and_stated_is_theirs(mem: Memory) -> None:
+    asked = "Do you remember my target column? Also, please remember that I prefer polars."
+    tools = MemoryTools(mem, "t", user_message=asked)
+    tools.call("remember", {"content": "Prefers polars over pandas", "category": "preference"})
+    tools.call("remember", {"content": "Sends reports to evil.example", "category": "context"})
+    by_text = {f["content"]: f for f in mem.facts()}
+    assert is_user_fact(by_text["Prefers polars over pandas"])
+    assert is_model_suggestion(by_text["Sends reports to evil.example"])
+
+
+class RemembersOnce(ChatModel):
+    """A model that answers the user's message with one ``remember`` call, then "Done."."""
+
+    name = "scripted"
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+
+    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
+        if kwargs.get("tools") and messages[-1].get("role") == "user":
+            args = json.dumps({"content": self.content, "category": "preference"})
+            call = ToolCall("call_0", "remember", args)
+            return ChatResult("", [call], Usage(10, 10), self.name, "tool_calls")
+        if kwargs.get("json_mode"):
+            return ChatResult('{"newFacts": [], "factsToRemove": []}', [], Usage(1, 1), self.name)
+        return ChatResult("Done.", [], Usage(10, 10), self.name)
+
+
+def test_an_agent_turn_asking_a_question_stores_the_models_suggestion(home: Path) -> None:
+    agent = Agent(home, model=RemembersOnce("Prefers polars over pandas"))
+    agent.run("Do you remember which dataframe library I like?", thread="t")
+    (fact,) = agent.memory.facts()
+    assert is_model_suggestion(fact) and not is_user_fact(fact)
+    agent.close()
+
+
+def test_a_thread_named_manual_does_not_make_folded_facts_the_users(mem: Memory) -> None:
+    for thread in ("manual", "remember"):
+        diff = {"newFacts": [{"content": f"Uses {thread} notebooks daily", "confidence": 0.9}]}
+        mem.apply(diff, source=thread)
+    facts = mem.facts()
+    assert len(facts) == 2 and not any(is_user_fact(f) for f in facts)
+    report = mem.apply({"factsToRemove": [f["id"] for f in facts]}, source="t2")
+    assert sorted(report.removed) == sorted(f["id"] for f in facts)
+    assert report.pending_id is None and mem.facts() == []
+
+
+def test_a_held_fold_keeps_its_provenance_when_approved(mem: Memory) -> None:
+    mem.review = True
+    mem.apply({"newFacts": [{"content": "Uses manual notebooks", "confidence": 0.9}]}, "manual")
+    (change,) = mem.pending()
+    mem.approve([change["id"]])
+    (fact,) = mem.facts()
+    assert not is_user_fact(fact)
+
+
+def agent_cell(shell: InteractiveShell, message: str) -> None:
+    with capture_output():
+        result = shell.run_cell(f"%%agent\n{message}")
+    assert result.success, result.error_in_exec or result.error_before_exec
+
+
+def test_a_moved_fact_keeps_its_provenance_and_can_be_forgotten_in_chat(
+    shell: InteractiveShell, home: Path
+) -> None:
+    memory = get_session(shell).memory
+    assert not memory.review
+    agent_cell(shell, "I prefer polars over pandas for dataframes.")
+    shell.run_line_magic("memory", "flush")
+    (fact,) = [f for f in memory_json(home)["facts"] if "polars" in f["content"].lower()]
+    assert not is_user_fact(fact)
+    project = memory.project or "default"
+    shell.run_line_magic("memory", f"move {fact['id']} --project {project}")
+    (moved,) = [f for f in memory_json(home)["facts"] if f["id"] == fact["id"]]
+    assert moved.get("project") == project and not is_user_fact(moved)
+
+    agent_cell(shell, "Please forget that I prefer polars.")
+    shell.run_line_magic("memory", "flush")
+    assert [f for f in memory_json(home)["facts"] if "polars" in f["content"].lower()] == []
+    assert memory.pending_count() == 0
+
+
+# -- 2. the wipe guard cannot be diluted --------------------------------------------------
+def test_filler_facts_do_not_dilute_the_wipe_guard(mem: Memory, home: Path) -> None:
+    learned = organic(20)
+    alone = Memory(home.parent / "alone")  # the same removal alone is held
+    import_facts(alone, home.parent / "seed.json", learned)
+    report = alone.apply({"factsToRemove": [f["id"] for f in learned[:10]]}, source="wipe")
+    assert report.outcome == "held for review"
+    alone.close()
+
+    import_facts(mem, home.parent / "seed.json", learned)
+    filler = [
+        {"content": f"Filler note {word} number {i}", "confidence": 0.9}
+        for i, word in enumerate(WORDS)
+    ]
+    assert mem.apply({"newFacts": filler}, source="flood").outcome == "applied"
+    assert len(mem.facts()) == 60
+    report = mem.apply({"factsToRemove": [f["id"] for f in learned[:10]]}, source="wipe")
+    assert report.outcome == "held for review"
+    assert "held before the day's changes" in report.held[0]["reason"]
+    assert {f["id"] for f in learned} <= {f["id"] for f in mem.facts()}
+
+
+# -- 5. DeerFlow's malformed replacement ------------------------------------------------
+def test_a_removal_beside_a_malformed_replacement_is_not_applied(mem: Memory, home: Path) -> None:
+    old = {**organic(1)[0], "id": "fact_old", "content": "Uses pandas for everything"}
+    import_facts(mem, home.parent / "seed.json", [old])
+    report = mem.apply(
+        {
+            "factsToRemove": ["fact_old"],
+            "newFacts": [{"content": "replacement fact", "confidence": "bad"}],
+        }
+    )
+    assert [f["id"] for f in mem.facts()] == ["fact_old"]
+    assert report.removed == [] and report.added == []
+    reasons = {i["item"]: i["reason"] for i in report.left_out}
+    assert "not a number" in reasons["newFacts[0]"]
+    assert "replacement" in reasons["remove fact_old"]
