@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from journal_rows import memory_json
+from magic_lines import run
 
 from deerflow_nb import Agent, Memory
 from deerflow_nb.agent.memory_tools import MemoryTools
@@ -262,3 +263,54 @@ def test_role_label_variants_reach_the_fold_prompt_quoted() -> None:
         label = head.strip("\u00a0\u3000\u2003").removeprefix("1. ").removeprefix("- ")
         assert f"(quoted) {label}" in prompt, line
     assert prompt_text("List<String> and username: x") == "List<String> and username: x"
+
+
+# -- 4. imports validate, and say what they kept ----------------------------------------
+def write_doc(path: Path, facts: list[dict[str, Any]]) -> Path:
+    doc = {"version": "1.0", "lastUpdated": "", "user": {}, "history": {}, "facts": facts}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_an_import_rejects_a_confidence_outside_0_to_1_and_says_so(
+    shell: InteractiveShell, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    facts = organic(3)
+    facts[1]["confidence"] = 99
+    facts[2]["confidence"] = -0.5
+    path = write_doc(tmp_path / "in.json", facts)
+    note = str(run(shell, f"import {path}"))
+    assert note.startswith(f"Imported 1 of 3 facts from {path}")
+    assert "2 not kept: 2 because their confidence is not a number from 0 to 1" in note
+    assert [f["confidence"] for f in memory_json(home)["facts"]] == [0.8]
+
+    note = str(run(shell, f"import {path} --project gamma"))
+    assert note.startswith(f"Imported 1 of 3 facts into project gamma from {path}; 2 not kept")
+    assert all(0 <= f["confidence"] <= 1 for f in memory_json(home)["facts"])
+
+    from deerflow_nb.cli import main
+
+    assert main(["import", str(path), "--yes"]) == 0
+    said = capsys.readouterr().out
+    assert f"Imported 1 of 3 facts from {path}; 2 not kept" in said
+
+
+def test_a_large_project_import_says_how_many_it_kept_and_why_not_the_rest(
+    shell: InteractiveShell, home: Path, tmp_path: Path
+) -> None:
+    facts = [
+        {**fact, "id": f"fact_{i:04d}", "content": f"Works with tool{i} every week"}
+        for i, fact in enumerate(organic(1) * 200)
+    ]
+    path = write_doc(tmp_path / "big.json", facts)
+    note = str(run(shell, f"import {path} --project sales"))
+    stored = memory_json(home)["facts"]
+    assert len(stored) == 100  # memory.max_facts
+    assert note.startswith(f"Imported 100 of 200 facts into project sales from {path}")
+    assert "100 not kept: 100 because memory is full (memory.max_facts is 100" in note
+
+    memory = get_session(shell).memory
+    memory.settings.memory.max_facts = 300
+    report = memory.import_(path, project="sales")
+    assert (int(report), report.known, report.not_kept) == (100, 100, [])
+    assert len(memory_json(home)["facts"]) == 200

@@ -201,6 +201,7 @@ class Gate:
             threshold=change.threshold,
             added_by=added_by(change, diff),
             project=change.project,
+            within_room=change.origin == "user" and change.reason == "import",
         )
 
     def _guarded(self, data: dict[str, Any], change: ChangeSet, outcome: Passed) -> UpdateResult:
