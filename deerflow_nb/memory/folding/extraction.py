@@ -146,7 +146,8 @@ def paired_removals(
     """The removals that may apply, and the ones left out because a ``newFacts`` item was
     malformed (as DeerFlow, ``updater.py``: removals beside a malformed new fact fail
     closed, since which stored fact it was meant to replace cannot be known; the valid
-    rest of the diff applies)."""
+    rest of the diff applies). A removal naming no stored fact goes on, to be reported
+    as that."""
     if not diff.malformed or not diff.facts_to_remove:
         return list(diff.facts_to_remove), []
     by_id = {str(f.get("id")): str(f.get("content", "")) for f in memory.get("facts", [])}
@@ -155,11 +156,13 @@ def paired_removals(
             "item": f"remove {fact_id}",
             "reason": "a new fact in the same change is malformed and may have been its "
             "replacement; kept until a valid one comes",
-            "value": by_id.get(fact_id, "")[:80],
+            "value": by_id[fact_id][:80],
         }
         for fact_id in diff.facts_to_remove
+        if fact_id in by_id
     ]
-    return [], left
+    unknown = [i for i in diff.facts_to_remove if i not in by_id]  # reported as such
+    return unknown, left
 
 
 def parse_reply(text: str, handles: dict[str, str]) -> dict[str, Any]:
