@@ -243,9 +243,10 @@ class Gate:
         since = since.replace("+00:00", "Z")
         window = change_rows.lost_since(self.journal.db, since, GUARDED, ("remember",))
         # What memory held before the day's first change: facts guarded changes added since
-        # do not count (40 filler facts must not let the next fold remove 10 learned ones).
+        # (and still stored) do not count, so 40 filler facts cannot let the next fold
+        # remove 10 learned ones; the user's own additions do.
         grown = change_rows.added_since(self.journal.db, since, GUARDED, ("remember",))
-        start = max(0, len(before) + window - grown)
+        start = len(before) + window - len(grown & before.keys())
         limit = wipe_limit(start)
         evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
         why = ""
