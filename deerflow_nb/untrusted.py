@@ -123,12 +123,15 @@ _CONFUSABLES = {
     for look in looks
 }  # fmt: skip
 _COLONS = frozenset(":∶꞉˸׃܃܄᠄⁚︓﹕：")
+# Characters drawn as nothing that are not spaces to Python (Braille blank, Hangul fillers).
+_BLANKS = frozenset("\u2800\u3164\u115f\u1160\uffa0")
 
 
 class _LabelFolds(dict[int, str]):
     """``str.translate``'s table for a role label's skeleton: each character as the
     lower-case ASCII letter it reads as (NFKC, then ``_CONFUSABLES``), any colon as ``:``,
-    any space but a line break as `` ``, and combining marks dropped."""
+    any space but a line break (or blank-looking filler) as `` ``, and combining marks
+    dropped."""
 
     def __missing__(self, code: int) -> str:
         char = chr(code)
@@ -137,7 +140,7 @@ class _LabelFolds(dict[int, str]):
         folded = _CONFUSABLES.get(folded, folded).lower()
         if char in _COLONS or folded in _COLONS:
             folded = ":"
-        elif char.isspace() and char != "\n":
+        elif (char.isspace() and char != "\n") or char in _BLANKS:
             folded = " "
         elif unicodedata.category(char) in ("Mn", "Me"):
             folded = ""

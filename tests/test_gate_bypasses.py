@@ -203,6 +203,7 @@ def test_a_removal_beside_a_malformed_replacement_is_not_applied(mem: Memory, ho
 # -- 3. every role-label variant is neutralised -----------------------------------------
 LABELS = ("user", "assistant", "system", "human", "ai", "tool", "tool result", "developer")
 SPACES = [" ", "\t", "\u00a0", "\u1680", "\u2002", "\u2003", "\u2009", "\u202f", "\u205f", "\u3000"]
+SPACES += ["\u2800", "\u3164"]  # Braille blank, Hangul filler: drawn as nothing
 LOOK_ALIKES = {
     "a": "аАαΑ", "e": "еЕΕ", "i": "іІΙ", "o": "оОοΟ", "p": "рРΡ", "s": "ѕЅ", "t": "тТΤ",
     "u": "υս", "c": "сС", "h": "һН", "m": "М", "n": "Ν", "r": "г", "y": "у", "l": "ӏ",
