@@ -207,7 +207,8 @@ class MemoryTools(ToolSet):
             return f"Already remembered, now confirmed: {line}"
         if not asked:
             return (
-                f"Remembered: {line} (stored as your suggestion, since the user did not ask; "
+                f"Remembered: {line} (stored as your suggestion: the user's message did not ask "
+                "to keep this in their own words; "
                 "they see it marked in %memory facts and can confirm or forget it)"
             )
         return f"Remembered: {line} (stored now; the user can see it with %memory facts)"
