@@ -100,7 +100,7 @@ def _import(mem: Memory, args: argparse.Namespace) -> None:
             f"import replaces the {count_of(held, 'fact')} in {mem.path}; add --yes to confirm "
             "(versions keep the current state for rollback)"
         )
-    _say(f"imported {count_of(mem.import_(args.path), 'fact')} from {args.path}")
+    _say(mem.import_(args.path).describe(f"from {args.path}"))
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -102,12 +102,72 @@ _LINE_SEPARATORS = str.maketrans({"\u2028": "\n", "\u2029": "\n"})
 _SECTION_TAG = re.compile(
     rf"<(\s*/?\s*{PROMPT_TAG_NAMES}\b[^<>]*)>|<(\|[^<>|]{{1,40}}\|)>", re.IGNORECASE
 )
-# A role label starting a line of quoted text ("User:", "> **Assistant**:"): it would read
-# as a new message of that role.
+# A role label starting a line of quoted text ("User:", "> **Assistant**:", "1. System:"):
+# it would read as a new message of that role. Matched on the line's skeleton
+# (``_label_skeleton``), so look-alike letters, other spaces and other colons match too.
 _ROLE_LABEL = re.compile(
-    r"^([ \t>*_#`~\-]*)((?:user|assistant|system|human|ai|tool(?: result)?|developer)\b[ \t*_`]*:)",
-    re.IGNORECASE | re.MULTILINE,
+    r"^((?:[ \t>*_#`~+\-•·‣◦▪▫●○■□–—\[(]|\d{1,4}[.)]|\(\d{1,4}\)|[a-z]\))*)"
+    r"(?:user|assistant|system|human|ai|tool(?: result)?|developer)\b[ \t*_`\])]*:",
+    re.MULTILINE,
 )
+# Letters that read as a role label's Latin ones (Cyrillic, Greek, Armenian, small
+# capitals): "Usеr" with a Cyrillic е is the user's label to a reader.
+_CONFUSABLES = {
+    look: latin
+    for latin, looks in {
+        "a": "аАαΑᴀ", "b": "ВΒ", "c": "сСϲϹ", "d": "ԁ", "e": "еЕεΕᴇ", "h": "һНнΗʜ",
+        "i": "іІιΙɪıӀ", "j": "јЈ", "k": "кКκΚ", "l": "ӏ", "m": "мМΜᴍ", "n": "ΝɴпП",
+        "o": "оОοΟᴏօ", "p": "рРρΡᴘ", "r": "ʀгᴦ", "s": "ѕЅꜱ", "t": "тТτΤᴛ", "u": "υսᴜ",
+        "v": "νᴠѵ", "w": "ԝ", "x": "хХχΧ", "y": "уУΥ", "z": "Ζ",
+    }.items()
+    for look in looks
+}  # fmt: skip
+_COLONS = frozenset(":∶꞉˸׃܃܄᠄⁚︓﹕：")
+# Characters drawn as nothing that are not spaces to Python (Braille blank, Hangul fillers).
+_BLANKS = frozenset("\u2800\u3164\u115f\u1160\uffa0")
+
+
+class _LabelFolds(dict[int, str]):
+    """``str.translate``'s table for a role label's skeleton: each character as the
+    lower-case ASCII letter it reads as (NFKC, then ``_CONFUSABLES``), any colon as ``:``,
+    any space but a line break (or blank-looking filler) as `` ``, and combining marks
+    dropped."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = unicodedata.normalize("NFKC", char)
+        folded = folded if len(folded) == 1 else char
+        folded = _CONFUSABLES.get(folded, folded).lower()
+        if char in _COLONS or folded in _COLONS:
+            folded = ":"
+        elif (char.isspace() and char != "\n") or char in _BLANKS:
+            folded = " "
+        elif unicodedata.category(char) in ("Mn", "Me"):
+            folded = ""
+        elif len(folded) != 1:
+            folded = char
+        self[code] = folded
+        return folded
+
+
+_LABEL_FOLDS = _LabelFolds()
+
+
+def _quote_role_labels(text: str) -> str:
+    """``text`` with ``(quoted) `` before each role label starting a line, found on the
+    text's skeleton (``_LabelFolds``); every other character stays as written."""
+    skeleton = text.lower() if text.isascii() else text.translate(_LABEL_FOLDS)
+    cuts = [m.end(1) for m in _ROLE_LABEL.finditer(skeleton)]
+    if cuts and len(skeleton) != len(text):  # combining marks dropped: find each place
+        places = [place for place, char in enumerate(text) for _ in char.translate(_LABEL_FOLDS)]
+        cuts = [places[cut] for cut in cuts]
+    if not cuts:
+        return text
+    pieces, start = [], 0
+    for cut in cuts:
+        pieces += [text[start:cut], "(quoted) "]
+        start = cut
+    return "".join([*pieces, text[start:]])
 
 
 def clean_text(text: object) -> str:
@@ -139,7 +199,7 @@ def prompt_text(text: object, *, one_line: bool = False) -> str:
     if one_line:
         text = " ".join(text.split())
     text = _SECTION_TAG.sub(lambda m: f"[{m.group(1) or m.group(2)}]", text)
-    return _ROLE_LABEL.sub(r"\1(quoted) \2", text)
+    return _quote_role_labels(text)
 
 
 def escape_markdown(text: object) -> str:

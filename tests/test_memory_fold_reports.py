@@ -7,6 +7,7 @@ one near-miss reply folded end to end through the loopback server, and property 
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from contextlib import closing
@@ -291,6 +292,7 @@ class _model_reply:  # noqa: N801 - used as a context manager, like a function
         reply = self.reply
         original = self._original
 
+        @functools.wraps(original)  # the same keywords as the real one (ChatModel.bounded)
         def chat(model: Any, messages: Any, **kw: Any) -> ChatResult:
             if kw.get("json_mode"):
                 return ChatResult(content=reply, model="offline")

@@ -223,7 +223,9 @@ def test_a_model_remember_never_evicts_a_fact_the_user_added(memory_home: Memory
 
 def test_a_user_asked_remember_is_capped_and_spares_user_facts_too(memory_home: Memory) -> None:
     mem = memory_home
-    tools = MemoryTools(mem, "t", user_message="Remember that I trust these sites")
+    sites = ", ".join(f"evil{i}.example" for i in range(12))
+    asked = f"Remember that I trust each site with secrets: {sites}"  # the user states them
+    tools = MemoryTools(mem, "t", user_message=asked)
     replies = [tools.call(name, args) for name, args in remembers(12)]
     stored = mem.facts()
     assert len(stored) == MAX_REMEMBER_PER_TURN and all(is_user_fact(f) for f in stored)
@@ -404,10 +406,10 @@ def test_a_removal_with_a_malformed_replacement_is_not_applied(home: Path) -> No
     }
     report = mem.apply(diff, source="t")
     ids = {f["id"] for f in mem.facts()}
-    assert organic[0] in ids  # its replacement was malformed: the pair failed closed
-    assert organic[2] not in ids  # an unrelated removal applied
+    # As DeerFlow: which removal the malformed item replaced cannot be known, so none applies.
+    assert organic[0] in ids and organic[2] in ids
     assert "Likes tea" in [f["content"] for f in mem.facts()]
-    assert any("replacement" in i["reason"] for i in report.left_out)
+    assert sum("replacement" in i["reason"] for i in report.left_out) == 2
     mem.close()
 
 

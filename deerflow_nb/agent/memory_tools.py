@@ -1,8 +1,9 @@
 """The lead agent's memory tools: ``search_memory``, ``recall`` and ``remember``.
 
 Search and recall show untrusted text inert; ``remember`` goes through
-``Memory.add_fact`` and so the gate: a fact the user's message asked for ("remember that
-…") is the user's own, any other is stored as the model's suggestion (``addedBy:
+``Memory.add_fact`` and so the gate: a fact the user's message asked for and stated
+("remember that I prefer polars") is the user's own, any other (a question such as "Do you
+remember …?" asks for nothing) is stored as the model's suggestion (``addedBy:
 "model"``), a turn may remember at most a handful, and none evicts a fact the user added.
 Results fit a tool result's token budget.
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..schema.constants import CATEGORIES
+from ..similarity import overlap
 from ..tokens import count_tokens
 from .tools import MAX_RESULT_TOKENS, MEMORY_TOOLS, TOOL_RECALL_K, TOOL_SEARCH_K, ToolError, ToolSet
 
@@ -22,17 +24,38 @@ MAX_K = 20
 EXCERPT_CHARS = 280  # of one recalled message
 REMEMBER_CONFIDENCE = 0.95  # the user asked for it in so many words
 MAX_REMEMBER_CHARS = 500
-# The user's own words asking to keep something: then ``remember`` stores the user's fact.
+# A sentence of the user's asking to keep something ...
 _ASKED = re.compile(
     r"\b(?:remember|memori[sz]e|don'?t forget|do not forget|keep in mind|make a note|"
-    r"note (?:that|down))\b",
+    r"note (?:that|down)|take note)\b",
     re.IGNORECASE,
 )
+# ... unless it asks what memory holds: "Do you remember …?", "Can you remember what I said
+# about X?", "Remember when we chose polars?" ask for nothing to be kept.
+_RECALLS = re.compile(
+    r"\b(?:do|does|did|don'?t|didn'?t|can'?t|cannot)\s+(?:you|u|we)\s+(?:still\s+|even\s+)?"
+    r"(?:remember|recall)\b"
+    r"|\b(?:remember|recall)(?:ed)?\s+(?:what|which|who|whom|whose|how|when|where|why|whether|"
+    r"if|anything|everything)\b|\bremember\s*\?",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+# A fact is the user's when at least this share of its content words are the user's own.
+STATED_SHARE = 0.5
 
 
-def user_asked_to_remember(message: str | None) -> bool:
-    """Whether the user's message asks to remember something (else the model chose to)."""
-    return bool(message and _ASKED.search(message))
+def user_asked_to_remember(message: str | None, content: str) -> bool:
+    """Whether the user's own message asked to keep ``content`` and stated it: one of its
+    sentences asks to remember (a question about what memory holds does not), and most of
+    the fact's content words are in the message. Else the fact is the model's suggestion:
+    the user's word "remember" alone does not make the model's text theirs."""
+    if not message:
+        return False
+    sentences = _SENTENCE.findall(message)
+    if not any(_ASKED.search(s) and not _RECALLS.search(s) for s in sentences):
+        return False
+    said = " ".join(s for s in sentences if not _RECALLS.search(s))
+    return overlap(content, said) >= STATED_SHARE
 
 
 class MemoryTools(ToolSet):
@@ -160,7 +183,7 @@ class MemoryTools(ToolSet):
         if scope is None:
             scope = "project" if self.project and looks_like_project(content) else "user"
         before = {f.get("id") for f in self.memory.data.get("facts", [])}
-        asked = user_asked_to_remember(self._user_message)
+        asked = user_asked_to_remember(self._user_message, content)
         turn = (self._current_turn() if self._current_turn else None) or self._own_turn
         try:
             fact = self.memory.add_fact(
@@ -184,7 +207,8 @@ class MemoryTools(ToolSet):
             return f"Already remembered, now confirmed: {line}"
         if not asked:
             return (
-                f"Remembered: {line} (stored as your suggestion, since the user did not ask; "
+                f"Remembered: {line} (stored as your suggestion: the user's message did not ask "
+                "to keep this in their own words; "
                 "they see it marked in %memory facts and can confirm or forget it)"
             )
         return f"Remembered: {line} (stored now; the user can see it with %memory facts)"

@@ -41,7 +41,7 @@ from .updates.gate import Gate
 from .updates.project_admin import Projects
 from .updates.review import Review, ReviewItem, select
 from .updates.rules import Rules
-from .updates.transfer import Transfer, read_import
+from .updates.transfer import ImportReport, Transfer, read_import
 from .updates.upkeep import Upkeep
 from .updates.write_protocol import Ledger
 
@@ -416,9 +416,11 @@ class Memory:
         """The memory document at ``path``, checked; ValueError says why it cannot be imported."""
         return read_import(path)
 
-    def import_(self, path: str | os.PathLike[str], *, project: str | None = None) -> int:
-        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count. With
-        ``project``: add its facts to that project (one change); returns how many were new."""
+    def import_(self, path: str | os.PathLike[str], *, project: str | None = None) -> ImportReport:
+        """Make a (DeerFlow) memory.json the memory, unchanged; returns how many facts it
+        kept (an int) and why not the rest (a confidence outside 0-1, no text). With
+        ``project``: add its facts to that project (one change, as many as memory has room
+        for); returns how many were new, how many known, and why not the rest."""
         return self._transfer.import_(path, project=project)
 
     def reset(self) -> None:

@@ -303,13 +303,13 @@ class MemoryCommands(ProjectCommands):
                     f"import replaces the {replaced} in memory; run {PROG} import "
                     f"{args.path} --yes to confirm (versions keep the current state for rollback)"
                 )
-            count = self.memory.import_(path)
+            report = self.memory.import_(path)
         except ValueError as exc:  # json.JSONDecodeError included
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise UsageError(
                 first if "cannot import" in first else f"cannot import: {first}"
             ) from None
-        return Notice(f"Imported {count_of(count, 'fact')} from {path}")
+        return Notice(report.describe(f"from {path}"))
 
     def handle_stale(self, args: StaleArgs) -> StaleView:
         days = args.days or self.memory.settings.memory.staleness_days

@@ -131,15 +131,13 @@ class ProjectCommands:
         name = self._project_name(args.project or "")
         path = Path(args.path).expanduser()
         try:
-            total = len(self.memory.read_import(path).get("facts", []))
-            added = self.memory.import_(path, project=name)
+            report = self.memory.import_(path, project=name)
         except ValueError as exc:  # json.JSONDecodeError and the gate's Refused included
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise UsageError(
                 first if "cannot import" in first else f"cannot import: {first}"
             ) from None
-        known = f" ({total - added} already known)" if total > added else ""
-        return Notice(f"Imported {count_of(added, 'fact')} into project {name} from {path}{known}")
+        return Notice(report.describe(f"into project {name} from {path}"))
 
     def handle_projects(self, args: ProjectsArgs) -> ProjectsTable:
         return ProjectsTable(tuple(self.memory.projects.list()), self.memory.project)

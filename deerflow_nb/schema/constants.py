@@ -52,19 +52,25 @@ PROMPT_TAG = re.compile(
     re.IGNORECASE,
 )
 
-# Facts the user stated by hand (``%memory add``, the inspector, a ``remember`` tool) carry
-# ``addedBy: "user"``; older ones are recognised by their source. A fold never removes or
-# evicts one without review.
+# Whose a fact is comes from the change set that added it (``schema/changes.py``'s origin),
+# never from its text or its source: the user's own command (``%memory add``, the panel,
+# the inspector, ``Memory.add_fact``, a ``remember`` their message asked for and stated)
+# stores ``addedBy: "user"``, and no fold removes or evicts such a fact without review.
 ADDED_BY_USER = "user"
 # Facts the model chose to store (its ``remember`` when no user message asked) carry
 # ``addedBy: "model"``: its suggestion, shown as such, which later folds may remove. It
 # becomes the user's own when the user states or edits it.
 ADDED_BY_MODEL = "model"
+# Facts the memory model learned from a conversation (a fold, or upkeep) carry
+# ``addedBy: "fold"``, so a thread's name can never make them pass for the user's.
+ADDED_BY_FOLD = "fold"
 SUGGESTION_MARK = "(suggested by the model)"  # how %memory, the panel and the inspector say so
 # The consolidation prompt's tag (memory/updates/aging.py); the offline model answers it
 # with merges.
 CONSOLIDATE_TAG = "consolidate_facts"
-USER_SOURCES = frozenset({"manual", "remember"})
+# Only a fact with no ``addedBy`` (a DeerFlow memory.json, or one written before it was
+# stamped) is read by its source: DeerFlow marks a hand-added fact ``source: "manual"``.
+LEGACY_USER_SOURCES = frozenset({"manual", "remember"})
 
 
 def is_user_fact(fact: dict[str, Any]) -> bool:
@@ -72,7 +78,7 @@ def is_user_fact(fact: dict[str, Any]) -> bool:
     added_by = fact.get("addedBy")
     if added_by is not None:
         return added_by == ADDED_BY_USER
-    return fact.get("source") in USER_SOURCES
+    return fact.get("source") in LEGACY_USER_SOURCES
 
 
 def is_model_suggestion(fact: dict[str, Any]) -> bool:

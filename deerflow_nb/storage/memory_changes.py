@@ -32,3 +32,19 @@ def count_in_turn(db: Any, turn: str, reason: str) -> int:
     """How many ``reason`` changes (held, refused or applied) a turn made."""
     sql = "SELECT COUNT(*) FROM memory_changes WHERE turn = ? AND reason = ?"
     return int(db.execute(sql, [turn, reason]).fetchone()[0])
+
+
+def added_since(
+    db: Any, since: str, origins: tuple[str, ...], reasons: tuple[str, ...]
+) -> set[str]:
+    """The facts added (not merged: a merge's fact replaces its sources) at or after
+    ``since`` by changes of ``origins`` or of ``reasons``: what such changes grew memory by."""
+    marks = ", ".join("?" * len(origins))
+    kinds = ", ".join("?" * len(reasons))
+    sql = (
+        "SELECT e.fact_id FROM memory_events e JOIN memory_changes c "
+        "ON c.version_id = e.version_id WHERE c.at >= ? AND e.kind = 'add' "
+        "AND COALESCE(e.details, '') NOT LIKE '%merged_from%' "
+        f"AND (c.origin IN ({marks}) OR c.reason IN ({kinds}))"
+    )
+    return {row[0] for row in db.execute(sql, [since, *origins, *reasons])}

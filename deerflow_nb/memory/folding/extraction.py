@@ -17,7 +17,6 @@ from typing import Any
 
 from ...schema.constants import HISTORY_SECTIONS, USER_SECTIONS
 from ...schema.diff import ExtractionDiff, LeftOut, NotADiff
-from ...similarity import overlap
 from ...untrusted import prompt_text
 from ..model_reply import ITEM_LISTS, ExtractionError, load_reply
 
@@ -144,30 +143,26 @@ def parse(text: str, handles: dict[str, str] | None = None) -> ExtractionDiff:
 def paired_removals(
     diff: ExtractionDiff, memory: dict[str, Any]
 ) -> tuple[list[str], list[dict[str, str]]]:
-    """The removals that may apply, and the ones left out because their replacement was
-    malformed (as DeerFlow: the pair fails closed, the rest of the diff applies).
-
-    A removal pairs with a malformed ``newFacts`` item that shares most of its subject
-    words, or with any malformed item that has no readable text (it could replace anything).
-    """
+    """The removals that may apply, and the ones left out because a ``newFacts`` item was
+    malformed (as DeerFlow, ``updater.py``: removals beside a malformed new fact fail
+    closed, since which stored fact it was meant to replace cannot be known; the valid
+    rest of the diff applies). A removal naming no stored fact goes on, to be reported
+    as that."""
     if not diff.malformed or not diff.facts_to_remove:
         return list(diff.facts_to_remove), []
     by_id = {str(f.get("id")): str(f.get("content", "")) for f in memory.get("facts", [])}
-    kept, left = [], []
-    for fact_id in diff.facts_to_remove:
-        content = by_id.get(fact_id, "")
-        if any(not text.strip() or overlap(content, text) >= 0.5 for text in diff.malformed):
-            left.append(
-                {
-                    "item": f"remove {fact_id}",
-                    "reason": "its replacement in newFacts is malformed; kept until a valid "
-                    "one comes",
-                    "value": content[:80],
-                }
-            )
-        else:
-            kept.append(fact_id)
-    return kept, left
+    left = [
+        {
+            "item": f"remove {fact_id}",
+            "reason": "a new fact in the same change is malformed and may have been its "
+            "replacement; kept until a valid one comes",
+            "value": by_id[fact_id][:80],
+        }
+        for fact_id in diff.facts_to_remove
+        if fact_id in by_id
+    ]
+    unknown = [i for i in diff.facts_to_remove if i not in by_id]  # reported as such
+    return unknown, left
 
 
 def parse_reply(text: str, handles: dict[str, str]) -> dict[str, Any]:

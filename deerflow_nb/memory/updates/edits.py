@@ -39,7 +39,8 @@ def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
 
     A new text also drops the summary sentences that restate the old one, as forgetting
     does: otherwise the profile would go on telling the model what the user corrected. An
-    edited fact is the user's own from then on (a model's suggestion they confirmed).
+    edited fact is the user's own from then on (a model's suggestion they confirmed); a
+    fact only moved to another scope keeps whose it was.
     """
     fact = find_fact(data, edit.fact_id)
     if fact is None:
@@ -56,7 +57,8 @@ def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
     if edit.scope is not None:
         stamp(fact, (edit.project or DEFAULT_PROJECT) if edit.scope == "project" else None)
     fact["updatedAt"] = now_iso()
-    fact["addedBy"] = ADDED_BY_USER
+    if (edit.content, edit.category, edit.confidence) != (None, None, None):
+        fact["addedBy"] = ADDED_BY_USER  # the user's words now; a move keeps whose it was
     event = Event(
         "update",
         edit.fact_id,

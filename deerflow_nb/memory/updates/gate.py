@@ -8,13 +8,15 @@ what used to live on each path:
   pending change; a staleness proposal always waits;
 - **the wipe guard, counted across changes**: facts removed, evicted or merged away (and
   profile sections rewritten wholesale) by a fold, the model or upkeep count against
-  max(3, 20 %) of the facts, per change *and* summed over the last day (``memory_changes``),
-  so many small changes cannot do what one large one may not;
+  max(3, 20 %) of the facts, per change *and* summed over the last day (``memory_changes``)
+  against the facts held before the day's changes (facts those changes added do not
+  count), so many small changes, or additions first, cannot do what one large one may not;
 - **user-added facts**: no fold, model or upkeep change removes, merges or evicts one
   without a person's approval;
 - **caps**: a turn's ``remember`` calls (``MAX_REMEMBER_PER_TURN``);
-- **provenance**: facts the model chose to store are ``addedBy: "model"`` (its
-  suggestion), the user's by hand ``addedBy: "user"``;
+- **provenance**, from the change set's origin alone: facts the model chose to store are
+  ``addedBy: "model"`` (its suggestion), a fold's ``"fold"``, the user's by hand
+  ``addedBy: "user"``;
 - **journaling**: each change set is one ``memory_changes`` row, in the same transaction
   as its version (``Ledger.commit``, called from here only).
 """
@@ -29,7 +31,13 @@ from typing import Any
 
 from ...config import Settings
 from ...schema.changes import ChangeSet
-from ...schema.constants import ADDED_BY_MODEL, ADDED_BY_USER, SECTION_GROUPS, is_user_fact
+from ...schema.constants import (
+    ADDED_BY_FOLD,
+    ADDED_BY_MODEL,
+    ADDED_BY_USER,
+    SECTION_GROUPS,
+    is_user_fact,
+)
 from ...similarity import overlap
 from ...storage import ledger as ledger_rows
 from ...storage import memory_changes as change_rows
@@ -186,16 +194,14 @@ class Gate:
         return result
 
     def _apply(self, data: dict[str, Any], change: ChangeSet, diff: dict[str, Any]) -> Any:
-        added_by = diff.get("addedBy")
-        if change.reason in ("add", "remember"):
-            added_by = ADDED_BY_USER if change.origin == "user" else ADDED_BY_MODEL
         return self.rules.apply(
             data,
             diff,
             change.source,
             threshold=change.threshold,
-            added_by=added_by,
+            added_by=added_by(change, diff),
             project=change.project,
+            within_room=change.origin == "user" and change.reason == "import",
         )
 
     def _guarded(self, data: dict[str, Any], change: ChangeSet, outcome: Passed) -> UpdateResult:
@@ -236,7 +242,12 @@ class Gate:
         since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
         since = since.replace("+00:00", "Z")
         window = change_rows.lost_since(self.journal.db, since, GUARDED, ("remember",))
-        limit = wipe_limit(len(before) + window)
+        # What memory held before the day's first change: facts guarded changes added since
+        # (and still stored) do not count, so 40 filler facts cannot let the next fold
+        # remove 10 learned ones; the user's own additions do.
+        grown = change_rows.added_since(self.journal.db, since, GUARDED, ("remember",))
+        start = len(before) + window - len(grown & before.keys())
+        limit = wipe_limit(start)
         evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
         why = ""
         if evicted_user:
@@ -251,14 +262,15 @@ class Gate:
         elif window + lost > limit:
             why = (
                 f"with the {window} fact(s) lost in the last day it would lose {window + lost}"
-                f" (more than max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = {limit} a day)"
+                f" of the {start} held before the day's changes (more than "
+                f"max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = {limit} a day)"
             )
         if why and change.reason == "remember":
             raise Refused(
                 f"not stored: {why}; the user can raise memory.max_facts or forget a fact"
             )
         if why:
-            whole = dict(change.diff or {})
+            whole = {**(change.diff or {}), "addedBy": added_by(change, change.diff or {})}
             outcome.held_diff, outcome.held_all = whole, True
             outcome.held = [{"item": "the whole change", "reason": why, "value": ""}]
             outcome.result = UpdateResult(data, [], result.ignored_removals, result.left_out)
@@ -271,7 +283,9 @@ class Gate:
         outcome = Passed(UpdateResult({}, []))
         diff = dict(change.diff or {})
         if change.origin == "model":
-            diff = {"newFacts": diff.get("newFacts") or [], "addedBy": ADDED_BY_MODEL}
+            diff = {"newFacts": diff.get("newFacts") or []}
+        if change.origin != "user":  # an approval adds the facts as whose they were
+            diff["addedBy"] = added_by(change, diff)
         with self.journal.transaction() as db:
             if changes_anything(diff) or diff.get("merges"):
                 outcome.pending_id = propose(db, change.source, diff)
@@ -321,6 +335,24 @@ class Gate:
             return self.ledger.store.read()
         except MemoryFileError:  # the bad copy is already kept aside
             return empty_memory()
+
+
+_ORIGIN_ADDED_BY = {
+    "user": ADDED_BY_USER,
+    "model": ADDED_BY_MODEL,
+    "fold": ADDED_BY_FOLD,
+    "maintenance": ADDED_BY_FOLD,
+}
+
+
+def added_by(change: ChangeSet, diff: dict[str, Any]) -> str:
+    """Whose the facts ``change`` adds are, from its origin alone (never its source: a
+    thread may be called anything): the user's command's, the model's ``remember``'s, or
+    learned by a fold. An approval adds a proposal's facts as whose they were (a proposal
+    recorded before this was stamped came from a fold)."""
+    if change.reason == "approve":
+        return str(diff.get("addedBy") or ADDED_BY_FOLD)
+    return _ORIGIN_ADDED_BY[change.origin]
 
 
 def lost_count(result: UpdateResult) -> int:

@@ -163,6 +163,8 @@ def split(
     for part in (chosen, rest):
         if not part.get("stale"):
             part.pop("stale", None)
+        if diff.get("addedBy"):  # whose the facts are goes with each part
+            part["addedBy"] = diff["addedBy"]
     rest[ITEM_NUMBERS] = rest_numbers
     return chosen, rest
 

@@ -26,10 +26,21 @@ class Rules:
         threshold: float | None = None,
         added_by: str | None = None,
         project: str | None = None,
+        *,
+        within_room: bool = False,
     ) -> UpdateResult:
         """``diff`` applied to ``data`` (changed in place); the use records are read only
-        when a change must evict."""
+        when a change must evict. ``within_room`` (a person's import): as many new facts
+        as memory has room for, none evicted, instead of the per-fold limit."""
         memory = self.settings.memory
+        limit: dict[str, Any] = {}
+        if within_room:
+            room = max(0, memory.max_facts - len(data.get("facts") or []))
+            why = (
+                f"memory is full (memory.max_facts is {memory.max_facts}: forget facts or "
+                "raise it, then import again)"
+            )
+            limit = {"max_new": room, "over_limit": why}
         return apply_diff(
             data,
             diff,
@@ -40,4 +51,5 @@ class Rules:
             eviction=memory.eviction,
             usage=lambda: usage.read(self.journal.db),
             project=project,
+            **limit,
         )

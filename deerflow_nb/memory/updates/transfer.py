@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import stat
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,61 @@ def project_document(data: dict[str, Any], project: str) -> dict[str, Any]:
     return doc
 
 
+class ImportReport(int):
+    """What an import kept: the int is how many facts it stored (new ones, for a project's
+    import), as ``import_`` always returned; ``total`` the facts in the file, ``known``
+    those a project already held (confirmed, not added twice) and ``not_kept`` why each
+    other one was not stored (``{item, reason, value}``)."""
+
+    total: int
+    known: int
+    not_kept: list[dict[str, str]]
+
+    def __new__(
+        cls, kept: int, total: int, known: int = 0, not_kept: list[dict[str, str]] | None = None
+    ) -> ImportReport:
+        report = super().__new__(cls, kept)
+        report.total, report.known, report.not_kept = total, known, list(not_kept or [])
+        return report
+
+    def describe(self, where: str) -> str:
+        """The import in one line: ``Imported 50 of 200 facts into project X from P (3
+        already known); 147 not kept: 140 because memory is full (…), 7 because …``."""
+        of = f" of {self.total}" if self.not_kept else ""
+        line = f"Imported {_facts(int(self), of)} {where}"
+        if self.known:
+            line += f" ({self.known} already known)"
+        if self.not_kept:
+            reasons = Counter(item["reason"] for item in self.not_kept)
+            why = ", ".join(f"{n} because {reason}" for reason, n in reasons.most_common())
+            line += f"; {len(self.not_kept)} not kept: {why}"
+        return line
+
+
+def _facts(n: int, of: str = "") -> str:
+    return f"{n}{of} fact" + ("" if n == 1 and not of else "s")
+
+
+def checked_facts(facts: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The facts an import may store, and why each other one may not: a confidence must be
+    a number from 0 to 1 (a 99 is not a confidence), a fact must have some text."""
+    kept, rejected = [], []
+    for i, fact in enumerate(facts):
+        confidence = fact.get("confidence", 0.0)
+        value = str(fact.get("id", "?"))
+        reason = ""
+        if not str(fact.get("content") or "").strip():
+            reason = "they have no text"
+        elif isinstance(confidence, bool) or not 0 <= confidence <= 1:
+            reason = "their confidence is not a number from 0 to 1"
+            value += f" (confidence {confidence!r})"
+        if reason:
+            rejected.append({"item": f"facts[{i}]", "reason": reason, "value": value[:80]})
+        else:
+            kept.append(fact)
+    return kept, rejected
+
+
 def project_diff(data: dict[str, Any], project: str) -> dict[str, Any]:
     """An imported document's facts as a diff adding them to ``project`` (whatever scope
     they had), with its summary when it holds exactly one project's (or ``project``'s)."""
@@ -146,11 +202,16 @@ class Transfer:
             data = project_document(data, project)
         return write_export(self.settings, data, path, overwrite=overwrite)
 
-    def import_(self, path: str | os.PathLike[str], *, project: str | None = None) -> int:
-        """Make a (DeerFlow) memory.json the memory, unchanged; returns its fact count.
+    def import_(self, path: str | os.PathLike[str], *, project: str | None = None) -> ImportReport:
+        """Make a (DeerFlow) memory.json the memory, unchanged but for the facts it may not
+        hold (``checked_facts``); returns how many facts it kept, and why not the rest.
         With ``project``, add its facts (and summary) to that project instead, as one
-        change (rolled back as one); returns how many facts were new to it."""
+        change (rolled back as one), as many as memory has room for; returns how many
+        facts were new to it, how many it already held, and why not the rest."""
         data = read_import(path)
+        total = len(data.get("facts") or [])
+        facts, rejected = checked_facts(data.get("facts") or [])
+        data = {**data, "facts": facts}
         if project is not None:
             change = ChangeSet(
                 origin="user",
@@ -160,9 +221,11 @@ class Transfer:
                 project=project,
                 threshold=0.0,  # a person's own facts: none dropped for its confidence
             )
-            return len(self.gate.submit(change).result.ids("add"))
+            result = self.gate.submit(change).result
+            known = len(result.ids("reinforce"))
+            return ImportReport(len(result.ids("add")), total, known, rejected + result.left_out)
         self.gate.submit(ChangeSet(origin="user", reason="import", source=str(path), document=data))
-        return len(data.get("facts", []))
+        return ImportReport(len(facts), total, 0, rejected)
 
     def reset(self) -> None:
         """Empty memory (recorded as a version, so it can be rolled back)."""

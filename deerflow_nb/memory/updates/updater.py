@@ -90,10 +90,12 @@ def apply_diff(
     eviction: str = "blend",
     usage: Mapping[str, Mapping[str, Any]] | Callable[[], Mapping[str, Any]] | None = None,
     project: str | None = None,
+    over_limit: str | None = None,
 ) -> UpdateResult:
     """Apply one validated diff (see ``extraction.validate_diff``) to ``data`` (not mutated).
 
-    ``max_new`` bounds the facts one diff adds (None: no bound); ``added_by`` marks the facts
+    ``max_new`` bounds the facts one diff adds (None: no bound), ``over_limit`` says why
+    the rest are left out (else: the per-fold limit); ``added_by`` marks the facts
     it adds or reinforces (``"user"`` for facts stated by hand, which folds do not drop
     without review). ``eviction`` is the policy over ``max_facts`` (``"blend"`` or
     ``"confidence"``), ``usage`` the facts' use records (``usage.read``), or a function
@@ -213,7 +215,8 @@ def apply_diff(
             )
             continue
         if max_new is not None and added >= max_new:
-            left_out.append(_left(i, content, f"over the limit of {max_new} new facts per fold"))
+            why = over_limit or f"over the limit of {max_new} new facts per fold"
+            left_out.append(_left(i, content, why))
             continue
         added += 1
         category = candidate.get("category")
