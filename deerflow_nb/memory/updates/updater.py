@@ -270,7 +270,8 @@ def _apply_merge(
     highest source's, and a merge below ``threshold`` refused.
 
     The merged fact keeps the earliest ``createdAt``, the latest ``updatedAt``, the summed
-    confirmations, and ``addedBy: "user"`` when any source had it. Its ``add`` event names
+    confirmations, ``addedBy: "user"`` when any source had it, and the sources' fields
+    deerflow_nb does not know (the first source's value first). Its ``add`` event names
     the sources (``merged_from``); each source's ``remove`` event names it (``merged_into``).
     """
     if not isinstance(merge, dict):
@@ -297,16 +298,17 @@ def _apply_merge(
     category = merge.get("category")
     created = min(str(f.get("createdAt") or now) for f in sources)
     updated = max(str(f.get("updatedAt") or f.get("createdAt") or now) for f in sources)
-    fact = {
-        "id": id_factory(taken),
-        "content": content,
-        "category": category if category in CATEGORIES else sources[0].get("category", "context"),
-        "confidence": confidence,
-        "createdAt": created,
-        "source": "consolidate",
-        "updatedAt": updated,
-        "confirmations": sum(int(f.get("confirmations", 1)) for f in sources),
-    }
+    fact = {k: v for f in reversed(sources) for k, v in f.items() if k != "addedBy"}
+    fact.update(
+        id=id_factory(taken),
+        content=content,
+        category=category if category in CATEGORIES else sources[0].get("category", "context"),
+        confidence=confidence,
+        createdAt=created,
+        source="consolidate",
+        updatedAt=updated,
+        confirmations=sum(int(f.get("confirmations", 1)) for f in sources),
+    )
     if any(is_user_fact(f) for f in sources):
         fact["addedBy"] = "user"
     stamp(fact, owners.pop())
