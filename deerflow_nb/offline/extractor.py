@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..schema.constants import CONSOLIDATE_TAG, HISTORY_SECTIONS, USER_SECTIONS
+from ..schema.sections import compose, section_of
 from ..similarity import overlap, signature
 from .consolidation import offline_merges
 
@@ -155,14 +156,6 @@ _RULES: list[tuple[re.Pattern[str], str, float, str]] = [
         "Wants to {x}",
     ),
 ]
-_SECTION_OF = {
-    "context": "workContext",
-    "knowledge": "workContext",
-    "preference": "personalContext",
-    "behavior": "personalContext",
-    "goal": "topOfMind",
-    "correction": "topOfMind",
-}
 
 
 # One-time and task-only markers (the scope gate). Matched on the lower-cased statement.
@@ -217,7 +210,7 @@ def extract_diff(messages: list[dict[str, Any]]) -> dict[str, Any]:
         before = re.search(r"^projectContext: (.*)$", current, re.MULTILINE)
         sentences = _SENTENCE.split(before.group(1)) if before else []
         lines = list(dict.fromkeys(s.strip() for s in [*sentences, *said] if s.strip()))
-        diff["projectContext"] = {"summary": " ".join(lines[-5:]), "shouldUpdate": True}
+        diff["projectContext"] = {"summary": compose(lines), "shouldUpdate": True}
     return diff
 
 
@@ -474,12 +467,11 @@ def _diff(
         if fact.confidence >= 0.7 and durable and mine and sig not in stored_sigs:
             kept.append((fact.content, fact.category, fact.confidence))
             stored.append(new_facts[-1])
-    touched = {_SECTION_OF[f["category"]] for f in stored if f["confidence"] >= 0.7}
-    touched |= {_SECTION_OF.get(existing[h][1], "workContext") for h in removed}
+    touched = {section_of(f["category"]) for f in stored if f["confidence"] >= 0.7}
+    touched |= {section_of(existing[h][1]) for h in removed}
     user = {}
     for section in USER_SECTIONS:
-        lines = [c for c, cat, _ in kept if _SECTION_OF.get(cat, "workContext") == section]
-        summary = ". ".join(lines[-5:]) + "." if lines else ""
+        summary = compose([c for c, cat, _ in kept if section_of(cat) == section])
         user[section] = {"summary": summary, "shouldUpdate": section in touched and bool(summary)}
     history = {name: {"summary": "", "shouldUpdate": False} for name in HISTORY_SECTIONS}
     return {"user": user, "history": history, "newFacts": new_facts, "factsToRemove": removed}

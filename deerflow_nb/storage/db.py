@@ -202,40 +202,112 @@ def transaction(db: sqlite_utils.Database, path: Path) -> Iterator[sqlite_utils.
         raise write_error(path, exc) from None
 
 
+class _ReadConnection(sqlite3.Connection):
+    """A reader's connection: a read needing a table or column this journal does not have
+    yet (it is from an older version) raises the one-line ``HomeError`` naming `deerflow-nb
+    migrate` where the read is made, whatever the caller catches around it."""
+
+    journal = Path()
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            if "no such" not in str(exc):
+                raise
+            raise HomeError(
+                f"{self.journal} is from an older deerflow_nb ({exc}): run `deerflow-nb "
+                "migrate` (or open it with a writer, such as `%load_ext deerflow_nb`), then "
+                "read again"
+            ) from None
+
+
 @contextmanager
 def open_read_only(path: Path) -> Iterator[sqlite_utils.Database | None]:
-    """journal.db opened read-only — never created, migrated or written, no side file made —
-    for readers such as the inspector; None when it does not exist yet, ``HomeError`` when
-    damaged, or when a read needs a table or column only a newer version's writer adds.
+    """journal.db opened read-only — never created, migrated or written, no file of the
+    home touched — for readers such as the inspector; None when it does not exist yet,
+    ``HomeError`` when damaged, or when a read needs a table or column only a newer
+    version's writer adds (``_ReadConnection``).
 
-    A journal with no ``-wal`` beside it has no connection open anywhere (the last one to
-    close checkpoints and deletes it), so it is read as ``immutable``: SQLite then makes no
-    ``-wal``/``-shm`` of its own, which ``mode=ro`` alone would, and it reads on a read-only
-    disk too. With a ``-wal`` a writer may be live: ``mode=ro`` reads beside it through the
-    writer's own ``-wal``/``-shm`` (SQLite's read marks live in that shared index).
+    Which way depends on the ``-wal`` beside it:
+
+    - none: no connection is open anywhere (the last one to close checkpoints and deletes
+      it), so the file is read as ``immutable``: SQLite makes no ``-wal``/``-shm`` of its
+      own, which ``mode=ro`` alone would, and it reads on a read-only disk too;
+    - one a live writer holds (``writer_is_live``): ``mode=ro`` reads beside it through the
+      writer's own ``-wal``/``-shm`` (SQLite's read marks live in that shared index);
+    - one a writer killed mid-run left: its commits are in the ``-wal``, which ``immutable``
+      would ignore and ``mode=ro`` would recover through the ``-shm``, writing it; so
+      journal.db and its ``-wal`` are copied to a private temporary folder and read there.
     """
     import sqlite_utils
 
     if not path.exists():
         yield None
         return
-    live = path.with_name(path.name + "-wal").exists()
-    uri = f"{path.resolve().as_uri()}?{'mode=ro' if live else 'mode=ro&immutable=1'}"
-    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, check_same_thread=False)
-    try:
+    wal = path.with_name(path.name + "-wal")
+    with contextlib.ExitStack() as stack:
+        if not wal.exists():
+            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+        elif writer_is_live(path):
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+        else:
+            uri = f"{stack.enter_context(_private_copy(path)).as_uri()}?mode=ro"
+        conn = sqlite3.connect(
+            uri, uri=True, timeout=BUSY_SECONDS, check_same_thread=False, factory=_ReadConnection
+        )
+        stack.callback(conn.close)
+        conn.journal = path
         with reading(path):
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        try:
-            yield sqlite_utils.Database(conn)
-        except sqlite3.OperationalError as exc:
-            if "no such" not in str(exc):
-                raise
-            raise HomeError(
-                f"{path} is from an older deerflow_nb ({exc}): run `deerflow-nb migrate` "
-                "(or open it with a writer, such as `%load_ext deerflow_nb`), then read again"
-            ) from None
+        yield sqlite_utils.Database(conn)
+
+
+def memory_copy(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """An in-memory copy of ``conn``'s database (SQLite's backup), for a reader whose search
+    must write (an index caught up) where the file never sees it; a reader's copy says an
+    older journal's missing table or column in the same one line (``_ReadConnection``)."""
+    reader = isinstance(conn, _ReadConnection)
+    factory = _ReadConnection if reader else sqlite3.Connection
+    copy = sqlite3.connect(":memory:", check_same_thread=False, factory=factory)
+    if isinstance(copy, _ReadConnection) and reader:
+        copy.journal = conn.journal
+    conn.backup(copy)
+    return copy
+
+
+def writer_is_live(path: Path) -> bool:
+    """Whether a connection anywhere on this machine has journal ``path`` open: each holds
+    a lock on its ``-shm`` while open (read from ``/proc/locks``, without opening the file:
+    closing a descriptor would drop this process's own SQLite locks on it). Where the
+    kernel does not list locks, a writer is assumed live."""
+    try:
+        info = path.with_name(path.name + "-shm").stat()
+        locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except FileNotFoundError:
+        return not Path("/proc/locks").exists()
+    except OSError:
+        return True
+    held = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino} "
+    return held in locks
+
+
+@contextmanager
+def _private_copy(path: Path) -> Iterator[Path]:
+    """journal.db and its ``-wal`` copied to a new temporary folder (removed afterwards);
+    the copy's path."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="deerflow-read-"))
+    try:
+        copy = folder / path.name
+        shutil.copyfile(path, copy)
+        with contextlib.suppress(FileNotFoundError):  # a writer closed meanwhile
+            shutil.copyfile(path.with_name(path.name + "-wal"), folder / (path.name + "-wal"))
+        yield copy
     finally:
-        conn.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def has_table(db: Connection, name: str) -> bool:

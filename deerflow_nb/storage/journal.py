@@ -24,6 +24,7 @@ from .db import (
     connect,
     dict_rows,
     has_table,
+    memory_copy,
     new_id,
     now_iso,
     owner_is_live,
@@ -435,9 +436,7 @@ class JournalCopy(Journal):
         self.path = Path(path)
         self._copied = copy
         if copy:
-            conn = sqlite3.connect(":memory:", check_same_thread=False)
-            source.conn.backup(conn)
-            source = sqlite_utils.Database(conn)
+            source = sqlite_utils.Database(memory_copy(source.conn))
         self._source = source
 
     @property

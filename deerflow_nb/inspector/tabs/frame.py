@@ -6,6 +6,7 @@ one reading of the home.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,35 +93,50 @@ def render(home: Path) -> None:
         try:
             reader = stack.enter_context(data.open_home(home))
         except data.HomeError as exc:  # a damaged journal: memory.json's pages still work
-            st.error(f"**journal.db cannot be read.** {md(exc)}", icon=":material/healing:")
+            unreadable(exc)
             reader = stack.enter_context(data.open_home(home, journal=False))
         memory: dict[str, Any] | None = None
         try:
             memory = data.load_memory(reader)
         except data.MemoryFileError as exc:
             corrupted_state(home, exc)
-        info = data.status(home, reader)
-        folds = data.fold_reports(reader)
-        pending = data.pending_changes(reader)
+        try:
+            info, folds, pending = journal_state(home, reader)
+        except data.HomeError as exc:  # an older journal: migrate it; memory.json still shows
+            unreadable(exc)
+            reader = stack.enter_context(data.open_home(home, journal=False))
+            info, folds, pending = journal_state(home, reader)
         summary_strip(memory, info, folds, pending)
         # Keyed and tracked: the tab in use stays selected across the reruns a click
         # causes (an untracked st.tabs goes back to the first tab when the page above it
         # changes, e.g. when a flash message appears after Approve).
         tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun")
-        with tabs[0]:
-            facts_page(home, memory)
-        with tabs[1]:
-            pending_page(home, reader, pending)
-        with tabs[2]:
-            history_page(reader)
-        with tabs[3]:
-            injection_page(home, memory)
-        with tabs[4]:
-            threads_page(home, reader)
-        with tabs[5]:
-            versions_page(home, reader)
-        with tabs[6]:
-            status_page(info, folds)
+        pages: tuple[tuple[Callable[..., None], tuple[Any, ...]], ...] = (
+            (facts_page, (home, memory)),
+            (pending_page, (home, reader, pending)),
+            (history_page, (reader,)),
+            (injection_page, (home, memory)),
+            (threads_page, (home, reader)),
+            (versions_page, (home, reader)),
+            (status_page, (info, folds)),
+        )
+        for tab, (page, args) in zip(tabs, pages, strict=True):
+            with tab:
+                try:
+                    page(*args)
+                except data.HomeError as exc:  # a read this older journal cannot answer
+                    unreadable(exc)
+
+
+def journal_state(home: Path, reader: data.MemoryReader) -> tuple[dict, dict, list]:
+    """The status, the fold reports and the pending changes: what the strip and tabs share."""
+    return data.status(home, reader), data.fold_reports(reader), data.pending_changes(reader)
+
+
+def unreadable(exc: Exception) -> None:
+    """journal.db cannot be read (damaged, or older than a read needs): the one line that
+    says why and what to do."""
+    st.error(f"**journal.db cannot be read.** {md(exc)}", icon=":material/healing:")
 
 
 def summary_strip(

@@ -12,7 +12,8 @@ from ...schema.constants import ADDED_BY_USER, CATEGORIES
 from ...storage.db import now_iso
 from ..scopes import stamp
 from .events import Event
-from .updater import UpdateResult, sanitize_text, scrub_summaries
+from .summaries import refresh_summaries
+from .updater import UpdateResult, sanitize_text
 
 if TYPE_CHECKING:
     from ...schema.changes import ChangeDoor as Gate
@@ -37,14 +38,16 @@ def _check(category: str | None, confidence: float | None) -> None:
 def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
     """``edit`` applied to ``data`` (changed in place); KeyError if the fact is gone.
 
-    A new text also drops the summary sentences that restate the old one, as forgetting
-    does: otherwise the profile would go on telling the model what the user corrected. An
-    edited fact is the user's own from then on (a model's suggestion they confirmed); a
-    fact only moved to another scope keeps whose it was.
+    The summaries follow in the same change (``summaries.py``), as forgetting does: a new
+    text, category or scope leaves the summaries that held the old one, otherwise the profile
+    would go on telling the model what the user corrected or moved. An edited fact is the
+    user's own from then on (a model's suggestion they confirmed); a fact only moved to
+    another scope keeps whose it was.
     """
     fact = find_fact(data, edit.fact_id)
     if fact is None:
         raise KeyError(edit.fact_id)
+    before = [dict(f) for f in data.get("facts", [])]
     old_content, old_conf = fact["content"], fact.get("confidence")
     old_category = fact.get("category")
     if edit.content is not None:
@@ -71,9 +74,7 @@ def apply_edit(data: dict[str, Any], edit: FactEdit) -> UpdateResult:
     )
     if edit.scope is not None:
         event.details.update(project=fact_project(fact), old_project=old_project)
-    events = [event]
-    if edit.content is not None and edit.content != old_content:
-        events += scrub_summaries(data, [old_content], skip=set(), now=fact["updatedAt"])
+    events = [event, *refresh_summaries(before, data, written=set(), now=fact["updatedAt"])]
     return UpdateResult(data, events)
 
 

@@ -10,7 +10,8 @@ events, and eviction over ``max_facts`` follows ``memory.eviction``: the blend o
 confidence, confirmation freshness and use (``aging.py``; corrections last), or DeerFlow's
 lowest confidence first (oldest first among equals). What a diff
 proposed but the rules did not take (below the confidence threshold, over the per-fold
-limit of new facts) is listed in ``left_out`` with the reason.
+limit of new facts) is listed in ``left_out`` with the reason. Last, the summaries are
+brought in line with the facts the diff left (``summaries.py``).
 
 ``wipe_limit(n)`` = max(3, 20 % of the n facts stored) is the wipe guard's bound, which
 ``gate.py`` applies per change and over a day of changes.
@@ -19,7 +20,6 @@ limit of new facts) is listed in ``left_out`` with the reason.
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +27,7 @@ from typing import Any
 
 from ...projects import fact_project
 from ...schema.constants import ADDED_BY_USER, is_user_fact
+from ...schema.sections import MAX_SUMMARY_CHARS
 from ...similarity import normalize_text, signature
 from ...storage.db import now_iso
 from ..scopes import PROJECTS_KEY, candidate_owner, evictable, stamp
@@ -34,11 +35,11 @@ from ..store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, nor
 from .aging import MAX_MERGE_SOURCES, eviction_order
 from .events import Event
 from .scope_changes import apply_scope_changes
+from .summaries import refresh_summaries
 
 log = logging.getLogger(__name__)
 
 MAX_FACT_CHARS = 500
-MAX_SUMMARY_CHARS = 4000
 REINFORCE_BUMP = 0.02
 REINFORCE_CAP = 0.99
 # One fold adds at most this many facts; the rest are left out with a reason.
@@ -47,7 +48,6 @@ MAX_NEW_FACTS_PER_FOLD = 50
 # before it is held for review instead of applied.
 WIPE_MIN_FACTS = 3
 WIPE_SHARE = 0.20
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass
@@ -112,7 +112,6 @@ def apply_diff(
     now = now or now_iso()
     out = normalized(data)
     events: list[Event] = []
-    rewritten: set[tuple[str, str]] = set()  # sections this diff sets itself
 
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
         for name in names:
@@ -120,8 +119,7 @@ def apply_diff(
             summary = sanitize_text(update.get("summary") or "", MAX_SUMMARY_CHARS)
             old = out[group][name].get("summary", "")
             if update.get("shouldUpdate") and summary and summary != old:
-                rewritten.add((group, name))
-                out[group][name] = {"summary": summary, "updatedAt": now}
+                out[group][name] = {**out[group][name], "summary": summary, "updatedAt": now}
                 events.append(
                     Event(
                         "section", section=f"{group}.{name}", old_content=old, new_content=summary
@@ -143,18 +141,16 @@ def apply_diff(
             for s in diff.get("stale") or []
             if isinstance(s, dict)
         }
-        kept, gone = [], []
+        kept = []
         for fact in out["facts"]:
             if fact.get("id") in to_remove:
                 event = _fact_event("remove", fact)
                 if fact.get("id") in why:
                     event.details["reason"] = f"stale: {why[fact.get('id')]}"
                 events.append(event)
-                gone.append(fact["content"])
             else:
                 kept.append(fact)
         out["facts"] = kept
-        events += scrub_summaries(out, gone, skip=rewritten, now=now)
 
     left_out: list[dict[str, str]] = []
     taken = {f.get("id") for f in out["facts"]}
@@ -252,6 +248,11 @@ def apply_diff(
         drop = {places[pick.index] for pick in chosen}
         out["facts"] = [f for i, f in enumerate(out["facts"]) if i not in drop]
 
+    written = {e.section for e in events if e.kind == "section" and e.section}
+    proposed = [str(f.get("content", "")) for f in diff.get("newFacts") or [] if f]
+    events += refresh_summaries(
+        data.get("facts") or [], out, written=written, proposed=proposed, now=now
+    )
     if events:
         out["lastUpdated"] = now
     return UpdateResult(out, events, ignored, left_out)
@@ -272,7 +273,8 @@ def _apply_merge(
     highest source's, and a merge below ``threshold`` refused.
 
     The merged fact keeps the earliest ``createdAt``, the latest ``updatedAt``, the summed
-    confirmations, and ``addedBy: "user"`` when any source had it. Its ``add`` event names
+    confirmations, ``addedBy: "user"`` when any source had it, and the sources' fields
+    deerflow_nb does not know (the first source's value first). Its ``add`` event names
     the sources (``merged_from``); each source's ``remove`` event names it (``merged_into``).
     """
     if not isinstance(merge, dict):
@@ -299,16 +301,17 @@ def _apply_merge(
     category = merge.get("category")
     created = min(str(f.get("createdAt") or now) for f in sources)
     updated = max(str(f.get("updatedAt") or f.get("createdAt") or now) for f in sources)
-    fact = {
-        "id": id_factory(taken),
-        "content": content,
-        "category": category if category in CATEGORIES else sources[0].get("category", "context"),
-        "confidence": confidence,
-        "createdAt": created,
-        "source": "consolidate",
-        "updatedAt": updated,
-        "confirmations": sum(int(f.get("confirmations", 1)) for f in sources),
-    }
+    fact = {k: v for f in reversed(sources) for k, v in f.items() if k != "addedBy"}
+    fact.update(
+        id=id_factory(taken),
+        content=content,
+        category=category if category in CATEGORIES else sources[0].get("category", "context"),
+        confidence=confidence,
+        createdAt=created,
+        source="consolidate",
+        updatedAt=updated,
+        confirmations=sum(int(f.get("confirmations", 1)) for f in sources),
+    )
     if any(is_user_fact(f) for f in sources):
         fact["addedBy"] = "user"
     stamp(fact, owners.pop())
@@ -358,14 +361,11 @@ def _project_context(out: dict[str, Any], update: Any, project: str | None, now:
     summary = sanitize_text(update.get("summary") or "", MAX_SUMMARY_CHARS)
     projects = out.get(PROJECTS_KEY)
     projects = dict(projects) if isinstance(projects, dict) else {}
-    old = (
-        (projects.get(project) or {}).get("summary", "")
-        if isinstance(projects.get(project), dict)
-        else ""
-    )
+    entry = projects.get(project) if isinstance(projects.get(project), dict) else {}
+    old = entry.get("summary", "")
     if not summary or summary == old:
         return []
-    projects[project] = {"summary": summary, "updatedAt": now}
+    projects[project] = {**entry, "summary": summary, "updatedAt": now}
     out[PROJECTS_KEY] = projects
     return [Event("section", section=f"projects.{project}", old_content=old, new_content=summary)]
 
@@ -386,40 +386,6 @@ def _left(i: int, content: str, reason: str) -> dict[str, str]:
 def wipe_limit(stored: int) -> int:
     """How many facts changes may take away without review: max(3, 20 %)."""
     return max(WIPE_MIN_FACTS, int(stored * WIPE_SHARE))
-
-
-def restates(fact: str, sentence: str) -> bool:
-    """Whether ``sentence`` says what ``fact`` says: nearly all the fact's content words (on
-    the same side of any comparison) are in it; all of them for a fact of two or fewer."""
-    words = signature(fact)
-    if not words:
-        return False
-    hits = len(words & signature(sentence))
-    return hits == len(words) if len(words) <= 2 else hits >= 0.8 * len(words)
-
-
-def scrub_summaries(
-    out: dict[str, Any], removed: list[str], *, skip: set[tuple[str, str]], now: str
-) -> list[Event]:
-    """Drop the summary sentences that restate a removed (or edited) fact's text, so what the
-    user took back is not still injected through the profile; sections the same diff rewrote
-    are left as given."""
-    events = []
-    for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
-        for name in names:
-            old = out[group][name].get("summary") or ""
-            if (group, name) in skip or not old:
-                continue
-            sentences = _SENTENCE_END.split(old)
-            kept = [s for s in sentences if not any(restates(f, s) for f in removed)]
-            if len(kept) == len(sentences):
-                continue
-            new = " ".join(kept)
-            out[group][name] = {"summary": new, "updatedAt": now}
-            events.append(
-                Event("section", section=f"{group}.{name}", old_content=old, new_content=new)
-            )
-    return events
 
 
 def _fact_event(kind: str, fact: dict[str, Any], *, new: bool = False) -> Event:
