@@ -34,6 +34,7 @@ from typing import Any
 from ..schema.constants import CONSOLIDATE_TAG, HISTORY_SECTIONS, USER_SECTIONS
 from ..similarity import overlap, signature
 from .consolidation import offline_merges
+from .words import is_question
 
 _FACT_LINE = re.compile(r"^- \[(\w+)\] \((\w+), ([\d.]+)\) (.*)$")
 _BLOCK = re.compile(r"^(User|Assistant):[ \t]?", re.MULTILINE)
@@ -184,6 +185,17 @@ _LEAD_IN = re.compile(
     r"^(?:just\s+)?(?:(?:for|in|on|throughout)\s+(?:this|the next|the current)\s+[\w ]{1,30}?|"
     r"this time|just now|for now|right now|today|this once)\s*,\s*"
 )
+# A request for something done now ("Show me the project's columns", "Let's plot the
+# project's results", "Can you describe the dataset"): an action asked of the assistant,
+# never a fact about the project (an instruction that sets a convention, "Use AUC in this
+# project", is one).
+_REQUEST = re.compile(
+    r"^(?:please\s+|let's\s+|let\s+us\s+|(?:can|could|would|will)\s+you\s+|"
+    r"(?:describe|explain|show|list|load|read|run|train|fit|compute|calculate|check|find|"
+    r"tell|help|add|remove|drop|create|fix|compare|split|merge|filter|count|summari[sz]e|"
+    r"look|open|save|export|import|clean|draw|plot|visuali[sz]e|predict|evaluate|try|"
+    r"rename|convert|print|display|give|write|generate|search|recall|remind)\b)"
+)
 _IMPERATIVE = re.compile(
     r"^(?:please\s+)?(?:use|show|round|format|give|keep|print|plot|write|sort|display|"
     r"answer|reply|limit|make|don't|do not|avoid|only)\s+\S"
@@ -270,11 +282,16 @@ def _read_statement(
         # "Use 3 decimals for this cell": an instruction, proposed so the gate can say why
         # it is not kept.
         facts.append(_Fact(_sentence(_pronouns(_clean(text))), "preference", EXPLICIT))
-    if len(facts) == before and scope == "project" and not _FORGET.match(low):
+    said = _clean(text)[lead.end() :] if lead else _clean(text)
+    if (
+        len(facts) == before
+        and scope == "project"
+        and not _FORGET.match(low)
+        and not _REQUEST.match(said.lower())
+        and len(said.split()) >= 3
+    ):
         # "In this project, the target column is churned": kept as the user said it.
-        said = _clean(text)[lead.end() :] if lead else _clean(text)
-        if len(said.split()) >= 3:
-            facts.append(_Fact(_sentence(_pronouns(said)), "context", EXPLICIT))
+        facts.append(_Fact(_sentence(_pronouns(said)), "context", EXPLICIT))
     for fact in facts[before:]:
         fact.scope, fact.durability = scope, durability
 
@@ -433,12 +450,16 @@ def _existing_facts(block: str) -> dict[str, tuple[str, str]]:
 
 
 def _user_statements(conversation: str) -> list[str]:
-    """The sentences of the ``User:`` blocks, in order (assistant text is never a fact)."""
+    """The sentences of the ``User:`` blocks that state something, in order: a question
+    ("What metric did we decide on for this project?") is never a fact, nor is assistant
+    text."""
     parts = _BLOCK.split(conversation)
     statements = []
     for label, body in zip(parts[1::2], parts[2::2], strict=False):
         if label == "User":
             for sentence in _SENTENCE.split(body):
+                if is_question(sentence):
+                    continue
                 statements.extend(c for c in _CLAUSE.split(sentence) if c.strip())
     return statements
 
