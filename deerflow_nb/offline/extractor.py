@@ -70,38 +70,12 @@ _CLAUSE = re.compile(r",?\s+(?:and|but|so|while|plus)\s+(?=i(?:\s|'))", re.IGNOR
 _NAME = re.compile(
     r"^(?i:i'm|i am|my name is|call me)\s+([A-Z][\w-]*(?:\s+[A-Z][\w-]*)?)(?:\s*,\s*(.+))?$"
 )
-_NOT_A_NAME = {
-    "working",
-    "building",
-    "writing",
-    "analyzing",
-    "analysing",
-    "trying",
-    "going",
-    "looking",
-    "not",
-    "also",
-    "still",
-    "just",
-    "now",
-    "here",
-    "back",
-    "sure",
-    "happy",
-    "glad",
-    "sorry",
-    "fine",
-    "done",
-    "ready",
-    "new",
-    "interested",
-    "using",
-    "from",
-    "in",
-    "at",
-    "on",
-    "with",
-}
+_NOT_A_NAME_TEXT = """
+    working building writing analyzing analysing trying going looking not also still
+    just now here back sure happy glad sorry fine done ready new interested using from
+    in at on with
+"""
+_NOT_A_NAME = frozenset(_NOT_A_NAME_TEXT.split())
 _HEDGE = re.compile(r"^(?:i think i might|i think maybe i|maybe i|perhaps i|i might)\s+(.+)$")
 _FORGET = re.compile(r"^(?:please\s+)?forget\s+(?:that\s+|about\s+|the fact that\s+)?(.+)$")
 _NO_LONGER = re.compile(r"^i\s+(no longer|don't|do not)\s+(.+)$")

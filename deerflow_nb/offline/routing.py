@@ -217,6 +217,24 @@ def choose_tools(
     return [_call(name, args, seed, i) for i, (name, args) in enumerate(wanted)]
 
 
+def error_calls(
+    text: str,
+    variables: list[str],
+    names: set[str],
+    position: int,
+    known: tuple[dict[str, str], bool] | None,
+) -> list[ToolCall]:
+    """For a message carrying a failed cell (``cell_reports.find_error``): describe the
+    notebook variables its failing line names (``variables``, at most three), so the answer
+    can say what they hold (a DataFrame's columns against a missing key); none without the
+    tool or the notebook's list of variables."""
+    if "describe_variable" not in names or known is None:
+        return []
+    wanted = [v for v in variables if v in known[0]][:3]
+    seed = f"{position}\0{text}"
+    return [_call("describe_variable", {"name": v}, seed, i) for i, v in enumerate(wanted)]
+
+
 def _memory_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any]]]:
     """The memory tool calls a message asks for: "remember that …" (one ``remember`` per
     fact it states), "what do you know about me …" (``search_memory``), a question about
