@@ -221,3 +221,32 @@ def test_echoes_collapse_into_the_users_statement(memory: Memory) -> None:
     said = MemoryTools(memory, "now").call("recall", {"query": "cross-validation folds"})
     assert " | monday | #1 user: Remember that I use 5-fold" in said.splitlines()[1]
     assert said.splitlines()[1].endswith("(said back or asked about 3 more times)")
+
+
+def test_the_offline_models_from_memory_replies_collapse_into_the_statement(home: Path) -> None:
+    from deerflow_nb import Agent
+
+    agent = Agent()
+    agent.run("I prefer polars over pandas.", thread="told", project="p")
+    agent.run("I use scikit-learn for modelling.", thread="told-2", project="p")
+    agent.memory.flush()
+    questions = [
+        "Should I load this CSV with polars?",
+        "Is polars faster than pandas here?",
+        "polars or pandas for this join?",
+        "Do I like pandas?",
+        "Which dataframe library do I prefer, polars?",
+    ]
+    for i, question in enumerate(questions):
+        answer = agent.run(question, thread=f"asked-{i}", project="p")
+        assert "From memory: Prefers polars over pandas" in answer
+    memory = agent.memory
+    for query in ("polars", "pandas", "polars over pandas"):
+        results = memory.recall(query)
+        first = results[0]
+        assert (first["thread"], first["role"]) == ("told", "user"), (query, results[:3])
+        assert len(first["echoes"]) >= len(questions)  # every "From memory" reply
+        assert not any(r["content"].startswith("(offline model) From memory") for r in results)
+    said = MemoryTools(memory, "now", project="p").call("recall", {"query": "polars"})
+    assert "#1 user: I prefer polars over pandas." in said.splitlines()[1]
+    agent.close()

@@ -242,7 +242,7 @@ def _memory_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any]]
     if "remember" in names and (match := _REMEMBER_RE.match(text)):
         return [
             ("remember", {"content": c, "category": k})
-            for c, k in _facts_to_remember(match.group(1))
+            for c, k in facts_to_remember(match.group(1))
         ]
     if "search_memory" in names and (match := _SEARCH_MEMORY_RE.search(text)):
         rest = text[match.end() :]
@@ -259,7 +259,7 @@ def _memory_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any]]
     return []
 
 
-def _facts_to_remember(statement: str) -> list[tuple[str, str]]:
+def facts_to_remember(statement: str) -> list[tuple[str, str]]:
     """(content, category) for what "remember that …" states, in the third person: the
     offline extractor's reading of the statement (public protocol: ``extract_diff``) when
     it finds facts in it, else the statement with its pronouns turned and a category

@@ -10,6 +10,11 @@ All of them match a search for it; only the first is evidence. Here:
   among the best results; a statement's echoes collapse into one result, the statement,
   at the best score among them, naming them in ``echoes``. A question is not evidence for
   itself: asked after the statement, it is one of its echoes.
+- an assistant message is read part by part too (what its colons introduce, its
+  semicolons separate, its lines hold): a reply framed by words of its own ("(offline
+  model) From memory: Prefers polars over pandas.") or quoting several facts at once
+  ("From memory: Prefers polars; Uses DuckDB") echoes each statement one of its parts is
+  mostly made of, and collapses into the one it echoes best.
 
 Demoting every stored question as well was measured and dropped: on LOCOMO, where
 speakers' questions sit beside the answers, it cost 0.03 of recall@10.
@@ -17,6 +22,7 @@ speakers' questions sit beside the answers, it cost 0.03 of recall@10.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +34,13 @@ ECHO_MIN = 2
 # How many of the best results are compared, per result asked for (and at least POOL_MIN).
 POOL_PER_RESULT = 3
 POOL_MIN = 30
+# An assistant message's parts: what a colon introduces, a semicolon separates, a line
+# holds ("From memory: A; B", a list of recalled messages). Not its sentences: on LOCOMO,
+# reading each sentence of a reply on its own folded real answers into earlier statements
+# (recall@10 0.725 -> 0.658).
+_PARTS = re.compile(r"[:;]\s+|\n+")
+# A transcript's speaker ("Melanie: …", as ``recall`` reads it) is no frame: left as is.
+_SPEAKER = re.compile(r"\s*[A-Z][\w'-]*(?: [A-Z][\w'-]*)?:\s")
 
 
 def is_question(row: dict[str, Any]) -> bool:
@@ -53,15 +66,15 @@ def collapse(
     for i in pool:
         if meta[i]["role"] == "user" and not is_question(meta[i]):
             continue
-        own = terms[i]
         best, best_share = None, 0.0
-        for s in statements:
-            if s >= i:  # only what was said before
-                continue
-            shared = len(own & terms[s])
-            share = shared / len(own) if own else 0.0
-            if shared >= ECHO_MIN and share >= ECHO_SHARE and share > best_share:
-                best, best_share = s, share
+        for own in _readings(meta[i], terms[i]):
+            for s in statements:
+                if s >= i:  # only what was said before
+                    continue
+                shared = len(own & terms[s])
+                share = shared / len(own) if own else 0.0
+                if shared >= ECHO_MIN and share >= ECHO_SHARE and share > best_share:
+                    best, best_share = s, share
         if best is not None:
             echoes.setdefault(best, []).append(i)
             total[best] = max(total[best], total[i])
@@ -70,3 +83,17 @@ def collapse(
         return ranked, {}
     kept = [i for i in ranked if i not in folded]
     return sorted(kept, key=key), echoes
+
+
+def _readings(row: dict[str, Any], whole: set[str]) -> list[set[str]]:
+    """The term sets a message is compared by: the whole message, and for an assistant's,
+    each of its parts holding at least ``ECHO_MIN`` terms."""
+    if row["role"] != "assistant":
+        return [whole]
+    text = str(row["content"])
+    speaker = _SPEAKER.match(text)
+    parts = [p for p in _PARTS.split(text[speaker.end() if speaker else 0 :]) if p.strip()]
+    if len(parts) < 2:
+        return [whole]
+    analysed = lexicon().analyze_many(parts)[0]
+    return [whole, *(set(t) for t in analysed if len(set(t)) >= ECHO_MIN)]
