@@ -214,6 +214,7 @@ _ARRAY_RE = re.compile(r"\barray\((\[.*\])(?:,\s*dtype=(\w+))?\)", re.DOTALL)
 # A printed array (``str``, as ``{Out[n]}`` sends it): "[[0 1 2]\n [3 4 5]]".
 _PRINTED_ARRAY_RE = re.compile(r"\[\[[-\d.eE+\s\[\]]*\]\]")
 _STATS = {"count", "mean", "std", "min", "max"}
+_FENCED_RE = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
 
 
 def _as_list(printed: str) -> str:
@@ -226,7 +227,9 @@ def output_answer(text: str, prefix: str, *, literals: bool = False) -> str | No
     """What the offline model says of a cell output in ``text`` (its kind and shape), or
     None when it finds none: a table, a Series, an array; with ``literals``, also a list,
     tuple, dict or set the message ends with (else an ordinary request naming a list,
-    "drop the columns ['a', 'b']", would be taken for an output)."""
+    "drop the columns ['a', 'b']", would be taken for an output). Code in fences is code,
+    not an output."""
+    text = _FENCED_RE.sub("\n", text)
     if (series := _SERIES_RE.search(text)) is not None:
         name, length, dtype = series.groups()
         body = text[: series.start()].strip().splitlines()
