@@ -20,9 +20,11 @@ main checkout). Two committed sets (``benchmarks/data``), written for this bench
   whether it holds on queries it never saw ("(held-out)" rows).
 - ``notebook_journal.json``: 44 facts a user states in a notebook, each restated by the
   assistant, asked about by the user in a later thread (the answer restating it again),
-  with a paraphrased query. Recall: is the user's statement the first result? Fact search
-  over the statements as facts: is the right fact first, and what share of the listed
-  facts share no word (stem) with the query?
+  and asked again of the offline model, whose reply quotes the facts it was given ("(offline
+  model) From memory: …", from the facts its extractor stores), with a paraphrased query.
+  Recall: is the user's statement the first result? Fact search over the statements as
+  facts: is the right fact first, and what share of the listed facts share no word (stem)
+  with the query?
 
 Every figure carries its 95% bootstrap interval over the queries. ``--calibrate`` prints
 the distributions the floor (``deerflow_nb/memory/retrieval/relevance.py``) is chosen from: each
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -105,8 +108,9 @@ def off_topic(held_out: bool = False) -> dict[str, list[str]]:
 
 def journal_notebook(memory: Any, items: list[dict[str, str]]) -> dict[int, tuple[str, int]]:
     """Each item's statement and echo in a thread of four items, then later threads with
-    its question and the answer restating it; returns item -> (thread, seq) of the
-    statement."""
+    its question and the answer restating it, then threads with the question asked again
+    and the offline model's reply (``offline_replies``); returns item -> (thread, seq) of
+    the statement."""
     journal = memory.journal
     where = {}
     for start in range(0, len(items), 4):
@@ -121,7 +125,48 @@ def journal_notebook(memory: Any, items: list[dict[str, str]]) -> dict[int, tupl
         for i in range(start, min(start + 4, len(items))):
             journal.add_message(thread, _user(items[i]["question"]))
             journal.add_message(thread, {"role": "assistant", "content": items[i]["echo"]})
+    replies = offline_replies(items)
+    for start in range(0, len(items), 4):
+        thread = f"nb-offline-{start // 4}"
+        journal.ensure_thread(thread, kind="lead", title=thread)
+        for i in range(start, min(start + 4, len(items))):
+            journal.add_message(thread, _user(items[i]["question"]))
+            journal.add_message(thread, {"role": "assistant", "content": replies[i]})
     return where
+
+
+def offline_replies(items: list[dict[str, str]]) -> list[str]:
+    """The offline model's reply to each item's question, with the memory a turn injects:
+    the facts it stores when told to remember the statements (its ``remember`` tool's
+    reading: the extractor's facts, else the statement in the third person), ranked for
+    the question; it quotes those sharing a word with it."""
+    from deerflow_nb.memory import format_memory_for_injection
+    from deerflow_nb.offline.model import OfflineModel
+    from deerflow_nb.offline.routing import facts_to_remember
+
+    facts = [
+        {
+            "id": f"nb{i}-{j}",
+            "content": content,
+            "category": category,
+            "confidence": 0.9,
+            "createdAt": "2026-03-01T10:00:00Z",
+        }
+        for i, item in enumerate(items)
+        for j, (content, category) in enumerate(facts_to_remember(_told(item["statement"])))
+    ]
+    model, store = OfflineModel(), memory_of(facts)
+    replies = []
+    for item in items:
+        block = format_memory_for_injection(store, context=item["question"])
+        messages = [{"role": "system", "content": block}, _user(item["question"])]
+        replies.append(model.chat(messages).content)
+    return replies
+
+
+def _told(statement: str) -> str:
+    """What a statement asks to remember ("Remember that I use …" → "I use …")."""
+    return re.sub(r"^(?:please\s+)?remember\s+that\s+", "", statement, flags=re.IGNORECASE)
 
 
 def _user(text: str) -> dict[str, str]:

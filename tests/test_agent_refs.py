@@ -99,3 +99,62 @@ def test_error_with_no_failed_cell_says_what_to_do(shell: InteractiveShell) -> N
     for _ in range(2):  # its own error is not taken for the last failed cell
         line = one_line_error(shell, "%agent --error")
         assert "no cell has failed yet; run the failing cell, then ask again" in line
+
+
+# -- the offline model answers from what the error or the output says (issue 37) -----------
+def reply(shell: InteractiveShell, source: str) -> str:
+    """Run one ``%%agent`` cell; the reply its turn ended with."""
+    with capture_output():
+        result = shell.run_cell(source)
+    assert result.success, result.error_in_exec
+    return get_session(shell).agent().last_turn.messages[-1]["content"]
+
+
+def test_the_offline_model_explains_an_error_from_its_traceback(shell: InteractiveShell) -> None:
+    with capture_output():
+        shell.run_cell("import pandas as pd\ndf = pd.DataFrame({'color': ['r'], 'size': [1]})")
+        shell.run_cell("x = 1\ny = 2\ndf['colour'].value_counts()", store_history=True)
+    failed = shell.execution_count - 1
+    for source in ("%agent --error", f"%%agent -i\nWhy did this fail? {{Err[{failed}]}}"):
+        answer = reply(shell, source)
+        assert "raised KeyError: 'colour' at line 3" in answer
+        assert "`df['colour'].value_counts()`" in answer
+        assert "`df`'s columns are color, size: did you mean 'color'?" in answer
+        assert "Here is what the tools returned" not in answer  # not a description of df
+
+
+def test_the_offline_model_names_the_function_and_a_near_variable(
+    shell: InteractiveShell,
+) -> None:
+    with capture_output():
+        shell.run_cell("def ratio(a, b):\n    return a / b\n\nratio(1, 0)", store_history=True)
+        divided = shell.execution_count - 1
+        shell.run_cell("total = 3\nprint(totl)", store_history=True)
+        misspelt = shell.execution_count - 1
+    answer = reply(shell, f"%%agent -i\n{{Err[{divided}]}}")
+    assert "ZeroDivisionError: division by zero at line 4: `ratio(1, 0)`" in answer
+    assert "inside `ratio`, at line 2: `return a / b`" in answer
+    answer = reply(shell, f"%%agent -i\n{{Err[{misspelt}]}}")
+    assert "NameError: name 'totl' is not defined" in answer
+    assert "The notebook has `total`: did you mean it?" in answer
+
+
+def test_the_offline_model_describes_an_output_by_its_kind_and_shape(
+    shell: InteractiveShell,
+) -> None:
+    cells = {
+        "import pandas as pd, numpy as np\n"
+        "pd.DataFrame({'size': [1, 2], 'w': [3.0, 4.0]}).describe()": (
+            "a table (a DataFrame's text) of 8 rows × 2 columns; its columns: size, w; "
+            "its rows are count, mean, std, min, 25%, 50%, 75%, max: summary statistics"
+        ),
+        "pd.Series([1, 2, 3], name='size')": "a Series named size of dtype int64, 3 values",
+        "np.arange(6).reshape(2, 3)": "a NumPy array of shape (2, 3)",
+        "pd.DataFrame({'a': range(100)})": "a table (a DataFrame's text) of 100 rows × 1 column",
+        "[1, 2, 3]": "a list of 3 items",
+    }
+    for code, said in cells.items():
+        with capture_output():
+            shell.run_cell(code, store_history=True)
+        number = shell.execution_count - 1
+        assert said in reply(shell, f"%%agent -i\nWhat is this? {{Out[{number}]}}")

@@ -123,6 +123,8 @@ def test_run_code_needs_a_fence_and_the_tool(model: OfflineModel) -> None:
     assert calls_for(model, text) == [("run_code", {"code": "x = 2\nprint(x * 21)"})]
     assert calls_for(model, text, "list_variables") == []
     assert calls_for(model, "run the numbers for me") == []
+    aligned = "Please run this:\n```python\nfor x in y:\n    a  = 1\n    b  = 2\n    c  = 3\n```"
+    assert calls_for(model, aligned)[0][0] == "run_code"  # aligned code is not an output
 
 
 def test_several_tools_in_one_response(model: OfflineModel) -> None:

@@ -170,6 +170,47 @@ def test_two_clauses_are_two_facts() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What metric did we decide on for this project?",
+        "what metric did we decide on for this project",  # no question mark
+        "Which metric do we use in this project",
+        "Is the project deadline Friday?",
+        "Why does this project use AUC?",
+        "Do I prefer polars for this project?",
+        "Show me the project's columns.",
+        "Let's plot the project results.",
+        "Describe the project dataset.",
+        "Can you summarize our team's findings?",
+    ],
+)
+def test_a_question_or_a_request_is_never_a_fact(text: str) -> None:
+    assert extracted(text) == {}
+
+
+def test_statements_beside_a_question_are_still_facts() -> None:
+    assert extracted("In this project we use AUC. What did we pick for the threshold?") == {
+        "In this project they use AUC": "context"
+    }
+    assert extracted("I prefer polars over pandas. Do you know why?") == {
+        "Prefers polars over pandas": "preference"
+    }
+    assert extracted("In this project, the target column is churned.") == {
+        "The target column is churned": "context"
+    }
+
+
+def test_asking_about_a_project_three_times_stores_nothing(home) -> None:
+    agent = Agent()
+    for thread in ("q1", "q2", "q3"):
+        agent.run("What metric did we decide on for this project?", thread=thread, project="p")
+    agent.memory.flush()
+    assert agent.memory.facts() == []
+    assert "metric" not in json.dumps(agent.memory.data)
+    agent.close()
+
+
 def test_a_shared_common_word_does_not_quote_an_unrelated_fact() -> None:
     system = {
         "role": "system",

@@ -72,6 +72,23 @@ def test_an_on_topic_search_still_finds_its_fact_and_only_facts_sharing_a_word(
     assert contents(memory.search("which dataframe library do I prefer"))[0].startswith("Prefers")
 
 
+def test_a_natural_question_finds_the_fact_without_the_kind_of_answer_it_names(
+    shell: InteractiveShell,
+) -> None:
+    """ "which dataframe *library* do I like": the noun ending a which/what phrase names the
+    kind of answer, which the fact stating it rarely holds; the other words find it."""
+    memory = get_session(shell).memory
+    memory.add_fact("Prefers polars over pandas for dataframes", "preference", 0.9)
+    memory.add_fact("Uses 5-fold cross-validation for model selection", "behavior", 0.8)
+    view = shell.run_line_magic("memory", "search which dataframe library do I like")
+    assert isinstance(view, SearchResults)
+    assert [f["content"] for f, _ in view.results] == ["Prefers polars over pandas for dataframes"]
+    found = memory.search("What kind of cross-validation setup do I use?")
+    assert contents(found)[0] == "Uses 5-fold cross-validation for model selection"
+    # The kind of answer alone is still a word of the query: nothing holds "library".
+    assert memory.search("which library do I like") == []
+
+
 def test_the_nearest_miss_is_there_when_asked_for(memory: Memory) -> None:
     query = "tune ridge regression hyperparameters for the sales forecast quarterly"
     assert memory.search(query) == []
@@ -221,3 +238,58 @@ def test_echoes_collapse_into_the_users_statement(memory: Memory) -> None:
     said = MemoryTools(memory, "now").call("recall", {"query": "cross-validation folds"})
     assert " | monday | #1 user: Remember that I use 5-fold" in said.splitlines()[1]
     assert said.splitlines()[1].endswith("(said back or asked about 3 more times)")
+
+
+def test_the_offline_models_from_memory_replies_collapse_into_the_statement(home: Path) -> None:
+    from deerflow_nb import Agent
+
+    agent = Agent()
+    agent.run("I prefer polars over pandas.", thread="told", project="p")
+    agent.run("I use scikit-learn for modelling.", thread="told-2", project="p")
+    agent.memory.flush()
+    questions = [
+        "Should I load this CSV with polars?",
+        "Is polars faster than pandas here?",
+        "polars or pandas for this join?",
+        "Do I like pandas?",
+        "Which dataframe library do I prefer, polars?",
+    ]
+    for i, question in enumerate(questions):
+        answer = agent.run(question, thread=f"asked-{i}", project="p")
+        assert "From memory: Prefers polars over pandas" in answer
+    memory = agent.memory
+    for query in ("polars", "pandas", "polars over pandas"):
+        results = memory.recall(query)
+        first = results[0]
+        assert (first["thread"], first["role"]) == ("told", "user"), (query, results[:3])
+        assert len(first["echoes"]) >= len(questions)  # every "From memory" reply
+        assert not any(r["content"].startswith("(offline model) From memory") for r in results)
+    said = MemoryTools(memory, "now", project="p").call("recall", {"query": "polars"})
+    assert "#1 user: I prefer polars over pandas." in said.splitlines()[1]
+    agent.close()
+
+
+def test_an_acknowledged_echo_and_the_question_it_answers_collapse_too(memory: Memory) -> None:
+    say(
+        memory,
+        "told",
+        "I prefer type hints and ruff formatting in every Python file.",
+        "Noted, type hints plus ruff formatting everywhere.",  # "Noted" frames the echo
+        "My laptop runs Ubuntu 22.04 with 32 GB of RAM.",
+        "Okay.",
+    )
+    say(
+        memory,
+        "asked",
+        "What operating system is on my laptop?",  # shares one word with the statement
+        "(offline model) From memory: Their laptop runs Ubuntu 22.04 with 32 GB of RAM.",
+    )
+    first = memory.recall("python formatting ruff")[0]
+    assert (first["thread"], first["seq"]) == ("told", 1)
+    assert [(e["thread"], e["seq"]) for e in first["echoes"]] == [("told", 2)]
+    first = memory.recall("laptop operating system ram")[0]
+    assert (first["thread"], first["seq"]) == ("told", 3)
+    assert sorted((e["thread"], e["seq"]) for e in first["echoes"]) == [
+        ("asked", 1),  # the question its answer restates the statement for
+        ("asked", 2),
+    ]

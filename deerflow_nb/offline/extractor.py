@@ -35,6 +35,7 @@ from ..schema.constants import CONSOLIDATE_TAG, HISTORY_SECTIONS, USER_SECTIONS
 from ..schema.sections import compose, section_of
 from ..similarity import overlap, signature
 from .consolidation import offline_merges
+from .words import is_question
 
 _FACT_LINE = re.compile(r"^- \[(\w+)\] \((\w+), ([\d.]+)\) (.*)$")
 _BLOCK = re.compile(r"^(User|Assistant):[ \t]?", re.MULTILINE)
@@ -70,38 +71,12 @@ _CLAUSE = re.compile(r",?\s+(?:and|but|so|while|plus)\s+(?=i(?:\s|'))", re.IGNOR
 _NAME = re.compile(
     r"^(?i:i'm|i am|my name is|call me)\s+([A-Z][\w-]*(?:\s+[A-Z][\w-]*)?)(?:\s*,\s*(.+))?$"
 )
-_NOT_A_NAME = {
-    "working",
-    "building",
-    "writing",
-    "analyzing",
-    "analysing",
-    "trying",
-    "going",
-    "looking",
-    "not",
-    "also",
-    "still",
-    "just",
-    "now",
-    "here",
-    "back",
-    "sure",
-    "happy",
-    "glad",
-    "sorry",
-    "fine",
-    "done",
-    "ready",
-    "new",
-    "interested",
-    "using",
-    "from",
-    "in",
-    "at",
-    "on",
-    "with",
-}
+_NOT_A_NAME_TEXT = """
+    working building writing analyzing analysing trying going looking not also still
+    just now here back sure happy glad sorry fine done ready new interested using from
+    in at on with
+"""
+_NOT_A_NAME = frozenset(_NOT_A_NAME_TEXT.split())
 _HEDGE = re.compile(r"^(?:i think i might|i think maybe i|maybe i|perhaps i|i might)\s+(.+)$")
 _FORGET = re.compile(r"^(?:please\s+)?forget\s+(?:that\s+|about\s+|the fact that\s+)?(.+)$")
 _NO_LONGER = re.compile(r"^i\s+(no longer|don't|do not)\s+(.+)$")
@@ -176,6 +151,17 @@ _PROJECT = re.compile(
 _LEAD_IN = re.compile(
     r"^(?:just\s+)?(?:(?:for|in|on|throughout)\s+(?:this|the next|the current)\s+[\w ]{1,30}?|"
     r"this time|just now|for now|right now|today|this once)\s*,\s*"
+)
+# A request for something done now ("Show me the project's columns", "Let's plot the
+# project's results", "Can you describe the dataset"): an action asked of the assistant,
+# never a fact about the project (an instruction that sets a convention, "Use AUC in this
+# project", is one).
+_REQUEST = re.compile(
+    r"^(?:please\s+|let's\s+|let\s+us\s+|(?:can|could|would|will)\s+you\s+|"
+    r"(?:describe|explain|show|list|load|read|run|train|fit|compute|calculate|check|find|"
+    r"tell|help|add|remove|drop|create|fix|compare|split|merge|filter|count|summari[sz]e|"
+    r"look|open|save|export|import|clean|draw|plot|visuali[sz]e|predict|evaluate|try|"
+    r"rename|convert|print|display|give|write|generate|search|recall|remind)\b)"
 )
 _IMPERATIVE = re.compile(
     r"^(?:please\s+)?(?:use|show|round|format|give|keep|print|plot|write|sort|display|"
@@ -263,11 +249,16 @@ def _read_statement(
         # "Use 3 decimals for this cell": an instruction, proposed so the gate can say why
         # it is not kept.
         facts.append(_Fact(_sentence(_pronouns(_clean(text))), "preference", EXPLICIT))
-    if len(facts) == before and scope == "project" and not _FORGET.match(low):
+    said = _clean(text)[lead.end() :] if lead else _clean(text)
+    if (
+        len(facts) == before
+        and scope == "project"
+        and not _FORGET.match(low)
+        and not _REQUEST.match(said.lower())
+        and len(said.split()) >= 3
+    ):
         # "In this project, the target column is churned": kept as the user said it.
-        said = _clean(text)[lead.end() :] if lead else _clean(text)
-        if len(said.split()) >= 3:
-            facts.append(_Fact(_sentence(_pronouns(said)), "context", EXPLICIT))
+        facts.append(_Fact(_sentence(_pronouns(said)), "context", EXPLICIT))
     for fact in facts[before:]:
         fact.scope, fact.durability = scope, durability
 
@@ -426,12 +417,16 @@ def _existing_facts(block: str) -> dict[str, tuple[str, str]]:
 
 
 def _user_statements(conversation: str) -> list[str]:
-    """The sentences of the ``User:`` blocks, in order (assistant text is never a fact)."""
+    """The sentences of the ``User:`` blocks that state something, in order: a question
+    ("What metric did we decide on for this project?") is never a fact, nor is assistant
+    text."""
     parts = _BLOCK.split(conversation)
     statements = []
     for label, body in zip(parts[1::2], parts[2::2], strict=False):
         if label == "User":
             for sentence in _SENTENCE.split(body):
+                if is_question(sentence):
+                    continue
                 statements.extend(c for c in _CLAUSE.split(sentence) if c.strip())
     return statements
 

@@ -14,9 +14,17 @@ import re
 from typing import Any
 
 from ..llm.base import ChatModel, ChatResult, OnText, ToolCall, counted_usage
+from .cell_reports import error_answer, find_error, output_answer
 from .extractor import forget_requests
-from .replies import SUMMARY_TAG, answer_from_tools, plain_answer, subagent_answer, summary
-from .routing import choose_tools, known_variables
+from .replies import (
+    PREFIX,
+    SUMMARY_TAG,
+    answer_from_tools,
+    plain_answer,
+    subagent_answer,
+    summary,
+)
+from .routing import choose_tools, error_calls, known_variables
 from .words import hashed_embedding, message_text
 
 MAX_INPUT_TOKENS = 16_384
@@ -81,6 +89,23 @@ class OfflineModel(ChatModel):
             return summary(text), []
         names = _tool_names(tools)
         system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
+        asked = _last_user_text(messages)
+        # A failed cell (--error, {Err[n]}) or a cell's output ({Out[n]}) is answered from
+        # what it says, never from the other words in it (cell_reports).
+        error = find_error(asked) if SUBAGENT_MARKER not in system else None
+        if error is not None:
+            if names and role == "user":
+                known = known_variables(system)
+                calls = error_calls(asked, error.names, names, len(messages), known)
+                if calls:
+                    return "", calls
+            if role in ("user", "tool"):
+                listed = list((known_variables(system) or ({}, True))[0])
+                return error_answer(error, _described(messages), PREFIX, listed), []
+        if role == "user" and SUBAGENT_MARKER not in system:
+            output = output_answer(text, PREFIX)
+            if output is not None:
+                return output, []
         if names and role == "user":
             calls = choose_tools(text, names, len(messages), known_variables(system))
             if calls:
@@ -88,9 +113,34 @@ class OfflineModel(ChatModel):
         if role == "tool":
             return answer_from_tools(messages), []
         if SUBAGENT_MARKER in system:
-            return subagent_answer(_last_user_text(messages)), []
+            return subagent_answer(asked), []
+        if role == "user" and (output := output_answer(text, PREFIX, literals=True)):
+            return output, []
         said = [message_text(m) for m in messages if m.get("role") == "user"]
         return plain_answer(_last_user_text(messages), system, forget_requests(said)), []
+
+
+def _described(messages: list[dict[str, Any]]) -> dict[str, str]:
+    """What the trailing ``describe_variable`` results said, by variable name."""
+    asked: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and function.get("name") == "describe_variable":
+                try:
+                    name = json.loads(function.get("arguments") or "{}").get("name")
+                except (ValueError, AttributeError):
+                    name = None
+                if isinstance(name, str):
+                    asked[str(call.get("id"))] = name
+    described: dict[str, str] = {}
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        name = asked.get(str(message.get("tool_call_id")))
+        if name is not None:
+            described[name] = message_text(message)
+    return dict(reversed(described.items()))
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:

@@ -217,6 +217,24 @@ def choose_tools(
     return [_call(name, args, seed, i) for i, (name, args) in enumerate(wanted)]
 
 
+def error_calls(
+    text: str,
+    variables: list[str],
+    names: set[str],
+    position: int,
+    known: tuple[dict[str, str], bool] | None,
+) -> list[ToolCall]:
+    """For a message carrying a failed cell (``cell_reports.find_error``): describe the
+    notebook variables its failing line names (``variables``, at most three), so the answer
+    can say what they hold (a DataFrame's columns against a missing key); none without the
+    tool or the notebook's list of variables."""
+    if "describe_variable" not in names or known is None:
+        return []
+    wanted = [v for v in variables if v in known[0]][:3]
+    seed = f"{position}\0{text}"
+    return [_call("describe_variable", {"name": v}, seed, i) for i, v in enumerate(wanted)]
+
+
 def _memory_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any]]]:
     """The memory tool calls a message asks for: "remember that …" (one ``remember`` per
     fact it states), "what do you know about me …" (``search_memory``), a question about
@@ -224,7 +242,7 @@ def _memory_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any]]
     if "remember" in names and (match := _REMEMBER_RE.match(text)):
         return [
             ("remember", {"content": c, "category": k})
-            for c, k in _facts_to_remember(match.group(1))
+            for c, k in facts_to_remember(match.group(1))
         ]
     if "search_memory" in names and (match := _SEARCH_MEMORY_RE.search(text)):
         rest = text[match.end() :]
@@ -241,7 +259,7 @@ def _memory_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any]]
     return []
 
 
-def _facts_to_remember(statement: str) -> list[tuple[str, str]]:
+def facts_to_remember(statement: str) -> list[tuple[str, str]]:
     """(content, category) for what "remember that …" states, in the third person: the
     offline extractor's reading of the statement (public protocol: ``extract_diff``) when
     it finds facts in it, else the statement with its pronouns turned and a category

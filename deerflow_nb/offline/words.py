@@ -27,6 +27,19 @@ STOPWORDS = SHARED_STOPWORDS | frozenset(_GENERIC_TEXT.split())
 # underscore joins, unlike in memory's index terms (``memory/terms.WORD_RE``).
 WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 _SENTENCE_RE = re.compile(r"(.+?[.!?])(?:\s|$)", re.DOTALL)
+# A question: it ends in "?", or opens with a question word ("what metric did we…"), or
+# with an auxiliary before its subject ("do I use…", "is the deadline…", "can you…").
+_AUXILIARIES = (
+    r"do|does|did|is|are|was|were|am|can|could|would|will|should|shall|may|might|must|"
+    r"have|has|had|isn't|aren't|wasn't|weren't|don't|doesn't|didn't|can't|won't|shouldn't"
+)
+_QUESTION_OPENING = re.compile(
+    r"^(?:(?:so|and|but|also|ok(?:ay)?|hey|then|now|remind me|tell me|wait)[,\s]+)*"
+    r"(?:(?:what|which|who|whom|whose|when|where|why|how)(?:'s|'re|'d)?\b|"
+    rf"(?:{_AUXILIARIES})\s+(?:i|we|you|they|he|she|it|there|this|that|these|those|the|a|an|"
+    r"my|our|your|their|its|any|anyone|someone|people)\b)",
+    re.IGNORECASE,
+)
 
 
 def message_text(message: Any) -> str:
@@ -80,6 +93,13 @@ def key_terms(text: str, limit: int = 6) -> list[str]:
             continue
         terms.setdefault(_stem(word), word)
     return list(terms.values())[:limit]
+
+
+def is_question(sentence: str) -> bool:
+    """Whether ``sentence`` asks rather than states: it ends in "?", or opens as a question
+    does ("What metric did we decide on", "Do I use pandas", "Is the deadline Friday")."""
+    text = " ".join(sentence.replace("\u2019", "'").split())
+    return text.endswith("?") or bool(_QUESTION_OPENING.match(text))
 
 
 def first_sentence(text: str) -> str:

@@ -10,13 +10,26 @@ All of them match a search for it; only the first is evidence. Here:
   among the best results; a statement's echoes collapse into one result, the statement,
   at the best score among them, naming them in ``echoes``. A question is not evidence for
   itself: asked after the statement, it is one of its echoes.
+- an assistant message is read part by part too (what its colons introduce, its
+  semicolons separate, its lines hold): a reply framed by words of its own ("(offline
+  model) From memory: Prefers polars over pandas.") or quoting several facts at once
+  ("From memory: Prefers polars; Uses DuckDB") echoes each statement one of its parts is
+  mostly made of, and collapses into the one it echoes best; so does its reading without
+  the acknowledgement it opens with ("Noted, type hints plus ruff formatting").
+- a user question answered by an echo of a statement (the next message of its thread)
+  asked about that statement: it collapses into it too, even when it shares few of its
+  words ("What operating system is on my laptop?").
 
 Demoting every stored question as well was measured and dropped: on LOCOMO, where
-speakers' questions sit beside the answers, it cost 0.03 of recall@10.
+speakers' questions sit beside the answers, it cost 0.03 of recall@10. The readings by
+part, by acknowledgement and the answered questions leave LOCOMO's recall@10 as it was
+(0.725, halves 0.737 / 0.720); a transcript's "Speaker:" opening is not a part, and a
+reply is not read sentence by sentence (that folded real answers: 0.658).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +41,19 @@ ECHO_MIN = 2
 # How many of the best results are compared, per result asked for (and at least POOL_MIN).
 POOL_PER_RESULT = 3
 POOL_MIN = 30
+# An assistant message's parts: what a colon introduces, a semicolon separates, a line
+# holds ("From memory: A; B", a list of recalled messages). Not its sentences: on LOCOMO,
+# reading each sentence of a reply on its own folded real answers into earlier statements
+# (recall@10 0.725 -> 0.658).
+_PARTS = re.compile(r"[:;]\s+|\n+")
+# A transcript's speaker ("Melanie: …", as ``recall`` reads it) is no frame: left as is.
+_SPEAKER = re.compile(r"\s*[A-Z][\w'-]*(?: [A-Z][\w'-]*)?:\s")
+# The acknowledgement a reply opens with ("Noted, you prefer polars…") is framing too.
+_ACK = re.compile(
+    r"^\s*(?:noted|got it|understood|okay|ok|sure|will do|thanks|thank you|done|"
+    r"alright|of course|certainly|perfect)\b[\s,.:!\u2013\u2014-]*",
+    re.IGNORECASE,
+)
 
 
 def is_question(row: dict[str, Any]) -> bool:
@@ -53,20 +79,48 @@ def collapse(
     for i in pool:
         if meta[i]["role"] == "user" and not is_question(meta[i]):
             continue
-        own = terms[i]
         best, best_share = None, 0.0
-        for s in statements:
-            if s >= i:  # only what was said before
-                continue
-            shared = len(own & terms[s])
-            share = shared / len(own) if own else 0.0
-            if shared >= ECHO_MIN and share >= ECHO_SHARE and share > best_share:
-                best, best_share = s, share
+        for own in _readings(meta[i], terms[i]):
+            for s in statements:
+                if s >= i:  # only what was said before
+                    continue
+                shared = len(own & terms[s])
+                share = shared / len(own) if own else 0.0
+                if shared >= ECHO_MIN and share >= ECHO_SHARE and share > best_share:
+                    best, best_share = s, share
         if best is not None:
             echoes.setdefault(best, []).append(i)
             total[best] = max(total[best], total[i])
+            folded.add(i)
+    # A question answered by an echo of a statement asked about that statement.
+    echo_of = {e: s for s, found in echoes.items() for e in found}
+    place = {(meta[i]["thread"], meta[i]["pos"]): i for i in pool}
+    for i in pool:
+        if i in folded or not is_question(meta[i]):
+            continue
+        answer = place.get((meta[i]["thread"], meta[i]["pos"] + 1))
+        statement = echo_of.get(answer) if answer is not None else None
+        if statement is not None and statement < i and meta[answer]["role"] == "assistant":
+            echoes[statement].append(i)
+            total[statement] = max(total[statement], total[i])
             folded.add(i)
     if not folded:
         return ranked, {}
     kept = [i for i in ranked if i not in folded]
     return sorted(kept, key=key), echoes
+
+
+def _readings(row: dict[str, Any], whole: set[str]) -> list[set[str]]:
+    """The term sets a message is compared by: the whole message, and for an assistant's,
+    each of its parts holding at least ``ECHO_MIN`` terms."""
+    if row["role"] != "assistant":
+        return [whole]
+    text = str(row["content"])
+    speaker = _SPEAKER.match(text)
+    parts = [p for p in _PARTS.split(text[speaker.end() if speaker else 0 :]) if p.strip()]
+    if ack := _ACK.match(text):
+        parts.append(text[ack.end() :])
+    if len(parts) < 2:
+        return [whole]
+    analysed = lexicon().analyze_many(parts)[0]
+    return [whole, *(set(t) for t in analysed if len(set(t)) >= ECHO_MIN)]

@@ -60,6 +60,7 @@ are removed), so no fact or summary can close or forge a tag or add a line of it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -251,8 +252,29 @@ def rank_facts(
 
 def query_terms(query: str) -> list[str]:
     """The query's distinct index terms, in order: what coverage weighs, and how many
-    decide whether it is a short query (``relevance.coverage_floor``)."""
-    return list(dict.fromkeys(analyze(query)))
+    decide whether it is a short query (``relevance.coverage_floor``).
+
+    A which/what question names the kind of answer it wants in the noun its phrase ends
+    on ("which dataframe *library* do I like", "what cross-validation *setup* do I use"),
+    and the fact that answers it rarely says that word ("Prefers polars over pandas for
+    dataframes"): when the phrase holds other terms, that noun is left out."""
+    terms = list(dict.fromkeys(analyze(query)))
+    phrase = _ANSWER_KIND.match(query)
+    if phrase is not None:
+        named = list(dict.fromkeys(analyze(phrase.group(1))))
+        if len(named) >= 2 and len(terms) > 1:
+            terms.remove(named[-1])
+    return terms
+
+
+# "which dataframe library do …", "what kind of cross-validation setup is …": the words
+# between the question word and the auxiliary that follows them (at most three).
+_AUXILIARY = r"(?:do|does|did|is|are|was|were|am|should|would|could|can|will|have|has|had)"
+_ANSWER_KIND = re.compile(
+    r"^\W*(?:which|what)\s+(?:(?:kind|sort|type)s?\s+of\s+)?"
+    rf"(?!{_AUXILIARY}\b)((?:[\w'-]+\s+){{1,3}}?){_AUXILIARY}\b",
+    re.IGNORECASE,
+)
 
 
 def fact_coverage(index: FactIndex, terms: list[str]) -> np.ndarray:
