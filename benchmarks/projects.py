@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import sys
 import tempfile
 import time
@@ -63,6 +64,7 @@ GOALS = {
 }
 PROJECTS = ("churn", "clinic", "forecast")
 SHARED = ("churn", "clinic")  # the shared-thread case's two notebooks
+MEMORY_BLOCK = re.compile(r"<memory>.*?</memory>", re.DOTALL)
 USER_FACTS = [
     "I prefer Arrow7 over pandas",
     "I use Quill3 for plotting",
@@ -257,9 +259,12 @@ def run(sessions: int) -> dict[str, Any]:
 def shared_thread(sessions: int) -> dict[str, Any]:
     """Two kernels in two projects on one home, both in the plain ``default`` thread: how
     many of their model requests carry a line naming the other project's token, and the
-    share of the request tokens such lines spend."""
+    share of the request tokens such lines spend. The thread's part of a request (its
+    messages and summary) is counted apart from the ``<memory>`` block (facts and the
+    user's summaries, which a fold writes)."""
     owner = {token_of(fact).lower(): p for p in SHARED for fact in PROJECT_FACTS[p]}
-    requests = leaked = wrong_tokens = all_tokens = 0
+    counts = {"requests": 0, "leaked": 0, "block_leaked": 0, "wrong": 0, "block_wrong": 0}
+    all_tokens = 0
     with tempfile.TemporaryDirectory() as home:
         settings = load_settings(home)
         agents = {project: Agent(settings=settings) for project in SHARED}
@@ -269,22 +274,30 @@ def shared_thread(sessions: int) -> dict[str, Any]:
             others = [token for token, p in owner.items() if p != project]
             for turn in turns:
                 agents[project].run(turn, project=project)
-                view = agents[project].last_turn.model_view
-                lines = [line for m in view for line in str(m.get("content") or "").splitlines()]
-                wrong = [line for line in lines if any(t in line.lower() for t in others)]
-                requests += 1
-                leaked += bool(wrong)
-                wrong_tokens += sum(count_tokens(line) for line in wrong)
-                all_tokens += sum(count_tokens(line) for line in lines)
+                text = "\n".join(
+                    str(m.get("content") or "") for m in agents[project].last_turn.model_view
+                )
+                block = "\n".join(MEMORY_BLOCK.findall(text))
+                for key, part in (("", MEMORY_BLOCK.sub("", text)), ("block_", block)):
+                    wrong = [
+                        line for line in part.splitlines() if any(t in line.lower() for t in others)
+                    ]
+                    counts[f"{key}leaked"] += bool(wrong)
+                    counts[f"{key}wrong"] += sum(count_tokens(line) for line in wrong)
+                counts["requests"] += 1
+                all_tokens += count_tokens(text)
             agents[project].memory.flush()
         threads = len(agents[SHARED[0]].journal.threads())
         for agent in agents.values():
             agent.close()
+    requests = max(counts["requests"], 1)
     return {
-        "requests": requests,
+        "requests": counts["requests"],
         "threads": threads,
-        "leak_rate": leaked / max(requests, 1),
-        "wrong_token_share": wrong_tokens / max(all_tokens, 1),
+        "leak_rate": counts["leaked"] / requests,
+        "wrong_token_share": counts["wrong"] / max(all_tokens, 1),
+        "memory_block_leak_rate": counts["block_leaked"] / requests,
+        "memory_block_wrong_token_share": counts["block_wrong"] / max(all_tokens, 1),
     }
 
 
@@ -325,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         f"shared thread ({' and '.join(SHARED)} in 'default', one home, two kernels): "
         f"{shared['requests']} requests in {shared['threads']} threads, leak rate "
         f"{shared['leak_rate']:.3f}, wrong-project token share {shared['wrong_token_share']:.3f}"
+        f"; in the <memory> block: leak rate {shared['memory_block_leak_rate']:.3f}, token "
+        f"share {shared['memory_block_wrong_token_share']:.3f}"
     )
     results.add("shared_thread", **shared)
     report_written(results.write(results_dir(args)))
