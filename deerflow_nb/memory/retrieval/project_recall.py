@@ -36,8 +36,10 @@ def recall_in(
     from .recall import search
 
     whole = project in (EVERY_PROJECT, None)
-    if thread is not None and not whole:
-        thread = journal.thread_for(thread_name(thread), project)
+    if thread is not None and not whole:  # a thread from before projects is everyone's
+        name = thread_name(thread)
+        row = journal.thread(name)
+        thread = name if row and row["project"] is None else journal.thread_for(name, project)
     pool = k if whole else max(k * POOL_FACTOR, 50)
     hits = search(
         journal, query, pool, thread=thread, embedder=embedder, relevant_only=relevant_only
