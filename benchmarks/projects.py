@@ -20,6 +20,12 @@ questions with the same ranking and budget, in the same run. Printed, for both:
 - **tokens of the block spent on another project's facts**, per block and as a share of
   the block (goal 0; the global memory's is reported).
 
+The shared-thread case (issue 36): two notebooks in two projects on one home, each in the
+plain ``default`` thread, in two kernels (an agent and its own ``Memory`` each), take turns
+with the same script. Printed: the share of their model requests that carry a word of the
+other project (its thread's messages or its facts; goal 0) and the share of the request
+tokens those lines spend (goal 0).
+
     .venv/bin/python benchmarks/projects.py [--sessions N] [--results DIR | --no-results]
 
 The figures go to ``benchmarks/results/projects.json`` (docs/benchmarks.md renders them).
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import sys
 import tempfile
 import time
@@ -47,8 +54,17 @@ from deerflow_nb.memory.retrieval.injection import inject  # noqa: E402
 from deerflow_nb.projects import fact_project  # noqa: E402
 from deerflow_nb.tokens import count_tokens  # noqa: E402
 
-GOALS = {"leak_rate": 0.0, "project_recall": 0.95, "user_recall": 1.0, "wrong_tokens": 0}
+GOALS = {
+    "leak_rate": 0.0,
+    "project_recall": 0.95,
+    "user_recall": 1.0,
+    "wrong_tokens": 0,
+    "shared_thread_leak_rate": 0.0,
+    "shared_thread_wrong_token_share": 0.0,
+}
 PROJECTS = ("churn", "clinic", "forecast")
+SHARED = ("churn", "clinic")  # the shared-thread case's two notebooks
+MEMORY_BLOCK = re.compile(r"<memory>.*?</memory>", re.DOTALL)
 USER_FACTS = [
     "I prefer Arrow7 over pandas",
     "I use Quill3 for plotting",
@@ -240,6 +256,51 @@ def run(sessions: int) -> dict[str, Any]:
     }
 
 
+def shared_thread(sessions: int) -> dict[str, Any]:
+    """Two kernels in two projects on one home, both in the plain ``default`` thread: how
+    many of their model requests carry a line naming the other project's token, and the
+    share of the request tokens such lines spend. The thread's part of a request (its
+    messages and summary) is counted apart from the ``<memory>`` block (facts and the
+    user's summaries, which a fold writes)."""
+    owner = {token_of(fact).lower(): p for p in SHARED for fact in PROJECT_FACTS[p]}
+    counts = {"requests": 0, "leaked": 0, "block_leaked": 0, "wrong": 0, "block_wrong": 0}
+    all_tokens = 0
+    with tempfile.TemporaryDirectory() as home:
+        settings = load_settings(home)
+        agents = {project: Agent(settings=settings) for project in SHARED}
+        for project, _, turns in script(sessions):
+            if project not in agents:
+                continue
+            others = [token for token, p in owner.items() if p != project]
+            for turn in turns:
+                agents[project].run(turn, project=project)
+                text = "\n".join(
+                    str(m.get("content") or "") for m in agents[project].last_turn.model_view
+                )
+                block = "\n".join(MEMORY_BLOCK.findall(text))
+                for key, part in (("", MEMORY_BLOCK.sub("", text)), ("block_", block)):
+                    wrong = [
+                        line for line in part.splitlines() if any(t in line.lower() for t in others)
+                    ]
+                    counts[f"{key}leaked"] += bool(wrong)
+                    counts[f"{key}wrong"] += sum(count_tokens(line) for line in wrong)
+                counts["requests"] += 1
+                all_tokens += count_tokens(text)
+            agents[project].memory.flush()
+        threads = len(agents[SHARED[0]].journal.threads())
+        for agent in agents.values():
+            agent.close()
+    requests = max(counts["requests"], 1)
+    return {
+        "requests": counts["requests"],
+        "threads": threads,
+        "leak_rate": counts["leaked"] / requests,
+        "wrong_token_share": counts["wrong"] / max(all_tokens, 1),
+        "memory_block_leak_rate": counts["block_leaked"] / requests,
+        "memory_block_wrong_token_share": counts["block_wrong"] / max(all_tokens, 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=10, help="sessions per project (10)")
@@ -272,9 +333,20 @@ def main(argv: list[str] | None = None) -> int:
     results.add("setup", **setup)
     results.add("per_project", **ours)
     results.add("global", **flat)
+    shared = shared_thread(args.sessions)
+    print(
+        f"shared thread ({' and '.join(SHARED)} in 'default', one home, two kernels): "
+        f"{shared['requests']} requests in {shared['threads']} threads, leak rate "
+        f"{shared['leak_rate']:.3f}, wrong-project token share {shared['wrong_token_share']:.3f}"
+        f"; in the <memory> block: leak rate {shared['memory_block_leak_rate']:.3f}, token "
+        f"share {shared['memory_block_wrong_token_share']:.3f}"
+    )
+    results.add("shared_thread", **shared)
     report_written(results.write(results_dir(args)))
     met = (
-        ours["leak_rate"] == 0
+        shared["leak_rate"] == 0
+        and shared["wrong_token_share"] == 0
+        and ours["leak_rate"] == 0
         and ours["project_recall"] >= GOALS["project_recall"]
         and ours["user_recall"] == 1.0
         and ours["wrong_tokens_per_block"] == 0

@@ -12,8 +12,10 @@ in ``default``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +25,14 @@ PROJECT_ENV = "DEERFLOW_NB_PROJECT"
 # sets ``__session__`` in the namespace from it).
 NOTEBOOK_ENV = "JPY_SESSION_NAME"
 MAX_NAME = 64
+MAX_THREAD_NAME = 128
+HASH_CHARS = 8  # the suffix that keeps two long names apart once cut
 _BAD = re.compile(r"[^\w.\- ]+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SEPARATORS = re.compile(r"[/\\]+")
+# Unicode's control, format (bidi, zero-width), surrogate, private-use and unassigned
+# categories: nothing a name needs, and each can hide or fake what a name says.
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 
 # A fact's scope in memory.json: no ``scope`` key (DeerFlow's plain fact) is the user's.
 PROJECT_SCOPE = "project"
@@ -43,12 +52,45 @@ class Project:
 
 
 def project_name(text: str) -> str:
-    """``text`` as a project name: one line, at most 64 characters, no path separators;
-    ValueError (naming the fix) when nothing is left."""
-    name = " ".join(_BAD.sub("-", str(text)).split()).strip(" .-")[:MAX_NAME].strip()
+    """``text`` as a project name, the one rule every path (``%memory``, ``Agent.run``,
+    imports, renames) applies: NFC, one line of letters, digits, ``-``, ``_``, ``.`` and
+    spaces (no separators, controls or path parts), at most ``MAX_NAME`` characters, a long
+    name cut with a hash of the whole so two never meet. Idempotent; ValueError (naming
+    the fix) when nothing is left."""
+    name = " ".join(_BAD.sub("-", _plain(text)).split()).strip(" .-")
     if not name:
         raise ValueError(f"{text!r} is not a project name; use letters, digits, '-', '_' or '.'")
-    return name
+    return _bounded(name, MAX_NAME)
+
+
+def thread_name(text: str) -> str:
+    """``text`` as a thread name, by the project name's rule but keeping punctuation (a
+    thread is a conversation's label, and ``Journal.thread_for`` writes ``NAME @project``):
+    NFC, one line, no controls or path separators, at most ``MAX_THREAD_NAME`` characters
+    with a hash of the whole when cut. Idempotent; ValueError when nothing is left."""
+    name = " ".join(_SEPARATORS.sub("-", _plain(text)).split()).strip()
+    if not name:
+        raise ValueError(f"{text!r} is not a thread name; use letters, digits or punctuation")
+    return _bounded(name, MAX_THREAD_NAME)
+
+
+def _plain(text: object) -> str:
+    """``text`` in NFC with lone surrogates as U+FFFD, spaces of every kind as one space
+    and hidden characters (a NUL, a zero-width space) left out."""
+    text = unicodedata.normalize("NFC", _SURROGATE.sub("\ufffd", str(text)))
+    return "".join(
+        " " if c.isspace() else c
+        for c in text
+        if c.isspace() or unicodedata.category(c) not in _HIDDEN
+    )
+
+
+def _bounded(name: str, limit: int) -> str:
+    """``name`` if it fits in ``limit``, else its start and a short hash of all of it."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:HASH_CHARS]
+    return f"{name[: limit - HASH_CHARS - 1].rstrip()}-{digest}"
 
 
 def notebook_path(namespace: dict[str, object] | None = None) -> Path | None:

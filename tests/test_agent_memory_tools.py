@@ -96,7 +96,7 @@ def test_recall_finds_an_earlier_thread_and_leaves_the_question_out(
     result = only_result(agent, "recall")
     assert json.loads(agent.last_turn.tool_calls[0]["arguments"]) == {"query": "the Berlin dataset"}
     head, first, *rest = result.splitlines()
-    assert head.startswith('2 earlier messages match "the Berlin dataset"')
+    assert head.startswith('2 earlier messages of project default match "the Berlin dataset"')
     assert " | berlin | #1 user: Let's look at the Berlin dataset: 40 stores" in first
     assert any(" | berlin | #2 assistant: Noted" in line for line in rest)
     assert first[2:6].isdigit()  # a date first: 2026-11-22 18:52

@@ -161,7 +161,7 @@ def test_injection_ranks_user_and_active_project_facts_and_never_another_project
 
 
 # -- 4. search and recall in the project, --all to widen ----------------------------------
-def test_search_and_recall_look_in_the_active_project_unless_widened(
+def test_search_and_recall_look_in_the_active_project_unless_the_user_widens(
     shell: InteractiveShell,
 ) -> None:
     shell.run_line_magic("memory", "project churn")
@@ -187,9 +187,9 @@ def test_search_and_recall_look_in_the_active_project_unless_widened(
     memory = get_session(shell).memory
     tools = MemoryTools(memory, "k9", project="clinic")
     assert "812" in tools.search_memory("rows") and "7043" not in tools.search_memory("rows")
-    assert "7043" in tools.search_memory("rows", all_projects=True)
-    assert "(project churn)" in tools.search_memory("rows", all_projects=True)
-    assert "churn/c1" in tools.recall("data", all_projects=True)
+    # issue 36: only the user widens; the model's all_projects is ignored
+    assert "7043" not in tools.search_memory("rows", all_projects=True)
+    assert "c1" not in tools.recall("data", all_projects=True)
     assert "c1" not in tools.recall("data")
     said = tools.remember("The clinic team rejected SHAP plots", "context")
     assert "Remembered" in said
@@ -412,8 +412,12 @@ def test_designs_injection_names_without_a_project_inject_the_users_facts_only()
 
 
 def test_threads_from_before_projects_are_recalled_in_every_project(home: Path) -> None:
-    agent = Agent()  # no project: a thread as journaled before projects existed
-    agent.run("Let's look at the Berlin stores data.", thread="old")
+    agent = Agent()
+    old = [
+        {"role": "user", "content": "Let's look at the Berlin stores data."},
+        {"role": "assistant", "content": "Berlin it is."},
+    ]
+    agent.journal.add_messages("old", old)  # no project: as journaled before projects
     agent.run("Let's look at the Lisbon stores data.", thread="new", project="lisbon")
     agent.memory.project = "clinic"
     hits = agent.memory.recall("stores data")

@@ -1,8 +1,10 @@
 """The lead agent: one turn = middleware chain + tool loop over a journaled thread.
 
 A thread is its name in the journal, so ``agent.run(..., thread="analysis")`` resumes
-the same conversation after a kernel restart. ``new=True`` never reuses a journaled
-thread: it picks the first free name among ``NAME``, ``NAME-2``, ``NAME-3``, ...
+the same conversation after a kernel restart. A thread belongs to one project: the same
+name in another project is another thread (``Journal.thread_for``: ``NAME @project``).
+``new=True`` never reuses a journaled thread: it picks the first free name among
+``NAME``, ``NAME-2``, ``NAME-3``, ...
 """
 
 from __future__ import annotations
@@ -130,11 +132,20 @@ class Agent:
     def journal(self) -> Journal:
         return self.memory.journal
 
-    def journaled_turn(self, thread: str) -> TurnResult | None:
-        """The thread's last journaled turn as a ``TurnResult`` (its messages, tool calls,
-        usage and status), or None when it has none: what a re-run cell may show again."""
+    def thread_id(self, thread: str, project: str | None = None) -> str:
+        """The journal id of thread ``thread`` in ``project`` (None: the default project):
+        the name normalised (``projects.thread_name``), then ``Journal.thread_for``."""
+        from ..projects import thread_name
+
+        return self.journal.thread_for(thread_name(thread), project)
+
+    def journaled_turn(self, thread: str, project: str | None = None) -> TurnResult | None:
+        """The last journaled turn of ``project``'s thread ``thread`` as a ``TurnResult``
+        (its messages, tool calls, usage and status), or None when it has none: what a
+        re-run cell may show again."""
         from ..storage.journal import row_to_message  # sqlite-utils: loaded on first use
 
+        thread = self.thread_id(thread, project)
         turns = self.journal.turns(thread)
         if not turns:
             return None
@@ -173,13 +184,14 @@ class Agent:
             self._memory.close()
             self._memory = None
 
-    def fresh_thread(self, name: str) -> str:
-        """``name`` if no journaled thread has it, else the first free ``name-N``."""
+    def fresh_thread(self, name: str, project: str | None = None) -> str:
+        """The journal id of a new thread in ``project``: ``name``'s if no journaled thread
+        has it, else the first free ``name-N``'s."""
         candidate, n = name, 1
-        while self.journal.thread(candidate) is not None:
+        while self.journal.thread(found := self.thread_id(candidate, project)) is not None:
             n += 1
             candidate = f"{name}-{n}"
-        return candidate
+        return found
 
     def run(
         self,
@@ -203,9 +215,13 @@ class Agent:
         ``ThreadError`` for a sub-agent's thread: it is not a conversation to continue (and
         memory never reads it).
         """
+        from ..projects import DEFAULT_PROJECT, project_name
+
         started = time.perf_counter()
         self.last_turn = None
-        thread = self.fresh_thread(thread) if new else thread
+        project = project_name(project) if project else self.memory.project
+        label = project or DEFAULT_PROJECT  # the thread's project, recorded once
+        thread = self.fresh_thread(thread, label) if new else self.thread_id(thread, label)
         known = self.journal.thread(thread)
         if known is not None and known.get("kind") == "subagent":
             raise ThreadError(
@@ -213,7 +229,6 @@ class Agent:
                 f"{known.get('parent_id')!r} or name a new one"
             )
         memory_on = use_memory and self.settings.memory.enabled
-        project = project or self.memory.project
         code_on = self.settings.agent.allow_code_execution if allow_code is None else allow_code
         tools = NotebookTools(self.namespace, self.shell, allow_code=code_on, show=show)
         executor = None
@@ -227,6 +242,7 @@ class Agent:
                 self.window,
                 parent_thread=thread,
                 on_event=on_event,
+                project=label,
             )
         # Memory tools for the lead only, and only when the turn uses memory: a
         # --no-memory turn neither reads memory nor writes it.
@@ -237,7 +253,7 @@ class Agent:
                 thread,
                 current_turn=lambda: state.turn_id,
                 user_message=message,
-                project=project,
+                project=label,
             )
         prompt = (
             LEAD_PROMPT
@@ -264,7 +280,7 @@ class Agent:
             with self.model.in_use():  # the server is the user's until the turn ends
                 run_turn(
                     state,
-                    self._chain(state, memory_on, on_event, project),
+                    self._chain(state, memory_on, on_event, project, label),
                     tools=tool_specs(names),
                     dispatch=dispatch,
                     max_turns=self.settings.agent.max_turns,
@@ -315,7 +331,10 @@ class Agent:
         memory_on: bool,
         on_event: OnEvent | None,
         project: str | None = None,
+        label: str | None = None,
     ) -> list[Middleware]:
+        """The turn's middleware; ``project`` is what memory reads (None: the user's facts
+        only), ``label`` the project recorded on the thread."""
         settings = self.settings
         chain: list[Middleware] = [
             SummarizationMiddleware(
@@ -329,7 +348,7 @@ class Agent:
         # The journal opens the turn first, so a turn whose injection fails is still kept.
         title = _title(state.user_message["content"])
         chain.append(
-            JournalMiddleware(self.journal, title=title, private=not memory_on, project=project)
+            JournalMiddleware(self.journal, title=title, private=not memory_on, project=label)
         )
         if memory_on and settings.memory.injection_enabled:
             budget = settings.memory.max_injection_tokens

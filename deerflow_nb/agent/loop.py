@@ -54,6 +54,9 @@ class Middleware:
     def before_model(self, state: TurnState) -> None:
         """Runs before every model call; may change what the model sees."""
 
+    def after_text(self, state: TurnState) -> None:
+        """Runs as streamed text arrives (``state.partial`` holds the reply so far)."""
+
     def after_agent(self, state: TurnState) -> None:
         """Runs once at the end, whatever the outcome (see ``state.status``)."""
 
@@ -187,6 +190,7 @@ def _loop(
         state.partial += delta
         if on_text is not None:
             on_text(delta)
+        _hook(state, middlewares, "after_text")
 
     schema_tokens = count_tokens(json.dumps(tools)) if tools else 0  # the same every call
     step = 0

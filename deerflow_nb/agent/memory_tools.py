@@ -1,5 +1,7 @@
 """The lead agent's memory tools: ``search_memory``, ``recall`` and ``remember``.
 
+Search and recall stay in the turn's project and the user's own facts: only the user
+widens a search (``%memory … --all``), so an ``all_projects`` a model sends is ignored.
 Search and recall show untrusted text inert; ``remember`` goes through
 ``Memory.add_fact`` and so the gate: a fact the user's message asked for and stated
 ("remember that I prefer polars") is the user's own, any other (a question such as "Do you
@@ -88,14 +90,15 @@ class MemoryTools(ToolSet):
         self._own_turn = f"tools-{uuid.uuid4().hex[:12]}"  # one ToolSet serves one turn
 
     def search_memory(
-        self, query: str = "", k: int = TOOL_SEARCH_K, all_projects: bool = False
+        self, query: str = "", k: int = TOOL_SEARCH_K, all_projects: object = None
     ) -> str:
+        """The user's and this project's facts; ``all_projects`` (no longer offered) is
+        accepted from an older prompt and ignored: only the user widens a search."""
         from ..memory import escape_for_block as escape
 
         query = _text_argument(query, "query", required=False)
         k = _count(k, TOOL_SEARCH_K)
-        wide = all_projects is True
-        scope: dict[str, Any] = {"project": self.project, "everywhere": wide}
+        scope: dict[str, Any] = {"project": self.project}
         # What this project sees, in confidence order (an empty query lists them).
         seen = self.memory.search("", k=1 << 30, relevant_only=False, **scope)
         total = len(seen)
@@ -128,8 +131,10 @@ class MemoryTools(ToolSet):
         query: str,
         thread: str | None = None,
         k: int = TOOL_RECALL_K,
-        all_projects: bool = False,
+        all_projects: object = None,
     ) -> str:
+        """This project's earlier conversations; ``all_projects`` is ignored (see
+        ``search_memory``), and a ``thread`` names this project's thread of that name."""
         from ..memory import escape_for_block as escape
 
         query = _text_argument(query, "query")
@@ -138,13 +143,10 @@ class MemoryTools(ToolSet):
         thread = thread.strip() or None if isinstance(thread, str) else None
         k = _count(k, TOOL_RECALL_K)
         skip = self._this_turn()
-        wide = all_projects is True
-        hits = self.memory.recall(
-            query, k=k + len(skip), thread=thread, project=self.project, everywhere=wide
-        )
+        hits = self.memory.recall(query, k=k + len(skip), thread=thread, project=self.project)
         hits = [h for h in hits if (h["thread"], h["seq"]) not in skip][:k]
         where = f" in thread {escape(thread)}" if thread else ""
-        if not thread and not wide and self.project:
+        if not thread and self.project:
             where = f" of project {escape(self.project)}"
         if not hits:
             miss = f'Nothing stored matches "{escape(query)}" in earlier conversations{where}.'
@@ -153,19 +155,18 @@ class MemoryTools(ToolSet):
                 k=1 + len(skip),
                 thread=thread,
                 project=self.project,
-                everywhere=wide,
                 relevant_only=False,
             )
             nearest = [h for h in nearest if (h["thread"], h["seq"]) not in skip][:1]
             if not nearest:
                 return miss
             miss += " Nearest miss, not a match:"
-            return _fit(miss, [_message_line(nearest[0], query, wide)])
+            return _fit(miss, [_message_line(nearest[0], query)])
         head = (
             f'{len(hits)} earlier messages{where} match "{escape(query)}", best first '
             "(date | thread | message number and speaker: excerpt):"
         )
-        return _fit(head, [_message_line(hit, query, wide) for hit in hits])
+        return _fit(head, [_message_line(hit, query) for hit in hits])
 
     def remember(self, content: str, category: str = "context", scope: str | None = None) -> str:
         from ..projects import looks_like_project
@@ -244,17 +245,16 @@ def _fit(head: str, lines: list[str]) -> str:
     return "\n".join([head, *kept])
 
 
-def _message_line(hit: dict[str, Any], query: str, wide: bool = False) -> str:
-    """One recall hit; widened to every project, its place is ``project/thread``."""
+def _message_line(hit: dict[str, Any], query: str) -> str:
+    """One recall hit: date, thread, message number and speaker, excerpt."""
     from ..memory import escape_for_block as escape
 
     stamp = str(hit.get("created_at") or "")[:16].replace("T", " ") or "undated"
     text = escape(excerpt(str(hit.get("content") or ""), query))
     echoes = len(hit.get("echoes") or ())
     again = f" (said back or asked about {echoes} more times)" if echoes else ""
-    place = f"{hit.get('project')}/{hit['thread']}" if wide else str(hit["thread"])
     return (
-        f"- {escape(stamp)} | {escape(place)} | "
+        f"- {escape(stamp)} | {escape(str(hit['thread']))} | "
         f"#{hit['seq']} {escape(str(hit['role']))}: {text}{again}"
     )
 

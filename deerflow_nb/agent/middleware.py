@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..storage.journal import Journal
 
 CONTEXT_MESSAGES = 4  # earlier messages, besides the new one, that steer memory selection
+PARTIAL_SECONDS = 0.5  # how often a streaming reply is copied into the journal
 
 
 class SummarizationMiddleware(Middleware):
@@ -142,6 +143,25 @@ class JournalMiddleware(Middleware):
         self.title = title
         self.private = private  # a --no-memory turn: journaled, never read by memory
         self.project = project  # recorded on the thread: its folds go to this project
+        self._partial_seq: int | None = None  # the streamed reply's row (keep_partial)
+        self._partial_at = 0.0
+
+    def after_text(self, state: TurnState) -> None:
+        """Keep the reply streamed so far in the journal, at most every ``PARTIAL_SECONDS``:
+        a kernel killed mid-stream leaves the words it showed (a lock or a full disk
+        only skips this copy; the turn's end writes the reply whole)."""
+        now = time.monotonic()
+        if state.turn_id is None or not state.partial:
+            return
+        if self._partial_seq is not None and now - self._partial_at < PARTIAL_SECONDS:
+            return
+        self._partial_at = now
+        try:
+            self._partial_seq = self.journal.keep_partial(
+                state.turn_id, self._partial_seq, state.partial
+            )
+        except HomeError:
+            return
 
     def before_agent(self, state: TurnState) -> None:
         state.turn_id = self.journal.begin_turn(
@@ -167,6 +187,7 @@ class JournalMiddleware(Middleware):
                 output_tokens=state.usage.output_tokens,
                 facts_injected=state.facts_injected,
                 error=state.error,
+                replaces=self._partial_seq,
             )
         except HomeError as exc:  # a lock, a full disk: say exactly what was not kept
             reason = str(exc).removesuffix("; nothing was changed")

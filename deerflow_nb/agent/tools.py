@@ -82,7 +82,7 @@ _SPECS: dict[str, dict[str, Any]] = {
             "Search the facts remembered about the user, best match first, including those "
             "the memory section of the prompt left out for space. Use it when the user asks "
             "what you know or remember about them, or when a fact might help but is not shown."
-            " It looks in the user's facts and this project's; all_projects widens it."
+            " It looks in the user's facts and this project's."
         ),
         "parameters": {
             "type": "object",
@@ -92,17 +92,16 @@ _SPECS: dict[str, dict[str, Any]] = {
                     "type": "integer",
                     "description": f"how many facts (default {TOOL_SEARCH_K})",
                 },
-                "all_projects": {"type": "boolean", "description": "every project's facts"},
             },
             "required": ["query"],
         },
     },
     "recall": {
         "description": (
-            "Search earlier conversations (the user's messages and your replies in every "
-            "thread) for what was said, best match first, with thread, date and an excerpt. "
-            "Use it when the user refers to the past: 'last time', 'what did we discuss "
-            "about ...', 'what did I tell you about ...'."
+            "Search earlier conversations (the user's messages and your replies in this "
+            "project's threads) for what was said, best match first, with thread, date and "
+            "an excerpt. Use it when the user refers to the past: 'last time', 'what did we "
+            "discuss about ...', 'what did I tell you about ...'."
         ),
         "parameters": {
             "type": "object",
@@ -112,10 +111,6 @@ _SPECS: dict[str, dict[str, Any]] = {
                 "k": {
                     "type": "integer",
                     "description": f"how many messages (default {TOOL_RECALL_K})",
-                },
-                "all_projects": {
-                    "type": "boolean",
-                    "description": "every project's threads (default: this project's)",
                 },
             },
             "required": ["query"],

@@ -1,15 +1,10 @@
 """``Memory``: the one object the agent, ``%memory``, the panel and the inspector use.
 
-A facade over parts with one job each: ``ledger`` (the journal-first write protocol and
-the history it leaves), ``edits`` (hand edits), ``folding`` (the fold queue and its model
-call), ``review`` (pending changes), ``upkeep`` (staleness and consolidation) and
-``transfer`` (export, import, reset).
-
-Opening a ``Memory`` opens its files (journal.db migrates) and does nothing else: no
-thread, no write. ``start`` is what a kernel does on loading memory (the notebook session
-and ``Agent`` call it): finish what a killed process left and start this home's background
-fold worker. Without it, the first read or write still finishes a half-applied change
-first (``Ledger.settle``), and ``flush`` folds in the calling thread.
+A facade over parts with one job each: ``ledger`` (the journal-first write protocol and its
+history), ``edits``, ``folding``, ``review``, ``upkeep`` and ``transfer``. Opening a
+``Memory`` opens its files (journal.db migrates), no thread, no write; ``start`` is what a
+kernel does on loading memory: finish what a killed process left and start this home's
+fold worker (without it, ``flush`` folds in the calling thread).
 """
 
 from __future__ import annotations
@@ -22,9 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import HOME_ENV, HomeError, Settings, load_settings
+from ..projects import project_name
 from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff
 from ..storage.journal import Journal
+from .conversation import journal_conversation
 from .fact_query import FactQuery
 from .folding import fold_log, worker
 from .folding.extraction import check_diff
@@ -322,6 +319,15 @@ class Memory:
             self._worker.notify()
         return queued
 
+    def add_messages(
+        self, thread: str, messages: Iterable[dict[str, Any]], project: str | None = None
+    ) -> str:
+        """The one door for a conversation from outside the agent: journal ``messages`` in
+        ``project``'s thread ``thread`` (``conversation.py``), queue its fold; its id."""
+        thread_id = journal_conversation(self.journal, thread, messages, project or self.project)
+        self.enqueue(thread_id)
+        return thread_id
+
     def skip(self, thread_id: str) -> None:
         """Keep the thread's turns so far out of memory (memory disabled)."""
         self._folding.skip(thread_id)
@@ -334,9 +340,7 @@ class Memory:
         included; a thread it cuts short stays queued for the next fold. A thread another
         kernel on the home is folding is waited for (within ``timeout``), and folded here if
         that kernel dies first. The fold uses this object's settings (its model, say), even
-        when another ``Memory`` on the same home started the background worker. Folds
-        nothing when memory is disabled.
-        """
+        when another ``Memory`` on the same home started the worker. Memory off: no fold."""
         return self._folding.flush(timeout)
 
     # -- memory over months (updates/upkeep.py, aging.py) ------------------------------
@@ -421,7 +425,7 @@ class Memory:
         kept (an int) and why not the rest (a confidence outside 0-1, no text). With
         ``project``: add its facts to that project (one change, as many as memory has room
         for); returns how many were new, how many known, and why not the rest."""
-        return self._transfer.import_(path, project=project)
+        return self._transfer.import_(path, project=project_name(project) if project else None)
 
     def reset(self) -> None:
         """Empty memory (recorded as a version, so it can be rolled back)."""

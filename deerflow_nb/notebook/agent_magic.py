@@ -8,7 +8,8 @@
 failed cell, its source and traceback (also as the line ``%agent --error``).
 
 Threads: a cell without ``-t`` continues the thread the previous ``%%agent`` cell of
-this notebook used ("default" at first). ``-t NAME`` switches to NAME, resuming it from
+this notebook used ("default" at first); a thread belongs to its project, so another
+project's "default" is another thread. ``-t NAME`` switches to NAME, resuming it from
 the journal if it exists (also after a kernel restart). ``--new`` starts a fresh
 thread: NAME (or the current thread's name) if unused, else the first free NAME-2,
 NAME-3, ...; later cells without ``-t`` continue it.
@@ -135,7 +136,8 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
         view = turn_view(shell)
         folds_before = session.notices.mark()
         name = args.thread or thread
-        earlier = None if args.new else repeated_proposal(agent, name, message)
+        project = _project(args.project) or session.project.name
+        earlier = None if args.new else repeated_proposal(agent, name, message, project)
     for note in session.notices.take_later():  # an earlier turn's fold, in a terminal
         print(note)
     if earlier is not None:
@@ -145,7 +147,7 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
         with fixable_errors():
             agent.run(
                 message,
-                args.thread or (re.sub(r"-\d+$", "", thread) if args.new else thread),
+                args.thread or (_base_name(thread) if args.new else thread),
                 on_text=view.on_text,
                 on_event=view.on_event,
                 use_memory=not args.no_memory,
@@ -153,7 +155,7 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
                 new=args.new,
                 allow_code=True if args.allow_code else None,
                 show=view.show_block,
-                project=_project(args.project) or session.project.name,
+                project=project,
             )
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the partial reply is in _agent and the turn is journaled")
@@ -165,12 +167,25 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
     return agent.last_turn
 
 
-def repeated_proposal(agent: Any, thread: str, message: str) -> TurnResult | None:
+def thread_name_of(thread_id: str) -> str:
+    """The name a journal id stands for in its project: ``analysis-3`` for ``analysis-3
+    @churn`` (``Journal.thread_for`` maps it back, in that project)."""
+    return thread_id.split(" @")[0]
+
+
+def _base_name(thread: str) -> str:
+    """The name a thread id was made from: ``analysis`` for ``analysis-3 @churn``."""
+    return re.sub(r"-\d+$", "", thread_name_of(thread))
+
+
+def repeated_proposal(
+    agent: Any, thread: str, message: str, project: str | None = None
+) -> TurnResult | None:
     """The thread's last turn, when it asked exactly ``message`` of the same model, ended
     well and proposed a cell: re-running the cell that asked it shows that turn again
     rather than insert a second copy of its cell (the kernel cannot replace a cell the front
     end holds) and journal the same turn twice. None otherwise."""
-    last = agent.journaled_turn(thread)
+    last = agent.journaled_turn(thread, project)
     if last is None or last.status != "ok" or last.model != agent.model.name:
         return None
     if not last.messages or last.messages[0] != {"role": "user", "content": message}:
@@ -206,7 +221,8 @@ def _keep(
 
 @magics_class
 class AgentMagics(Magics):
-    """Registers ``%%agent``; remembers the thread the last cell used."""
+    """Registers ``%%agent``; remembers the thread the last cell used, by name: a cell in
+    another project (``--project``) continues that project's thread of the name."""
 
     def __init__(self, shell: Any = None) -> None:
         super().__init__(shell)
@@ -232,4 +248,4 @@ class AgentMagics(Magics):
             return
         result = handle_agent(self.shell, args, cell or "", self.thread)
         if result is not None:
-            self.thread = result.thread
+            self.thread = thread_name_of(result.thread)

@@ -34,6 +34,7 @@ from .db import (
     write_error,
 )
 from .migrations import applied, migrate
+from .threads import thread_for
 
 
 def _upsert_thread(
@@ -45,15 +46,17 @@ def _upsert_thread(
     model: str | None,
     project: str | None = None,
 ) -> None:
-    """The thread's row, made or touched (plain SQL: this runs on every turn); a turn in
-    another project moves the thread there (its later folds go to that project)."""
+    """The thread's row, made or touched (plain SQL: this runs on every turn). Its project
+    label is the first one recorded and never changes by use (a thread from before
+    projects gets one once); ``Journal.thread_for`` keeps other projects' turns out of it,
+    and only ``rename_project`` relabels."""
     stamp = now_iso()
     title = None if title is None else encodable(title)
     db.execute(
         "INSERT INTO threads (id, kind, parent_id, title, model, created_at, updated_at, "
         "project) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at, "
-        "project = COALESCE(excluded.project, threads.project)",
+        "project = COALESCE(threads.project, excluded.project)",
         [thread_id, kind, parent_id, title, model, stamp, stamp, project],
     )
 
@@ -68,6 +71,15 @@ def _insert_turn(db: sqlite_utils.Database, thread_id: str, model: str, private:
         [turn_id, thread_id, now_iso(), model, int(private), this_owner()],
     )
     return turn_id
+
+
+def _drop_partial(db: sqlite_utils.Database, thread_id: str, turn_id: str, seq: int | None) -> None:
+    """Inside a transaction: remove the streamed reply ``keep_partial`` kept as ``seq``."""
+    if seq is not None:
+        db.execute(
+            "DELETE FROM messages WHERE thread_id = ? AND seq = ? AND turn_id = ?",
+            [thread_id, seq, turn_id],
+        )
 
 
 def _insert_message(
@@ -192,6 +204,21 @@ class Journal:
     def thread(self, thread_id: str) -> dict[str, Any] | None:
         return thread_row(self.db, thread_id)
 
+    def thread_for(self, name: str, project: str | None) -> str:
+        """The journal id of thread ``name`` in ``project``, so the same name in two
+        projects is two threads (``threads.thread_for``)."""
+        return thread_for(self.db, name, project)
+
+    def add_messages(
+        self, thread_id: str, messages: Sequence[dict[str, Any]], *, project: str | None = None
+    ) -> int:
+        """``ensure_thread`` (a lead thread of ``project``) and ``add_message`` of each of
+        ``messages``, in one transaction; the last ``seq``."""
+        with self.transaction() as db:
+            _upsert_thread(db, thread_id, "lead", None, None, None, project)
+            seqs = [_insert_message(db, thread_id, m, None) for m in messages]
+        return seqs[-1] if seqs else self.last_seq(thread_id)
+
     def threads(self) -> list[dict[str, Any]]:
         return thread_rows(self.db)
 
@@ -264,6 +291,19 @@ class Journal:
                 )
         return len(orphans)
 
+    def keep_partial(self, turn_id: str, seq: int | None, text: str) -> int:
+        """Keep a reply still streaming as the turn's assistant message: the row ``seq``
+        (from an earlier call) is replaced, else one is added; its ``seq``. A kernel killed
+        mid-stream so leaves the words it showed; ``end_turn(replaces=seq)`` drops it for
+        the turn's real messages. The row is written anew each time, so the recall index
+        (which indexes by row id) never keeps an older cut of it."""
+        with self.transaction() as db:
+            (thread_id,) = db.execute(
+                "SELECT thread_id FROM turns WHERE id = ?", [turn_id]
+            ).fetchone()
+            _drop_partial(db, thread_id, turn_id, seq)
+            return _insert_message(db, thread_id, {"role": "assistant", "content": text}, turn_id)
+
     def end_turn(
         self,
         turn_id: str,
@@ -274,15 +314,18 @@ class Journal:
         facts_injected: int = 0,
         error: str | None = None,
         messages: Sequence[dict[str, Any]] = (),
+        replaces: int | None = None,
     ) -> None:
         """Close the turn, appending ``messages`` (the turn's rest) in the same transaction:
         a turn interrupted here leaves none of them, never a tool call without its result,
-        which the API would refuse in every later turn of the thread."""
+        which the API would refuse in every later turn of the thread. ``replaces``: the
+        ``seq`` of the streamed reply ``keep_partial`` kept, removed first."""
         with self.transaction() as db:
-            if messages:
+            if messages or replaces is not None:
                 (thread_id,) = db.execute(
                     "SELECT thread_id FROM turns WHERE id = ?", [turn_id]
                 ).fetchone()
+                _drop_partial(db, thread_id, turn_id, replaces)
                 for message in messages:
                     _insert_message(db, thread_id, message, turn_id)
             db.execute(

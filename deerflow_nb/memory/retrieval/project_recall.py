@@ -1,7 +1,10 @@
 """Recall within a project: the journal search (``recall.py``) kept to one project's threads.
 
 Each hit says which project its thread belongs to (``project``). Threads journaled before
-projects have none: like the facts of that time, they are shared by every project. The
+projects have none: like the facts of that time, they are shared by every project. A
+``thread`` named within a project is that project's thread of the name
+(``Journal.thread_for``), and its hits are kept to the project as well: another project's
+thread is never read from here. The
 search itself is ``recall.search``'s, asked for a deeper pool so a project with few hits
 among many still fills ``k``.
 """
@@ -28,10 +31,15 @@ def recall_in(
 ) -> list[dict[str, Any]]:
     """The ``k`` best hits for ``query`` in ``project``'s threads and those from before
     projects (``EVERY_PROJECT`` or None, a memory no notebook opened: every thread), each
-    with its ``project``."""
+    with its ``project``; only in ``project``'s thread named ``thread`` when given."""
+    from ...projects import thread_name
     from .recall import search
 
-    whole = project in (EVERY_PROJECT, None) or thread is not None
+    whole = project in (EVERY_PROJECT, None)
+    if thread is not None and not whole:  # a thread from before projects is everyone's
+        name = thread_name(thread)
+        row = journal.thread(name)
+        thread = name if row and row["project"] is None else journal.thread_for(name, project)
     pool = k if whole else max(k * POOL_FACTOR, 50)
     hits = search(
         journal, query, pool, thread=thread, embedder=embedder, relevant_only=relevant_only
