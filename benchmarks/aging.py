@@ -18,8 +18,11 @@ traced to the item it came from. At the end it prints, per policy, how many stil
 facts are in memory (of how many the user stated) and how many dead ones remain (ended
 projects and goals, one-time instructions).
 
-    .venv/bin/python benchmarks/aging.py [--max-facts N ...] [--seed S]
+    .venv/bin/python benchmarks/aging.py [--max-facts N ...] [--seed S] [--quick]
                                          [--results DIR | --no-results]
+
+``--quick``: the year's first ``QUICK_SESSIONS`` sessions, at max_facts 10 only so that
+facts are evicted (unless ``--max-facts`` says otherwise): checks that it runs.
 
 The figures also go to ``benchmarks/results/aging.json``, keyed by seed and max_facts:
 a run with another seed or other limits adds its rows and keeps the others, dated.
@@ -59,6 +62,7 @@ GOALS = {
     "claim": "the default keeps more still-true facts and fewer dead ones than the baseline",
 }
 DAYS = 365
+QUICK_SESSIONS = 30
 SESSION_WEEKDAYS = (0, 3)  # two sessions a week: days 0, 3, 7, 10, …
 PROJECT_DAYS = (21, 70)  # a project runs 3 to 10 weeks
 SYLLABLES = [
@@ -312,17 +316,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20)
     add_results_options(parser)
     args = parser.parse_args(argv)
-    limits = args.max_facts or [40, 50, 100]
+    limits = args.max_facts or ([10] if args.quick else [40, 50, 100])
     results = Results(
         "aging",
         about="A year of synthetic sessions folded with the offline model: what each "
         "eviction policy keeps at max_facts",
         goals=GOALS,
-        options={"seed": args.seed, "max_facts": limits, "model": "offline"},
+        options={"seed": args.seed, "max_facts": limits, "model": "offline", "quick": args.quick},
     )
     rng = random.Random(args.seed)
     items = make_items(rng)
     plan = sessions(items, rng)
+    if args.quick:
+        plan = plan[:QUICK_SESSIONS]
     true_items = [i for i in items if i.kind != "once" and i.alive(DAYS) and i.start < DAYS]
     configs = [
         Config("classic", "confidence only, no gate (DeerFlow classic)", "confidence", gate=False),

@@ -3,6 +3,9 @@
 Each benchmark prints its table and also writes its figures to
 ``benchmarks/results/<name>.json`` (``--results DIR`` elsewhere, ``--no-results`` not at
 all); ``scripts/bench_tables.py`` renders docs/benchmarks.md's tables from those files.
+With ``--quick`` a benchmark runs at tiny sizes, in seconds, to show that it still runs
+(``tests/test_benchmarks.py`` runs every one so in CI): its figures are no measurement, so
+they go to a new temporary folder (or ``--results DIR``), never to ``benchmarks/results``.
 A results file holds::
 
     {
@@ -31,6 +34,7 @@ import math
 import os
 import platform
 import sys
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -77,22 +81,35 @@ def has_conversations(data_dir: Path) -> bool:
 
 
 def add_results_options(parser: argparse.ArgumentParser) -> None:
-    """``--results DIR`` (default ``benchmarks/results``) and ``--no-results``."""
+    """``--results DIR`` (default ``benchmarks/results``), ``--no-results`` and ``--quick``."""
     parser.add_argument(
         "--results",
         type=Path,
-        default=RESULTS_DIR,
         metavar="DIR",
-        help="write the figures to DIR/<benchmark>.json (default benchmarks/results)",
+        help="write the figures to DIR/<benchmark>.json (default benchmarks/results; "
+        "with --quick, a new temporary folder)",
     )
     parser.add_argument(
         "--no-results", action="store_true", help="print the tables only, write no JSON"
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes, seconds: check that the benchmark runs (no measurement; "
+        "benchmarks/results is left alone)",
+    )
 
 
 def results_dir(args: argparse.Namespace) -> Path | None:
-    """Where ``args`` says to write results, or None with ``--no-results``."""
-    return None if args.no_results else Path(args.results)
+    """Where ``args`` says to write results, or None with ``--no-results``: ``--results``,
+    else a new temporary folder with ``--quick``, else ``benchmarks/results``."""
+    if args.no_results:
+        return None
+    if args.results is not None:
+        return Path(args.results)
+    if getattr(args, "quick", False):
+        return Path(tempfile.mkdtemp(prefix="deerflow-bench-quick-"))
+    return RESULTS_DIR
 
 
 def now_stamp() -> str:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/cv.py [DATA_DIR] [--only recall|injection] [--minilm]
+    python benchmarks/cv.py [DATA_DIR] [--only recall|injection] [--minilm] [--quick]
                            [--results DIR | --no-results]
 
 Every weight of ``memory/retrieval/recall.py`` and ``memory/retrieval/ranking.py`` was chosen
@@ -17,7 +17,8 @@ point each fold chose. ``--minilm`` does the same with local MiniLM over smaller
 ``benchmarks/recall.py`` measures it, injection evidence recall per conversation @2000 and
 merged @500 as ``benchmarks/locomo_injection.py`` does.
 
-Figures go to ``benchmarks/results/cv.json``.
+Figures go to ``benchmarks/results/cv.json``. ``--quick`` checks that it runs: the first
+``QUICK_POINTS`` points of each grid (the shipped weights first).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ MINILM_INJECTION_GRID = {
     "context": INJECTION_GRID["context"][:1] + INJECTION_GRID["context"][3:],
     "expansion": tuple({"EXPANSION_WEIGHT": v} for v in (0.6, 0.4)),
 }
+QUICK_POINTS = 3
 ABOUT = (
     "Leave-one-conversation-out figures of conversation recall and injection on LOCOMO dev: "
     "weights chosen on the other conversations, beside the shipped weights' in-sample figures"
@@ -232,7 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not has_conversations(args.data_dir):
         return 2
-    results = Results("cv", about=ABOUT, goals={}, options={"data_dir": args.data_dir.name})
+    results = Results(
+        "cv", about=ABOUT, goals={}, options={"data_dir": args.data_dir.name, "quick": args.quick}
+    )
+    keep = QUICK_POINTS if args.quick else None
     lines = [
         "| figure | in-sample (shipped weights) | leave-one-conversation-out | grid points "
         "| point chosen per held-out conversation (#0: shipped) |",
@@ -240,13 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     suffix, label = ("_minilm", " + MiniLM") if args.minilm else ("", "")
     if args.only in (None, "recall"):
-        points = grid_points(MINILM_RECALL_GRID if args.minilm else RECALL_GRID)
+        points = grid_points(MINILM_RECALL_GRID if args.minilm else RECALL_GRID)[:keep]
         scores, owners = recall_scores(args.data_dir, points, MINILM if args.minilm else None)
         name = f"conversation recall@{K}{label}"
         lines.append(report(f"recall{suffix}", name, points, scores, owners, results))
         print(lines[-1], flush=True)
     if args.only in (None, "injection"):
-        points = grid_points(MINILM_INJECTION_GRID if args.minilm else INJECTION_GRID)
+        points = grid_points(MINILM_INJECTION_GRID if args.minilm else INJECTION_GRID)[:keep]
         with tempfile.TemporaryDirectory() as tmp:
             embedder = local_embedder(Path(tmp)) if args.minilm else None
             for key, (scores, owners) in injection_scores(args.data_dir, points, embedder).items():

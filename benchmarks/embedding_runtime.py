@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/embedding_runtime.py [DATA_DIR] [--results DIR | --no-results]
+    python benchmarks/embedding_runtime.py [DATA_DIR] [--quick] [--results DIR | --no-results]
 
 Both runtimes in one run, on the same machine:
 
@@ -18,6 +18,8 @@ Both runtimes in one run, on the same machine:
 
 DATA_DIR defaults to ``../shared/data/locomo-dev``; without it the ranking rows are
 skipped and the rest runs. Figures go to ``benchmarks/results/embedding_runtime.json``.
+``--quick`` checks that it runs: ``QUICK_QUESTIONS`` questions per runtime instead of 200,
+and a cold start for ONNX only (PyTorch's takes several seconds more).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ QUESTIONS = [
         "cross-validation", "the churn target", "DuckDB", "the marathon",
     )
 ] * 4  # fmt: skip
+QUICK_QUESTIONS = 10
 
 
 def installed_mb(names: list[str]) -> float:
@@ -107,10 +110,10 @@ def embedder(spec: str, home: Path) -> Any:
     return get_embedder(settings, Journal(home / "journal.db"))
 
 
-def per_query_ms(model: Any) -> float:
+def per_query_ms(model: Any, questions: list[str] = QUESTIONS) -> float:
     model.embed_query("warm up")
     seconds = []
-    for question in QUESTIONS:
+    for question in questions:
         start = time.perf_counter()
         model._embed_new([question])  # past the query memo: the model itself
         seconds.append(time.perf_counter() - start)
@@ -163,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         "embedding_runtime",
         about="MiniLM on PyTorch against its int8 ONNX export: size, speed, agreement, ranking",
         goals={"ranking": "the ONNX runtime's LOCOMO figures within the torch run's intervals"},
-        options={"data_dir": args.data_dir.name},
+        options={"data_dir": args.data_dir.name, "quick": args.quick},
     )
+    questions = QUESTIONS[:QUICK_QUESTIONS] if args.quick else QUESTIONS
     lines = ["| runtime | installed MB | cold start s | p50 ms / query |", "|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         models = {}
@@ -172,14 +176,16 @@ def main(argv: list[str] | None = None) -> int:
             home = Path(tmp) / name
             home.mkdir()
             models[name] = embedder(spec, home)
+            cold = None if args.quick and name == "torch" else cold_start(spec)
             figures = {
                 "installed_mb": installed_mb(DISTRIBUTIONS[name]),
-                "cold_start_s": cold_start(spec),
-                "p50_ms_per_query": per_query_ms(models[name]),
+                "cold_start_s": cold,
+                "p50_ms_per_query": per_query_ms(models[name], questions),
             }
             results.add(name, **figures)
             lines.append(
-                f"| {name} | {figures['installed_mb']:.0f} | {figures['cold_start_s']:.2f} "
+                f"| {name} | {figures['installed_mb']:.0f} "
+                f"| {'–' if cold is None else f'{cold:.2f}'} "
                 f"| {figures['p50_ms_per_query']:.2f} |"
             )
         print("\n".join(lines), flush=True)

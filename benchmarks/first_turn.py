@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/first_turn.py [--wait S] [--turns N] [--no-embeddings]
+    python benchmarks/first_turn.py [--wait S] [--turns N] [--no-embeddings] [--quick]
                                     [--results DIR | --no-results]
 
 Each row runs in a fresh Python process, as a kernel: an ``InteractiveShell`` runs
@@ -18,7 +18,9 @@ seconds later (5 by default: the warm-up runs meanwhile, ``notebook/warmup.py``)
   ``local:all-MiniLM-L6-v2-onnx`` on its int8 ONNX export), its fact and word vectors
   left in the journal by a fold (goals: first ≤ 1 s, p50 ≤ 15 ms).
 
-The figures also go to ``benchmarks/results/first_turn.json``.
+The figures also go to ``benchmarks/results/first_turn.json``. ``--quick``: 100 facts, the
+first cell 0.5 s after ``%load_ext``, three later turns, and of the injection rows only
+MiniLM on ONNX (unless ``--wait`` or ``--turns`` say otherwise): checks that it runs.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ RUNTIMES = (
     ("minilm_onnx", "local:all-MiniLM-L6-v2-onnx", "MiniLM on ONNX int8"),
 )
 FACTS = 1000
+QUICK_FACTS = 100
 GOALS = {"agent_first_over_warm_max_s": 0.3, "minilm_first_max_s": 1.0, "minilm_p50_max_ms": 15}
 TOPICS = (
     "polars dataframes",
@@ -83,11 +86,12 @@ print(json.dumps({"load_ext": load_ext, "first": seconds[0], "later": seconds[1:
 """
 
 
-def seed_home(home: Path, embeddings: str | None) -> None:
-    """A home with ``FACTS`` facts (and, with embeddings, their vectors as a fold leaves
+def seed_home(home: Path, embeddings: str | None, facts: int = FACTS) -> None:
+    """A home with ``facts`` facts (and, with embeddings, their vectors as a fold leaves
     them), written in this process before the kernel starts."""
     from deerflow_nb.config import load_settings
     from deerflow_nb.memory import Memory
+    from deerflow_nb.memory.retrieval.terms import texts_to_embed
     from deerflow_nb.memory.store import MemoryStore, empty_memory
     from deerflow_nb.storage.db import now_iso
 
@@ -104,18 +108,19 @@ def seed_home(home: Path, embeddings: str | None) -> None:
             "createdAt": stamp,
             "source": "bench",
         }
-        for i in range(FACTS)
+        for i in range(facts)
     ]
     MemoryStore(home / "memory.json").write(data)
     memory = Memory(home, settings=load_settings(home))
-    memory._warm(data)  # what a fold leaves: fact and word vectors in the journal
+    if memory.embedder is not None:  # what a fold leaves: fact and word vectors in the journal
+        memory.embedder.warm(texts_to_embed([f["content"] for f in data["facts"]]))
     memory.close()
 
 
-def run(mode: str, embeddings: str | None, wait: float, turns: int) -> dict:
+def run(mode: str, embeddings: str | None, wait: float, turns: int, facts: int = FACTS) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        seed_home(home, embeddings)
+        seed_home(home, embeddings, facts)
         env = dict(os.environ, DEERFLOW_NB_HOME=str(home), PYTHONPATH=str(ROOT))
         env.pop("OPENAI_API_KEY", None)  # the offline model
         argv = [sys.executable, "-c", PROBE, str(wait), str(turns), mode, json.dumps(TOPICS)]
@@ -132,30 +137,37 @@ def median(values: list[float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wait", type=float, default=5.0)
-    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--wait", type=float, help="seconds before the first cell (5)")
+    parser.add_argument("--turns", type=int, help="later turns timed (20)")
     parser.add_argument("--no-embeddings", action="store_true")
     add_results_options(parser)
     args = parser.parse_args(argv)
+    if args.wait is None:
+        args.wait = 0.5 if args.quick else 5.0
+    args.turns = args.turns or (3 if args.quick else 20)
+    facts = QUICK_FACTS if args.quick else FACTS
     results = Results(
         "first_turn",
         about="A fresh kernel's first turn beside its later ones, the user's first cell "
         f"arriving {args.wait:g} s after %load_ext",
         goals=GOALS,
-        options={"wait_s": args.wait, "turns": args.turns, "facts": FACTS},
+        options={"wait_s": args.wait, "turns": args.turns, "facts": facts},
     )
-    agent = run("agent", None, args.wait, args.turns)
+    agent = run("agent", None, args.wait, args.turns, facts)
     warm = median(agent["later"])
     results.add("agent", first_s=agent["first"], warm_s=warm, load_ext_ms=agent["load_ext"] * 1000)
     print(
-        f"default install, %%agent (offline model), {FACTS} facts: %load_ext cell "
+        f"default install, %%agent (offline model), {facts} facts: %load_ext cell "
         f"{agent['load_ext'] * 1000:.0f} ms; first turn {agent['first']:.3f} s, later turns "
         f"(median) {warm:.3f} s: first - warm = {agent['first'] - warm:.3f} s "
         f"(goal <= {GOALS['agent_first_over_warm_max_s']} s)"
     )
+    quick_rows = ("injection",) if args.no_embeddings else ("minilm_onnx",)
     for key, spec, label in RUNTIMES:
+        if args.quick and key not in quick_rows:
+            continue
         if spec is None or not args.no_embeddings:
-            dense = run("injection", spec, args.wait, args.turns)
+            dense = run("injection", spec, args.wait, args.turns, facts)
             p50 = median(dense["later"]) * 1000
             results.add(
                 key,
@@ -165,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 load_ext_ms=dense["load_ext"] * 1000,
             )
             print(
-                f"{label}, Memory.injection at {FACTS} facts: first {dense['first']:.3f} s, "
+                f"{label}, Memory.injection at {facts} facts: first {dense['first']:.3f} s, "
                 f"p50 of later ones {p50:.1f} ms (MiniLM goals: first <= "
                 f"{GOALS['minilm_first_max_s']} s, p50 <= {GOALS['minilm_p50_max_ms']} ms)",
                 flush=True,

@@ -9,7 +9,9 @@ temp file, fsynced, renamed over the file and the folder fsynced (what every fol
 on this disk, whatever its serializer).
 Goal: 5 ms at 1,000 facts.
 
-    python benchmarks/fold.py [--results DIR | --no-results]
+    python benchmarks/fold.py [--quick] [--results DIR | --no-results]
+
+``--quick``: 100 and 1,000 facts, three folds each (checks that it runs).
 
 The figures also go to ``benchmarks/results/fold.json``.
 """
@@ -35,8 +37,8 @@ from deerflow_nb.memory.store import MemoryStore, empty_memory  # noqa: E402
 
 GOAL_MS = 5.0
 GOAL_AT = 1_000
-SIZES = (100, 1_000, 10_000)
 RUNS = {100: 40, 1_000: 40, 10_000: 10}
+QUICK_RUNS = {100: 3, 1_000: 3}
 TOPICS = ["polars", "pandas", "spark", "duckdb", "rust", "julia", "sql", "dbt", "airflow"]
 
 
@@ -131,22 +133,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_results_options(parser)
     args = parser.parse_args(argv)
+    runs = QUICK_RUNS if args.quick else RUNS
     results = Results(
         "fold",
         about="One memory fold (Memory.apply, model call excluded) against DeerFlow's "
         "json load + dump and a durable write of the same file",
         goals={"fold_p50_max_ms": GOAL_MS, "at_facts": GOAL_AT},
-        options={"sizes": list(SIZES), "runs": {str(k): v for k, v in RUNS.items()}},
+        options={"sizes": list(runs), "runs": {str(k): v for k, v in runs.items()}},
     )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for size in SIZES:
+        for size, count in runs.items():
             home = Path(tmp) / f"home-{size}"
             mem = build_store(home, size)
             mem.apply(diff_for(-1, mem.data["facts"][0]["id"]), source="warm-up")
-            folds = time_folds(mem, RUNS[size])
-            base = time_baseline(mem.path, RUNS[size])
-            durable = time_durable_write(mem.path, RUNS[size])
+            folds = time_folds(mem, count)
+            base = time_baseline(mem.path, count)
+            durable = time_durable_write(mem.path, count)
             kib = mem.path.stat().st_size / 1024
             rows.append((size, kib, folds, base, durable))
             mem.close()

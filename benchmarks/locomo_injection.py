@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/locomo_injection.py [DATA_DIR] [--no-embeddings] [--halves]
-        [--only NAME] [--no-quality] [--no-speed] [--results DIR | --no-results]
+        [--only NAME] [--no-quality] [--no-speed] [--quick] [--results DIR | --no-results]
 
 DATA_DIR defaults to ``../shared/data/locomo-dev`` beside the repository (or beside its
 main checkout, from a git worktree). Each
@@ -36,6 +36,10 @@ and indexing them alone.
 The figures also go to ``benchmarks/results/locomo_injection.json`` (``--results DIR``,
 ``--no-results``), with the goals, the run's date, machine and options; rows a run skips
 (``--no-embeddings``, ``--only``, ``--no-speed``) keep their earlier values there, dated.
+
+``--quick`` checks that it runs: no MiniLM row, and a speed section on
+``QUICK_SPEED_FACTS`` facts with a few calls each (``tests/test_benchmarks.py``
+runs it on a tiny LOCOMO-shaped set of its own).
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ MERGED_BUDGET = 500
 SPEED_FACTS = 10_000
 REVISIONS = 9  # new revisions timed (one fact changed each)
 COLD_ROUNDS = 3  # cold starts timed (every text new)
+SPEED_CALLS = 200  # interleaved calls timed per injection
+QUICK_SPEED_FACTS, QUICK_REVISIONS, QUICK_SPEED_CALLS = 300, 2, 10
 BOOTSTRAP_ROUNDS = 2000
 # What the figures are held to, realistic confidences: evidence recall per
 # ranking and store; ranked injection against DeerFlow's classic one; a new revision's
@@ -497,10 +503,15 @@ def _bm25s_build(texts: list[str]) -> None:
     bm25s.BM25().index(bm25s.tokenize(texts, show_progress=False), show_progress=False)
 
 
-def speed_section(data_dir: Path, results: Results | None = None) -> str:
+def speed_section(data_dir: Path, results: Results | None = None, *, quick: bool = False) -> str:
     """The speed table; its figures, with their same-run baselines, also go to
-    ``results`` (``speed``)."""
+    ``results`` (``speed``). ``quick``: a smaller store, fewer calls (checks that it runs)."""
     from deerflow_nb.memory.retrieval.injection import format_memory_for_injection
+
+    size = QUICK_SPEED_FACTS if quick else SPEED_FACTS
+    revisions = QUICK_REVISIONS if quick else REVISIONS
+    cold_rounds = 1 if quick else COLD_ROUNDS
+    calls = QUICK_SPEED_CALLS if quick else SPEED_CALLS
 
     facts: list[dict] = []
     questions: list[str] = []
@@ -510,29 +521,31 @@ def speed_section(data_dir: Path, results: Results | None = None) -> str:
         questions += [x["question"] for x in q]
     count_tokens("warm up")  # the tokenizer loads once per process, not per revision
     _bm25s_build(["warm up"])
-    memory = speed_store(facts, SPEED_FACTS)
+    memory = speed_store(facts, size)
     format_memory_for_injection(memory, 2000, questions[0])
     # First call on a new revision (a fold changed one fact): the index is rebuilt, then
     # the turn is answered; DeerFlow's classic injection on the same revision beside it.
     revised: list[float] = []
     revised_classic: list[float] = []
-    for r in range(REVISIONS):
-        fact = memory["facts"][r * 997 % SPEED_FACTS]
-        memory["facts"][r * 997 % SPEED_FACTS] = {**fact, "content": f"{fact['content']} ({r})"}
-        revised.append(_timed_ms(partial(format_memory_for_injection, memory, 2000, questions[r])))
+    for r in range(revisions):
+        fact = memory["facts"][r * 997 % size]
+        memory["facts"][r * 997 % size] = {**fact, "content": f"{fact['content']} ({r})"}
+        question = questions[r % len(questions)]
+        revised.append(_timed_ms(partial(format_memory_for_injection, memory, 2000, question)))
         revised_classic.append(_timed_ms(partial(deerflow_classic, memory, 2000)))
     # A cold start: 10,000 texts never seen (a kernel's first turn), against bm25s
     # tokenising and indexing the same texts.
     cold: list[float] = []
     cold_bm25s: list[float] = []
-    for r in range(COLD_ROUNDS):
+    for r in range(cold_rounds):
         fresh = memory_of(
             [
                 {**f, "content": f"{f['content']} (note {r}-{i})"}
                 for i, f in enumerate(facts_of(memory))
             ]
         )
-        cold.append(_timed_ms(partial(format_memory_for_injection, fresh, 2000, questions[r])))
+        question = questions[r % len(questions)]
+        cold.append(_timed_ms(partial(format_memory_for_injection, fresh, 2000, question)))
         texts = [f["content"] for f in fresh["facts"]]
         cold_bm25s.append(_timed_ms(partial(_bm25s_build, texts)))
     picks = questions[:: max(len(questions) // 50, 1)][:50]
@@ -542,7 +555,7 @@ def speed_section(data_dir: Path, results: Results | None = None) -> str:
             "no_context": lambda r: format_memory_for_injection(memory, 2000),
             "ranked": lambda r: format_memory_for_injection(memory, 2000, picks[r % len(picks)]),
         },
-        rounds=200,
+        rounds=calls,
     )
     classic, no_context, ranked = ms["classic"], ms["no_context"], ms["ranked"]
     first, first_classic = statistics.median(revised), statistics.median(revised_classic)
@@ -550,11 +563,11 @@ def speed_section(data_dir: Path, results: Results | None = None) -> str:
     if results is not None:
         results.add(
             "speed",
-            facts=SPEED_FACTS,
+            facts=size,
             budget=2000,
-            calls=200,
-            revisions=REVISIONS,
-            cold_rounds=COLD_ROUNDS,
+            calls=calls,
+            revisions=revisions,
+            cold_rounds=cold_rounds,
             ranked_ms=ranked,
             no_context_ms=no_context,
             classic_ms=classic,
@@ -566,8 +579,8 @@ def speed_section(data_dir: Path, results: Results | None = None) -> str:
         )
     return "\n".join(
         [
-            f"Speed: {SPEED_FACTS:,}-fact store, 2000-token budget; per-call figures are the "
-            "median of 200 interleaved calls",
+            f"Speed: {size:,}-fact store, 2000-token budget; per-call figures are the "
+            f"median of {calls} interleaved calls",
             "",
             "| injection | ms / call | same-run baseline | ms |",
             "|---|---|---|---|",
@@ -575,10 +588,10 @@ def speed_section(data_dir: Path, results: Results | None = None) -> str:
             f"| DeerFlow classic (confidence only) | {classic:.2f} |",
             f"| ours, ranked for the turn (lexical) | {ranked:.2f} "
             f"| DeerFlow classic: ranked / classic = {ranked / classic:.2f}x | {classic:.2f} |",
-            f"| first call on a new revision (one fact changed; median of {REVISIONS}) "
+            f"| first call on a new revision (one fact changed; median of {revisions}) "
             f"| {first:.1f} | DeerFlow classic on that revision | {first_classic:.2f} |",
-            f"| first call on {SPEED_FACTS:,} never-seen texts (cold start; median of "
-            f"{COLD_ROUNDS}) | {cold_ms:.0f} | bm25s tokenising + indexing them alone | "
+            f"| first call on {size:,} never-seen texts (cold start; median of "
+            f"{cold_rounds}) | {cold_ms:.0f} | bm25s tokenising + indexing them alone | "
             f"{bm25s_ms:.0f} |",
         ]
     )
@@ -623,6 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not has_conversations(args.data_dir):
         return 2
+    args.no_embeddings = args.no_embeddings or args.quick
     results = Results(
         "locomo_injection",
         about=ABOUT,
@@ -634,6 +648,7 @@ def main(argv: list[str] | None = None) -> int:
             "halves": args.halves,
             "quality": not args.no_quality,
             "speed": not args.no_speed,
+            "quick": args.quick,
         },
     )
     if not args.no_quality:
@@ -649,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print()
     if not args.no_speed:
-        print(speed_section(args.data_dir, results))
+        print(speed_section(args.data_dir, results, quick=args.quick))
     goals = goal_lines(results)
     if goals:
         print("\n" + "\n".join(goals))

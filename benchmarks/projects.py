@@ -303,9 +303,10 @@ def shared_thread(sessions: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=int, default=10, help="sessions per project (10)")
+    parser.add_argument("--sessions", type=int, help="sessions per project (10; --quick: 2)")
     add_results_options(parser)
     args = parser.parse_args(argv)
+    args.sessions = args.sessions or (2 if args.quick else 10)
     figures = run(args.sessions)
     setup, ours, flat = figures["setup"], figures["per_project"], figures["global"]
     print(

@@ -4,7 +4,7 @@ returns among its first 10 messages, beside plain BM25 over the same turns.
 Usage::
 
     python benchmarks/recall.py [DATA_DIR] [--no-embeddings] [--conversations N]
-                                [--synthetic N] [--results DIR | --no-results]
+                                [--synthetic N] [--quick] [--results DIR | --no-results]
 
 DATA_DIR defaults to ``../shared/data/locomo-dev`` beside the repository (or beside its
 main checkout, from a git worktree). Every
@@ -24,7 +24,8 @@ over threads of 40), whose index is built by the first search (timed apart).
 
 The figures also go to ``benchmarks/results/recall.json``, with the goals, the run's date,
 machine and options; rows a run skips (``--no-embeddings``, ``--synthetic 0``) keep their
-earlier values there, dated.
+earlier values there, dated. ``--quick`` checks that it runs: no MiniLM row, and a synthetic
+journal of ``QUICK_SYNTHETIC`` messages (unless ``--synthetic`` says otherwise).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ CATEGORIES = (1, 2, 3, 4)
 K = 10
 SYNTHETIC_THREAD = 40
 SYNTHETIC_QUERIES = 100
+QUICK_SYNTHETIC = 400
 _DIA_RE = re.compile(r"D\d+:\d+")
 _SESSION_RE = re.compile(r"session_(\d+)")
 # What the figures are held to: evidence recall@10 on the default install and
@@ -389,13 +391,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data_dir", nargs="?", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--no-embeddings", action="store_true", help="skip the MiniLM row")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
-    parser.add_argument(
-        "--synthetic", type=int, default=100_000, help="synthetic journal size (0: skip)"
-    )
+    parser.add_argument("--synthetic", type=int, help="synthetic journal size (100,000; 0: skip)")
     add_results_options(parser)
     args = parser.parse_args(argv)
     if not has_conversations(args.data_dir):
         return 2
+    if args.synthetic is None:
+        args.synthetic = QUICK_SYNTHETIC if args.quick else 100_000
+    args.no_embeddings = args.no_embeddings or args.quick
     results = Results(
         "recall",
         about=ABOUT,
@@ -405,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             "embeddings": "local:all-MiniLM-L6-v2" if not args.no_embeddings else None,
             "conversations": args.conversations,
             "synthetic": args.synthetic,
+            "quick": args.quick,
         },
     )
     table = quality_table(args.data_dir, not args.no_embeddings, args.conversations, results)

@@ -3,7 +3,7 @@ things back. Relevance floor and echo figures for ``Memory.recall`` and fact sea
 
 Usage::
 
-    python benchmarks/relevance.py [DATA_DIR] [--no-embeddings] [--calibrate]
+    python benchmarks/relevance.py [DATA_DIR] [--no-embeddings] [--calibrate] [--quick]
                                    [--results DIR | --no-results]
 
 DATA_DIR defaults to ``../shared/data/locomo-dev`` beside the repository (or beside its
@@ -32,6 +32,9 @@ query's best coverage (and best MiniLM cosine) for on-topic queries (LOCOMO ques
 categories 1-4, the notebook's paraphrases) and the off-topic ones, and for each the
 smallest floor letting at most ``FIT_PASS`` (half the goal's 5 %) of off-topic queries
 through, with the share of on-topic queries it keeps.
+
+``--quick`` checks that it runs: the default install's rows only (no MiniLM), calibration
+included.
 """
 
 from __future__ import annotations
@@ -548,11 +551,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not has_conversations(args.data_dir):
         return 2
+    if args.quick:
+        args.no_embeddings = args.calibrate = True
     results = Results(
         "relevance",
         about=ABOUT,
         goals=GOALS,
-        options={"data_dir": args.data_dir.name, "embeddings": not args.no_embeddings},
+        options={
+            "data_dir": args.data_dir.name,
+            "embeddings": not args.no_embeddings,
+            "quick": args.quick,
+        },
     )
     settings = [None] if args.no_embeddings else [None, MINILM]
     if args.calibrate:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -205,6 +206,14 @@ def readable_copy(lived_in: Path) -> Iterator[Path]:
         shutil.rmtree(outer)
 
 
+# uid 0 without a single capability (``setpriv``, util-linux): root's own files stay
+# readable, anything else obeys its permission bits as for any user.
+DROP_CAPABILITIES = [
+    "setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all",
+]  # fmt: skip
+NOBODY = 65534
+
+
 def run_reader(prefix: list[str], home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("DEERFLOW_NB_HOME", None)
@@ -247,16 +256,31 @@ def test_reads_on_a_read_only_mount(readable_copy: Path) -> None:
 
 
 def test_reads_in_a_folder_the_reader_cannot_write(readable_copy: Path) -> None:
+    """Every read, by a process the permission bits forbid to write the home.
+
+    As root, which writes anywhere through its capabilities, the reader keeps uid 0 but
+    runs with none: none effective, permitted, inheritable or ambient, and none in its
+    bounding set, so executing Python gives it none back. The copy belongs to another user
+    (65534), so the reader is neither privileged nor the copy's owner (it may not chmod it
+    back). Keeping uid 0 lets it import the package and its virtualenv wherever the clone
+    lives: dropping to uid 65534 instead failed in a clone inside a 0700 folder, which
+    that user cannot enter. Not as root, the reader is the copy's owner, its write bits
+    removed. Either way the reader's own process first tries to create a file in the home
+    and must fail, and the tree (names, bytes and modes) is compared afterwards."""
     want = without_paths(expected(readable_copy))
     for path in [readable_copy, *readable_copy.rglob("*")]:
         path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
-    before = tree(readable_copy)
     prefix: list[str] = []
-    if os.geteuid() == 0:  # root writes anywhere: read as an unprivileged user instead
+    if os.geteuid() == 0:  # root writes anywhere: read with no capability instead
         if shutil.which("setpriv") is None:
-            pytest.skip("running as root without setpriv to drop privileges")
-        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    result = run_reader(prefix, readable_copy)
+            pytest.skip("running as root without setpriv to drop capabilities")
+        for path in [readable_copy, *readable_copy.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY)
+        prefix = DROP_CAPABILITIES
+    before = tree(readable_copy)
+    probe = f"touch {shlex.quote(str(readable_copy / 'probe'))} 2>/dev/null && exit 97; "
+    result = run_reader([*prefix, "sh", "-c", probe + 'exec "$@"', "sh"], readable_copy)
+    assert result.returncode != 97, "the reader could create a file in the home"
     assert result.returncode == 0, result.stderr
     assert without_paths(json.loads(result.stdout)) == want
     assert tree(readable_copy) == before
