@@ -42,7 +42,7 @@ def recall_in(
     elif thread is not None:  # a thread from before projects is everyone's
         name = thread_name(thread)
         row = journal.thread(name)
-        thread = name if row and row["project"] is None else journal.thread_for(name, project)
+        thread = name if row and row.get("project") is None else journal.thread_for(name, project)
     pool = k if whole else max(k * POOL_FACTOR, 50)
     hits = search(
         journal, query, pool, thread=thread, embedder=embedder, relevant_only=relevant_only
