@@ -254,6 +254,7 @@ def test_hostile_names_are_normalised_once_never_collide_and_never_raise() -> No
     assert names[3] == names[4] == "café"
     assert names[5] != "alpha" and names[6] == "alpha"
     assert "/" not in thread_name("a/b\\c") and thread_name("default @beta") == "default @beta"
+    assert thread_name("a\ud83d\ude00b") == "a\U0001f600b"  # a pair is its character
     with pytest.raises(ValueError):
         project_name("\x00/..")
 
@@ -265,6 +266,11 @@ def test_agent_run_records_normalised_names_and_surrogates_never_raise(home: Pat
     agent.run("Hello again.", thread="t\ud800x", project="p\udc00q")
     assert agent.last_turn.project == "p-q" and agent.last_turn.thread == "t\ufffdx"
     agent.run("And once more.", project="q" * 64 + "-beta")
+    for wide in (True, False):  # recall by a hostile thread name, widened or not
+        hits = agent.memory.recall(
+            "hello again", thread="t\ud800x", project="p\udc00q", everywhere=wide
+        )
+        assert [h["content"] for h in hits][:1] == ["Hello again."]
     agent.close()
     labels = set(thread_projects(home).values())
     assert labels == {"etc-passwd", "p-q", project_name("q" * 64 + "-beta")}
