@@ -250,6 +250,44 @@ def test_projects_list_move_rename_and_forget_through_the_gate(
 
 
 # -- 6. eviction within the scope that grew ---------------------------------------------
+def test_a_rename_keeps_the_notebooks_found_from_their_folder(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: a notebook whose project came from its folder stayed on the old, now empty
+    name after ``--rename`` and lost its facts; it follows the rename, in a new kernel too."""
+    folder = tmp_path / "work" / "alpha"
+    folder.mkdir(parents=True)
+    monkeypatch.chdir(folder)
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "deerflow_nb")
+    try:
+        assert get_session(shell).project.describe() == "alpha (folder)"
+        shell.run_line_magic("memory", f"add {CHURN_TARGET}")
+        shell.run_cell_magic("agent", "", "Hello there.")
+        done = shell.run_line_magic("memory", "project alpha --rename churn")
+        assert "named alpha open in project churn from now on" in str(done)
+    finally:
+        shell.run_line_magic("unload_ext", "deerflow_nb")
+    with Memory(home) as mem:
+        assert {t["project"] for t in mem.journal.threads()} == {"churn"}  # with the facts
+    again = InteractiveShell()  # a new kernel in the same folder
+    again.run_line_magic("load_ext", "deerflow_nb")
+    try:
+        assert get_session(again).project.describe() == "churn (folder)"
+        again.run_cell_magic("agent", "", "What is the target column?")
+        turn = get_session(again).agent().last_turn
+        assert turn.project == "churn" and turn.facts_injected >= 1
+        again.run_line_magic("memory", "project churn --rename alpha")  # back again
+    finally:
+        again.run_line_magic("unload_ext", "deerflow_nb")
+    third = InteractiveShell()
+    third.run_line_magic("load_ext", "deerflow_nb")
+    try:
+        assert get_session(third).project.describe() == "alpha (folder)"
+    finally:
+        third.run_line_magic("unload_ext", "deerflow_nb")
+
+
 def test_a_busy_project_never_evicts_the_users_profile(home: Path) -> None:
     (home / "config.yaml").write_text("memory:\n  max_facts: 6\n")
     mem = Memory()

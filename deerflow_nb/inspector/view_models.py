@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import memory
 from ..memory import FactQuery, FactSort, project_names, scoped_memory
-from ..memory.retrieval.excerpt import excerpt
 from ..projects import fact_project, in_scope
 from ..schema.constants import (
     HISTORY_SECTIONS,
@@ -273,7 +273,7 @@ def recall_rows(results: list[dict[str, Any]], query: str = "") -> list[dict[str
             "seq": r.get("seq"),
             "date": r.get("created_at") or "",
             "role": r.get("role") or "",
-            "excerpt": excerpt(str(r.get("content") or ""), query, EXCERPT_CHARS * 2),
+            "excerpt": memory.excerpt(str(r.get("content") or ""), query, EXCERPT_CHARS * 2),
             "score": round(float(r.get("score") or 0.0), 3),
         }
         for r in results

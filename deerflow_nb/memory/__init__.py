@@ -24,11 +24,13 @@ if TYPE_CHECKING:
     from .folding.extraction import parse as parse_extraction
     from .retrieval.block import escape as escape_for_block
     from .retrieval.embedder import get_embedder
+    from .retrieval.excerpt import excerpt
     from .retrieval.injection import explain_injection, format_memory_for_injection, select_facts
 
 # Facade names whose modules load on first use (numpy, the extraction prompt, ranking).
 _LAZY = {
     "escape_for_block": ("retrieval.block", "escape"),
+    "excerpt": ("retrieval.excerpt", "excerpt"),
     "explain_injection": ("retrieval.injection", "explain_injection"),
     "extraction_messages": ("folding.extraction", "build_messages"),
     "format_memory_for_injection": ("retrieval.injection", "format_memory_for_injection"),
@@ -50,6 +52,7 @@ __all__ = [
     "MemoryReader",
     "empty_memory",
     "escape_for_block",
+    "excerpt",
     "explain_injection",
     "extraction_messages",
     "fold_summary",

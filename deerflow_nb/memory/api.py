@@ -135,8 +135,7 @@ class Memory:
         return self.reader.query(FactQuery(like=text, sort="none"))
 
     def query(self, query: FactQuery) -> list[dict[str, Any]]:
-        """The facts ``query`` selects (filter, sort, page): the one fact query
-        ``%memory facts``, the panel and the inspector use."""
+        """The facts ``query`` selects (filter, sort, page), for ``%memory facts`` and views."""
         return self.reader.query(query)
 
     def query_page(self, query: FactQuery) -> tuple[list[dict[str, Any]], int]:
@@ -478,11 +477,8 @@ class Memory:
         return status
 
     def on_change(self, callback: Callable[..., Any]) -> Callable[[], None]:
-        """Call ``callback`` after every change, from whichever thread made it; returns a
-        function that unsubscribes it.
-
-        A callback that takes an argument gets a small dict (reason, version, source).
-        """
+        """Call ``callback`` after every change, from whichever thread made it (with a small
+        dict: reason, version, source, if it takes one); returns a function that unsubscribes it."""
         return self._changed.add(callback)
 
     def close(self) -> None:

@@ -83,7 +83,10 @@ class ProjectCommands:
                 self.session.set_project(new)
             else:
                 self.memory.project = new
-        return Notice(f"Renamed project {name} to {new} ({count_of(moved, 'fact')} moved)")
+        return Notice(
+            f"Renamed project {name} to {new} ({count_of(moved, 'fact')} moved); notebooks "
+            f"whose git root or folder is named {name} open in project {new} from now on"
+        )
 
     def _forget(self, name: str, args: ProjectArgs) -> Notice:
         facts = self.memory.projects.facts(name)

@@ -45,7 +45,24 @@ class Session:
                 self._project = find_project(
                     self.settings.project, cwd=os.getcwd(), notebook=notebook_path(namespace)
                 )
+                if self._project.how in ("git", "folder"):
+                    self._follow_rename()
             return self._project
+
+    def _follow_rename(self) -> None:
+        """A project found from the notebook's folder and renamed since (``%memory project
+        OLD --rename NEW``) is the new name: the notebook stays with its facts and threads.
+        A home memory cannot open here keeps the name found (its error is said by the
+        command that needs memory)."""
+        from ..config import ConfigError
+
+        try:
+            renamed = self.memory.projects.renamed(self.project.name)
+        except ConfigError:
+            return
+        if renamed != self.project.name:
+            self._project = Project(renamed, self.project.how)
+            self.memory.project = renamed
 
     def set_project(self, name: str) -> Project:
         """Switch this notebook to project ``name`` (ValueError for a name that is none)."""

@@ -34,7 +34,7 @@ from .db import (
     write_error,
 )
 from .migrations import applied, migrate
-from .threads import thread_for
+from .threads import renamed, thread_for
 
 
 def _upsert_thread(
@@ -49,7 +49,7 @@ def _upsert_thread(
     """The thread's row, made or touched (plain SQL: this runs on every turn). Its project
     label is the first one recorded and never changes by use (a thread from before
     projects gets one once); ``Journal.thread_for`` keeps other projects' turns out of it,
-    and only ``rename_project`` relabels."""
+    and only a rename (``threads.rename_project``) relabels."""
     stamp = now_iso()
     title = None if title is None else encodable(title)
     db.execute(
@@ -235,11 +235,9 @@ class Journal:
             "WHERE kind = 'lead' GROUP BY project",
         )
 
-    def rename_project(self, old: str, new: str) -> int:
-        """Move every thread of ``old`` to ``new``; how many moved."""
-        with self.transaction() as db:
-            cursor = db.execute("UPDATE threads SET project = ? WHERE project = ?", [new, old])
-            return cursor.rowcount
+    def renamed(self, name: str) -> str:
+        """What project ``name`` became through ``%memory project --rename`` (or itself)."""
+        return renamed(self.db, name)
 
     def add_message(
         self, thread_id: str, message: dict[str, Any], *, turn_id: str | None = None

@@ -14,6 +14,7 @@ from ..projects import DEFAULT_PROJECT, thread_name
 from .db import Connection, dict_rows
 
 MAX_TRIES = 1000  # ids tried before giving up: each after the first is a new hash
+ALIAS = "project_alias:"  # memory_settings key of a renamed project's new name
 
 
 def thread_for(db: Connection, name: str, project: str | None) -> str:
@@ -29,3 +30,29 @@ def thread_for(db: Connection, name: str, project: str | None) -> str:
         tag = f" #{hashlib.sha256(key).hexdigest()[:8]}" if attempt else ""
         candidate = thread_name(f"{name} @{project}{tag}")
     raise ValueError(f"no free thread id for {name!r} in project {project!r}")
+
+
+def rename_project(db: Connection, old: str, new: str) -> int:
+    """Move every thread of ``old`` to ``new`` inside the caller's transaction, and leave
+    the alias ``old`` → ``new``: a notebook whose git root or folder is named ``old`` opens
+    in ``new`` from then on (``renamed``). How many threads moved."""
+    cursor = db.execute("UPDATE threads SET project = ? WHERE project = ?", [new, old])
+    db.execute(
+        "INSERT INTO memory_settings (key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [ALIAS + old, new],
+    )
+    db.execute("DELETE FROM memory_settings WHERE key = ?", [ALIAS + new])  # renamed back
+    return cursor.rowcount
+
+
+def renamed(db: Connection, name: str) -> str:
+    """What project ``name`` became through renames (``name`` itself when never renamed);
+    a chain ``a`` → ``b`` → ``c`` is followed, a cycle stops where it started."""
+    seen = {name}
+    while True:
+        rows = dict_rows(db, "SELECT value FROM memory_settings WHERE key = ?", [ALIAS + name])
+        if not rows or rows[0]["value"] in seen:
+            return name
+        name = rows[0]["value"]
+        seen.add(name)

@@ -12,6 +12,7 @@ from typing import Any
 from ...projects import DEFAULT_PROJECT, fact_project, project_name
 from ...schema.changes import ChangeSet
 from ...storage.journal import Journal
+from ...storage.threads import rename_project
 from ..scopes import project_names, project_summary
 from .gate import Gate
 
@@ -51,6 +52,10 @@ class Projects:
             entry["last_used"] = max(entry["last_used"], str(thread["last_used"] or ""))
         return sorted(rows.values(), key=lambda r: r["last_used"], reverse=True)
 
+    def renamed(self, name: str) -> str:
+        """What project ``name`` became through renames (``name`` itself if never renamed)."""
+        return self.journal.renamed(name)
+
     def facts(self, name: str | None) -> list[dict[str, Any]]:
         """The facts of project ``name`` (None: the user's own)."""
         return [f for f in self._data().get("facts") or [] if fact_project(f) == name]
@@ -63,8 +68,12 @@ class Projects:
             raise KeyError(old)
         moved = len(self.facts(old))
         diff = {"renameProject": {"from": old, "to": new}}
-        self.gate.submit(ChangeSet(origin="user", reason="rename", source=old, diff=diff))
-        self.journal.rename_project(old, new)
+        # Facts, summary, threads and the alias that keeps folder-found notebooks on the
+        # project (``threads.rename_project``) commit in one transaction.
+        self.gate.submit(
+            ChangeSet(origin="user", reason="rename", source=old, diff=diff),
+            lambda db, _: rename_project(db, old, new),
+        )
         return moved
 
     def forget(self, name: str, *, review: bool = False) -> dict[str, Any]:

@@ -57,7 +57,7 @@ class RecallResults(View):
         return text
 
     def _cells(self) -> list[tuple[str, ...]]:
-        from ...memory.retrieval.excerpt import excerpt  # the stemmer: loaded on first use
+        from ...memory import excerpt  # the stemmer: loaded on first use
 
         return [
             (
