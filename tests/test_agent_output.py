@@ -147,6 +147,13 @@ def test_re_running_a_cell_that_proposed_code_does_not_propose_it_again(
     final_html(shell, "-t plots", ask + " and colour by sex")  # an edited message asks anew
     assert shell.rl_next_input and len(journal.turns("plots")) == 2
     shell.rl_next_input = None
+    # The first cell run again after another turn (issue 37): shown again, not re-sent,
+    # and its footer still names the project the turn ran in.
+    _, plain = final_html(shell, "-t plots", ask)
+    assert shell.rl_next_input is None and len(journal.turns("plots")) == 2
+    footer = plain.splitlines()[-1]
+    assert "shown again from the journal, not run" in footer
+    assert f"· project {get_session(shell).project.name}" in footer
     final_html(shell, "-t plots --new", ask)  # and so does --new, in a new thread
     assert shell.rl_next_input and len(journal.turns("plots-2")) == 1
 

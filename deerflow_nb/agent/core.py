@@ -56,6 +56,10 @@ SUBAGENT_HINT = (
 )
 
 
+# Turns of a thread a re-run cell looks back through for the one it asked.
+REPLAY_DEPTH = 50
+
+
 class ThreadError(ValueError):
     """A thread that a lead turn cannot continue; the message names what to do instead."""
 
@@ -139,22 +143,30 @@ class Agent:
 
         return self.journal.thread_for(thread_name(thread), project)
 
-    def journaled_turn(self, thread: str, project: str | None = None) -> TurnResult | None:
+    def journaled_turn(
+        self, thread: str, project: str | None = None, *, asking: str | None = None
+    ) -> TurnResult | None:
         """The last journaled turn of ``project``'s thread ``thread`` as a ``TurnResult``
-        (its messages, tool calls, usage and status), or None when it has none: what a
-        re-run cell may show again."""
+        (its messages, tool calls, usage, status and project), or None when it has none;
+        with ``asking``, the newest turn whose user message was exactly that (other turns
+        may have come since): what a re-run cell may show again."""
+        thread = self.thread_id(thread, project)
+        for row in reversed(self.journal.turns(thread)[-REPLAY_DEPTH:]):
+            turn = self._turn_result(thread, row)
+            if asking is None or (
+                turn is not None and turn.messages[:1] == [{"role": "user", "content": asking}]
+            ):
+                return turn
+        return None
+
+    def _turn_result(self, thread: str, row: dict[str, Any]) -> TurnResult | None:
         from ..storage.journal import row_to_message  # sqlite-utils: loaded on first use
 
-        thread = self.thread_id(thread, project)
-        turns = self.journal.turns(thread)
-        if not turns:
-            return None
-        last = turns[-1]
-        seqs = [seq for place, seq in self.journal.turn_places(last["id"]) if place == thread]
+        seqs = [seq for place, seq in self.journal.turn_places(row["id"]) if place == thread]
         if not seqs:
             return None
         rows = self.journal.message_rows(thread, after_seq=min(seqs) - 1)
-        messages = [row_to_message(r) for r in rows if r["turn_id"] == last["id"]]
+        messages = [row_to_message(r) for r in rows if r["turn_id"] == row["id"]]
         calls = [
             {"name": c["function"]["name"], "arguments": c["function"].get("arguments", "")}
             for m in messages
@@ -165,13 +177,14 @@ class Agent:
         return TurnResult(
             reply=replies[-1] if replies else "",
             thread=thread,
-            model=last["model"],
-            turn_id=last["id"],
-            status=last["status"],
-            usage=Usage(last["input_tokens"] or 0, last["output_tokens"] or 0),
-            facts_injected=last["facts_injected"] or 0,
+            model=row["model"],
+            turn_id=row["id"],
+            status=row["status"],
+            usage=Usage(row["input_tokens"] or 0, row["output_tokens"] or 0),
+            facts_injected=row["facts_injected"] or 0,
             tool_calls=calls,
             messages=messages,
+            project=self.journal.thread_project(thread),
         )
 
     @property

@@ -181,14 +181,13 @@ def _base_name(thread: str) -> str:
 def repeated_proposal(
     agent: Any, thread: str, message: str, project: str | None = None
 ) -> TurnResult | None:
-    """The thread's last turn, when it asked exactly ``message`` of the same model, ended
-    well and proposed a cell: re-running the cell that asked it shows that turn again
-    rather than insert a second copy of its cell (the kernel cannot replace a cell the front
-    end holds) and journal the same turn twice. None otherwise."""
-    last = agent.journaled_turn(thread, project)
+    """The thread's newest turn that asked exactly ``message`` (other turns may have come
+    since), when it asked the same model, ended well and proposed a cell: re-running the
+    cell that asked it shows that turn again rather than insert a second copy of its cell
+    (the kernel cannot replace a cell the front end holds) and journal the same turn twice.
+    None otherwise."""
+    last = agent.journaled_turn(thread, project, asking=message)
     if last is None or last.status != "ok" or last.model != agent.model.name:
-        return None
-    if not last.messages or last.messages[0] != {"role": "user", "content": message}:
         return None
     return last if any(c["name"] == "propose_cell" for c in last.tool_calls) else None
 
