@@ -213,7 +213,7 @@ class _ReadConnection(sqlite3.Connection):
         try:
             return super().execute(sql, parameters)
         except sqlite3.OperationalError as exc:
-            if "no such" not in str(exc):
+            if not str(exc).startswith(("no such table", "no such column")):
                 raise
             raise HomeError(
                 f"{self.journal} is from an older deerflow_nb ({exc}): run `deerflow-nb "
