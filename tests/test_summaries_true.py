@@ -55,6 +55,19 @@ def test_a_fact_moved_to_another_project_leaves_the_personal_summary(home: Path)
     agent.close()
 
 
+def test_a_project_fact_moved_to_another_project_leaves_its_old_summary(home: Path) -> None:
+    agent = Agent()
+    agent.run(f"{CHURN} {METRIC}", thread="c1", project="churn")
+    mem = agent.memory
+    mem.flush()
+    mem.edit_fact(fact_with(mem, "decile")["id"], scope="project", project="clinic")
+    churn = mem.preview(QUESTION, project="churn")
+    assert "decile" not in churn
+    assert "- churn: The target column churned is 1 for customers lost within 90 days.\n" in churn
+    assert "decile" in mem.preview(QUESTION, project="clinic")
+    agent.close()
+
+
 def test_a_corrected_project_fact_is_corrected_in_its_summary(home: Path) -> None:
     agent = Agent()
     agent.run(f"{CHURN} {METRIC}", thread="c1", project="churn")

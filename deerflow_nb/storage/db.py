@@ -213,7 +213,7 @@ class _ReadConnection(sqlite3.Connection):
         try:
             return super().execute(sql, parameters)
         except sqlite3.OperationalError as exc:
-            if "no such" not in str(exc):
+            if not str(exc).startswith(("no such table", "no such column")):
                 raise
             raise HomeError(
                 f"{self.journal} is from an older deerflow_nb ({exc}): run `deerflow-nb "
@@ -279,8 +279,9 @@ def memory_copy(conn: sqlite3.Connection) -> sqlite3.Connection:
 def writer_is_live(path: Path) -> bool:
     """Whether a connection anywhere on this machine has journal ``path`` open: each holds
     a lock on its ``-shm`` while open (read from ``/proc/locks``, without opening the file:
-    closing a descriptor would drop this process's own SQLite locks on it). Where the
-    kernel does not list locks, a writer is assumed live."""
+    closing a descriptor would drop this process's own SQLite locks on it), matched by
+    inode alone (an overlay file system reports another device than the lock's). Where the
+    kernel does not list locks, a writer is assumed live: read beside it, as before."""
     try:
         info = path.with_name(path.name + "-shm").stat()
         locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
@@ -288,8 +289,7 @@ def writer_is_live(path: Path) -> bool:
         return not Path("/proc/locks").exists()
     except OSError:
         return True
-    held = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino} "
-    return held in locks
+    return f":{info.st_ino} " in locks  # any device: a false match only reads as beside one
 
 
 @contextmanager

@@ -21,7 +21,7 @@ none): a summary is written by a fold, then kept true.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ...projects import fact_project
@@ -57,76 +57,81 @@ def refresh_summaries(
         or new[i].get("content") != f.get("content")
         or fact_project(new[i]) != fact_project(f)
     ]
-    pool: set[str] | None = None
-
-    def vocabulary() -> set[str]:
-        nonlocal pool
-        if pool is None:
-            pool = set()
-            for text in [*(str(f.get("content", "")) for f in [*before, *after]), *proposed]:
-                pool |= words(text)
-        return pool
+    sections = [s for s in _sections(out) if str(s[1].get("summary") or "").strip()]
+    if not sections:
+        return []
+    then, now_facts = _by_section(old.values()), _by_section(after)
+    texts = [*(str(f.get("content", "")) for f in [*before, *after]), *proposed]
 
     events: list[Event] = []
-    for key, entry, covers, scope in _sections(out):
-        summary = entry.get("summary")
-        if not isinstance(summary, str) or not summary.strip():
-            continue
-        gone = [str(f.get("content", "")) for f in changed if scope(f) or f.get("id") not in new]
+    for key, entry, composed, owner in sections:
+        summary = str(entry["summary"])
+        gone = [
+            str(f.get("content", ""))
+            for f in changed
+            if fact_project(f) == owner or f.get("id") not in new
+        ]
         text = summary if key in written else _scrubbed(summary, gone)
-        if covers is not None:
-            then = [(f.get("id"), f.get("content")) for f in before if covers(f)]
-            now_facts = [f for f in after if covers(f)]
-            different = then != [(f.get("id"), f.get("content")) for f in now_facts]
-            if (different or key in written) and words(summary) <= vocabulary():
-                ranks = [_confidence(f) for f in now_facts]
-                text = compose([str(f.get("content", "")) for f in now_facts], ranks)
+        facts = now_facts.get(key, [])
+        different = _texts(then.get(key, [])) != _texts(facts)
+        if composed and (different or key in written) and _composed_of(summary, texts):
+            ranks = [_confidence(f) for f in facts]
+            text = compose([str(f.get("content", "")) for f in facts], ranks)
         if text != summary:
             entry["summary"], entry["updatedAt"] = text, now
             events.append(Event("section", section=key, old_content=summary, new_content=text))
     return events
 
 
-Section = tuple[str, dict[str, Any], Callable[[Fact], bool] | None, Callable[[Fact], bool]]
+def _composed_of(summary: str, texts: list[str]) -> bool:
+    """Whether every word of ``summary`` is a word of one of ``texts``."""
+    needed = set(words(summary))
+    for text in texts:
+        found = needed & words(text)
+        if found:
+            needed -= found
+            if not needed:
+                return True
+    return not needed
 
 
-def _sections(out: dict[str, Any]) -> list[Section]:
+def _by_section(facts: Iterable[Fact]) -> dict[str, list[Fact]]:
+    """``facts`` by the summary composed from them: a user fact's user section (by its
+    category), a project fact's project (``projects.NAME``); in order, in one pass."""
+    out: dict[str, list[Fact]] = {}
+    for fact in facts:
+        owner = fact_project(fact)
+        key = f"{PROJECTS_KEY}.{owner}" if owner else f"user.{section_of(fact.get('category'))}"
+        out.setdefault(key, []).append(fact)
+    return out
+
+
+def _texts(facts: list[Fact]) -> list[tuple[Any, Any]]:
+    return [(f.get("id"), f.get("content")) for f in facts]
+
+
+def _sections(out: dict[str, Any]) -> list[tuple[str, dict[str, Any], bool, str | None]]:
     """Each summary section of ``out`` (its entry made a copy ``out`` holds, so it may be
-    edited in place), the test for the facts it is composed from (None: it is not), and the
-    test for the facts of its scope."""
-    found: list[Section] = []
+    edited in place), whether it may be composed from facts (the history sections are not),
+    and its scope (None: the user's)."""
+    found: list[tuple[str, dict[str, Any], bool, str | None]] = []
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
         sections = out.get(group)
         if not isinstance(sections, dict):
             continue
         for name in names:
             entry = sections.get(name)
-            if not isinstance(entry, dict):
-                continue
-            sections[name] = entry = dict(entry)
-            covers = _user_section(name) if group == "user" else None
-            found.append((f"{group}.{name}", entry, covers, _users))
+            if isinstance(entry, dict):
+                sections[name] = entry = dict(entry)
+                found.append((f"{group}.{name}", entry, group == "user", None))
     projects = out.get(PROJECTS_KEY)
     if isinstance(projects, dict):
         projects = out[PROJECTS_KEY] = dict(projects)
         for name, entry in projects.items():
             if isinstance(entry, dict):
                 projects[name] = entry = dict(entry)
-                mine = _project(str(name))
-                found.append((f"{PROJECTS_KEY}.{name}", entry, mine, mine))
+                found.append((f"{PROJECTS_KEY}.{name}", entry, True, str(name)))
     return found
-
-
-def _users(fact: Fact) -> bool:
-    return fact_project(fact) is None
-
-
-def _user_section(name: str) -> Callable[[Fact], bool]:
-    return lambda f: fact_project(f) is None and section_of(f.get("category")) == name
-
-
-def _project(name: str) -> Callable[[Fact], bool]:
-    return lambda f: fact_project(f) == name
 
 
 def _confidence(fact: Fact) -> float:
