@@ -3,7 +3,7 @@
 Each benchmark prints its table and also writes its figures to
 ``benchmarks/results/<name>.json`` (``--results DIR`` elsewhere, ``--no-results`` not at
 all); ``scripts/bench_tables.py`` renders docs/benchmarks.md's tables from those files.
-With ``--quick`` a benchmark runs at tiny sizes, in seconds, to show that it still runs
+With ``--quick`` a benchmark runs at tiny sizes, to show that it still runs
 (``tests/test_benchmarks.py`` runs every one so in CI): its figures are no measurement, so
 they go to a new temporary folder (or ``--results DIR``), never to ``benchmarks/results``.
 A results file holds::
@@ -95,7 +95,7 @@ def add_results_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="tiny sizes, seconds: check that the benchmark runs (no measurement; "
+        help="tiny sizes: check that the benchmark runs (no measurement; "
         "benchmarks/results is left alone)",
     )
 

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -145,22 +146,81 @@ def run_benchmark(name: str, *args: str, cwd: Path) -> subprocess.CompletedProce
     )
 
 
+class QuickRun:
+    """``python benchmarks/NAME.py ARGS --quick --results FOLDER/results``, started in
+    ``folder`` (its output in files there, its home ``folder/bench-home``, made for it)."""
+
+    def __init__(self, name: str, folder: Path) -> None:
+        self.name = name
+        self.results = folder / "results"
+        self.before = snapshot(RESULTS)
+        home = folder / "bench-home"
+        home.mkdir()
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        env["DEERFLOW_NB_HOME"] = str(home)
+        args = [*CASES[name][0], "--quick", "--results", str(self.results)]
+        self.out, self.err = folder / "stdout.txt", folder / "stderr.txt"
+        with self.out.open("wb") as out, self.err.open("wb") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, str(BENCHMARKS / f"{name}.py"), *args],
+                stdout=out,
+                stderr=err,
+                env=env,
+                cwd=folder,
+            )
+
+    def wait(self, timeout: float = 240) -> tuple[int, str, str]:
+        """Its exit status, stdout and stderr."""
+        try:
+            code = self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        return code, self.out.read_text(errors="replace"), self.err.read_text(errors="replace")
+
+
+# The slowest two (llama.cpp reading the fold's prompt, PyTorch loading MiniLM) start with
+# the module's first test and are checked by their own, while the others run meanwhile.
+BACKGROUND = ("local_server", "embedding_runtime")
+
+
+@pytest.fixture(scope="module")
+def background(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, QuickRun]]:
+    chosen = {
+        item.callspec.params.get("name")
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
+    }
+    runs = {
+        name: QuickRun(name, tmp_path_factory.mktemp(f"bench-{name}"))
+        for name in BACKGROUND
+        if name in chosen and needs(name) is None
+    }
+    yield runs
+    for run in runs.values():  # a test that failed early left its process running
+        if run.process.poll() is None:
+            run.process.kill()
+            run.process.wait()
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_bench_quick(name: str, tmp_path: Path) -> None:
+def test_bench_quick(name: str, tmp_path: Path, background: dict[str, QuickRun]) -> None:
     if reason := needs(name):
         pytest.skip(reason)
-    args, printed, keys = CASES[name]
-    before = snapshot(RESULTS)
-    out = tmp_path / "results"
-    result = run_benchmark(name, *args, "--quick", "--results", str(out), cwd=tmp_path)
-    assert result.returncode == 0, f"{name} exited {result.returncode}:\n{result.stderr[-3000:]}"
+    _, printed, keys = CASES[name]
+    run = background.get(name) or QuickRun(name, tmp_path)
+    code, stdout, stderr = run.wait()
+    assert code == 0, f"{name} exited {code}:\n{stderr[-3000:]}"
     for pattern in printed:
-        assert re.search(pattern, result.stdout), f"{pattern!r} not in:\n{result.stdout}"
-    assert f"figures written to {out / f'{name}.json'}" in result.stdout
-    written = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+        assert re.search(pattern, stdout), f"{pattern!r} not in:\n{stdout}"
+    assert f"figures written to {run.results / f'{name}.json'}" in stdout
+    written = json.loads((run.results / f"{name}.json").read_text(encoding="utf-8"))
     assert written["benchmark"] == name and written["last_run"] in written["runs"]
     assert keys <= set(written["figures"]), sorted(written["figures"])
-    assert snapshot(RESULTS) == before  # a quick run never touches the committed figures
+    assert snapshot(RESULTS) == run.before  # a quick run never touches the committed figures
 
 
 def test_bench_quick_writes_to_a_new_temporary_folder_by_default(tmp_path: Path) -> None:
