@@ -774,6 +774,17 @@ def projects_table(results_dir: Path | None = None) -> str:
         out.append(
             f"| {label} | **{form.format(ours[key])}** | {form.format(flat[key])} | {goals[key]} |"
         )
+    shared = bench.get("shared_thread")
+    if shared:
+        out += [
+            "",
+            f"Two kernels on two projects, one home, plain `%%agent` cells in the thread "
+            f"`default` ({_int(shared['requests'])} requests, {shared['threads']} threads): "
+            f"the other project's conversation in a request, leak rate "
+            f"**{shared['leak_rate']:.3f}**, token share **{shared['wrong_token_share']:.3f}**; "
+            f"in the `<memory>` block, leak rate **{shared['memory_block_leak_rate']:.3f}**, "
+            f"token share **{shared['memory_block_wrong_token_share']:.3f}** (goal 0 each).",
+        ]
     out += ["", *Provenance(bench, figures).lines()]
     return "\n".join(out) + "\n"
 
