@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -34,37 +35,44 @@ pytestmark = pytest.mark.timeout(240)
 CHAT = "churn/analysis.chat"
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    (tmp_path / "root" / "churn").mkdir(parents=True)
-    return tmp_path / "root"
+@dataclass
+class Site:
+    """The server of this module's tests, its root folder (``churn/`` inside) and home."""
+
+    server: ChatServer
+    root: Path
+    home: Path
+    tmp: Path
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    tmp = tmp_path_factory.mktemp("persona")
+    (tmp / "root" / "churn").mkdir(parents=True)
+    (tmp / "home").mkdir()
+    server = start_server(tmp, tmp / "root", tmp / "home")
+    try:
+        yield Site(server, tmp / "root", tmp / "home", tmp)
+    finally:
+        server.stop()
 
 
 @pytest.fixture(autouse=True)
-def jupyter_dirs(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def jupyter_dirs(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
     """This process's Jupyter and IPython folders (a kernel's connection file) temporary."""
-    for name, value in server_env(tmp_path, home).items():
+    for name, value in server_env(site.tmp, site.home).items():
         if name.startswith(("JUPYTER_", "IPYTHON")):
             monkeypatch.setenv(name, value)
 
 
-@pytest.fixture
-def server(tmp_path: Path, root: Path, home: Path) -> Iterator[ChatServer]:
-    running = start_server(tmp_path, root, home)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-def run_notebook(folder: Path, cells: list[str], tmp: Path, home: Path) -> list[str]:
-    """Run ``cells`` in a real kernel whose folder is ``folder``; each cell's text output."""
+def run_notebook(site: Site, cells: list[str]) -> list[str]:
+    """Run ``cells`` in a real kernel on the site's home, in ``churn/``; each cell's text."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    env = server_env(tmp, home)
+    folder = site.root / "churn"
     client = NotebookClient(
         nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
     )
-    with client.setup_kernel(env=env):
+    with client.setup_kernel(env=server_env(site.tmp, site.home)):
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
     return [output_text(cell) for cell in nb.cells]
@@ -79,21 +87,17 @@ def output_text(cell: nbformat.NotebookNode) -> str:
     return "\n".join(parts)
 
 
-def ask(server: ChatServer, *messages: str) -> list[str]:
-    """Send each message to the persona in ``churn/analysis.chat``; the replies."""
-
-    async def chat() -> list[str]:
-        client = ChatClient(server, CHAT)
-        await client.open()
-        try:
-            return [(await client.ask(m)).text for m in messages]
-        finally:
-            client.close()
-
-    return asyncio.run(chat())
+async def chat(server: ChatServer, path: str, messages: list[str]) -> list[str]:
+    """Send each message to the persona in the chat file ``path``; the replies."""
+    client = ChatClient(server, path)
+    await client.open()
+    try:
+        return [(await client.ask(m)).text for m in messages]
+    finally:
+        client.close()
 
 
-def chat_turns(home: Path, thread: str = "analysis.chat", project: str = "churn") -> list[dict]:
+def chat_turns(home: Path, thread: str, project: str = "churn") -> list[dict]:
     journal = Journal(home / "journal.db")
     try:
         thread_id = journal.thread_for(thread, project)
@@ -104,67 +108,83 @@ def chat_turns(home: Path, thread: str = "analysis.chat", project: str = "churn"
 
 
 def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
-    server: ChatServer, root: Path, home: Path, tmp_path: Path
+    site: Site,
 ) -> None:
-    agent = Agent(home)
+    agent = Agent(site.home)
     agent.run("I prefer polars over pandas for dataframes.", thread="prep", project="churn")
     agent.memory.flush()
     agent.close()
 
-    reply, elsewhere, variables = ask(
-        server,
-        "Which dataframe library do I prefer?",
-        "What are the columns of df?",
-        "I use DuckDB for the churn warehouse.",
-    )[:3]
+    reply, no_kernel, _ = asyncio.run(
+        chat(
+            site.server,
+            "churn/analysis.chat",
+            [
+                "Which dataframe library do I prefer?",
+                "What are the columns of df?",
+                "I use DuckDB for the churn warehouse.",
+            ],
+        )
+    )
     assert "polars" in reply.lower()
     assert "1 fact injected" in reply and "project churn" in reply
+    # no kernel here: the notebook tools say so rather than "no variables"
+    assert "no notebook kernel here" in no_kernel
 
     # the turns are journaled in the chat's thread of its folder's project
-    turns = chat_turns(home)
-    assert len(turns) == 3 and all(t["status"] == "ok" for t in turns)
-
-    # no kernel here: the notebook tools say so rather than "no variables"
-    assert "no notebook kernel here" in elsewhere
+    turns = chat_turns(site.home, "analysis.chat")
+    assert [t["status"] for t in turns] == ["ok"] * 3
 
     # the chat's statement is folded and a notebook in that folder lists it
-    with Memory(home) as memory:
+    with Memory(site.home) as memory:
         memory.flush()
-    facts = run_notebook(root / "churn", ["%load_ext deerflow_nb", "%memory facts"], tmp_path, home)
+    facts = run_notebook(site, ["%load_ext deerflow_nb", "%memory facts"])
     assert "duckdb" in facts[1].lower()
-    assert variables  # the third reply arrived whole
 
 
-def test_the_rest_api_answers_in_the_servers_root_project(server: ChatServer, home: Path) -> None:
-    reply = server.post_message("Hello, who are you?")
+def test_the_rest_api_answers_in_the_servers_root_project(site: Site) -> None:
+    reply = site.server.post_message("Hello, who are you?")
     assert "offline model" in reply and "project root" in reply
 
 
-def test_kernels_and_the_persona_share_one_home_without_losing_a_turn(
-    server: ChatServer, root: Path, home: Path, tmp_path: Path
-) -> None:
+def test_kernels_and_the_persona_share_one_home_without_losing_a_turn(site: Site) -> None:
+    """The chat keeps asking while a kernel runs %%agent turns on the same home: every turn
+    of both is journaled, none failed, and they overlapped in time."""
     kernel_turns = 4
     cells = ["%load_ext deerflow_nb"] + [
         f"%%agent\nNotebook question {i}: I track churn metric number {i}."
         for i in range(kernel_turns)
     ]
-    outputs: list[str] = []
     failure: list[BaseException] = []
 
     def kernel() -> None:
         try:
-            outputs.extend(run_notebook(root / "churn", cells, tmp_path, home))
+            run_notebook(site, cells)
         except BaseException as exc:  # the main thread reports it
             failure.append(exc)
 
+    async def chat_meanwhile() -> list[str]:
+        client = ChatClient(site.server, "churn/busy.chat")
+        await client.open()
+        replies = []
+        try:
+            while worker.is_alive() or len(replies) < 2:
+                replies.append((await client.ask(f"Chat question {len(replies)}: churn?")).text)
+                await asyncio.sleep(0.2)  # a person's pace, not a flood of turns
+        finally:
+            client.close()
+        return replies
+
     worker = threading.Thread(target=kernel)
     worker.start()
-    replies = ask(server, *(f"Chat question {i}: what about churn {i}?" for i in range(4)))
+    replies = asyncio.run(chat_meanwhile())
     worker.join(timeout=200)
     assert not worker.is_alive() and not failure, failure
     assert all("injected" in r and "deerflow_nb:" not in r for r in replies)
 
-    chat = chat_turns(home)
-    notebook = chat_turns(home, "default")
-    assert [t["status"] for t in chat] == ["ok"] * 4
+    chat_side = chat_turns(site.home, "busy.chat")
+    notebook = chat_turns(site.home, "default")
+    assert [t["status"] for t in chat_side] == ["ok"] * len(replies)
     assert [t["status"] for t in notebook] == ["ok"] * kernel_turns
+    first, last = notebook[0]["started_at"], notebook[-1]["ended_at"]
+    assert any(first <= t["started_at"] <= last for t in chat_side)  # they overlapped
