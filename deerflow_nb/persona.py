@@ -26,7 +26,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jupyter_ai_persona_manager import BasePersona, PersonaDefaults
 
@@ -58,7 +58,8 @@ class ChatLead:
 
         self.settings = settings
         self.agent: Agent = Agent(settings=settings, namespace={}, kernel=False)
-        self.agent.memory  # noqa: B018 -- opens and starts memory now (folds run in the background)
+        memory = self.agent.memory  # opened and started now: folds run in the background
+        memory.injection("warm up")  # the first turn's ranking and imports, paid here
         self._turns = threading.Lock()  # Agent.last_turn is one per agent
 
     def project_of(self, chat_file: Path) -> Project:
@@ -100,6 +101,21 @@ def chat_lead() -> ChatLead:
         if lead is None:
             lead = _LEADS[settings.home] = ChatLead(settings)
         return lead
+
+
+def warm_lead() -> None:
+    """Open the home's lead ahead of the first message (the persona joins a chat when the
+    chat opens; the user is still typing), for a home already in use only: a server whose
+    user never talks to DeerFlow leaves the home untouched. Failures are only logged: the
+    first message says them in one line."""
+    from .config import JOURNAL_FILENAME, MEMORY_FILENAME, default_home
+
+    try:
+        home = default_home()
+        if (home / JOURNAL_FILENAME).exists() or (home / MEMORY_FILENAME).exists():
+            chat_lead()
+    except Exception:
+        log.info("DeerFlow persona: memory not opened ahead of the first message", exc_info=True)
 
 
 @atexit.register
@@ -146,13 +162,9 @@ class DeerFlowPersona(BasePersona):
             system_prompt="(deerflow_nb's lead prompt, with the memory block of this project)",
         )
 
-    async def prepare(self) -> None:
-        """Open the home's lead before the first message, off the event loop; a failure
-        is left for that message to say in one line."""
-        try:
-            await asyncio.to_thread(chat_lead)
-        except Exception:
-            log.warning("DeerFlow persona: memory could not be opened yet", exc_info=True)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        threading.Thread(target=warm_lead, name="deerflow-nb-persona-warm", daemon=True).start()
 
     async def process_message(self, message: Message) -> None:
         """Answer ``message`` in this chat's thread, streaming the reply, then the footer."""

@@ -179,3 +179,29 @@ def test_a_kernel_sends_the_proposal_as_a_set_next_input_payload(tmp_path) -> No
     payloads = [p for p in reply["content"]["payload"] if p.get("source") == "set_next_input"]
     assert len(payloads) == 1 and payloads[0]["replace"] is False
     assert "def counts_rows_region():" in payloads[0]["text"]
+
+
+def test_without_a_kernel_the_tools_and_the_agent_say_what_they_cannot_see() -> None:
+    """The chat panel's persona runs the agent with ``kernel=False``: asked about variables
+    or cells, the tools answer that no kernel is there, never "no variables yet"."""
+    from deerflow_nb import Agent
+    from deerflow_nb.agent.notebook_tools import NO_KERNEL
+
+    tools = NotebookTools({}, kernel=False)
+    for name, arguments in (
+        ("list_variables", {}),
+        ("describe_variable", {"name": "df"}),
+        ("read_cell", {"number": 1}),
+    ):
+        assert tools.call(name, arguments) == f"Error: {NO_KERNEL}"
+    assert tools.read_only().call("list_variables", {}) == f"Error: {NO_KERNEL}"
+
+    agent = Agent(namespace={}, kernel=False)
+    try:
+        reply = agent.run("What variables do I have? Describe df.", thread="chat")
+        assert "no notebook kernel here" in reply
+        assert "deerflow_nb, an assistant in JupyterLab's chat panel" in str(
+            agent.last_turn.model_view[0]["content"]
+        )
+    finally:
+        agent.close()

@@ -82,6 +82,11 @@ CASES: dict[str, tuple[list[str], list[str], set[str]]] = {
         ],
         {"quality.setup", "quality.realistic.ours", "quality.flat.bm25", "speed"},
     ),
+    "persona": (
+        ["--wait", "1"],
+        [r"warm: first chunk p50 \d+\.\d{3} s", r"goal: first chunk <= 0\.5 s"],
+        {"first_chunk"},
+    ),
     "projects": (
         [],
         [r"3 projects x 2 sessions", r"leak rate \(blocks with another project's\)\s+0\.000"],
@@ -118,6 +123,8 @@ def needs(name: str) -> str | None:
         return "the embeddings-lite extra is not installed (make test installs it)"
     if name == "embedding_runtime" and not minilm_onnx.installed("sentence_transformers"):
         return "the embeddings extra is not installed (make test installs it)"
+    if name == "persona" and not minilm_onnx.installed("jupyter_ai_persona_manager"):
+        return "the jupyter-ai extra is not installed (make test installs it)"
     if name == "local_server":
         if not minilm_onnx.installed("llama_cpp") or not minilm_onnx.installed("uvicorn"):
             return "llama-cpp-python[server] is not installed (make test installs it)"
