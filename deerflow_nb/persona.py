@@ -12,7 +12,8 @@ second way in). Where a chat belongs is decided as for a notebook: the chat file
 after the chat file. There is no kernel, so the agent runs with ``kernel=False``: its
 notebook tools say they cannot see variables or cells. One ``Agent`` (and one started
 ``Memory``) per home per server process, shared by every chat and closed at exit; turns run
-one at a time, off the event loop, and stream into the chat as the model writes.
+one at a time, off the event loop, and stream into the chat as the model writes, made inert
+on the way (the chat renders Markdown itself: ``untrusted.MarkdownStream``).
 
 Importing this module imports ``jupyter_ai_persona_manager``; nothing else in the package
 does (``%load_ext deerflow_nb`` never loads it).
@@ -171,9 +172,13 @@ class DeerFlowPersona(BasePersona):
         await self.stream_message(self._reply(message.body, Path(self.get_chat_path())))
 
     async def _reply(self, text: str, chat_file: Path) -> AsyncIterator[str]:
-        """The turn's text as it comes (the agent runs in a worker thread), then the footer
-        or one line saying why the turn failed."""
+        """The turn's text as it comes (the agent runs in a worker thread), made inert for
+        the chat's Markdown renderer (``MarkdownStream``: images as links, tags as text),
+        then the footer or one line saying why the turn failed."""
+        from .untrusted import MarkdownStream
+
         loop = asyncio.get_running_loop()
+        inert = MarkdownStream()
         chunks: asyncio.Queue[str | None] = asyncio.Queue()
 
         def on_text(delta: str) -> None:
@@ -188,11 +193,12 @@ class DeerFlowPersona(BasePersona):
 
         job = asyncio.ensure_future(asyncio.to_thread(turn))
         while (delta := await chunks.get()) is not None:
-            yield delta
+            yield inert.feed(delta)
+        rest = inert.end()
         try:
             lead, result = await job
         except Exception as exc:  # the chat says what failed; the log keeps the traceback
             log.exception("DeerFlow persona: the turn failed")
-            yield error_line(exc)
+            yield rest + error_line(exc)
             return
-        yield reply_footer(result, lead)
+        yield rest + reply_footer(result, lead)

