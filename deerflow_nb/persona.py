@@ -192,8 +192,13 @@ class DeerFlowPersona(BasePersona):
                 loop.call_soon_threadsafe(chunks.put_nowait, None)
 
         job = asyncio.ensure_future(asyncio.to_thread(turn))
-        while (delta := await chunks.get()) is not None:
-            yield inert.feed(delta)
+        done = False
+        while not done:
+            batch = [await chunks.get()]
+            while not chunks.empty():  # what came meanwhile goes as one chunk: the chat
+                batch.append(chunks.get_nowait())  # rewrites its file on every chunk
+            done = batch[-1] is None
+            yield inert.feed("".join(d for d in batch if d is not None))
         rest = inert.end()
         try:
             lead, result = await job
