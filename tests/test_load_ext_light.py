@@ -9,7 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("streamlit", "openai", "pandas")
+# The chat persona and what it needs are for the Jupyter server only, never a kernel's.
+HEAVY = (
+    "streamlit",
+    "openai",
+    "pandas",
+    "deerflow_nb.persona",
+    "jupyter_ai_persona_manager",
+    "jupyterlab_chat",
+)
 DEFERRED = (
     "deerflow_nb.agent",
     "deerflow_nb.notebook.memory_magic",

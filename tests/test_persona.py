@@ -55,6 +55,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         yield Site(server, tmp / "root", tmp / "home", tmp)
     finally:
         server.stop()
+    log = server.log.read_text(errors="replace")
+    assert "Traceback" not in log, log  # no turn failed, nothing broke at shutdown
 
 
 @pytest.fixture(autouse=True)
