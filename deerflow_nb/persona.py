@@ -13,7 +13,8 @@ after the chat file. There is no kernel, so the agent runs with ``kernel=False``
 notebook tools say they cannot see variables or cells. One ``Agent`` (and one started
 ``Memory``) per home per server process, shared by every chat and closed at exit; turns run
 one at a time, off the event loop, and stream into the chat as the model writes, made inert
-on the way (the chat renders Markdown itself: ``untrusted.MarkdownStream``).
+on the way (the chat renders Markdown itself: ``untrusted.MarkdownStream``); when a turn's
+fold lands, the chat gets the notebook's "Memory updated: …" line as a message.
 
 Importing this module imports ``jupyter_ai_persona_manager``; nothing else in the package
 does (``%load_ext deerflow_nb`` never loads it).
@@ -59,8 +60,11 @@ class ChatLead:
 
         self.settings = settings
         self.agent: Agent = Agent(settings=settings, namespace={}, kernel=False)
+        from .notebook.fold_notice import FoldNotices
+
         memory = self.agent.memory  # opened and started now: folds run in the background
         memory.injection("warm up")  # the first turn's ranking and imports, paid here
+        self.notices = FoldNotices(memory)  # "Memory updated: …" when a chat's fold lands
         self._turns = threading.Lock()  # Agent.last_turn is one per agent
 
     def project_of(self, chat_file: Path) -> Project:
@@ -74,15 +78,25 @@ class ChatLead:
         return found
 
     def answer(
-        self, message: str, chat_file: Path, on_text: Callable[[str], None]
+        self,
+        message: str,
+        chat_file: Path,
+        on_text: Callable[[str], None],
+        on_fold: Callable[[str], None] | None = None,
     ) -> TurnResult | None:
-        """One lead turn in the chat's thread of its project, streamed to ``on_text``."""
+        """One lead turn in the chat's thread of its project, streamed to ``on_text``;
+        ``on_fold`` hears what memory kept of it when its fold lands (from the worker)."""
         project = self.project_of(chat_file)
         with self._turns:
+            folds_before = self.notices.mark()
             self.agent.run(message, chat_file.name, on_text=on_text, project=project.name)
-            return self.agent.last_turn
+            result = self.agent.last_turn
+        if result is not None and on_fold is not None and self.settings.memory.enabled:
+            self.notices.watch(result.thread, folds_before, on_fold)
+        return result
 
     def close(self) -> None:
+        self.notices.close()
         self.agent.close()
 
 
@@ -184,10 +198,13 @@ class DeerFlowPersona(BasePersona):
         def on_text(delta: str) -> None:
             loop.call_soon_threadsafe(chunks.put_nowait, delta)
 
+        def on_fold(note: str) -> None:
+            loop.call_soon_threadsafe(self._say_fold, note)
+
         def turn() -> tuple[ChatLead, TurnResult | None]:
             try:
                 lead = chat_lead()
-                return lead, lead.answer(text, chat_file, on_text)
+                return lead, lead.answer(text, chat_file, on_text, on_fold)
             finally:
                 loop.call_soon_threadsafe(chunks.put_nowait, None)
 
@@ -207,3 +224,13 @@ class DeerFlowPersona(BasePersona):
             yield rest + error_line(exc)
             return
         yield rest + reply_footer(result, lead)
+
+    def _say_fold(self, note: str) -> None:
+        """The fold's line as a message of its own (fact texts are the model's: escaped);
+        a chat closed since hears nothing (the notebook's ``%memory`` still shows it)."""
+        from .untrusted import escape_markdown
+
+        try:
+            self.send_message(f"*{escape_markdown(note)}*")
+        except Exception:
+            log.info("DeerFlow persona: the fold's note found no chat", exc_info=True)

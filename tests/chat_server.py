@@ -177,6 +177,7 @@ class ChatClient:
         self.path = path
         self.ws: Any = None
         self.answered: set[str] = set()  # replies complete (their last update may follow)
+        self.said: dict[str, str] = {}  # every message of the persona seen, by id
 
     async def open(self, timeout: float = 60) -> None:
         """Connect, and wait until the persona has joined the chat (its user is listed)."""
@@ -226,6 +227,15 @@ class ChatClient:
                 self.answered.add(message.get("id"))
                 return Reply(body, len(bodies), first or done, done, bodies)
 
+    async def wait_for(self, text: str, timeout: float = 120) -> str:
+        """The first message of the persona holding ``text`` (one said earlier counts)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [body for body in self.said.values() if text in body]
+            if found:
+                return found[0]
+            await self._frame(deadline)
+
     async def _frame(self, deadline: float) -> dict[str, Any]:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -233,7 +243,11 @@ class ChatClient:
         raw = await asyncio.wait_for(self.ws.read_message(), left)
         if raw is None:
             raise ConnectionError(f"the chat socket closed:\n{self.server.log.read_text()}")
-        return json.loads(raw)
+        frame = json.loads(raw)
+        message = frame.get("message") or {}
+        if frame.get("action") == "message" and message.get("sender") == PERSONA_ID:
+            self.said[message.get("id")] = message.get("body") or ""
+        return frame
 
     def close(self) -> None:
         if self.ws is not None:

@@ -50,6 +50,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     tmp = tmp_path_factory.mktemp("persona")
     (tmp / "root" / "churn").mkdir(parents=True)
     (tmp / "home").mkdir()
+    # a chat's turns are folded half a second after it speaks (not 30 s): the fold's
+    # "Memory updated" line comes within the test
+    (tmp / "home" / "config.yaml").write_text("memory:\n  debounce_seconds: 0.5\n")
     server = start_server(tmp, tmp / "root", tmp / "home")
     try:
         yield Site(server, tmp / "root", tmp / "home", tmp)
@@ -89,16 +92,6 @@ def output_text(cell: nbformat.NotebookNode) -> str:
     return "\n".join(parts)
 
 
-async def chat(server: ChatServer, path: str, messages: list[str]) -> list[str]:
-    """Send each message to the persona in the chat file ``path``; the replies."""
-    client = ChatClient(server, path)
-    await client.open()
-    try:
-        return [(await client.ask(m)).text for m in messages]
-    finally:
-        client.close()
-
-
 def chat_turns(home: Path, thread: str, project: str = "churn") -> list[dict]:
     journal = Journal(home / "journal.db")
     try:
@@ -117,21 +110,24 @@ def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
     agent.memory.flush()
     agent.close()
 
-    reply, no_kernel, _ = asyncio.run(
-        chat(
-            site.server,
-            "churn/analysis.chat",
-            [
-                "Which dataframe library do I prefer?",
-                "What are the columns of df?",
-                "I use DuckDB for the churn warehouse.",
-            ],
-        )
-    )
+    async def talk() -> tuple[str, str, str]:
+        client = ChatClient(site.server, "churn/analysis.chat")
+        await client.open()
+        try:
+            reply = (await client.ask("Which dataframe library do I prefer?")).text
+            no_kernel = (await client.ask("What are the columns of df?")).text
+            await client.ask("I use DuckDB for the churn warehouse.")
+            return reply, no_kernel, await client.wait_for("Memory updated")
+        finally:
+            client.close()
+
+    reply, no_kernel, updated = asyncio.run(talk())
     assert "polars" in reply.lower()
     assert "1 fact injected" in reply and "project churn" in reply
     # no kernel here: the notebook tools say so rather than "no variables"
     assert "no notebook kernel here" in no_kernel
+    # the chat hears what memory kept of it, as a notebook cell does
+    assert "remembered" in updated and "DuckDB" in updated
 
     # the turns are journaled in the chat's thread of its folder's project
     turns = chat_turns(site.home, "analysis.chat")
