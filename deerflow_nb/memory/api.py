@@ -295,6 +295,14 @@ class Memory:
         """Remove several facts as one change: all of them, or none if any id is unknown."""
         return self._edits.forget_many(fact_ids)
 
+    def forget_outside(self, fact_ids: list[str], source: str = "outside") -> dict[str, Any]:
+        """Remove facts because an outside agent asked (MCP's ``forget``): the model's change
+        through the gate, so it waits for the user's approval while
+        ``memory.review_outside_forget`` is on (the default) or review mode is, and a fact the
+        user added always does. ``{removed: [ids], pending_id, held: [...], unknown: [ids]}``."""
+        review = self.settings.memory.review_outside_forget
+        return self._edits.forget_outside(fact_ids, source, review)
+
     # -- folding (folding/) ------------------------------------------------------------
     def apply(self, diff: dict[str, Any] | ExtractionDiff, source: str = "manual") -> ApplyReport:
         """Apply one DeerFlow extraction diff exactly as a fold does (held back in review mode,

@@ -162,3 +162,23 @@ class Edits:
         """Remove several facts as one change: all of them, or none if any id is unknown."""
         change = ChangeSet(origin="user", reason="forget", diff={"factsToRemove": list(fact_ids)})
         return self.gate.submit(change).removed
+
+    def forget_outside(self, fact_ids: list[str], source: str, review: bool) -> dict[str, Any]:
+        """A removal an outside agent's model asks for (MCP's ``forget``): the model's change,
+        so the gate's rules for one hold (a fact the user added waits for the user, the wipe
+        guard counts it), and with ``review`` all of it waits for approval. Returns the ids
+        removed now, the pending change's id and what was held, and the ids memory lacks."""
+        change = ChangeSet(
+            origin="model",
+            reason="forget",
+            source=source,
+            diff={"factsToRemove": list(fact_ids)},
+            review=review,
+        )
+        passed = self.gate.submit(change)
+        return {
+            "removed": passed.result.ids("remove"),
+            "pending_id": passed.pending_id,
+            "held": passed.held,
+            "unknown": list(passed.result.ignored_removals),
+        }
