@@ -272,3 +272,17 @@ def test_remember_calls_count_per_session(home: Path) -> None:
 
     assert anyio.run(session_count) == MAX_REMEMBER_PER_TURN
     assert anyio.run(session_count) == MAX_REMEMBER_PER_TURN
+
+
+def test_bench_mcp_quick(tmp_path: Path) -> None:
+    """``benchmarks/mcp.py --quick`` runs end to end and writes no results."""
+    out = tmp_path / "results"
+    script = ROOT / "benchmarks" / "mcp.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick", "--results", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "round trip p50" in proc.stdout and not out.exists()
