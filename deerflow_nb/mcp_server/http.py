@@ -77,6 +77,7 @@ async def serve_http(server: Any, port: int, token: str | None) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((LOOPBACK, port))
+    sock.listen(128)  # before the URL is printed: a client may connect at once (backlog)
     port = sock.getsockname()[1]
     hosts = [f"{LOOPBACK}:{port}", f"localhost:{port}"]
     sessions = http_sessions(server, hosts, [f"http://{h}" for h in hosts])
