@@ -28,7 +28,6 @@ MAX_NAME = 64
 MAX_THREAD_NAME = 128
 HASH_CHARS = 8  # the suffix that keeps two long names apart once cut
 _BAD = re.compile(r"[^\w.\- ]+")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _SEPARATORS = re.compile(r"[/\\]+")
 # Unicode's control, format (bidi, zero-width), surrogate, private-use and unassigned
 # categories: nothing a name needs, and each can hide or fake what a name says.
@@ -75,9 +74,11 @@ def thread_name(text: str) -> str:
 
 
 def _plain(text: object) -> str:
-    """``text`` in NFC with lone surrogates as U+FFFD, spaces of every kind as one space
-    and hidden characters (a NUL, a zero-width space) left out."""
-    text = unicodedata.normalize("NFC", _SURROGATE.sub("\ufffd", str(text)))
+    """``text`` in NFC with lone surrogates as U+FFFD (a pair as its character), spaces of
+    every kind as one space and hidden characters (a NUL, a zero-width space) left out."""
+    from .scrub import encodable
+
+    text = unicodedata.normalize("NFC", encodable(str(text)))
     return "".join(
         " " if c.isspace() else c
         for c in text

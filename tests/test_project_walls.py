@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 
 from deerflow_nb import Agent, Memory
 from deerflow_nb.agent.memory_tools import MemoryTools
 from deerflow_nb.agent.tools import MEMORY_TOOLS, tool_specs
+from deerflow_nb.notebook.session import get_session
 from deerflow_nb.projects import MAX_NAME, project_name, thread_name
 from deerflow_nb.storage.journal import Journal
 
@@ -118,6 +120,22 @@ def test_the_same_thread_name_is_two_threads_and_a_label_never_changes_by_use(
     assert second.fresh_thread("default", "beta") == "default-2"
     first.close()
     second.close()
+
+
+def test_a_cell_in_another_project_uses_that_projects_thread_and_the_next_comes_back(
+    shell: InteractiveShell, home: Path
+) -> None:
+    shell.run_line_magic("memory", "project churn")
+    shell.run_cell_magic("agent", "", "Churn cell one.")
+    shell.run_cell_magic("agent", "--project clinic", "Clinic cell.")
+    clinic = get_session(shell).agent().last_turn.thread
+    shell.run_cell_magic("agent", "", "Churn cell two.")
+    turn = get_session(shell).agent().last_turn
+    assert (turn.thread, turn.project, clinic) == ("default", "churn", "default @clinic")
+    journal = get_session(shell).memory.journal
+    users = [m["content"] for m in journal.messages("default") if m["role"] == "user"]
+    assert users == ["Churn cell one.", "Churn cell two."]
+    assert thread_projects(home) == {"default": "churn", "default @clinic": "clinic"}
 
 
 def test_a_threads_project_is_the_first_recorded_and_an_old_one_keeps_its_own(
@@ -236,6 +254,7 @@ def test_hostile_names_are_normalised_once_never_collide_and_never_raise() -> No
     assert names[3] == names[4] == "café"
     assert names[5] != "alpha" and names[6] == "alpha"
     assert "/" not in thread_name("a/b\\c") and thread_name("default @beta") == "default @beta"
+    assert thread_name("a\ud83d\ude00b") == "a\U0001f600b"  # a pair is its character
     with pytest.raises(ValueError):
         project_name("\x00/..")
 
@@ -247,6 +266,11 @@ def test_agent_run_records_normalised_names_and_surrogates_never_raise(home: Pat
     agent.run("Hello again.", thread="t\ud800x", project="p\udc00q")
     assert agent.last_turn.project == "p-q" and agent.last_turn.thread == "t\ufffdx"
     agent.run("And once more.", project="q" * 64 + "-beta")
+    for wide in (True, False):  # recall by a hostile thread name, widened or not
+        hits = agent.memory.recall(
+            "hello again", thread="t\ud800x", project="p\udc00q", everywhere=wide
+        )
+        assert [h["content"] for h in hits][:1] == ["Hello again."]
     agent.close()
     labels = set(thread_projects(home).values())
     assert labels == {"etc-passwd", "p-q", project_name("q" * 64 + "-beta")}
@@ -275,7 +299,7 @@ def test_a_kernel_killed_mid_stream_leaves_the_words_it_showed_and_is_folded_on_
     home: Path, model_server: ServerHandle
 ) -> None:
     model_server.reply_next(STORY)
-    model_server.slow_next(0.05)
+    model_server.slow_next(0.1)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DEERFLOW_NB_HOME": str(home)}
     child = subprocess.Popen([sys.executable, "-c", STREAMING_KERNEL], env=env)
     deadline = time.monotonic() + 120

@@ -242,6 +242,7 @@ class Agent:
                 self.window,
                 parent_thread=thread,
                 on_event=on_event,
+                project=label,
             )
         # Memory tools for the lead only, and only when the turn uses memory: a
         # --no-memory turn neither reads memory nor writes it.

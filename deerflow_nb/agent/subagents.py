@@ -82,6 +82,7 @@ class SubagentExecutor:
         window: int,
         parent_thread: str,
         on_event: OnEvent | None = None,
+        project: str | None = None,
     ) -> None:
         self.model = model
         self.journal = journal
@@ -90,6 +91,7 @@ class SubagentExecutor:
         self.summarization = summarization
         self.window = window
         self.parent_thread = parent_thread
+        self.project = project  # the lead thread's, recorded on each sub-agent's thread
         self.on_event = on_event
         self.runs: list[SubagentRun] = []
 
@@ -211,7 +213,7 @@ class SubagentExecutor:
         )
         middlewares = [
             SummarizationMiddleware(self.summarization, self.model, self.window, self.journal),
-            JournalMiddleware(self.journal, title=run.description),
+            JournalMiddleware(self.journal, title=run.description, project=self.project),
         ]
 
         def on_step(step: int) -> None:

@@ -160,7 +160,7 @@ class Memory:
         return data
 
     def _scope(self, project: str | None, everywhere: bool) -> str | None:
-        return EVERY_PROJECT if everywhere else (project or self.project)
+        return EVERY_PROJECT if everywhere else (project_name(project) if project else self.project)
 
     def search(
         self,

@@ -167,9 +167,15 @@ def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnRes
     return agent.last_turn
 
 
+def thread_name_of(thread_id: str) -> str:
+    """The name a journal id stands for in its project: ``analysis-3`` for ``analysis-3
+    @churn`` (``Journal.thread_for`` maps it back, in that project)."""
+    return thread_id.split(" @")[0]
+
+
 def _base_name(thread: str) -> str:
     """The name a thread id was made from: ``analysis`` for ``analysis-3 @churn``."""
-    return re.sub(r"-\d+$", "", thread.split(" @")[0])
+    return re.sub(r"-\d+$", "", thread_name_of(thread))
 
 
 def repeated_proposal(
@@ -215,7 +221,8 @@ def _keep(
 
 @magics_class
 class AgentMagics(Magics):
-    """Registers ``%%agent``; remembers the thread the last cell used."""
+    """Registers ``%%agent``; remembers the thread the last cell used, by name: a cell in
+    another project (``--project``) continues that project's thread of the name."""
 
     def __init__(self, shell: Any = None) -> None:
         super().__init__(shell)
@@ -241,4 +248,4 @@ class AgentMagics(Magics):
             return
         result = handle_agent(self.shell, args, cell or "", self.thread)
         if result is not None:
-            self.thread = result.thread
+            self.thread = thread_name_of(result.thread)

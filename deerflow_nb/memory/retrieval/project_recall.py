@@ -33,13 +33,16 @@ def recall_in(
     projects (``EVERY_PROJECT`` or None, a memory no notebook opened: every thread), each
     with its ``project``; only in ``project``'s thread named ``thread`` when given."""
     from ...projects import thread_name
+    from ...scrub import encodable
     from .recall import search
 
     whole = project in (EVERY_PROJECT, None)
-    if thread is not None and not whole:  # a thread from before projects is everyone's
+    if thread is not None and whole:
+        thread = encodable(thread)  # an id as it is, but one SQLite can bind
+    elif thread is not None:  # a thread from before projects is everyone's
         name = thread_name(thread)
         row = journal.thread(name)
-        thread = name if row and row["project"] is None else journal.thread_for(name, project)
+        thread = name if row and row.get("project") is None else journal.thread_for(name, project)
     pool = k if whole else max(k * POOL_FACTOR, 50)
     hits = search(
         journal, query, pool, thread=thread, embedder=embedder, relevant_only=relevant_only
