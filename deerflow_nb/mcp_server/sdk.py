@@ -27,6 +27,10 @@ INSTRUCTIONS = (
 MAJOR = 1 if hasattr(Server, "list_tools") else 2  # 1.x registers handlers by decorator
 
 
+class ToolFailed(Exception):
+    """A tool's ``Error: ...`` text, raised for mcp 1.x to send as an error result."""
+
+
 def _tools() -> list[types.Tool]:
     from .service import tool_list
 
@@ -77,9 +81,11 @@ def _server_v1(service: MemoryService) -> Any:
         return _tools()
 
     @server.call_tool(validate_input=False)  # the tools check their arguments themselves
-    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        key = session_key(server.request_context.request)
-        return _result(*service.call(name, arguments, key))
+    async def call_tool(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
+        text, is_error = service.call(name, arguments, session_key(server.request_context.request))
+        if is_error:  # every 1.x makes this an error result with the text (not all take one)
+            raise ToolFailed(text)
+        return [types.TextContent(type="text", text=text)]
 
     @server.list_resources()
     async def list_resources() -> list[types.Resource]:
