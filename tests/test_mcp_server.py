@@ -286,3 +286,32 @@ def test_bench_mcp_quick(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "round trip p50" in proc.stdout and not out.exists()
+
+
+def test_forget_outside_waits_in_review_mode_whatever_the_setting(home: Path) -> None:
+    """``memory.review_outside_forget: false`` lets an outside removal through the gate as
+    the model's change, so review mode still holds it; the default holds it anyway."""
+    (home / "config.yaml").write_text("memory:\n  review_outside_forget: false\n")
+    with Memory(home) as mem:
+        turn = "mcp-test"
+        fact = mem.add_fact("Likes violin plots", "preference", origin="model", turn=turn)
+        mem.review = True
+        outcome = mem.forget_outside([fact["id"]], source="mcp")
+        assert outcome["pending_id"] is not None and outcome["removed"] == []
+        assert fact["id"] in {f["id"] for f in mem.data["facts"]}
+        mem.review = False
+        mem.settings.memory.review_outside_forget = True
+        assert mem.forget_outside([fact["id"]], source="mcp")["pending_id"] is not None
+        assert mem.approve("all") == 2 and fact["id"] not in {f["id"] for f in mem.data["facts"]}
+
+
+def test_cli_lists_mcp_and_its_help_names_the_security(capsys: pytest.CaptureFixture[str]) -> None:
+    from deerflow_nb.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "mcp" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["mcp", "--help"])
+    out = capsys.readouterr().out
+    assert "--http" in out and "127.0.0.1" in out and "DEERFLOW_NB_MCP_TOKEN" in out
