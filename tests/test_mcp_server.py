@@ -95,6 +95,7 @@ def check(seen: dict[str, Any], home: Path, seeds: dict[str, dict[str, Any]]) ->
     ]
     text, _ = seen["list"]
     assert "fact_user_seed" in text and "fact_alpha_seed" in text and "fact_beta_seed" not in text
+    assert "fact_hostile_seed" in text and "&lt;img" in text and "<img" not in text
     text, error = seen["forget"]
     assert not error and text.startswith("Held for the user's review as pending change")
     text, error = seen["forget_beta"]  # not alpha's nor the user's: not even proposed
@@ -220,15 +221,19 @@ def test_forget_without_review_when_configured_and_a_users_fact_still_waits(
         assert fact_id not in ids and "fact_user_seed" in ids
 
 
-def test_the_default_project_is_the_working_directorys(home: Path, tmp_path: Path) -> None:
+def test_the_default_project_is_named_else_the_working_directorys(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "churn-study"
     folder.mkdir()
 
-    async def run() -> list[str]:
+    async def project_uri() -> str:
         async with stdio_session(cwd=str(folder)) as session:
-            return [str(r.uri) for r in (await session.list_resources()).resources]
+            return str((await session.list_resources()).resources[1].uri)
 
-    assert anyio.run(run)[1] == "memory://projects/churn-study"
+    assert anyio.run(project_uri) == "memory://projects/churn-study"
+    monkeypatch.setenv("DEERFLOW_NB_PROJECT", "Named\u200b  Project")  # normalised
+    assert anyio.run(project_uri) == "memory://projects/Named%20Project"
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
