@@ -169,7 +169,7 @@ class MemoryService:
             return truncate_to_tokens(handler(project, **args), MAX_RESULT_TOKENS), False
         except ToolError as exc:
             return f"Error: {exc}", True
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError) as exc:
             return f"Error: bad arguments for {_escape(name)}: {_escape(str(exc))}", True
 
     def _project(self, given: object) -> str:
