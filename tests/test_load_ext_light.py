@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("streamlit", "openai", "pandas")
+HEAVY = ("streamlit", "openai", "pandas", "mcp")
 DEFERRED = (
     "deerflow_nb.agent",
     "deerflow_nb.notebook.memory_magic",
