@@ -10,8 +10,8 @@ MCP SDK's own client calls ``search_memory`` with varied queries over stdio, tim
 round trip (client to server to client). The same-run baseline is the same searches
 through the agent's ``MemoryTools`` in this process, on the same home: what MCP adds is
 the difference. The goal is a p50 of at most 20 ms at 1,000 facts. ``--quick`` runs tiny
-sizes and writes no results (the test suite runs it); a full run writes
-``benchmarks/results/mcp.json``.
+sizes and writes its figures to a temporary folder (the test suite runs it); a full run
+writes ``benchmarks/results/mcp.json``.
 """
 
 from __future__ import annotations
@@ -174,11 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=GOAL_FACTS, help="facts in memory")
     parser.add_argument("--calls", type=int, default=200, help="timed round trips")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, no results written")
     add_results_options(parser)
     args = parser.parse_args(argv)
     if args.quick:
-        args.facts, args.calls, args.no_results = 30, 10, True
+        args.facts, args.calls = 30, 10
     from importlib.metadata import version
 
     row = measure(args.facts, args.calls)

@@ -82,6 +82,7 @@ CASES: dict[str, tuple[list[str], list[str], set[str]]] = {
         ],
         {"quality.setup", "quality.realistic.ours", "quality.flat.bm25", "speed"},
     ),
+    "mcp": ([], [r"round trip p50"], {"search_stdio_30"}),
     "projects": (
         [],
         [r"3 projects x 2 sessions", r"leak rate \(blocks with another project's\)\s+0\.000"],

@@ -279,20 +279,6 @@ def test_remember_calls_count_per_session(home: Path) -> None:
     assert anyio.run(session_count) == MAX_REMEMBER_PER_TURN
 
 
-def test_bench_mcp_quick(tmp_path: Path) -> None:
-    """``benchmarks/mcp.py --quick`` runs end to end and writes no results."""
-    out = tmp_path / "results"
-    script = ROOT / "benchmarks" / "mcp.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), "--quick", "--results", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "round trip p50" in proc.stdout and not out.exists()
-
-
 def test_forget_outside_waits_in_review_mode_whatever_the_setting(home: Path) -> None:
     """``memory.review_outside_forget: false`` lets an outside removal through the gate as
     the model's change, so review mode still holds it; the default holds it anyway."""
