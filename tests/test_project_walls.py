@@ -239,6 +239,33 @@ HOSTILE = [
 ]
 
 
+def test_a_restatement_in_one_project_is_recalled_there_not_folded_into_anothers(
+    home: Path,
+) -> None:
+    """A reply in beta restating what the user said in alpha is beta's to recall: it used to
+    collapse into alpha's statement, which beta may not see, so beta found nothing."""
+    with Memory(home) as mem:
+        mem.settings.memory.enabled = False  # nothing folds behind the test's back
+        said = "I prefer polars over pandas for dataframes."
+        mem.add_messages("a1", [{"role": "user", "content": said}], project="alpha")
+        mem.add_messages(
+            "b1",
+            [
+                {"role": "user", "content": "Which dataframe library do I like?"},
+                {
+                    "role": "assistant",
+                    "content": "(offline model) From memory: Prefers polars over pandas.",
+                },
+            ],
+            project="beta",
+        )
+        in_beta = mem.recall("polars over pandas", project="beta")
+        assert in_beta and {hit["project"] for hit in in_beta} == {"beta"}
+        assert any("From memory: Prefers polars" in hit["content"] for hit in in_beta)
+        in_alpha = mem.recall("polars over pandas", project="alpha")
+        assert [hit["content"] for hit in in_alpha][:1] == [said]
+
+
 def test_hostile_names_are_normalised_once_never_collide_and_never_raise() -> None:
     names = [project_name(text) for text in HOSTILE]
     for text, name in zip(HOSTILE, names, strict=True):

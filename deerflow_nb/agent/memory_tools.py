@@ -110,21 +110,21 @@ class MemoryTools(ToolSet):
                 f"The {len(hits)} most confident of {total} facts "
                 "(id | category | confidence | fact):"
             )
-            return _fit(head, [_fact_line(f) for f in hits])
+            return fit(head, [fact_line(f) for f in hits])
         hits = [fact for fact, _ in self.memory.search(query, k=k, **scope)]
         if hits:
             head = (
                 f'{len(hits)} of {total} remembered facts match "{escape(query)}", best first '
                 "(id | category | confidence | fact):"
             )
-            return _fit(head, [_fact_line(f) for f in hits])
+            return fit(head, [fact_line(f) for f in hits])
         if not total:
             return "Memory holds no facts about the user yet."
         miss = f'Nothing stored matches "{escape(query)}" ({total} facts searched).'
         nearest = [fact for fact, _ in self.memory.search(query, k=1, relevant_only=False, **scope)]
         if not nearest:
             return miss
-        return _fit(f"{miss} Nearest miss, not a match:", [_fact_line(nearest[0])])
+        return fit(f"{miss} Nearest miss, not a match:", [fact_line(nearest[0])])
 
     def recall(
         self,
@@ -161,12 +161,12 @@ class MemoryTools(ToolSet):
             if not nearest:
                 return miss
             miss += " Nearest miss, not a match:"
-            return _fit(miss, [_message_line(nearest[0], query)])
+            return fit(miss, [_message_line(nearest[0], query)])
         head = (
             f'{len(hits)} earlier messages{where} match "{escape(query)}", best first '
             "(date | thread | message number and speaker: excerpt):"
         )
-        return _fit(head, [_message_line(hit, query) for hit in hits])
+        return fit(head, [_message_line(hit, query) for hit in hits])
 
     def remember(self, content: str, category: str = "context", scope: str | None = None) -> str:
         from ..projects import looks_like_project
@@ -203,7 +203,7 @@ class MemoryTools(ToolSet):
             return f"Not stored yet: {escape_line(fact.get('held', ''))}" + (
                 f"; it waits for the user's approval as {waits}" if waits else ""
             )
-        line = _fact_line(fact).removeprefix("- ")
+        line = fact_line(fact).removeprefix("- ")
         if fact.get("id") in before:
             return f"Already remembered, now confirmed: {line}"
         if not asked:
@@ -229,7 +229,7 @@ def escape_line(text: str) -> str:
     return escape(text)
 
 
-def _fit(head: str, lines: list[str]) -> str:
+def fit(head: str, lines: list[str]) -> str:
     """``head`` and as many whole ``lines`` as fit in a tool result, then how many did not."""
     budget = MAX_RESULT_TOKENS - count_tokens(head) - 20
     kept: list[str] = []
@@ -259,7 +259,9 @@ def _message_line(hit: dict[str, Any], query: str) -> str:
     )
 
 
-def _fact_line(fact: dict[str, Any]) -> str:
+def fact_line(fact: dict[str, Any]) -> str:
+    """One fact as every memory tool lists it (the MCP server's too), escaped:
+    ``- id | category | confidence | text`` and its project when it has one."""
     from ..memory import escape_for_block as escape
 
     try:

@@ -294,6 +294,10 @@ class Memory:
         """Remove several facts as one change: all of them, or none if any id is unknown."""
         return self._edits.forget_many(fact_ids)
 
+    def forget_outside(self, fact_ids: list[str], source: str = "outside") -> dict[str, Any]:
+        """An outside agent's removal: waits for review by default (``Edits.forget_outside``)."""
+        return self._edits.forget_outside(fact_ids, source)
+
     # -- folding (folding/) ------------------------------------------------------------
     def apply(self, diff: dict[str, Any] | ExtractionDiff, source: str = "manual") -> ApplyReport:
         """Apply one DeerFlow extraction diff exactly as a fold does (held back in review mode,
@@ -332,14 +336,10 @@ class Memory:
         self._folding.skip(thread_id)
 
     def flush(self, timeout: float | None = None) -> FlushReport:
-        """Fold every pending thread now, failed ones included; returns what happened.
-
-        Runs in the calling thread, with or without ``start``. ``timeout`` (seconds) bounds
-        the whole flush, model calls and waiting for a background fold already running
-        included; a thread it cuts short stays queued for the next fold. A thread another
-        kernel on the home is folding is waited for (within ``timeout``), and folded here if
-        that kernel dies first. The fold uses this object's settings (its model, say), even
-        when another ``Memory`` on the same home started the worker. Memory off: no fold."""
+        """Fold every pending thread now (failed ones too) in the calling thread, started or
+        not; what happened. ``timeout`` (seconds) bounds it all: a thread cut short stays
+        queued; one another kernel folds is waited for (folded here if that kernel dies). It
+        uses this object's settings (its model), whoever started the worker; memory off: none."""
         return self._folding.flush(timeout)
 
     # -- memory over months (updates/upkeep.py, aging.py) ------------------------------

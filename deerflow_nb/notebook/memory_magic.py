@@ -8,6 +8,8 @@ in a notebook and a text summary in a terminal.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
@@ -70,8 +72,9 @@ class MemoryMagics(Magics):
             try:
                 memory = session.memory
             except HomeError:
-                if args.command not in READ_ONLY or not session.settings.home.is_dir():
-                    raise
+                home = session.settings.home
+                if args.command not in READ_ONLY or not _only_readable(home):
+                    raise  # a full disk, a locked journal: the one line says what to fix
                 return self._read_only(session, args)
             commands = MemoryCommands(memory, session)
             if isinstance(args, PanelArgs):
@@ -79,3 +82,8 @@ class MemoryMagics(Magics):
                     return self._new_panel(commands, args)
                 return commands.summary()
             return commands.run(args)
+
+
+def _only_readable(home: Path) -> bool:
+    """A home folder this process may read but not write (a read-only mount or folder)."""
+    return home.is_dir() and os.access(home, os.R_OK | os.X_OK) and not os.access(home, os.W_OK)

@@ -38,31 +38,39 @@ class Session:
     @property
     def project(self) -> Project:
         """The notebook's project: named (``%memory project``, ``project:`` in config.yaml,
-        ``DEERFLOW_NB_PROJECT``), else found from the notebook's git root or folder."""
+        ``DEERFLOW_NB_PROJECT``), else found from the notebook's git root or folder, and
+        then followed through a rename (``%memory project OLD --rename NEW``), which
+        opening memory reads."""
         with _LOCK:
             if self._project is None:
-                namespace = getattr(self.shell, "user_ns", None)
-                self._project = find_project(
-                    self.settings.project, cwd=os.getcwd(), notebook=notebook_path(namespace)
-                )
-                if self._project.how in ("git", "folder"):
-                    self._follow_rename()
+                found = self._found()
+                if found.how in ("git", "folder"):
+                    from ..config import ConfigError
+
+                    try:
+                        self.memory  # noqa: B018 (opening memory settles the project)
+                    except ConfigError:  # said by the command that needs memory
+                        self._project = found
+                else:
+                    self._project = found
             return self._project
 
-    def _follow_rename(self) -> None:
-        """A project found from the notebook's folder and renamed since (``%memory project
-        OLD --rename NEW``) is the new name: the notebook stays with its facts and threads.
-        A home memory cannot open here keeps the name found (its error is said by the
-        command that needs memory)."""
-        from ..config import ConfigError
+    def _found(self) -> Project:
+        namespace = getattr(self.shell, "user_ns", None)
+        return find_project(
+            self.settings.project, cwd=os.getcwd(), notebook=notebook_path(namespace)
+        )
 
-        try:
-            renamed = self.memory.projects.renamed(self.project.name)
-        except ConfigError:
-            return
-        if renamed != self.project.name:
-            self._project = Project(renamed, self.project.how)
-            self.memory.project = renamed
+    def _settle_project(self, memory: Memory) -> str:
+        """The project this notebook's ``memory`` works in: the one set, or the one found
+        from its folder under the name a rename gave it since."""
+        project = self._project or self._found()
+        if project.how in ("git", "folder"):
+            renamed = memory.projects.renamed(project.name)
+            if renamed != project.name:
+                project = Project(renamed, project.how)
+        self._project = project
+        return project.name
 
     def set_project(self, name: str) -> Project:
         """Switch this notebook to project ``name`` (ValueError for a name that is none)."""
@@ -79,8 +87,8 @@ class Session:
                 from ..memory import Memory
 
                 memory = Memory(self.settings.home, settings=self.settings)
-                memory.project = self.project.name
                 try:
+                    memory.project = self._settle_project(memory)
                     memory.start()  # a kernel folds in the background
                 except BaseException:
                     memory.close()

@@ -81,6 +81,7 @@ class MemorySettings(_Section):
     max_injection_tokens: int = Field(2000, ge=1)
     embeddings: str | None = None
     review: bool = False
+    review_outside_forget: bool = True  # an MCP client's forget waits for approval
     staleness_days: Annotated[float, Field(allow_inf_nan=False)] = Field(180.0, ge=1)
     eviction: Literal["blend", "confidence"] = "blend"
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import streamlit as st
 
+from ...schema.constants import section_label
 from .. import data, view_models
 from .confirm import ask, confirmation
 from .markup import code, md, md_lines, plain, table, time_column, when
@@ -79,7 +80,8 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
         with st.expander(f"User, history and project summaries ({len(sections)})"):
             for s in sections:
                 st.markdown(
-                    f"**{md(s['section'])}** · _{when(s['updatedAt'])}_\n\n{md_lines(s['summary'])}"
+                    f"**{md(section_label(s['section']))}** · _{when(s['updatedAt'])}_\n\n"
+                    f"{md_lines(s['summary'])}"
                 )
     if rows:
         _fact_editor(home, rows)

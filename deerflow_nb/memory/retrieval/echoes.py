@@ -14,15 +14,14 @@ All of them match a search for it; only the first is evidence. Here:
   semicolons separate, its lines hold): a reply framed by words of its own ("(offline
   model) From memory: Prefers polars over pandas.") or quoting several facts at once
   ("From memory: Prefers polars; Uses DuckDB") echoes each statement one of its parts is
-  mostly made of, and collapses into the one it echoes best; so does its reading without
-  the acknowledgement it opens with ("Noted, type hints plus ruff formatting").
+  nearly all made of (``PART_SHARE``), and collapses into the one it echoes best.
 - a user question answered by an echo of a statement (the next message of its thread)
   asked about that statement: it collapses into it too, even when it shares few of its
   words ("What operating system is on my laptop?").
 
 Demoting every stored question as well was measured and dropped: on LOCOMO, where
 speakers' questions sit beside the answers, it cost 0.03 of recall@10. The readings by
-part, by acknowledgement and the answered questions leave LOCOMO's recall@10 as it was
+part and the answered questions leave LOCOMO's recall@10 as it was
 (0.725, halves 0.737 / 0.720); a transcript's "Speaker:" opening is not a part, and a
 reply is not read sentence by sentence (that folded real answers: 0.658).
 """
@@ -38,6 +37,10 @@ from .terms import lexicon
 # An echo shares at least this share of its own terms, and this many, with the statement.
 ECHO_SHARE = 0.6
 ECHO_MIN = 2
+# A part of a reply ("From memory: Prefers polars over pandas") echoes a statement when
+# nearly all its terms are the statement's: a quoted fact is; the assistant's own words
+# after "Noted:" ("I would fill the March gaps per store") are not.
+PART_SHARE = 0.75
 # How many of the best results are compared, per result asked for (and at least POOL_MIN).
 POOL_PER_RESULT = 3
 POOL_MIN = 30
@@ -48,12 +51,6 @@ POOL_MIN = 30
 _PARTS = re.compile(r"[:;]\s+|\n+")
 # A transcript's speaker ("Melanie: …", as ``recall`` reads it) is no frame: left as is.
 _SPEAKER = re.compile(r"\s*[A-Z][\w'-]*(?: [A-Z][\w'-]*)?:\s")
-# The acknowledgement a reply opens with ("Noted, you prefer polars…") is framing too.
-_ACK = re.compile(
-    r"^\s*(?:noted|got it|understood|okay|ok|sure|will do|thanks|thank you|done|"
-    r"alright|of course|certainly|perfect)\b[\s,.:!\u2013\u2014-]*",
-    re.IGNORECASE,
-)
 
 
 def is_question(row: dict[str, Any]) -> bool:
@@ -80,13 +77,14 @@ def collapse(
         if meta[i]["role"] == "user" and not is_question(meta[i]):
             continue
         best, best_share = None, 0.0
-        for own in _readings(meta[i], terms[i]):
+        for n, own in enumerate(_readings(meta[i], terms[i])):
+            needed = ECHO_SHARE if n == 0 else PART_SHARE  # the whole message, then parts
             for s in statements:
                 if s >= i:  # only what was said before
                     continue
                 shared = len(own & terms[s])
                 share = shared / len(own) if own else 0.0
-                if shared >= ECHO_MIN and share >= ECHO_SHARE and share > best_share:
+                if shared >= ECHO_MIN and share >= needed and share > best_share:
                     best, best_share = s, share
         if best is not None:
             echoes.setdefault(best, []).append(i)
@@ -111,15 +109,13 @@ def collapse(
 
 
 def _readings(row: dict[str, Any], whole: set[str]) -> list[set[str]]:
-    """The term sets a message is compared by: the whole message, and for an assistant's,
-    each of its parts holding at least ``ECHO_MIN`` terms."""
+    """The term sets a message is compared by: the whole message first, then, for an
+    assistant's, each of its parts holding at least ``ECHO_MIN`` terms."""
     if row["role"] != "assistant":
         return [whole]
     text = str(row["content"])
     speaker = _SPEAKER.match(text)
     parts = [p for p in _PARTS.split(text[speaker.end() if speaker else 0 :]) if p.strip()]
-    if ack := _ACK.match(text):
-        parts.append(text[ack.end() :])
     if len(parts) < 2:
         return [whole]
     analysed = lexicon().analyze_many(parts)[0]

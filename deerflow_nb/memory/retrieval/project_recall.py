@@ -5,8 +5,8 @@ projects have none: like the facts of that time, they are shared by every projec
 ``thread`` named within a project is that project's thread of the name
 (``Journal.thread_for``), and its hits are kept to the project as well: another project's
 thread is never read from here. The
-search itself is ``recall.search``'s, asked for a deeper pool so a project with few hits
-among many still fills ``k``.
+search itself is ``recall.search``'s, told which threads are in scope before it collapses
+restatements into statements.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from typing import Any
 
 from ...storage.journal import Journal
 from ..scopes import EVERY_PROJECT
-
-POOL_FACTOR = 8  # hits asked of the whole journal for each one kept in the project
 
 
 def recall_in(
@@ -43,19 +41,20 @@ def recall_in(
         name = thread_name(thread)
         row = journal.thread(name)
         thread = name if row and row.get("project") is None else journal.thread_for(name, project)
-    pool = k if whole else max(k * POOL_FACTOR, 50)
-    hits = search(
-        journal, query, pool, thread=thread, embedder=embedder, relevant_only=relevant_only
-    )
     owners: dict[str, str | None] = {}  # thread -> project, read once each
-    kept = []
-    for hit in hits:
-        name = hit["thread"]
+
+    def owner(name: str) -> str | None:
         if name not in owners:
             owners[name] = journal.thread_project(name)
-        hit = {**hit, "project": owners[name]}
-        if whole or hit["project"] in (None, project):
-            kept.append(hit)
-        if len(kept) == k:
-            break
-    return kept
+        return owners[name]
+
+    hits = search(
+        journal,
+        query,
+        k,
+        thread=thread,
+        embedder=embedder,
+        relevant_only=relevant_only,
+        within=None if whole else (lambda name: owner(name) in (None, project)),
+    )
+    return [{**hit, "project": owner(hit["thread"])} for hit in hits]

@@ -36,6 +36,7 @@ import math
 import re
 import threading
 import unicodedata
+from collections.abc import Callable
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -142,10 +143,13 @@ def search(
     thread: str | None = None,
     embedder: Embedder | None = None,
     relevant_only: bool = True,
+    within: Callable[[str], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``k`` indexed messages best matching ``query``, best first, each
     ``{"thread", "seq", "role", "content", "created_at", "score"}``; only ``thread``'s when
-    given. ``embedder`` (``Memory.embedder``) fuses in dense similarity.
+    given, only threads ``within`` keeps when given (a project's: kept before echoes
+    collapse, so a restatement here never folds into a statement it may not show).
+    ``embedder`` (``Memory.embedder``) fuses in dense similarity.
 
     Only relevant ones (``relevance``): none when no message covers the query well enough
     (or is similar enough), else those holding a query word, similar enough, written on a
@@ -219,6 +223,8 @@ def search(
         named = (known, named_threads)
         relevant = _relevant(db, words, ranked, meta, dense_all, embedder, dated, named)
         ranked = [i for i in ranked if i in relevant]
+    if within is not None:
+        ranked = [i for i in ranked if within(meta[i]["thread"])]
     ranked, echoed = echoes.collapse(ranked, total, meta, k, order)
     best_ids = ranked[:k]
     top_score = max((total[i] for i in best_ids), default=0.0)

@@ -165,3 +165,22 @@ class Edits:
         """Remove several facts as one change: all of them, or none if any id is unknown."""
         change = ChangeSet(origin="user", reason="forget", diff={"factsToRemove": list(fact_ids)})
         return self.gate.submit(change).removed
+
+    def forget_outside(self, fact_ids: list[str], source: str) -> dict[str, Any]:
+        """A removal an outside agent's model asks for (MCP's ``forget``): the model's change,
+        so the gate's rules for one hold (a fact the user added waits for the user, the wipe
+        guard counts it), and while ``memory.review_outside_forget`` is on (the default) all
+        of it waits for approval. ``{removed: [ids], pending_id, held: [{item, reason}]}``."""
+        change = ChangeSet(
+            origin="model",
+            reason="forget",
+            source=source,
+            diff={"factsToRemove": list(fact_ids)},
+            review=self.settings.memory.review_outside_forget,
+        )
+        passed = self.gate.submit(change)
+        return {
+            "removed": passed.result.ids("remove"),
+            "pending_id": passed.pending_id,
+            "held": passed.held,
+        }

@@ -5,7 +5,8 @@ what used to live on each path:
 
 - **validation per item** (``Rules``: threshold, categories, merges' caps);
 - **review**: in review mode a fold, a consolidation or a model's ``remember`` waits as a
-  pending change; a staleness proposal always waits;
+  pending change; a staleness proposal always waits, and so does a removal an outside
+  agent asks for (MCP's ``forget``) unless ``memory.review_outside_forget`` is off;
 - **the wipe guard, counted across changes**: facts removed, evicted or merged away (and
   profile sections rewritten wholesale) by a fold, the model or upkeep count against
   max(3, 20 %) of the facts, per change *and* summed over the last day (``memory_changes``)
@@ -282,7 +283,7 @@ class Gate:
         """The whole change waits as one pending change (none when it changes nothing)."""
         outcome = Passed(UpdateResult({}, []))
         diff = dict(change.diff or {})
-        if change.origin == "model":
+        if change.origin == "model" and change.reason == "remember":  # it only adds facts
             diff = {"newFacts": diff.get("newFacts") or []}
         if change.origin != "user":  # an approval adds the facts as whose they were
             diff["addedBy"] = added_by(change, diff)
