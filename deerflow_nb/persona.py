@@ -170,11 +170,15 @@ class DeerFlowPersona(BasePersona):
 
     @property
     def defaults(self) -> PersonaDefaults:
+        """Name, description, avatar, and the lead's prompt where no kernel is (each turn
+        adds the memory block of the chat's project to it)."""
+        from .agent.core import CHAT_PROMPT
+
         return PersonaDefaults(
             name=NAME,
             description=DESCRIPTION,
             avatar_path=str(AVATAR),
-            system_prompt="(deerflow_nb's lead prompt, with the memory block of this project)",
+            system_prompt=CHAT_PROMPT,
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
