@@ -37,7 +37,6 @@ from .projects import Project, find_project
 if TYPE_CHECKING:
     from jupyterlab_chat.models import Message
 
-    from .agent import Agent
     from .agent.core import TurnResult
     from .config import Settings
 
@@ -182,6 +181,8 @@ class DeerFlowPersona(BasePersona):
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Made when a chat opens (one per chat): memory is opened now, in the background,
+        so the first reply does not wait for it."""
         super().__init__(*args, **kwargs)
         threading.Thread(target=warm_lead, name="deerflow-nb-persona-warm", daemon=True).start()
 
