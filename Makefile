@@ -111,7 +111,7 @@ bench: $(VENV)/.test-installed
 	-$(BIN)/python benchmarks/embedding_runtime.py
 	$(BIN)/python benchmarks/aging.py
 	$(BIN)/python benchmarks/projects.py
-	$(BIN)/python benchmarks/mcp.py
+	$(BIN)/python benchmarks/mcp_search.py
 	$(BIN)/python benchmarks/persona.py
 	for seed in 1 2 3; do $(BIN)/python benchmarks/aging.py --seed $$seed --max-facts 40 || exit 1; done
 	$(BIN)/cog -I scripts -r $(COG_FILES)

@@ -3,7 +3,7 @@
 Works with whichever ``mcp`` major is importable, so ``tests/test_mcp_server.py`` runs the
 same scenario under 2.x in the test process and under 1.x in a subprocess whose
 PYTHONPATH puts a separate ``mcp<2`` install first; run as a script it plays the scenario
-and prints what it saw as JSON (``benchmarks/mcp.py`` times ``search_memory`` through it).
+and prints what it saw as JSON (``benchmarks/mcp_search.py`` times ``search_memory`` through it).
 
     python tests/mcp_client.py stdio|http [--project NAME]
 """

@@ -82,7 +82,7 @@ CASES: dict[str, tuple[list[str], list[str], set[str]]] = {
         ],
         {"quality.setup", "quality.realistic.ours", "quality.flat.bm25", "speed"},
     ),
-    "mcp": ([], [r"round trip p50"], {"search_stdio_30"}),
+    "mcp_search": ([], [r"round trip p50"], {"search_stdio_30"}),
     "persona": (
         ["--wait", "1"],
         [r"warm: first chunk p50 \d+\.\d{3} s", r"goal: first chunk <= 0\.5 s"],

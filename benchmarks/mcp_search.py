@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/mcp.py [--facts N] [--calls N] [--quick] [--results DIR | --no-results]
+    python benchmarks/mcp_search.py [--facts N] [--calls N] [--quick] [--results DIR | --no-results]
 
 A fresh home holds ``--facts`` facts (1,000 by default: a third the user's, the rest split
 between two projects); ``deerflow-nb mcp --project alpha`` runs as a subprocess and the
@@ -11,7 +11,7 @@ round trip (client to server to client). The same-run baseline is the same searc
 through the agent's ``MemoryTools`` in this process, on the same home: what MCP adds is
 the difference. The goal is a p50 of at most 20 ms at 1,000 facts. ``--quick`` runs tiny
 sizes and writes its figures to a temporary folder (the test suite runs it); a full run
-writes ``benchmarks/results/mcp.json``.
+writes ``benchmarks/results/mcp_search.json``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# This file is named mcp.py: its folder goes last on the path, so ``import mcp`` is the SDK.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 sys.path.append(str(ROOT / "benchmarks"))
 
@@ -189,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "met" if row["p50_ms"] <= GOAL_MS else "MISSED"
         print(f"  goal {verdict}")
     results = Results(
-        "mcp",
+        "mcp_search",
         about="an MCP search_memory round trip over stdio, and the same search in-process",
         goals={"p50_max_ms": GOAL_MS, "at_facts": GOAL_FACTS},
         options={"calls": args.calls, "mcp": version("mcp")},
