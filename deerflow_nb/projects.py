@@ -12,7 +12,6 @@ in ``default``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import unicodedata
@@ -90,6 +89,8 @@ def _bounded(name: str, limit: int) -> str:
     """``name`` if it fits in ``limit``, else its start and a short hash of all of it."""
     if len(name) <= limit:
         return name
+    import hashlib  # only a name too long to keep whole needs it: not on %load_ext's path
+
     digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:HASH_CHARS]
     return f"{name[: limit - HASH_CHARS - 1].rstrip()}-{digest}"
 
