@@ -13,6 +13,7 @@ needs it will say it plainly.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import logging
@@ -34,6 +35,9 @@ _MODULES = (
 _ATTR = "_deerflow_nb_warmup"
 _THREAD_ATTR = "_deerflow_nb_warmup_thread"
 THREAD = "deerflow-nb-warm"
+# Seconds a process leaving while the warm-up runs waits for it: a daemon thread stopped
+# inside a native runtime (onnxruntime, torch) at interpreter shutdown can abort the process.
+EXIT_WAIT = 10.0
 
 
 def schedule(shell: Any) -> None:
@@ -47,6 +51,7 @@ def schedule(shell: Any) -> None:
         thread = threading.Thread(target=warm, args=(shell,), name=THREAD, daemon=True)
         setattr(shell, _THREAD_ATTR, thread)
         thread.start()
+        atexit.register(thread.join, EXIT_WAIT)
 
     setattr(shell, _ATTR, after_cell)
     events.register(EVENT, after_cell)
