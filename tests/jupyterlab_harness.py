@@ -128,6 +128,12 @@ def start_lab(
         "IPYTHONDIR": str(state / "ipython"),
         "JUPYTER_PLATFORM_DIRS": "1",
     }
+    # every cell attached, on screen or not: a test counts and reads cells off screen too
+    tracker = (
+        state / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    )
+    tracker.parent.mkdir(parents=True, exist_ok=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}), encoding="utf-8")
     log = tmp_path / "lab.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

@@ -121,7 +121,7 @@ def test_the_quickstart_runs_in_jupyterlab_with_the_panel_and_a_tool_block(
             page = browser.new_page(viewport={"width": 1440, "height": 1000})
             try:
                 cells = open_notebook(page, port, "quickstart.ipynb")
-                assert cells.count() == len(nb["cells"])
+                expect(cells).to_have_count(len(nb["cells"]), timeout=60_000)
 
                 cells.first.click()  # the notebook has the focus for its menu commands
                 page.get_by_role("menuitem", name="Run", exact=True).click()
