@@ -5,18 +5,15 @@ a traceback, the journal, ``last_error`` or ``doctor``. The servers here are rea
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
-import threading
 import traceback
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import pytest
+from echo_server import EchoServer, bearer
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from loopback import ServerHandle
@@ -42,36 +39,6 @@ def leaked(text: str) -> list[str]:
     return [p for p in pieces(KEY) + [PASSWORD] if p in text]
 
 
-class EchoServer:
-    """Answers every request with ``status`` and a JSON error whose message ``say`` writes
-    from the bearer key it got."""
-
-    def __init__(self, status: int, say: Callable[[str], str]) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                key = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
-                body = json.dumps({"error": {"message": say(key), "type": "x"}}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 ECHOES: dict[str, Callable[[str], str]] = {
     # the key starts at character 185: a cut at 200 left its first 14 characters
     "cut": lambda key: "x" * 185 + f" {key} was refused",
@@ -82,7 +49,8 @@ ECHOES: dict[str, Callable[[str], str]] = {
 
 @pytest.fixture(params=sorted(ECHOES))
 def echo(request: pytest.FixtureRequest, home: Path) -> Iterator[EchoServer]:
-    server = EchoServer(400, ECHOES[request.param])
+    say = ECHOES[request.param]
+    server = EchoServer(400, lambda header: say(bearer(header)))
     (home / "config.yaml").write_text(
         f"model:\n  name: m\n  base_url: http://alice:{PASSWORD}@127.0.0.1:{server.port}/v1\n"
         f"  api_key: '{KEY}'\n  max_retries: 0\n  timeout_seconds: 5\n",

@@ -7,15 +7,13 @@ and misconfigured servers do.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from echo_server import EchoServer, bearer
 
 from deerflow_nb import Agent, Memory
 from deerflow_nb.config import ConfigError, load_settings
@@ -26,49 +24,14 @@ KEY = "sk-proj-Zq81testSECRETkey0123456789abcdef"
 ODD_KEY = "corp-Zx9ab87PLAINsecret"  # a key without the sk- shape: only its value says it
 
 
-class EchoServer:
-    def __init__(self, status: int, plain: bool) -> None:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                header = self.headers.get("Authorization") or ""
-                key = header.removeprefix("Bearer ")
-                text = f"denied: got Authorization: {header} (key {key})"
-                if plain:
-                    body = text.encode()
-                    kind = "text/plain"
-                else:
-                    body = json.dumps({"error": {"message": text, "type": "x"}}).encode()
-                    kind = "application/json"
-                self.send_response(owner.status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST
-
-        self.status = status
-        self.plain = plain
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def denied(header: str) -> str:
+    return f"denied: got Authorization: {header} (key {bearer(header)})"
 
 
 @pytest.fixture(params=[(401, False), (500, False), (500, True), (403, True)])
 def echo_server(request: pytest.FixtureRequest) -> Iterator[EchoServer]:
     status, plain = request.param
-    server = EchoServer(status, plain)
+    server = EchoServer(status, denied, plain=plain)
     yield server
     server.stop()
 
@@ -118,7 +81,7 @@ def test_a_server_echoing_the_key_is_redacted_everywhere(
 def test_the_cell_never_shows_the_key(shell: Any, home: Path) -> None:
     from IPython.core.error import UsageError
 
-    server = EchoServer(500, False)
+    server = EchoServer(500, denied)
     try:
         configure(home, server.base_url, KEY)
         with pytest.raises(UsageError) as info:

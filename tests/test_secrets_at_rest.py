@@ -13,15 +13,13 @@ import json
 import logging
 import socket
 import sqlite3
-import threading
 import traceback
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import pytest
+from echo_server import EchoServer
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from loopback import start_server
@@ -121,40 +119,6 @@ def test_turns_and_folds_through_a_url_with_a_password_leave_it_nowhere(
     assert models == {f"openai:m@http://127.0.0.1:{server.port}/v1"}
     assert not leaks_in_home(home)
     assert "127.0.0.1" in logged(debug_logs) and not leaks(logged(debug_logs))
-
-
-class EchoServer:
-    """Answers every request with ``status`` and a JSON error that ``say`` writes from the
-    ``Authorization`` header it got (``Bearer KEY`` or ``Basic BASE64``)."""
-
-    def __init__(self, status: int, say: Callable[[str], str]) -> None:
-        seen = self.seen = set[str]()  # every Authorization header it got
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                header = self.headers.get("Authorization") or ""
-                seen.add(header)
-                text = say(header)
-                body = json.dumps({"error": {"message": text, "type": "x"}}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def decoded(header: str) -> str:
