@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reference_store import ReferenceStore
 
 from deerflow_nb import Memory
@@ -33,8 +38,10 @@ from deerflow_nb.storage.contract import (
 
 def _sqlite(tmp_path: Path) -> Iterator[Store]:
     store = SQLiteHome.open(tmp_path / "home")
-    yield store
-    store.close()
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _reference(tmp_path: Path) -> Iterator[Store]:
@@ -202,6 +209,53 @@ def test_a_change_no_store_can_keep_is_refused(store: Store, changes: Changes) -
     assert store.snapshot(Scope.everything()).revision == 0
 
 
+PROJECTS = st.sampled_from([None, "a", "b"])
+FACT_IDS = st.sampled_from(["f1", "f2", "f3", "f4"])
+SUMMARY_KEYS = st.sampled_from(
+    ["user.workContext", "history.recentMonths", "projects.a", "projects.b"]
+)
+CHANGES = st.builds(
+    lambda put, remove, summaries: Changes(
+        "edit",
+        put=tuple({f.id: f for f in put}.values()),
+        remove=frozenset(remove) - {f.id for f in put},
+        summaries=summaries,
+        events=tuple(Event("add", f.id, new_content=f.content) for f in put),
+    ),
+    st.lists(st.builds(fact, FACT_IDS, PROJECTS, st.text(min_size=1, max_size=20)), max_size=3),
+    st.sets(FACT_IDS, max_size=2),
+    st.dictionaries(SUMMARY_KEYS, st.text(max_size=20), max_size=2),
+)
+SCOPES = [
+    Scope.user_only(),
+    Scope.project("a"),
+    Scope.project("b", user=False),
+    Scope.several(["a", "b"]),
+    Scope.everything(),
+]
+
+
+@pytest.mark.parametrize("kind", sorted(STORES))
+@settings(max_examples=20, deadline=None)
+@given(steps=st.lists(CHANGES, min_size=1, max_size=4))
+def test_any_commits_read_back_as_the_reference_reads_them(
+    kind: str, steps: list[Changes], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Whatever sequence of commits: every scope sees what the reference store sees."""
+    opened = STORES[kind](tmp_path_factory.mktemp(kind))
+    store, reference = next(opened), ReferenceStore()
+    try:
+        for changes in steps:
+            mine = store.commit(changes, base=store.snapshot(Scope.everything()).revision)
+            theirs = reference.commit(changes, base=reference.snapshot(Scope.everything()).revision)
+            assert store.events(mine) == reference.events(theirs)
+        for scope in SCOPES:
+            got, want = store.snapshot(scope), reference.snapshot(scope)
+            assert (got.facts, dict(got.summaries)) == (want.facts, dict(want.summaries))
+    finally:
+        opened.close()
+
+
 # -- threads and messages ----------------------------------------------------------------------
 def test_one_name_in_two_projects_is_two_threads(store: Store) -> None:
     in_a = store.thread_for("analysis", "a")
@@ -333,6 +387,22 @@ def test_each_due_entry_goes_to_one_owner(store: Store) -> None:
     assert leases[3] is None
 
 
+def test_concurrent_claims_hand_each_entry_to_one_owner(store: Store) -> None:
+    threads = [queued_thread(store, f"t{i}") for i in range(12)]
+    got: list[str] = []
+
+    def work(owner: str) -> None:
+        while (lease := store.claim(owner, 60.0)) is not None:
+            got.append(lease.thread)
+
+    workers = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert sorted(got) == sorted(threads)
+
+
 # -- the SQLite home: the same files Memory uses ---------------------------------------------------
 def test_the_sqlite_home_is_the_memory_home(home: Path) -> None:
     mem = Memory(home)
@@ -390,3 +460,32 @@ def test_a_journal_failure_mid_commit_leaves_memory_json_alone(home: Path) -> No
         assert store.events(Revision(base + 1)) == []
     finally:
         store.close()
+
+
+CLAIMER = """
+import sys
+from deerflow_nb.memory import SQLiteHome
+store = SQLiteHome.open(sys.argv[1])
+while (lease := store.claim(sys.argv[2], 60.0)) is not None:
+    print(lease.thread, flush=True)
+"""
+
+
+def test_processes_claiming_at_once_never_share_an_entry(home: Path) -> None:
+    """Real processes on one home: every queued thread is leased once, to one of them."""
+    store = SQLiteHome.open(home)
+    try:
+        threads = [queued_thread(store, f"t{i}") for i in range(30)]
+    finally:
+        store.close()
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, str(home), f"p{i}"], stdout=subprocess.PIPE, text=True
+        )
+        for i in range(3)
+    ]
+    claimed = [
+        line for child in children for line in child.communicate(timeout=120)[0].splitlines()
+    ]
+    assert all(child.returncode == 0 for child in children)
+    assert sorted(claimed) == sorted(threads)
