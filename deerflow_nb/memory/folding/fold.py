@@ -26,6 +26,7 @@ from ...schema.changes import ChangeSet
 from ...schema.diff import ExtractionDiff, diff_json_schema
 from ...scrub import redact
 from ...storage import queue as queue_rows
+from ...storage.contract import LeaseLost
 from ...storage.journal import Journal, row_to_message
 from ..model_reply import check_holdable
 from ..reports import ApplyReport, FlushReport
@@ -143,7 +144,9 @@ class Folding:
 
     def _finish_fold(self, db: Any, row: dict[str, Any]) -> None:
         """Inside the fold's transaction: mark the row folded; a snapshot queued during the
-        fold is cut to the turns after it, so none is folded twice."""
+        fold is cut to the turns after it, so none is folded twice. A fold whose lease
+        another kernel took over commits nothing (``LeaseLost``)."""
+        schedule.check_held(db, row)
         if schedule.finish(db, row):
             snapshot, last_seq = self._unfolded(row["thread_id"])
             schedule.replace_snapshot(
@@ -210,7 +213,8 @@ class Folding:
                 break
             claimed = schedule.claim(self.journal, thread_id, force=force)
             if claimed is not None:
-                self._fold_row(claimed, report, deadline)
+                with schedule.leased(self.journal, claimed):
+                    self._fold_row(claimed, report, deadline)
             elif wait_elsewhere:
                 elsewhere.append(thread_id)
         for thread_id in elsewhere:
@@ -227,7 +231,8 @@ class Folding:
             time.sleep(ELSEWHERE_POLL_SECONDS)
         claimed = schedule.claim(self.journal, thread_id, force=True)
         if claimed is not None:
-            self._fold_row(claimed, report, deadline)
+            with schedule.leased(self.journal, claimed):
+                self._fold_row(claimed, report, deadline)
 
     def _fold_row(self, row: dict[str, Any], report: FlushReport, deadline: float | None) -> None:
         thread_id = row["thread_id"]
@@ -254,6 +259,9 @@ class Folding:
             self.waiting_for_user = True
             schedule.defer(self.journal, row, GIVE_WAY_SECONDS)
             report.waiting.append(thread_id)
+            return
+        except LeaseLost as exc:  # another kernel has the row now: its fold counts, not ours
+            log.warning("memory fold of %s dropped: %s", thread_id, exc)
             return
         except Exception as exc:  # any failure keeps the row for a bounded retry
             self.waiting_for_user = False
