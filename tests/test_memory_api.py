@@ -509,11 +509,11 @@ def test_a_fold_longer_than_its_lease_keeps_the_row(
 ) -> None:
     """The fold renews its lease while the model answers: no other kernel can take the
     row, however long the model takes, and the fold commits."""
-    monkeypatch.setattr(queue, "LEASE_SECONDS", 0.3)
+    monkeypatch.setattr(queue, "LEASE_SECONDS", 1.0)
     configure(home, debounce_seconds=0.0)  # due at once: only the lease keeps others off
     memory = Memory(home)
     with folding_while_the_model_waits(memory, model_server):
-        time.sleep(1.0)  # more than three leases
+        time.sleep(2.5)  # more than two leases
         with memory.journal.transaction() as db:
             taken = stored_queue.claim_due(db, "other:1", time.time(), time.time() + 60)
     assert taken is None

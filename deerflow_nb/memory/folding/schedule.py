@@ -100,11 +100,16 @@ def leased(journal: Journal, row: dict[str, Any]) -> Iterator[None]:
     stop = threading.Event()
 
     def renew() -> None:
-        while not stop.wait(LEASE_SECONDS / 3):
-            now = clock()
-            with journal.transaction() as db:
-                if not rows.extend(db, row["thread_id"], _me(), now, now + LEASE_SECONDS):
-                    return  # handed back, finished, or lost: nothing left to renew
+        try:
+            while not stop.wait(LEASE_SECONDS / 3):
+                now = clock()
+                with journal.transaction() as db:
+                    if not rows.extend(db, row["thread_id"], _me(), now, now + LEASE_SECONDS):
+                        return  # handed back, finished, or lost: nothing left to renew
+        except Exception:  # the fold goes on; if the lease runs out, check_held decides
+            log.warning("could not renew the fold lease on %s", row["thread_id"], exc_info=True)
+        finally:
+            journal.close()  # this thread's connection
 
     beat = threading.Thread(target=renew, name="deerflow-nb-fold-lease", daemon=True)
     beat.start()
