@@ -489,3 +489,31 @@ def test_processes_claiming_at_once_never_share_an_entry(home: Path) -> None:
     ]
     assert all(child.returncode == 0 for child in children)
     assert sorted(claimed) == sorted(threads)
+
+
+def test_what_the_sqlite_home_queues_memory_folds_without_private_turns(home: Path) -> None:
+    """The contract's queue is the fold's queue: ``Memory.flush`` folds an entry the store
+    queued, and a turn run without memory stays out of it."""
+    store = SQLiteHome.open(home)
+    try:
+        thread = store.thread_for("t", None)
+        turn = store.journal.begin_turn(
+            thread, {"role": "user", "content": "I prefer R."}, model="m", private=True
+        )
+        store.journal.end_turn(
+            turn, status="ok", messages=[{"role": "assistant", "content": "Ok."}]
+        )
+        said = [
+            {"role": "user", "content": "I prefer polars over pandas."},
+            {"role": "assistant", "content": "Noted."},
+        ]
+        store.add_messages(thread, said)
+        store.enqueue(thread)
+    finally:
+        store.close()
+    mem = Memory(home)
+    try:
+        assert mem.flush().folded == [thread]
+        assert [f["content"] for f in mem.data["facts"]] == ["Prefers polars over pandas"]
+    finally:
+        mem.close()

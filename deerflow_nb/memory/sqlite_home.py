@@ -33,8 +33,9 @@ from ..storage.contract import (
     StaleRevision,
 )
 from ..storage.db import now_iso
-from ..storage.journal import Journal, message_rows, row_to_message
+from ..storage.journal import Journal
 from .folding import schedule
+from .folding.fold import unfolded
 from .listeners import Listeners
 from .store import MemoryStore, normalized
 from .updates.events import decode_event
@@ -102,12 +103,11 @@ class SQLiteHome:
 
     # -- the fold queue ----------------------------------------------------------------
     def enqueue(self, thread: str, *, after: float = 0.0) -> None:
-        """The thread's messages past its last fold, queued in one transaction (a fold
-        finishing meanwhile cannot leave the entry stale)."""
+        """What the thread has not folded yet, as ``Memory.enqueue`` queues it (private
+        turns left out), read and queued in one transaction (a fold finishing meanwhile
+        cannot leave the entry stale)."""
         with self.journal.transaction() as db:
-            rows = message_rows(db, thread, queue_rows.folded_seq(db, thread))
-            last_seq = rows[-1]["seq"] if rows else queue_rows.folded_seq(db, thread)
-            snapshot = [row_to_message(r) for r in rows]
+            snapshot, last_seq = unfolded(self.journal, thread)
             schedule.queue_snapshot(db, thread, snapshot, last_seq, after)
 
     def queued(self) -> list[str]:

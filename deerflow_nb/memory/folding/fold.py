@@ -136,7 +136,7 @@ class Folding:
         """Queue what the thread has not folded yet, read and written in one transaction
         (so a fold finishing meanwhile cannot leave a stale snapshot); False if unfoldable."""
         with self.journal.transaction() as db:
-            snapshot, last_seq = self._unfolded(thread_id)
+            snapshot, last_seq = unfolded(self.journal, thread_id)
             if not is_foldable(snapshot):
                 return False
             schedule.queue_snapshot(db, thread_id, snapshot, last_seq, debounce)
@@ -148,24 +148,10 @@ class Folding:
         another kernel took over commits nothing (``LeaseLost``)."""
         schedule.check_held(db, row)
         if schedule.finish(db, row):
-            snapshot, last_seq = self._unfolded(row["thread_id"])
+            snapshot, last_seq = unfolded(self.journal, row["thread_id"])
             schedule.replace_snapshot(
                 db, row["thread_id"], snapshot if is_foldable(snapshot) else None, last_seq
             )
-
-    def _unfolded(self, thread_id: str) -> tuple[list[dict[str, Any]], int]:
-        """The filtered messages journaled after the thread's last fold, private turns
-        left out, and the last seq (private turns included, so a fold passes them).
-
-        A fold reads only what it has not folded before, so a fact the user forgot with
-        ``%memory forget`` is not learned again from the turn that first stated it.
-        """
-        after = queue_rows.folded_seq(self.journal.db, thread_id)
-        rows = self.journal.message_rows(thread_id, after_seq=after)
-        last_seq = max((r["seq"] for r in rows), default=0)
-        private = self.journal.private_turn_ids(thread_id)
-        kept = [row_to_message(r) for r in rows if r["turn_id"] not in private]
-        return filter_messages(kept), last_seq
 
     def schedule_orphans(self) -> None:
         """Once: queue lead threads journaled past their last fold but never enqueued (a
@@ -297,6 +283,22 @@ class Folding:
             update={"timeout_seconds": min(model.timeout_seconds, left), "max_retries": 0}
         )
         return self.settings.model_copy(update={"model": bounded})
+
+
+def unfolded(journal: Journal, thread_id: str) -> tuple[list[dict[str, Any]], int]:
+    """The filtered messages journaled after the thread's last fold, private turns left
+    out, and the last seq (private turns included, so a fold passes them): what a queued
+    row holds (``Folding.enqueue``, ``SQLiteHome.enqueue``).
+
+    A fold reads only what it has not folded before, so a fact the user forgot with
+    ``%memory forget`` is not learned again from the turn that first stated it.
+    """
+    after = queue_rows.folded_seq(journal.db, thread_id)
+    rows = journal.message_rows(thread_id, after_seq=after)
+    last_seq = max((r["seq"] for r in rows), default=0)
+    private = journal.private_turn_ids(thread_id)
+    kept = [row_to_message(r) for r in rows if r["turn_id"] not in private]
+    return filter_messages(kept), last_seq
 
 
 def _record_fold(db: Any, source: str, report: ApplyReport) -> None:
