@@ -259,7 +259,9 @@ def test_modules_and_classes_stay_small() -> None:
 # commit, and rolling a journaled version forward after a crash); the rules are applied by
 # the gate alone.
 WRITE_DOORS = {
-    "commit": {"memory/updates/gate.py"},  # ledger.commit: the one write path
+    # ledger.commit: the one write path; the store contract's SQLite adapter commits
+    # through it, and only the gate may call a store's commit (``home.commit``)
+    "commit": {"memory/updates/gate.py", "memory/sqlite_home.py"},
     "apply": {"memory/updates/gate.py"},  # rules.apply: the update rules, run by the gate
     "prepare": {
         "memory/updates/write_protocol.py",
@@ -270,7 +272,12 @@ WRITE_DOORS = {
 }
 # The receivers those calls are writes on (``self.ledger.commit``, ``self.rules.apply``,
 # ``self.store.write``); a list's ``insert`` or a file's ``write`` is not one.
-WRITE_RECEIVERS = {"commit": "ledger", "apply": "rules", "prepare": "store", "install": "store"}
+WRITE_RECEIVERS = {
+    "commit": ("ledger", "home"),
+    "apply": "rules",
+    "prepare": "store",
+    "install": "store",
+}
 PURE_RULES = {"apply_diff", "apply_edit", "_apply_merge"}
 
 
@@ -309,12 +316,14 @@ def test_the_gate_scan_finds_a_planted_side_door() -> None:
     planted = (
         "def f(self, data, diff, settings):\n"
         "    self.ledger.commit('add', 'manual', lambda d: d)\n"
+        "    self.home.commit(changes, base=0)\n"
         "    self.rules.apply(data, diff, 'x')\n"
         "    apply_diff(data, diff, source='x', threshold=0, max_facts=9)\n"
         "    self._store.write(data)\n"
         "    settings.memory_path.write_text('{}')\n"
     )
     assert [door for door, _ in memory_writes_in(planted)] == [
+        "commit",
         "commit",
         "apply",
         "apply",

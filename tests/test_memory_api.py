@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,11 +53,30 @@ def test_turn_is_folded_on_flush_through_the_offline_model(mem: Memory) -> None:
     assert mem.status()["pending"] == [] and mem.status()["last_fold"]
 
 
-def claimed_by_another_kernel(mem: Memory, thread_id: str) -> subprocess.Popen[bytes]:
-    """A live process (another kernel, as far as the queue can tell) holding the row."""
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    with mem.journal.transaction() as db:
-        stored_queue.claim(db, thread_id, f"{socket.gethostname()}:{other.pid}", time.time() + 600)
+HOLDING_KERNEL = """
+import sys, time
+from deerflow_nb.storage import queue
+from deerflow_nb.storage.journal import Journal
+
+journal, thread, owner = Journal(sys.argv[1]), sys.argv[2], sys.argv[3]
+with journal.transaction() as db:
+    queue.claim(db, thread, owner, time.time() + 1.0)
+print("holding", flush=True)
+while True:  # a fold in progress renews its lease; killed, it stops
+    time.sleep(0.2)
+    with journal.transaction() as db:
+        queue.extend(db, thread, owner, time.time(), time.time() + 1.0)
+"""
+
+
+def claimed_by_another_kernel(mem: Memory, thread_id: str) -> subprocess.Popen[str]:
+    """Another process holding the row's lease, renewing it as a folding kernel does."""
+    other = subprocess.Popen(
+        [sys.executable, "-c", HOLDING_KERNEL, str(mem.journal.path), thread_id, "other:1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert other.stdout is not None and other.stdout.readline() == "holding\n"
     return other
 
 
@@ -465,6 +485,53 @@ def test_a_flush_interrupted_by_ctrl_c_hands_its_thread_back(
     (row,) = queue_rows(memory)
     assert row["claimed_by"] is None
     assert queue.next_due(memory.journal) < time.time() + 60
+    memory.close()
+
+
+@contextlib.contextmanager
+def folding_while_the_model_waits(memory: Memory, model_server: ServerHandle) -> Iterator[None]:
+    """A flush of thread t1 running in another thread, its model call held for the body."""
+    journal_turn(memory, "t1", "I prefer polars over pandas.")
+    memory.enqueue("t1")
+    hold = model_server.hold_next()
+    folding = threading.Thread(target=memory.flush)
+    folding.start()
+    assert hold.arrived.wait(10)
+    try:
+        yield
+    finally:
+        hold.release.set()
+        folding.join(30)
+
+
+def test_a_fold_longer_than_its_lease_keeps_the_row(
+    home: Path, model_server: ServerHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold renews its lease while the model answers: no other kernel can take the
+    row, however long the model takes, and the fold commits."""
+    monkeypatch.setattr(queue, "LEASE_SECONDS", 1.0)
+    configure(home, debounce_seconds=0.0)  # due at once: only the lease keeps others off
+    memory = Memory(home)
+    with folding_while_the_model_waits(memory, model_server):
+        time.sleep(2.5)  # more than two leases
+        with memory.journal.transaction() as db:
+            taken = stored_queue.claim_due(db, "other:1", time.time(), time.time() + 60)
+    assert taken is None
+    assert contents(memory) == ["Prefers polars over pandas"]
+    memory.close()
+
+
+def test_a_fold_whose_lease_was_taken_over_commits_nothing(
+    home: Path, model_server: ServerHandle
+) -> None:
+    """Another kernel took the row over (this fold's lease had run out): this fold's
+    change is not committed, and the row stays the other kernel's."""
+    memory = Memory(home)
+    with folding_while_the_model_waits(memory, model_server), memory.journal.transaction() as db:
+        stored_queue.claim(db, "t1", "other:1", time.time() + 60)
+    assert memory.data["facts"] == [] and memory.versions() == []
+    (row,) = queue_rows(memory)
+    assert row["claimed_by"] == "other:1"
     memory.close()
 
 

@@ -204,10 +204,16 @@ class Journal:
     def thread(self, thread_id: str) -> dict[str, Any] | None:
         return thread_row(self.db, thread_id)
 
-    def thread_for(self, name: str, project: str | None) -> str:
+    def thread_for(self, name: str, project: str | None, *, record: bool = False) -> str:
         """The journal id of thread ``name`` in ``project``, so the same name in two
-        projects is two threads (``threads.thread_for``)."""
-        return thread_for(self.db, name, project)
+        projects is two threads (``threads.thread_for``); ``record``: its row made in the
+        same transaction, so another project asking next is given another id."""
+        if not record:
+            return thread_for(self.db, name, project)
+        with self.transaction() as db:
+            thread_id = thread_for(db, name, project)
+            _upsert_thread(db, thread_id, "lead", None, None, None, project)
+        return thread_id
 
     def add_messages(
         self, thread_id: str, messages: Sequence[dict[str, Any]], *, project: str | None = None

@@ -125,6 +125,11 @@ def events(db: Any, limit: int, fact_id: str | None = None) -> list[dict[str, An
     return list(db["memory_events"].rows_where(where, args, order_by="id desc", limit=limit))
 
 
+def version_events(db: Any, version: int) -> list[dict[str, Any]]:
+    """The event rows journaled with ``version``, oldest first."""
+    return list(db["memory_events"].rows_where("version_id = ?", [version], order_by="id"))
+
+
 def all_events(db: Any) -> list[dict[str, Any]]:
     """Every event row, oldest first."""
     return list(db["memory_events"].rows_where(order_by="id"))

@@ -52,6 +52,36 @@ def claim(db: Any, thread_id: str, owner: str, until: float) -> None:
     db["memory_queue"].update(thread_id, {"claimed_by": owner, "claimed_until": until})
 
 
+def claim_due(db: Any, owner: str, now: float, until: float) -> tuple[str, int] | None:
+    """Lease the soonest due pending row with no live claim to ``owner`` until ``until``:
+    its thread id and ``last_seq`` (None when no row is free). Call inside a transaction."""
+    row = db.execute(
+        "SELECT thread_id, COALESCE(last_seq, 0) FROM memory_queue WHERE status = 'pending'"
+        " AND due_at <= ? AND COALESCE(claimed_until, 0) < ? ORDER BY due_at LIMIT 1",
+        [now, now],
+    ).fetchone()
+    if row is None:
+        return None
+    claim(db, row[0], owner, until)
+    return row[0], int(row[1])
+
+
+def extend(db: Any, thread_id: str, owner: str, now: float, until: float) -> bool:
+    """Move ``owner``'s unexpired claim's end to ``until``; False when it has none."""
+    cursor = db.execute(
+        "UPDATE memory_queue SET claimed_until = ? WHERE thread_id = ? AND claimed_by = ?"
+        " AND claimed_until >= ?",
+        [until, thread_id, owner, now],
+    )
+    return cursor.rowcount > 0
+
+
+def held(db: Any, thread_id: str, owner: str, now: float) -> bool:
+    """Whether ``owner`` holds an unexpired claim on the thread's row."""
+    sql = "SELECT 1 FROM memory_queue WHERE thread_id = ? AND claimed_by = ? AND claimed_until >= ?"
+    return db.execute(sql, [thread_id, owner, now]).fetchone() is not None
+
+
 def unclaim(db: Any, thread_id: str, owner: str | None = None) -> None:
     """Clear the row's claim (only ``owner``'s, when given)."""
     if owner is None:

@@ -26,6 +26,7 @@ from ...schema.changes import ChangeSet
 from ...schema.diff import ExtractionDiff, diff_json_schema
 from ...scrub import redact
 from ...storage import queue as queue_rows
+from ...storage.contract import LeaseLost
 from ...storage.journal import Journal, row_to_message
 from ..model_reply import check_holdable
 from ..reports import ApplyReport, FlushReport
@@ -135,7 +136,7 @@ class Folding:
         """Queue what the thread has not folded yet, read and written in one transaction
         (so a fold finishing meanwhile cannot leave a stale snapshot); False if unfoldable."""
         with self.journal.transaction() as db:
-            snapshot, last_seq = self._unfolded(thread_id)
+            snapshot, last_seq = unfolded(self.journal, thread_id)
             if not is_foldable(snapshot):
                 return False
             schedule.queue_snapshot(db, thread_id, snapshot, last_seq, debounce)
@@ -143,26 +144,14 @@ class Folding:
 
     def _finish_fold(self, db: Any, row: dict[str, Any]) -> None:
         """Inside the fold's transaction: mark the row folded; a snapshot queued during the
-        fold is cut to the turns after it, so none is folded twice."""
+        fold is cut to the turns after it, so none is folded twice. A fold whose lease
+        another kernel took over commits nothing (``LeaseLost``)."""
+        schedule.check_held(db, row)
         if schedule.finish(db, row):
-            snapshot, last_seq = self._unfolded(row["thread_id"])
+            snapshot, last_seq = unfolded(self.journal, row["thread_id"])
             schedule.replace_snapshot(
                 db, row["thread_id"], snapshot if is_foldable(snapshot) else None, last_seq
             )
-
-    def _unfolded(self, thread_id: str) -> tuple[list[dict[str, Any]], int]:
-        """The filtered messages journaled after the thread's last fold, private turns
-        left out, and the last seq (private turns included, so a fold passes them).
-
-        A fold reads only what it has not folded before, so a fact the user forgot with
-        ``%memory forget`` is not learned again from the turn that first stated it.
-        """
-        after = queue_rows.folded_seq(self.journal.db, thread_id)
-        rows = self.journal.message_rows(thread_id, after_seq=after)
-        last_seq = max((r["seq"] for r in rows), default=0)
-        private = self.journal.private_turn_ids(thread_id)
-        kept = [row_to_message(r) for r in rows if r["turn_id"] not in private]
-        return filter_messages(kept), last_seq
 
     def schedule_orphans(self) -> None:
         """Once: queue lead threads journaled past their last fold but never enqueued (a
@@ -210,7 +199,8 @@ class Folding:
                 break
             claimed = schedule.claim(self.journal, thread_id, force=force)
             if claimed is not None:
-                self._fold_row(claimed, report, deadline)
+                with schedule.leased(self.journal, claimed):
+                    self._fold_row(claimed, report, deadline)
             elif wait_elsewhere:
                 elsewhere.append(thread_id)
         for thread_id in elsewhere:
@@ -227,7 +217,8 @@ class Folding:
             time.sleep(ELSEWHERE_POLL_SECONDS)
         claimed = schedule.claim(self.journal, thread_id, force=True)
         if claimed is not None:
-            self._fold_row(claimed, report, deadline)
+            with schedule.leased(self.journal, claimed):
+                self._fold_row(claimed, report, deadline)
 
     def _fold_row(self, row: dict[str, Any], report: FlushReport, deadline: float | None) -> None:
         thread_id = row["thread_id"]
@@ -254,6 +245,9 @@ class Folding:
             self.waiting_for_user = True
             schedule.defer(self.journal, row, GIVE_WAY_SECONDS)
             report.waiting.append(thread_id)
+            return
+        except LeaseLost as exc:  # another kernel has the row now: its fold counts, not ours
+            log.warning("memory fold of %s dropped: %s", thread_id, exc)
             return
         except Exception as exc:  # any failure keeps the row for a bounded retry
             self.waiting_for_user = False
@@ -289,6 +283,22 @@ class Folding:
             update={"timeout_seconds": min(model.timeout_seconds, left), "max_retries": 0}
         )
         return self.settings.model_copy(update={"model": bounded})
+
+
+def unfolded(journal: Journal, thread_id: str) -> tuple[list[dict[str, Any]], int]:
+    """The filtered messages journaled after the thread's last fold, private turns left
+    out, and the last seq (private turns included, so a fold passes them): what a queued
+    row holds (``Folding.enqueue``, ``SQLiteHome.enqueue``).
+
+    A fold reads only what it has not folded before, so a fact the user forgot with
+    ``%memory forget`` is not learned again from the turn that first stated it.
+    """
+    after = queue_rows.folded_seq(journal.db, thread_id)
+    rows = journal.message_rows(thread_id, after_seq=after)
+    last_seq = max((r["seq"] for r in rows), default=0)
+    private = journal.private_turn_ids(thread_id)
+    kept = [row_to_message(r) for r in rows if r["turn_id"] not in private]
+    return filter_messages(kept), last_seq
 
 
 def _record_fold(db: Any, source: str, report: ApplyReport) -> None:

@@ -3,9 +3,11 @@
 Pending folds live in ``memory_queue`` rows (``storage/queue.py``), not in process memory,
 so a kernel killed before its fold leaves the row behind and the next started ``Memory``
 on that home (or a ``flush``) folds it. The worker (``worker.py``) and a flush both fold
-under one per-home fold lock. A row is claimed by ``host:pid`` so two kernels never fold
-the same snapshot at once; a claim whose process is gone, or whose lease ran out, is taken
-over.
+under one per-home fold lock. A row is leased to one kernel at a time (``claimed_by``
+names it, for people; only the lease's end decides): a fold renews its lease while it
+runs (``leased``), so a kernel that dies stops renewing and its row is taken over once the
+lease runs out, on this host or another; a fold whose lease was taken over does not
+commit (``check_held``).
 
 Due times are wall-clock seconds read from ``clock`` (``time.time``), which a test may
 replace with a clock it moves by hand; after moving it, ``FoldWorker.notify`` makes the
@@ -14,25 +16,30 @@ worker look again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ...scrub import encodable, redact
 from ...storage import queue as rows
-from ...storage.db import now_iso, owner_is_live
+from ...storage.contract import LeaseLost
+from ...storage.db import now_iso
 from ...storage.journal import Journal
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 BACKOFF_SECONDS = (5.0, 30.0, 120.0)
-LEASE_SECONDS = 600.0
+LEASE_SECONDS = (
+    15.0  # renewed every third of it while a fold runs: a dead kernel's row waits no longer
+)
 clock = time.time  # the queue's "now": due times, leases, backoff
 
 
@@ -42,10 +49,8 @@ def _me() -> str:
 
 
 def _claim_is_live(claimed_by: str | None, claimed_until: float | None, now: float) -> bool:
-    """True while another live process holds the row."""
-    if not claimed_by or claimed_by == _me() or (claimed_until or 0) < now:
-        return False
-    return owner_is_live(claimed_by)
+    """True while another owner's lease on the row has not run out."""
+    return bool(claimed_by) and claimed_by != _me() and (claimed_until or 0) >= now
 
 
 def queue_snapshot(
@@ -73,7 +78,7 @@ def _encode(snapshot: list[dict[str, Any]]) -> str:
 
 
 def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | None:
-    """Take the row for folding, or None if it is gone, not due, or held by a live process."""
+    """Take the row for folding, or None if it is gone, not due, or leased elsewhere."""
     now = clock()
     with journal.transaction() as db:
         row = rows.get(db, thread_id)
@@ -87,9 +92,45 @@ def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | 
     return row
 
 
+@contextlib.contextmanager
+def leased(journal: Journal, row: dict[str, Any]) -> Iterator[None]:
+    """While a fold of ``row`` runs: renew this process's lease every third of
+    ``LEASE_SECONDS`` (from a daemon thread: the model call blocks), so the lease never runs
+    out under a live fold and does soon after the kernel dies."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        try:
+            while not stop.wait(LEASE_SECONDS / 3):
+                now = clock()
+                with journal.transaction() as db:
+                    if not rows.extend(db, row["thread_id"], _me(), now, now + LEASE_SECONDS):
+                        return  # handed back, finished, or lost: nothing left to renew
+        except Exception:  # the fold goes on; if the lease runs out, check_held decides
+            log.warning("could not renew the fold lease on %s", row["thread_id"], exc_info=True)
+        finally:
+            journal.close()  # this thread's connection
+
+    beat = threading.Thread(target=renew, name="deerflow-nb-fold-lease", daemon=True)
+    beat.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beat.join()
+
+
+def check_held(db: Any, row: dict[str, Any]) -> None:
+    """Inside the fold's transaction: ``LeaseLost`` unless the row is still claimed by this
+    process (its lease ran out and another kernel took the row over, or folded it)."""
+    current = rows.get(db, row["thread_id"])
+    if current is None or current.get("claimed_by") != _me():
+        raise LeaseLost(f"the fold of {row['thread_id']!r} lost its lease to another kernel")
+
+
 def held_elsewhere(journal: Journal, thread_id: str) -> bool:
-    """True while the thread's row is queued and claimed by another live process (folding
-    it now): a flush waits for it rather than report the thread folded too early."""
+    """True while the thread's row is queued and leased to another kernel (folding it
+    now): a flush waits for it rather than report the thread folded too early."""
     row = rows.get(journal.db, thread_id)
     if row is None:
         return False

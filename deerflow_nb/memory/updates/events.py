@@ -8,22 +8,11 @@ fact by fact, what that replacement added, removed or changed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
+from ...storage.contract import Event
 
-@dataclass
-class Event:
-    """One change to memory, as journaled in ``memory_events``."""
-
-    kind: str  # add | reinforce | update | remove | evict | section | rollback | import | reset
-    fact_id: str | None = None
-    section: str | None = None
-    old_content: str | None = None
-    new_content: str | None = None
-    old_confidence: float | None = None
-    new_confidence: float | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+__all__ = ["Event", "decode_event", "event_row", "replacement_events"]
 
 
 def _fact_event(kind: str, change: str, before: dict | None, after: dict | None) -> Event:

@@ -1,0 +1,519 @@
+"""The store contract's suite (``deerflow_nb/storage/contract.py``), written once and run on
+every implementation: the SQLite + memory.json home and the in-memory reference store.
+
+A new store joins by adding one entry to ``STORES`` (a generator yielding an open store
+whose files, if any, live under ``tmp_path``) and must pass every test here unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference_store import ReferenceStore
+
+from deerflow_nb import Memory
+from deerflow_nb.memory import SQLiteHome
+from deerflow_nb.storage.contract import (
+    Changes,
+    Event,
+    Fact,
+    Lease,
+    LeaseLost,
+    Revision,
+    Scope,
+    StaleRevision,
+    Store,
+)
+
+
+def _sqlite(tmp_path: Path) -> Iterator[Store]:
+    store = SQLiteHome.open(tmp_path / "home")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _reference(tmp_path: Path) -> Iterator[Store]:
+    yield ReferenceStore()
+
+
+STORES: dict[str, Callable[[Path], Iterator[Store]]] = {
+    "sqlite": _sqlite,
+    "reference": _reference,
+}
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    yield from STORES[request.param](tmp_path)
+
+
+def fact(fact_id: str, project: str | None = None, content: str | None = None) -> Fact:
+    text = content or f"fact {fact_id}"
+    return Fact(fact_id, text, "knowledge", 0.9, project, {"source": "test"})
+
+
+def ids(store: Store, scope: Scope) -> set[str]:
+    return {f.id for f in store.snapshot(scope).facts}
+
+
+def seeded(store: Store) -> Revision:
+    """A user fact, one fact in each of projects a and b, and a summary for each."""
+    changes = Changes(
+        "edit",
+        put=(fact("u1"), fact("a1", "a"), fact("b1", "b")),
+        summaries={
+            "user.workContext": "works on trials",
+            "projects.a": "project a's context",
+            "projects.b": "project b's context",
+        },
+        events=(Event("add", "u1"), Event("add", "a1"), Event("add", "b1")),
+    )
+    return store.commit(changes, base=store.snapshot(Scope.user_only()).revision)
+
+
+# -- memory: snapshots and commits -------------------------------------------------------------
+def test_is_a_store_and_starts_empty(store: Store) -> None:
+    assert isinstance(store, Store)
+    snap = store.snapshot(Scope.everything())
+    assert (snap.revision, snap.facts, dict(snap.summaries)) == (0, (), {})
+
+
+def test_a_scope_sees_only_its_facts_and_summaries(store: Store) -> None:
+    seeded(store)
+    assert ids(store, Scope.user_only()) == {"u1"}
+    assert ids(store, Scope.project("a")) == {"u1", "a1"}
+    assert ids(store, Scope.project("b")) == {"u1", "b1"}
+    assert ids(store, Scope.project("a", user=False)) == {"a1"}
+    assert ids(store, Scope.project("c")) == {"u1"}
+    assert ids(store, Scope.several(["a", "b"])) == {"u1", "a1", "b1"}
+    assert ids(store, Scope.everything()) == {"u1", "a1", "b1"}
+    assert set(store.snapshot(Scope.user_only()).summaries) == {"user.workContext"}
+    assert dict(store.snapshot(Scope.project("a")).summaries) == {
+        "user.workContext": "works on trials",
+        "projects.a": "project a's context",
+    }
+
+
+def test_facts_come_back_as_committed(store: Store) -> None:
+    put = (fact("u1"), fact("a1", "a", 'ünïcode ✓ and "quotes"'))
+    store.commit(Changes("edit", put=put), base=Revision(0))
+    assert store.snapshot(Scope.everything()).facts == put
+
+
+def test_a_snapshot_is_a_frozen_value(store: Store) -> None:
+    seeded(store)
+    snap = store.snapshot(Scope.project("a"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.revision = Revision(99)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        snap.summaries["projects.b"] = "leak"  # type: ignore[index]
+    store.commit(Changes("edit", remove=frozenset({"a1"})), base=snap.revision)
+    assert snap.fact("a1") is not None  # the value kept what it was read as
+
+
+def test_every_commit_moves_the_revision_forward(store: Store) -> None:
+    first = seeded(store)
+    assert first > 0
+    second = store.commit(
+        Changes("edit", put=(fact("a1", "a", "changed"),), events=(Event("update", "a1"),)),
+        base=first,
+    )
+    assert second > first
+    snap = store.snapshot(Scope.project("a"))
+    assert snap.revision == second
+    assert snap.fact("a1") is not None and snap.fact("a1").content == "changed"  # type: ignore[union-attr]
+    third = store.commit(Changes("forget", remove=frozenset({"u1"})), base=second)
+    assert third > second and ids(store, Scope.everything()) == {"a1", "b1"}
+
+
+def test_events_are_kept_with_their_revision(store: Store) -> None:
+    first = seeded(store)
+    second = store.commit(
+        Changes(
+            "edit",
+            remove=frozenset({"b1"}),
+            events=(Event("remove", "b1", old_content="fact b1", details={"why": "test"}),),
+        ),
+        base=first,
+    )
+    assert [(e.kind, e.fact_id) for e in store.events(first)] == [
+        ("add", "u1"),
+        ("add", "a1"),
+        ("add", "b1"),
+    ]
+    (removed,) = store.events(second)
+    assert (removed.kind, removed.old_content, removed.details) == (
+        "remove",
+        "fact b1",
+        {"why": "test"},
+    )
+
+
+def test_a_stale_base_is_refused_and_nothing_is_written(store: Store) -> None:
+    base = seeded(store)
+    mine = store.commit(Changes("edit", put=(fact("u2"),)), base=base)
+    with pytest.raises(StaleRevision):
+        store.commit(Changes("edit", put=(fact("u3"),), events=(Event("add", "u3"),)), base=base)
+    snap = store.snapshot(Scope.everything())
+    assert snap.revision == mine and {f.id for f in snap.facts} == {"u1", "a1", "b1", "u2"}
+    after = store.commit(
+        Changes("edit", put=(fact("u4"),), events=(Event("add", "u4"),)), base=mine
+    )
+    assert [e.fact_id for e in store.events(after)] == ["u4"]  # no event of the refused one
+
+
+def test_a_commit_that_fails_writes_nothing(store: Store) -> None:
+    base = seeded(store)
+    broken = Changes(
+        "edit",
+        put=(fact("u2"),),
+        remove=frozenset({"a1"}),
+        summaries={"user.topOfMind": "half a change"},
+        events=(Event("add", "u2"), Event("remove", "a1", details={"not json": object()})),
+    )
+    with pytest.raises((TypeError, ValueError)):
+        store.commit(broken, base=base)
+    snap = store.snapshot(Scope.everything())
+    assert snap.revision == base
+    assert {f.id for f in snap.facts} == {"u1", "a1", "b1"}
+    assert "user.topOfMind" not in snap.summaries
+    after = store.commit(
+        Changes("edit", put=(fact("u5"),), events=(Event("add", "u5"),)), base=base
+    )
+    assert [e.fact_id for e in store.events(after)] == ["u5"]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        Changes("edit", put=(fact("x"),), remove=frozenset({"x"})),
+        Changes("edit", summaries={"user.noSuchSection": "x"}),
+        Changes("edit", summaries={"elsewhere.x": "x"}),
+    ],
+)
+def test_a_change_no_store_can_keep_is_refused(store: Store, changes: Changes) -> None:
+    with pytest.raises(ValueError):
+        store.commit(changes, base=Revision(0))
+    assert store.snapshot(Scope.everything()).revision == 0
+
+
+PROJECTS = st.sampled_from([None, "a", "b"])
+FACT_IDS = st.sampled_from(["f1", "f2", "f3", "f4"])
+SUMMARY_KEYS = st.sampled_from(
+    ["user.workContext", "history.recentMonths", "projects.a", "projects.b"]
+)
+CHANGES = st.builds(
+    lambda put, remove, summaries: Changes(
+        "edit",
+        put=tuple({f.id: f for f in put}.values()),
+        remove=frozenset(remove) - {f.id for f in put},
+        summaries=summaries,
+        events=tuple(Event("add", f.id, new_content=f.content) for f in put),
+    ),
+    st.lists(st.builds(fact, FACT_IDS, PROJECTS, st.text(min_size=1, max_size=20)), max_size=3),
+    st.sets(FACT_IDS, max_size=2),
+    st.dictionaries(SUMMARY_KEYS, st.text(max_size=20), max_size=2),
+)
+SCOPES = [
+    Scope.user_only(),
+    Scope.project("a"),
+    Scope.project("b", user=False),
+    Scope.several(["a", "b"]),
+    Scope.everything(),
+]
+
+
+@pytest.mark.parametrize("kind", sorted(STORES))
+@settings(max_examples=20, deadline=None)
+@given(steps=st.lists(CHANGES, min_size=1, max_size=4))
+def test_any_commits_read_back_as_the_reference_reads_them(
+    kind: str, steps: list[Changes], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Whatever sequence of commits: every scope sees what the reference store sees."""
+    opened = STORES[kind](tmp_path_factory.mktemp(kind))
+    store, reference = next(opened), ReferenceStore()
+    try:
+        for changes in steps:
+            mine = store.commit(changes, base=store.snapshot(Scope.everything()).revision)
+            theirs = reference.commit(changes, base=reference.snapshot(Scope.everything()).revision)
+            assert store.events(mine) == reference.events(theirs)
+        for scope in SCOPES:
+            got, want = store.snapshot(scope), reference.snapshot(scope)
+            assert (got.facts, dict(got.summaries)) == (want.facts, dict(want.summaries))
+    finally:
+        opened.close()
+
+
+# -- threads and messages ----------------------------------------------------------------------
+def test_one_name_in_two_projects_is_two_threads(store: Store) -> None:
+    in_a = store.thread_for("analysis", "a")
+    in_b = store.thread_for("analysis", "b")
+    assert in_a != in_b
+    assert store.thread_for("analysis", "a") == in_a
+    assert store.thread_for("analysis", "b") == in_b
+    store.add_messages(in_a, [{"role": "user", "content": "about a"}], project="a")
+    store.add_messages(in_b, [{"role": "user", "content": "about b"}], project="b")
+    assert [m["content"] for m in store.messages(in_a)] == ["about a"]
+    assert [m["content"] for m in store.messages(in_b)] == ["about b"]
+    assert store.thread_for("notes", None) == store.thread_for("notes", "default")
+
+
+def test_messages_round_trip(store: Store) -> None:
+    thread = store.thread_for("t", "a")
+    messages = [
+        {"role": "user", "content": "plot the ünïcode ✓ column"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "content": "done", "tool_call_id": "c1", "name": "f"},
+        {"role": "assistant", "content": "here it is"},
+    ]
+    assert store.add_messages(thread, messages[:2], project="a") == 2
+    assert store.add_messages(thread, messages[2:], project="a") == 4
+    assert store.messages(thread) == messages
+    assert store.messages(thread, after_seq=2) == messages[2:]
+
+
+# -- the fold queue and its leases -------------------------------------------------------------
+def until_expired(lease: Lease) -> None:
+    time.sleep(max(0.0, lease.expires_at - time.time()) + 0.05)
+
+
+def queued_thread(store: Store, name: str = "t", *, after: float = 0.0) -> str:
+    thread = store.thread_for(name, "a")
+    store.add_messages(thread, [{"role": "user", "content": f"in {name}"}], project="a")
+    store.enqueue(thread, after=after)
+    return thread
+
+
+def test_enqueue_is_idempotent(store: Store) -> None:
+    thread = queued_thread(store)
+    store.enqueue(thread)
+    store.enqueue(thread)
+    assert store.queued() == [thread]
+    lease = store.claim("w1", 5.0)
+    assert lease is not None and lease.thread == thread
+    assert store.claim("w2", 5.0) is None  # one entry, already leased
+
+
+def test_an_entry_is_not_claimed_before_it_is_due(store: Store) -> None:
+    queued_thread(store, after=60.0)
+    assert store.claim("w1", 5.0) is None
+
+
+def test_a_lease_holds_until_it_expires_then_another_owner_claims(store: Store) -> None:
+    thread = queued_thread(store)
+    first = store.claim("w1", 0.2)
+    assert first is not None and (first.thread, first.owner, first.through_seq) == (thread, "w1", 1)
+    assert store.claim("w2", 5.0) is None
+    until_expired(first)
+    second = store.claim("w2", 5.0)
+    assert second is not None and (second.thread, second.owner) == (thread, "w2")
+    with pytest.raises(LeaseLost):
+        store.renew(first, 5.0)
+    with pytest.raises(LeaseLost):
+        store.release(first, done=True)
+    store.release(first)  # giving back a lost lease takes nothing from its new owner
+    assert store.claim("w3", 5.0) is None
+    assert store.queued() == [thread]
+
+
+def test_an_expired_lease_is_lost_even_when_nobody_took_it(store: Store) -> None:
+    thread = queued_thread(store)
+    lease = store.claim("w1", 0.2)
+    assert lease is not None
+    until_expired(lease)
+    with pytest.raises(LeaseLost):
+        store.renew(lease, 5.0)
+    with pytest.raises(LeaseLost):
+        store.release(lease, done=True)
+    assert store.queued() == [thread]
+
+
+def test_a_renewed_lease_is_not_claimed(store: Store) -> None:
+    queued_thread(store)
+    lease = store.claim("w1", 0.3)
+    assert lease is not None
+    renewed = store.renew(lease, 5.0)
+    assert renewed.expires_at > lease.expires_at
+    until_expired(lease)
+    assert store.claim("w2", 5.0) is None
+    store.release(renewed, done=True)
+    assert store.queued() == []
+
+
+def test_a_released_entry_is_claimed_at_once(store: Store) -> None:
+    thread = queued_thread(store)
+    lease = store.claim("w1", 60.0)
+    assert lease is not None
+    store.release(lease)
+    again = store.claim("w2", 60.0)
+    assert again is not None and again.thread == thread
+
+
+def test_enqueue_during_a_lease_keeps_it_and_the_newer_messages(store: Store) -> None:
+    thread = queued_thread(store)
+    lease = store.claim("w1", 60.0)
+    assert lease is not None and lease.through_seq == 1
+    store.add_messages(thread, [{"role": "user", "content": "more"}], project="a")
+    store.enqueue(thread)
+    assert store.claim("w2", 60.0) is None  # still w1's
+    store.release(lease, done=True)
+    assert store.queued() == [thread]  # the newer message still waits for a fold
+    later = store.claim("w2", 60.0)
+    assert later is not None and later.through_seq == 2
+
+
+def test_each_due_entry_goes_to_one_owner(store: Store) -> None:
+    threads = {queued_thread(store, name) for name in ("t1", "t2", "t3")}
+    leases = [store.claim(f"w{i}", 60.0) for i in range(4)]
+    assert sorted(lease.thread for lease in leases if lease) == sorted(threads)
+    assert leases[3] is None
+
+
+def test_concurrent_claims_hand_each_entry_to_one_owner(store: Store) -> None:
+    threads = [queued_thread(store, f"t{i}") for i in range(12)]
+    got: list[str] = []
+
+    def work(owner: str) -> None:
+        while (lease := store.claim(owner, 60.0)) is not None:
+            got.append(lease.thread)
+
+    workers = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert sorted(got) == sorted(threads)
+
+
+# -- the SQLite home: the same files Memory uses ---------------------------------------------------
+def test_the_sqlite_home_is_the_memory_home(home: Path) -> None:
+    mem = Memory(home)
+    added = mem.add_fact("prefers polars", category="preference")
+    store = SQLiteHome.open(home)
+    try:
+        snap = store.snapshot(Scope.user_only())
+        assert [f.content for f in snap.facts] == ["prefers polars"]
+        assert snap.revision == mem.versions()[-1]["id"]
+        store.commit(
+            Changes("edit", put=(fact("p1", "a", "uses the trials table"),)), base=snap.revision
+        )
+        assert {f["content"] for f in mem.data["facts"]} == {
+            "prefers polars",
+            "uses the trials table",
+        }
+        assert added is not None
+    finally:
+        store.close()
+        mem.close()
+
+
+def test_two_sqlite_handles_refuse_each_others_stale_base(home: Path) -> None:
+    one, two = SQLiteHome.open(home), SQLiteHome.open(home)
+    try:
+        base = two.snapshot(Scope.user_only()).revision
+        one.commit(Changes("edit", put=(fact("u1"),)), base=base)
+        with pytest.raises(StaleRevision):
+            two.commit(Changes("edit", put=(fact("u2"),)), base=base)
+        assert ids(two, Scope.user_only()) == {"u1"}
+    finally:
+        one.close()
+        two.close()
+
+
+def test_a_journal_failure_mid_commit_leaves_memory_json_alone(home: Path) -> None:
+    """A real failure inside the commit's transaction (the database refuses the event
+    row, after the version row went in): no version, no event, memory.json unchanged."""
+    store = SQLiteHome.open(home)
+    try:
+        base = seeded(store)
+        before = (home / "memory.json").read_bytes()
+        with sqlite3.connect(home / "journal.db") as conn:
+            conn.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON memory_events "
+                "BEGIN SELECT RAISE(ABORT, 'the disk said no'); END"
+            )
+        with pytest.raises(sqlite3.DatabaseError, match="the disk said no"):
+            store.commit(
+                Changes("edit", put=(fact("u2"),), events=(Event("add", "u2"),)), base=base
+            )
+        assert (home / "memory.json").read_bytes() == before
+        assert not list(home.glob("memory.json.*.tmp"))
+        assert store.snapshot(Scope.everything()).revision == base
+        assert store.events(Revision(base + 1)) == []
+    finally:
+        store.close()
+
+
+CLAIMER = """
+import sys
+from deerflow_nb.memory import SQLiteHome
+store = SQLiteHome.open(sys.argv[1])
+while (lease := store.claim(sys.argv[2], 60.0)) is not None:
+    print(lease.thread, flush=True)
+"""
+
+
+def test_processes_claiming_at_once_never_share_an_entry(home: Path) -> None:
+    """Real processes on one home: every queued thread is leased once, to one of them."""
+    store = SQLiteHome.open(home)
+    try:
+        threads = [queued_thread(store, f"t{i}") for i in range(30)]
+    finally:
+        store.close()
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, str(home), f"p{i}"], stdout=subprocess.PIPE, text=True
+        )
+        for i in range(3)
+    ]
+    claimed = [
+        line for child in children for line in child.communicate(timeout=120)[0].splitlines()
+    ]
+    assert all(child.returncode == 0 for child in children)
+    assert sorted(claimed) == sorted(threads)
+
+
+def test_what_the_sqlite_home_queues_memory_folds_without_private_turns(home: Path) -> None:
+    """The contract's queue is the fold's queue: ``Memory.flush`` folds an entry the store
+    queued, and a turn run without memory stays out of it."""
+    store = SQLiteHome.open(home)
+    try:
+        thread = store.thread_for("t", None)
+        turn = store.journal.begin_turn(
+            thread, {"role": "user", "content": "I prefer R."}, model="m", private=True
+        )
+        store.journal.end_turn(
+            turn, status="ok", messages=[{"role": "assistant", "content": "Ok."}]
+        )
+        said = [
+            {"role": "user", "content": "I prefer polars over pandas."},
+            {"role": "assistant", "content": "Noted."},
+        ]
+        store.add_messages(thread, said)
+        store.enqueue(thread)
+    finally:
+        store.close()
+    mem = Memory(home)
+    try:
+        assert mem.flush().folded == [thread]
+        assert [f["content"] for f in mem.data["facts"]] == ["Prefers polars over pandas"]
+    finally:
+        mem.close()
