@@ -148,12 +148,21 @@ def test_the_rest_api_answers_in_the_servers_root_project(site: Site) -> None:
 
 def test_kernels_and_the_persona_share_one_home_without_losing_a_turn(site: Site) -> None:
     """The chat keeps asking while a kernel runs %%agent turns on the same home: every turn
-    of both is journaled, none failed, and they overlapped in time."""
+    of both is journaled, none failed, and they interleave: the kernel waits after its first
+    turn until the chat has answered once (a loaded machine cannot order them apart)."""
     kernel_turns = 4
-    cells = ["%load_ext deerflow_nb"] + [
+    started, answered = site.tmp / "kernel-started", site.tmp / "chat-answered"
+    turns = [
         f"%%agent\nNotebook question {i}: I track churn metric number {i}."
         for i in range(kernel_turns)
     ]
+    handshake = (
+        f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\n"
+        f"deadline = time.monotonic() + 120\n"
+        f"while not pathlib.Path({str(answered)!r}).exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.1)"
+    )
+    cells = ["%load_ext deerflow_nb", turns[0], handshake, *turns[1:]]
     failure: list[BaseException] = []
 
     def kernel() -> None:
@@ -167,8 +176,11 @@ def test_kernels_and_the_persona_share_one_home_without_losing_a_turn(site: Site
         await client.open()
         replies = []
         try:
+            while not started.exists() and worker.is_alive():
+                await asyncio.sleep(0.1)
             while worker.is_alive() or len(replies) < 2:
                 replies.append((await client.ask(f"Chat question {len(replies)}: churn?")).text)
+                answered.touch()
                 await asyncio.sleep(0.2)  # a person's pace, not a flood of turns
         finally:
             client.close()
