@@ -305,7 +305,6 @@ class Memory:
         and the rest applies. Raises ``ExtractionError`` (a ValueError), changing nothing,
         only when ``diff`` is not a diff at all.
         """
-        project = project_name(project) if project else None
         return self._folding.apply(check_diff(diff), source, project=project)
 
     def folds(self, limit: int = 20) -> list[dict[str, Any]]:
