@@ -49,9 +49,10 @@ class Scope:
         return ALL_PROJECTS
 
     @classmethod
-    def own(cls, project: str) -> Scope:
-        """Only ``project``'s own facts, not the user's (``%memory facts --project``)."""
-        return cls(frozenset({project}), user=False)
+    def own(cls, project: str | None) -> Scope:
+        """Only ``project``'s own facts, not the user's (``%memory facts --project``, a
+        project's export); None: only the user's own."""
+        return cls(frozenset({project}), user=False) if project else USER
 
     @property
     def project(self) -> str | None:
@@ -122,7 +123,8 @@ def stamp(fact: dict[str, Any], owner: str | None) -> dict[str, Any]:
 def evictable(facts: list[dict[str, Any]], grown: set[str | None]) -> list[int]:
     """The positions eviction may pick: the facts of the scopes a change added to, so a busy
     project never evicts the user's profile (nor another project's facts)."""
-    return [i for i, f in enumerate(facts) if fact_project(f) in grown]
+    scope = Scope(frozenset(p for p in grown if p), user=None in grown)
+    return [i for i, f in enumerate(facts) if scope.sees(f)]
 
 
 def view(data: Mapping[str, Any], scope: Scope, revision: Hashable | None = None) -> Snapshot:
