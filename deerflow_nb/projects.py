@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,19 +153,14 @@ def _name_or_default(name: str) -> str:
         return DEFAULT_PROJECT
 
 
-def fact_project(fact: dict[str, object]) -> str | None:
-    """The project a fact belongs to, or None for the user's own (DeerFlow's plain) facts."""
+def fact_project(fact: Mapping[str, object]) -> str | None:
+    """The project a fact belongs to, or None for the user's own (DeerFlow's plain) facts
+    (a project fact without a name is ``default``'s); what a scope sees is
+    ``memory.scopes.Scope.sees``'s rule, built on this one."""
     if fact.get("scope") == PROJECT_SCOPE:
         project = fact.get("project")
         return project if isinstance(project, str) and project else DEFAULT_PROJECT
     return None
-
-
-def in_scope(fact: dict[str, object], project: str | None) -> bool:
-    """Whether ``fact`` may be shown to ``project``: the user's facts always, a project's
-    only to itself (``project`` None: the user's facts only)."""
-    owner = fact_project(fact)
-    return owner is None or owner == project
 
 
 # Words that make a statement about a project's data and work rather than about the user:

@@ -131,7 +131,6 @@ def seed_projects(home: Path) -> dict[str, str]:
         alpha = mem.add_fact(ALPHA_FACT, category="context", confidence=0.9, project="alpha")
         beta = mem.add_fact(BETA_FACT, category="context", confidence=0.9, project="beta")
         for name in ("alpha", "beta"):
-            mem.project = name
             mem.apply(
                 {
                     "newFacts": [],
@@ -141,6 +140,7 @@ def seed_projects(home: Path) -> dict[str, str]:
                     },
                 },
                 source=f"thread-{name}",
+                project=name,
             )
     finally:
         mem.close()

@@ -592,3 +592,155 @@ def test_the_journal_read_scan_finds_planted_reads() -> None:
         "line 1 imports deerflow_nb.storage.journal",
         "line 2 reads .journal",
     ]
+
+
+# -- scope as an argument (issue 38) -------------------------------------------------------
+# Loading config.yaml and the environment names a project in the settings: configuration,
+# read at the edges (the session, the persona, the MCP server), never scope memory falls back on.
+SETTINGS_BUILT = {("deerflow_nb.config", "settings")}
+
+
+def ambient_scope_in(source: str, module: str) -> list[str]:
+    """Scope kept as state: any ``self.project`` in ``memory/`` (memory keeps no current
+    project), a ``.project`` read off a memory object (``memory.project``,
+    ``self.memory.project``), or a ``.project`` set anywhere but in an ``__init__`` (a scope
+    that changes under its readers; a per-turn object may keep the one it was given)."""
+    found = []
+    tree = ast.parse(source)
+    inits: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            inits |= {id(n) for n in ast.walk(node)}
+    in_memory = module.startswith("deerflow_nb.memory")
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr == "project"):
+            continue
+        owner = ast.unparse(node.value)
+        if in_memory and owner == "self":
+            found.append(f"line {node.lineno} keeps self.project")
+        elif isinstance(node.ctx, ast.Store):
+            if (module, owner) not in SETTINGS_BUILT and id(node) not in inits:
+                found.append(f"line {node.lineno} sets {owner}.project")
+        elif owner.split(".")[-1].lstrip("_") in ("memory", "mem"):
+            found.append(f"line {node.lineno} reads {owner}.project")
+    return sorted(found, key=lambda s: int(s.split()[1]))
+
+
+def test_scope_is_never_read_from_a_mutable_attribute() -> None:
+    wrong = [
+        f"{path.relative_to(REPO)}: {hit}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for hit in ambient_scope_in(path.read_text(), module_name(path))
+    ]
+    assert not wrong, "scope kept as state (pass the project as an argument):\n" + "\n".join(wrong)
+
+
+def test_the_ambient_scope_scan_finds_planted_state() -> None:
+    planted = (
+        "class Memory:\n"
+        "    def __init__(self):\n"
+        "        self.project = None\n"
+        "    def search(self, q):\n"
+        "        return rank(q, self.project)\n"
+        "def switch(session, memory, name):\n"
+        "    memory.project = name\n"
+        "    return session.memory.project\n"
+    )
+    assert ambient_scope_in(planted, "deerflow_nb.memory.api") == [
+        "line 3 keeps self.project",
+        "line 5 keeps self.project",
+        "line 7 sets memory.project",
+        "line 8 reads session.memory.project",
+    ]
+    assert ambient_scope_in(planted, "deerflow_nb.agent.middleware") == [
+        "line 7 sets memory.project",
+        "line 8 reads session.memory.project",
+    ]
+
+
+# What says whose a fact is (``fact_project``) and what a scope sees (``Scope.sees``) live
+# in projects.py and memory/; everything else asks memory with a scope (``FactQuery``).
+# storage/ holds no facts: its ``project`` is a journal thread's column.
+OWNER_RULE = ("deerflow_nb.projects", "deerflow_nb.memory", "deerflow_nb.storage")
+
+
+def scope_filters_in(source: str) -> list[str]:
+    """Facts filtered by scope outside memory: a read of a fact's ``"scope"`` key anywhere,
+    or, in a filter (a comprehension's ``if``, ``filter()``, an ``if`` inside a loop), a read
+    of its ``"project"`` key, ``fact_project``, ``.sees`` or a ``*scope*`` function."""
+
+    def keys(node: ast.AST) -> set[str]:
+        found = set()
+        for n in ast.walk(node):
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant):
+                found.add(str(n.slice.value))
+            elif (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("get", "pop")
+                and n.args
+                and isinstance(n.args[0], ast.Constant)
+            ):
+                found.add(str(n.args[0].value))
+            elif isinstance(n, ast.Call) and (
+                (called := _name(n.func).split(".")[-1]) in ("fact_project", "sees")
+                or "scope" in called
+            ):
+                found.add("owner")
+        return found
+
+    tree = ast.parse(source)
+    tests: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.comprehension):
+            tests += node.ifs
+        elif isinstance(node, ast.Call) and _name(node.func) == "filter" and node.args:
+            tests.append(node.args[0])
+        elif isinstance(node, (ast.For, ast.While)):
+            tests += [n.test for n in ast.walk(node) if isinstance(n, ast.If)]
+    found = [
+        f"line {t.lineno} filters by {k}"
+        for t in tests
+        for k in sorted(keys(t) & {"project", "owner"})
+    ]
+    found += [
+        f"line {n.lineno} reads a fact's scope"
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Subscript, ast.Call))
+        and "scope" in keys(n)
+        and not isinstance(getattr(n, "ctx", None), ast.Store)
+    ]
+    return sorted(set(found), key=lambda s: int(s.split()[1]))
+
+
+def test_nothing_outside_memory_filters_facts_by_scope() -> None:
+    wrong = [
+        f"{path.relative_to(REPO)}: {hit}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not module_name(path).startswith(OWNER_RULE)
+        for hit in scope_filters_in(path.read_text())
+    ]
+    assert not wrong, (
+        "facts filtered by scope outside memory (use FactQuery(scope=...)):\n" + "\n".join(wrong)
+    )
+
+
+def test_the_scope_filter_scan_finds_planted_filters() -> None:
+    planted = (
+        "mine = [f for f in facts if not f.get('project')]\n"
+        "ours = list(filter(lambda f: fact_project(f) == here, facts))\n"
+        "for f in facts:\n"
+        "    if f['project'] != here:\n"
+        "        continue\n"
+        "shared = fact.get('scope') != 'project'\n"
+        "label = fact_project(fact) or 'user'\n"
+        "hits = FactQuery(scope=Scope.of(here)).run(facts)\n"
+        "seen = [f for f in facts if in_scope(f, here)]\n"
+    )
+    assert scope_filters_in(planted) == [
+        "line 1 filters by project",
+        "line 2 filters by owner",
+        "line 4 filters by project",
+        "line 6 reads a fact's scope",
+        "line 9 filters by owner",
+    ]

@@ -150,7 +150,7 @@ def test_a_moved_fact_keeps_its_provenance_and_can_be_forgotten_in_chat(
     shell.run_line_magic("memory", "flush")
     (fact,) = [f for f in memory_json(home)["facts"] if "polars" in f["content"].lower()]
     assert not is_user_fact(fact)
-    project = memory.project or "default"
+    project = get_session(shell).project.name
     shell.run_line_magic("memory", f"move {fact['id']} --project {project}")
     (moved,) = [f for f in memory_json(home)["facts"] if f["id"] == fact["id"]]
     assert moved.get("project") == project and not is_user_fact(moved)

@@ -919,10 +919,10 @@ def test_a_hostile_project_name_stays_text(home, monkeypatch):
     name = "**loud** <img src=http://127.0.0.1:9/x> :red[x]"
     with quiet_memory(home) as mem:
         mem.add_fact("The odd table has 12 rows", project=name)
-        mem.project = name
         mem.apply(
             {"newFacts": [], "projectContext": {"summary": "Odd.", "shouldUpdate": True}},
             source="thread-odd",
+            project=name,
         )
     stored = {f.get("project") for f in memory_json(home)["facts"]} - {None}
     at = run_app(home, monkeypatch)

@@ -131,9 +131,9 @@ def test_search_ranks_with_scores(shell: InteractiveShell) -> None:
 def test_preview_is_the_injected_block_within_budget(shell: InteractiveShell) -> None:
     for i in range(30):
         add(shell, f"Project {i} uses a feature store named store{i} with daily refresh jobs")
-    memory = get_session(shell).memory
+    memory, here = get_session(shell).memory, get_session(shell).project.name
     view = run(shell, "preview --context 'feature store' --tokens 120")
-    assert view.block == memory.preview("feature store", max_tokens=120)
+    assert view.block == memory.preview("feature store", max_tokens=120, project=here)
     assert 0 < view.tokens <= 120
     assert f"{view.tokens} / 120 tokens" in str(view)
     assert view.block in str(view)

@@ -28,6 +28,7 @@ def seed(shell: InteractiveShell) -> Memory:
     memory.apply(
         {"newFacts": [], "projectContext": {"summary": "Telecom churn.", "shouldUpdate": True}},
         source="thread-alpha",
+        project="alpha",  # the notebook's project, named as every call names it
     )
     run(shell, "project beta")
     run(shell, f'add "{BETA}" --project')

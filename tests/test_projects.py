@@ -152,7 +152,7 @@ def test_injection_ranks_user_and_active_project_facts_and_never_another_project
     assert "readmitted" in clinic_block and "churned" not in clinic_block
     assert "polars" in churn_block and "polars" in clinic_block
     assert "Project Context:\n- churn:" in churn_block and "- clinic:" not in churn_block
-    mem.project = None  # no project (DESIGN's names): the user's facts only
+    # no project named (DESIGN's names): the user's facts only
     assert "churned" not in mem.preview() and "readmitted" not in mem.preview()
     reply = agent.run("What does the target column mean?", thread="k2", project="clinic")
     assert "readmitted" in reply and "churned" not in reply
@@ -348,10 +348,8 @@ def test_an_old_home_opens_with_every_fact_in_the_user_scope(home: Path) -> None
     db.conn.commit()
     db.close()
     mem = Memory()
-    mem.project = "churn"
-    assert "Prefers polars over pandas" in mem.preview()
-    mem.project = "anything else"
-    assert "Prefers polars over pandas" in mem.preview()
+    assert "Prefers polars over pandas" in mem.preview(project="churn")
+    assert "Prefers polars over pandas" in mem.preview(project="anything else")
     assert mem.projects.list() == [
         {"name": "default", "facts": 0, "threads": 1, "last_used": "2026-01-01", "summary": ""}
     ]
@@ -457,11 +455,10 @@ def test_threads_from_before_projects_are_recalled_in_every_project(home: Path) 
     ]
     agent.journal.add_messages("old", old)  # no project: as journaled before projects
     agent.run("Let's look at the Lisbon stores data.", thread="new", project="lisbon")
-    agent.memory.project = "clinic"
-    hits = agent.memory.recall("stores data")
+    hits = agent.memory.recall("stores data", project="clinic")
     assert {(h["thread"], h["project"]) for h in hits} == {("old", None)}
-    agent.memory.project = "lisbon"
-    assert {h["thread"] for h in agent.memory.recall("stores data")} == {"old", "new"}
+    lisbon = agent.memory.recall("stores data", project="lisbon")
+    assert {h["thread"] for h in lisbon} == {"old", "new"}
     agent.close()
 
 
@@ -483,7 +480,6 @@ def test_consolidation_merges_within_a_scope_never_across(home: Path) -> None:
 
 def test_a_held_project_change_is_reviewed_item_by_item(home: Path) -> None:
     mem = Memory()
-    mem.project = "churn"
     mem.review = True
     mem.apply(
         {
@@ -494,6 +490,7 @@ def test_a_held_project_change_is_reviewed_item_by_item(home: Path) -> None:
             "projectContext": {"summary": "Telecom churn model.", "shouldUpdate": True},
         },
         source="t1",
+        project="churn",
     )
     (change,) = mem.pending()
     lines = [item.reading() for item in mem.review_items(change)]

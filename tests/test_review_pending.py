@@ -59,9 +59,10 @@ def test_the_agent_footer_says_when_folds_wait_for_review(shell: InteractiveShel
     assert "review" not in footer  # review mode off: no note
     memory = get_session(shell).memory
     memory.review = True
+    project = get_session(shell).project.name
     footer, html = agent_footer(shell, "%%agent -t notes\nI use ruff for linting.")
     assert footer.endswith(
-        f"facts injected · project {memory.project} · memory: review mode — this turn's fold "
+        f"facts injected · project {project} · memory: review mode — this turn's fold "
         "will wait for review "
         "(%memory pending)"
     ), footer
@@ -71,7 +72,7 @@ def test_the_agent_footer_says_when_folds_wait_for_review(shell: InteractiveShel
     # --no-memory: this turn is never folded, but what already waits is still said
     footer, _ = agent_footer(shell, "%%agent -t other --no-memory\nHello there.")
     assert footer.endswith(
-        f"injected · project {memory.project} · memory: review mode — 1 change awaits review "
+        f"injected · project {project} · memory: review mode — 1 change awaits review "
         "(%memory pending)"
     ), footer
     footer, _ = agent_footer(shell, "%%agent -t notes\nI also use mypy.")

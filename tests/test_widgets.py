@@ -493,8 +493,7 @@ def test_the_project_selector_starts_on_the_notebooks_project_and_narrows_facts_
     user = memory.add_fact("Prefers polars for every dataset", category="preference")
     alpha = memory.add_fact("The alpha dataset's target column is churned_90d", project="alpha")
     beta = memory.add_fact("The beta dataset's target column is revenue_q3", project="beta")
-    memory.project = "alpha"
-    panel = MemoryPanel(memory)
+    panel = MemoryPanel(memory, project=lambda: "alpha")  # the notebook's project
     picker = panel.project.widget
     assert list(picker.options) == ["(all projects)", "(user only)", "alpha", "beta"]
     assert picker.value == "alpha"  # the notebook's project
@@ -528,13 +527,13 @@ def test_the_project_selector_follows_a_project_switch_until_the_user_picks(
     memory: Memory,
 ) -> None:
     memory.add_fact("The alpha table has 7043 rows", project="alpha")
-    memory.project = "alpha"
-    panel = MemoryPanel(memory)
-    memory.project = "gamma"  # %memory project gamma: a project with no facts yet
+    here = ["alpha"]  # the session's project, as the notebook switches it
+    panel = MemoryPanel(memory, project=lambda: here[0])
+    here[0] = "gamma"  # %memory project gamma: a project with no facts yet
     panel.refresh()
     assert panel.project.widget.value == "gamma" and "gamma" in panel.project.widget.options
     panel.project.widget.value = "alpha"  # the user's own choice stays
-    memory.project = "delta"
+    here[0] = "delta"
     panel.refresh()
     assert panel.project.widget.value == "alpha"
     panel.close()

@@ -234,8 +234,8 @@ class Agent:
     ) -> str:
         """One lead-agent turn; returns the reply. ``self.last_turn`` holds the details,
         also after Ctrl-C (status ``interrupted``, the partial reply kept) or an error.
-        ``project`` (default: the memory's active one) is the project the turn reads and
-        remembers in, recorded on the thread.
+        ``project`` is the project the turn reads and remembers in, recorded on the thread
+        (None: the user's facts only, the thread in ``default``).
 
         ``ThreadError`` for a sub-agent's thread: it is not a conversation to continue (and
         memory never reads it).
@@ -244,7 +244,7 @@ class Agent:
 
         started = time.perf_counter()
         self.last_turn = None
-        project = project_name(project) if project else self.memory.project
+        project = project_name(project) if project else None
         label = project or DEFAULT_PROJECT  # the thread's project, recorded once
         thread = self.fresh_thread(thread, label) if new else self.thread_id(thread, label)
         known = self.journal.thread(thread)

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..projects import fact_project
 from ..schema.constants import CATEGORIES
 from ..similarity import overlap
 from ..tokens import count_tokens
@@ -268,7 +269,7 @@ def fact_line(fact: dict[str, Any]) -> str:
         confidence = float(fact.get("confidence", 0))
     except (TypeError, ValueError):
         confidence = 0.0
-    project = fact.get("project") if fact.get("scope") == "project" else None
+    project = fact_project(fact)
     where = f" (project {escape(str(project))})" if project else ""
     return (
         f"- {escape(str(fact.get('id', '?')))} | {escape(str(fact.get('category', 'context')))}"

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import memory
-from ..memory import FactQuery, FactSort, project_names, scoped_memory
-from ..projects import fact_project, in_scope
+from ..memory import FactQuery, FactSort, Scope, project_names, scoped_view
+from ..projects import fact_project
 from ..schema.constants import (
     HISTORY_SECTIONS,
     SUGGESTION_MARK,
@@ -63,9 +63,10 @@ def fact_rows(
         text=text,
         sort=key,
         descending=descending,
+        scope=chosen_scope(project),
     )
     rows = []
-    for fact in query.run(_in_project((memory or {}).get("facts", []), project)):
+    for fact in query.run((memory or {}).get("facts", [])):
         rows.append(
             {
                 "id": fact.get("id", ""),
@@ -91,12 +92,12 @@ def project_choices(memory: dict[str, Any] | None, *, everything: bool = True) -
     return [*([ALL_PROJECTS] if everything else []), USER_ONLY, *names]
 
 
-def _in_project(facts: list[dict[str, Any]], project: str) -> list[dict[str, Any]]:
-    """The facts ``project`` (a ``project_choices`` option) shows."""
+def chosen_scope(project: str | None) -> Scope:
+    """The scope a ``project_choices`` option names: every project's facts, the user's
+    only, or the user's and that project's (None: the user's only)."""
     if project == ALL_PROJECTS:
-        return facts
-    owner = None if project == USER_ONLY else project
-    return [f for f in facts if isinstance(f, dict) and in_scope(f, owner)]
+        return Scope.everywhere()
+    return Scope.of(None if project == USER_ONLY else project)
 
 
 def section_rows(
@@ -141,7 +142,7 @@ def injection_preview(
 ) -> dict[str, Any]:
     """The exact block a turn in ``project`` (None or ``USER_ONLY``: the user's facts only)
     injects for ``context``, its token count, and why: the user's facts and that project's
-    ranked together (``scopes.visible``, as ``Memory.injection`` does), never another's.
+    ranked together (``Scope.of``, as ``Memory.injection`` does), never another's.
 
     ``facts`` lists each injected fact, in the block's order, with the score parts the
     ranking gave it: relevance (lexical BM25 fused with dense similarity when embeddings
@@ -151,7 +152,7 @@ def injection_preview(
     from ..memory import explain_injection
     from ..tokens import count_tokens
 
-    scoped = scoped_memory(memory, None if project in (None, USER_ONLY) else project)
+    scoped = scoped_view(memory, chosen_scope(project))
     block, why = explain_injection(scoped, context, max_tokens, embedder=embedder)
     return {
         "block": block,
@@ -171,7 +172,7 @@ def injection_preview(
             }
             for w in why
         ],
-        "total_facts": len(scoped.get("facts", [])),
+        "total_facts": len(scoped.facts),
     }
 
 

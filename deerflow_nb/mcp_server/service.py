@@ -261,7 +261,7 @@ class MemoryService:
 
     def read(self, uri: str) -> str:
         """A resource's text, escaped as the tools' results are; ValueError for an unknown uri."""
-        from ..memory import scoped_memory
+        from ..memory import Scope, scoped_view
 
         data = self.memory.data
         if uri == PROFILE_URI:
@@ -274,7 +274,7 @@ class MemoryService:
             return "\n".join(lines)
         if uri.startswith(PROJECT_PREFIX):
             project = project_name(unquote(uri.removeprefix(PROJECT_PREFIX)))
-            context = scoped_memory(data, project).get("projectContext") or {}
+            context = scoped_view(data, Scope.of(project)).data.get("projectContext") or {}
             summary = _escape(str(context.get("summary") or "")) or "(nothing yet)"
             return f"Project {_escape(project)}: {summary}"
         raise ValueError(f"no resource {_escape(uri)}; read {PROFILE_URI} or {PROJECT_PREFIX}NAME")

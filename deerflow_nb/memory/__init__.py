@@ -14,8 +14,8 @@ from .folding.fold_log import summary as fold_summary
 from .model_reply import ExtractionError
 from .reader import MemoryReader, open_reader
 from .reports import ApplyReport, FlushReport
-from .scopes import project_names
-from .scopes import visible as scoped_memory
+from .scopes import Scope, Snapshot, project_names
+from .scopes import view as scoped_view
 from .sqlite_home import SQLiteHome
 from .store import MemoryFileError, empty_memory
 from .updates.updater import MAX_FACT_CHARS
@@ -52,6 +52,8 @@ __all__ = [
     "MemoryFileError",
     "MemoryReader",
     "SQLiteHome",
+    "Scope",
+    "Snapshot",
     "empty_memory",
     "escape_for_block",
     "excerpt",
@@ -63,7 +65,7 @@ __all__ = [
     "open_reader",
     "parse_extraction",
     "project_names",
-    "scoped_memory",
+    "scoped_view",
     "select_facts",
 ]
 

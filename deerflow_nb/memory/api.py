@@ -30,7 +30,7 @@ from .listeners import Listeners
 from .reader import MemoryReader
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
 from .retrieval.vectors import FactVectors
-from .scopes import EVERY_PROJECT, visible
+from .scopes import ALL_PROJECTS, Scope, Snapshot, asked, view
 from .store import MemoryStore
 from .updates import fact_use as usage
 from .updates.edits import Edits
@@ -66,9 +66,6 @@ class Memory:
         self.journal = Journal(self.settings.journal_path)
         self.path = self.settings.memory_path
         self.store = MemoryStore(self.path)
-        # The notebook's project (projects.py): what injection, search and recall see beside
-        # the user's own facts. None (a Memory no notebook opened): the user's facts only.
-        self.project: str | None = None
         self._changed = Listeners()
         self._callbacks = self._changed.callbacks
         self._vectors = FactVectors(self.settings, self.journal)
@@ -126,9 +123,12 @@ class Memory:
         category: str | None = None,
         min_confidence: float | None = None,
         sort: str = "confidence",
+        *,
+        scope: Scope = ALL_PROJECTS,
     ) -> list[dict[str, Any]]:
-        """Facts filtered by category and confidence; sorted by confidence, ``created`` or none."""
-        return self.reader.facts(category, min_confidence, sort)
+        """The facts ``scope`` sees, filtered by category and confidence; sorted by
+        confidence, ``created`` or none."""
+        return self.reader.facts(category, min_confidence, sort, scope=scope)
 
     def forget_matching(self, text: str) -> list[dict[str, Any]]:
         """Facts a "forget …" request could mean: substring or most content words shared."""
@@ -147,19 +147,11 @@ class Memory:
         """The dense embedder when ``memory.embeddings`` is set, else None (imported lazily)."""
         return self._vectors.embedder
 
-    def _shared(self, project: str | None = EVERY_PROJECT) -> dict[str, Any]:
-        """The current revision, read-only, pinned so ranking need not fingerprint it; only
-        the facts ``project`` may see (``scopes.visible``: filtered before any ranking)."""
-        from .retrieval.fact_index import pin_revision
-
+    def snapshot(self, scope: Scope) -> Snapshot:
+        """The current revision as ``scope`` sees it (filtered before any ranking), read-only,
+        named by its revision so ranking need not fingerprint it."""
         revision, data = self.reader.shared()
-        data = visible(data, project)
-        if revision is not None:
-            pin_revision(data, (revision, project))
-        return data
-
-    def _scope(self, project: str | None, everywhere: bool) -> str | None:
-        return EVERY_PROJECT if everywhere else (project_name(project) if project else self.project)
+        return view(data, scope, revision)
 
     def search(
         self,
@@ -174,7 +166,7 @@ class Memory:
         ``project``'s (or ``everywhere``); ``relevant_only=False``: the nearest anyway."""
         from .retrieval.injection import rank_facts
 
-        shared = self._shared(self._scope(project, everywhere))
+        shared = self.snapshot(asked(project, everywhere))
         results = rank_facts(shared, query, embedder=self.embedder, relevant_only=relevant_only)
         results = results[:k]
         if relevant_only and query and query.strip():  # a fact found by a search is in use
@@ -196,7 +188,7 @@ class Memory:
         in ``project``'s threads unless ``everywhere`` (``retrieval/recall.py``, ``relevance``)."""
         from .retrieval.project_recall import recall_in
 
-        scope = self._scope(project, everywhere)
+        scope = asked(project, everywhere)
         return recall_in(
             self.journal, query, k, thread, scope, self.embedder, relevant_only=relevant_only
         )
@@ -207,15 +199,14 @@ class Memory:
         max_tokens: int | None = None,
         *,
         project: str | None = None,
-        user_only: bool = False,
     ) -> tuple[str, list[dict[str, Any]]]:
-        """The block the next turn injects and the facts it lists, ranked once: the user's
-        facts and ``project``'s (default: the active one; none with ``user_only``, what a
-        turn outside any project sees) under one budget, no other's."""
+        """The block the next turn in ``project`` injects and the facts it lists, ranked
+        once: the user's facts and ``project``'s (None: the user's only, what a turn outside
+        any project sees) under one budget, no other's."""
         from .retrieval.injection import inject
 
         budget = self.settings.memory.max_injection_tokens if max_tokens is None else max_tokens
-        shared = self._shared(None if user_only else (project or self.project))
+        shared = self.snapshot(asked(project))
         return inject(shared, budget, context, embedder=self.embedder)
 
     def record_injection(self, facts: list[dict[str, Any]], message: str) -> None:
@@ -299,15 +290,22 @@ class Memory:
         return self._edits.forget_outside(fact_ids, source)
 
     # -- folding (folding/) ------------------------------------------------------------
-    def apply(self, diff: dict[str, Any] | ExtractionDiff, source: str = "manual") -> ApplyReport:
+    def apply(
+        self,
+        diff: dict[str, Any] | ExtractionDiff,
+        source: str = "manual",
+        *,
+        project: str | None = None,
+    ) -> ApplyReport:
         """Apply one DeerFlow extraction diff exactly as a fold does (held back in review mode,
-        and by the wipe guard), journaled with its report.
+        and by the wipe guard), journaled with its report; ``project`` (default ``default``)
+        takes its items labelled ``scope: project``.
 
         Items are checked one by one: invalid ones are left out (``ApplyReport.left_out``)
         and the rest applies. Raises ``ExtractionError`` (a ValueError), changing nothing,
         only when ``diff`` is not a diff at all.
         """
-        return self._folding.apply(check_diff(diff), source, project=self.project)
+        return self._folding.apply(check_diff(diff), source, project=project)
 
     def folds(self, limit: int = 20) -> list[dict[str, Any]]:
         """What the latest folds did, newest first (see ``folding.fold_log.decode``)."""
@@ -327,7 +325,7 @@ class Memory:
     ) -> str:
         """The one door for a conversation from outside the agent: journal ``messages`` in
         ``project``'s thread ``thread`` (``conversation.py``), queue its fold; its id."""
-        thread_id = journal_conversation(self.journal, thread, messages, project or self.project)
+        thread_id = journal_conversation(self.journal, thread, messages, project)
         self.enqueue(thread_id)
         return thread_id
 
@@ -470,7 +468,6 @@ class Memory:
         evicted, sections, left_out: [{item, reason, value}], held, pending_id, version,
         error}``), ``consecutive_failures`` of the memory model, the last error, paths."""
         status = self.reader.status()
-        status["project"] = self.project  # the notebook's (None: the user's facts only)
         status["last_error"] = status["last_error"] or self._folding.last_error
         waiting = self._folding.waiting_for_user
         status["waiting_for_user"] = fold_log.waiting_line(status["pending"]) if waiting else "no"

@@ -2,7 +2,9 @@
 
 ``%memory facts`` (``Memory.facts``), the panel's Facts tab, the inspector's facts table and
 ``forget_matching`` all describe what they want as a ``FactQuery`` and run it over the same
-facts, so a fact listed in one is listed, in the same order, in the others. Ranking facts by
+facts, so a fact listed in one is listed, in the same order, in the others. The query names
+its ``scope``, and ``Scope.sees`` alone decides which facts that is: no view filters by
+project itself. Ranking facts by
 relevance to a message is another job (``retrieval/ranking.py``); this one only selects and orders.
 """
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..similarity import overlap
+from .scopes import ALL_PROJECTS, Scope
 
 Sort = Literal["confidence", "created", "updated", "category", "content", "none"]
 _FIELDS = {"created": "createdAt", "updated": "updatedAt", "category": "category"}
@@ -28,6 +31,8 @@ def confidence(fact: Mapping[str, Any]) -> float:
 class FactQuery:
     """Which facts, in what order, which page. Empty fields select everything.
 
+    ``scope`` is whose facts (``scopes.Scope``; default every project's, a whole-memory
+    listing such as ``%memory facts --all`` or the review's).
     ``text`` keeps facts whose content holds it (case-insensitive); ``like`` keeps those a
     "forget …" request could mean: the text within, or most of the content words shared.
     ``sort`` orders by confidence (highest first unless ``descending=False``), by date,
@@ -42,6 +47,7 @@ class FactQuery:
     descending: bool = True
     offset: int = 0
     limit: int | None = None
+    scope: Scope = ALL_PROJECTS
 
     def matches(self, fact: Mapping[str, Any]) -> bool:
         """Whether ``fact`` passes every filter."""
@@ -49,7 +55,8 @@ class FactQuery:
         content = str(fact.get("content", ""))
         needle = self.text.strip().casefold()
         return (
-            (not self.categories or fact.get("category") in self.categories)
+            self.scope.sees(fact)
+            and (not self.categories or fact.get("category") in self.categories)
             and (self.min_confidence is None or conf >= self.min_confidence)
             and (self.max_confidence is None or conf <= self.max_confidence)
             and (not needle or needle in content.casefold())

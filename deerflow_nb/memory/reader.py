@@ -29,6 +29,7 @@ from ..storage.db import Connection, has_table, open_read_only
 from ..storage.migrations import applied
 from .fact_query import FactQuery, Sort
 from .folding import fold_log
+from .scopes import ALL_PROJECTS, USER, Scope
 from .store import MemoryFileError, MemoryStore
 from .updates import fact_use as usage_rows
 from .updates import versions as version_rows
@@ -69,7 +70,7 @@ class MemoryReader:
         k: int,
         *,
         thread: str | None = None,
-        project: str | None = None,
+        scope: Scope = USER,
         embedder: Any = None,
         relevant_only: bool = True,
     ) -> list[dict[str, Any]]:
@@ -85,7 +86,7 @@ class MemoryReader:
         journal = JournalCopy(db, self.settings.journal_path, copy=not is_current(db))
         try:
             return recall_in(
-                journal, query, k, thread, project, embedder, relevant_only=relevant_only
+                journal, query, k, thread, scope, embedder, relevant_only=relevant_only
             )
         finally:
             journal.close()
@@ -114,17 +115,19 @@ class MemoryReader:
         category: str | None = None,
         min_confidence: float | None = None,
         sort: str = "confidence",
+        *,
+        scope: Scope = ALL_PROJECTS,
     ) -> list[dict[str, Any]]:
-        """Facts filtered by category and confidence; sorted by confidence, ``created`` (newest
-        first) or not at all."""
+        """The facts ``scope`` sees, filtered by category and confidence; sorted by
+        confidence, ``created`` (newest first) or not at all."""
         by: Sort = (
             "created" if sort == "created" else "confidence" if sort == "confidence" else "none"
         )
         categories = (category,) if category is not None else ()
-        return self.query(FactQuery(categories, min_confidence=min_confidence, sort=by))
+        return self.query(FactQuery(categories, min_confidence, sort=by, scope=scope))
 
     def query(self, query: FactQuery) -> list[dict[str, Any]]:
-        """The facts ``query`` selects, in its order, its page (``fact_query.py``)."""
+        """The facts ``query`` selects (its scope's, ``Scope.sees``), in its order, its page."""
         return query.run(self.data.get("facts", []))
 
     def query_page(self, query: FactQuery) -> tuple[list[dict[str, Any]], int]:

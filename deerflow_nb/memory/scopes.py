@@ -6,19 +6,99 @@ before and a memory from before projects opens with every fact in the user scope
 project's short context summary lives under the extra top-level key ``projects``
 (``{NAME: {"summary", "updatedAt"}}``), which DeerFlow ignores.
 
-What reads memory for a project filters first (``visible``) and ranks after: the facts of
-another project never reach the ranking, so they can never be injected or found.
+Every read and every change names a ``Scope``; ``Scope.sees`` is the one rule of what it
+sees (``projects.fact_project`` says whose a fact is). What reads memory for a scope takes
+a ``Snapshot`` (``view``) first and ranks after: the facts of another project never reach
+the ranking, so they can never be injected or found.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..projects import DEFAULT_PROJECT, PROJECT_SCOPE, fact_project, in_scope
+from ..projects import DEFAULT_PROJECT, PROJECT_SCOPE, fact_project, project_name
 
 PROJECTS_KEY = "projects"  # memory.json's extra key: each project's context summary
-EVERY_PROJECT = "*"  # ``visible``'s "no filter": search and recall with --all
-SCOPED = "_scopedFor"  # set on ``visible``'s result (never written): already filtered
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose facts a read or a change sees: the user's own (``user``), those of
+    ``projects``, or every project's (``every``: only when a user asked, ``--all``)."""
+
+    projects: frozenset[str] = frozenset()
+    user: bool = True
+    every: bool = False
+
+    @classmethod
+    def of(cls, project: str | None) -> Scope:
+        """What a turn in ``project`` sees: the user's facts and that project's (None: the
+        user's only)."""
+        return cls(frozenset({project}) if project else frozenset())
+
+    @classmethod
+    def several(cls, projects: Iterable[str]) -> Scope:
+        """The user's facts and those of each of ``projects`` (a user's request)."""
+        return cls(frozenset(projects))
+
+    @classmethod
+    def everywhere(cls) -> Scope:
+        """Every project's facts and the user's (only when a user asked)."""
+        return ALL_PROJECTS
+
+    @classmethod
+    def own(cls, project: str | None) -> Scope:
+        """Only ``project``'s own facts, not the user's (``%memory facts --project``, a
+        project's export); None: only the user's own."""
+        return cls(frozenset({project}), user=False) if project else USER
+
+    @property
+    def project(self) -> str | None:
+        """The one project this scope is about (its summary, its threads), else None."""
+        return next(iter(self.projects)) if len(self.projects) == 1 and not self.every else None
+
+    def sees(self, fact: Mapping[str, Any]) -> bool:
+        """The one rule: whether this scope may see ``fact``."""
+        if not isinstance(fact, Mapping):
+            return False
+        owner = fact_project(fact)
+        if owner is None:
+            return self.user
+        return self.every or owner in self.projects
+
+
+USER = Scope()  # the user's own facts: a turn outside any project
+ALL_PROJECTS = Scope(every=True)  # every fact: only when a user asked (``--all``)
+
+
+def asked(project: str | None, everywhere: bool = False) -> Scope:
+    """The scope a read's arguments name: every project (a user's ``--all``), else the
+    user's facts and ``project``'s, its name normalised (None: the user's only)."""
+    if everywhere:
+        return ALL_PROJECTS
+    return Scope.of(project_name(project)) if project else USER
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One revision of memory as a scope sees it: ``data`` holds only the facts ``scope``
+    sees (and its project's summary as ``projectContext``); never mutated. ``revision``
+    names the stored document (None: not known), so ranking caches by it."""
+
+    data: Mapping[str, Any]
+    scope: Scope
+    revision: Hashable | None = None
+
+    @property
+    def facts(self) -> list[dict[str, Any]]:
+        return list(self.data.get("facts") or [])
+
+    @property
+    def key(self) -> Hashable | None:
+        """What names these facts for a cache: the revision and the scope, or None."""
+        return None if self.revision is None else (self.revision, self.scope)
 
 
 def candidate_owner(candidate: dict[str, Any], project: str | None) -> str | None:
@@ -43,30 +123,36 @@ def stamp(fact: dict[str, Any], owner: str | None) -> dict[str, Any]:
 def evictable(facts: list[dict[str, Any]], grown: set[str | None]) -> list[int]:
     """The positions eviction may pick: the facts of the scopes a change added to, so a busy
     project never evicts the user's profile (nor another project's facts)."""
-    return [i for i, f in enumerate(facts) if fact_project(f) in grown]
+    scope = Scope(frozenset(p for p in grown if p), user=None in grown)
+    return [i for i, f in enumerate(facts) if scope.sees(f)]
 
 
-def visible(data: dict[str, Any], project: str | None) -> dict[str, Any]:
-    """``data`` with only the facts ``project`` may see (``EVERY_PROJECT``: all of them),
-    and its project summary as ``projectContext``; the input is not changed."""
-    if project == EVERY_PROJECT or SCOPED in data:
-        return data
+def view(data: Mapping[str, Any], scope: Scope, revision: Hashable | None = None) -> Snapshot:
+    """``data`` as ``scope`` sees it (``Scope.sees``), with its project's summary as
+    ``projectContext``; the input is not changed (nor copied when nothing is to filter)."""
     facts = data.get("facts") or []
-    plain = not any(isinstance(f, dict) and f.get("scope") == PROJECT_SCOPE for f in facts)
-    if plain and "projectContext" not in data and not (project and project_summary(data, project)):
-        return data  # DeerFlow's memory: every fact the user's, nothing to filter
-    out = dict(data)
-    out[SCOPED] = project
-    out["facts"] = [f for f in facts if isinstance(f, dict) and in_scope(f, project)]
+    project = scope.project
     summary = project_summary(data, project) if project else ""
+    plain = not any(isinstance(f, dict) and f.get("scope") == PROJECT_SCOPE for f in facts)
+    if scope.every or (plain and scope.user and "projectContext" not in data and not summary):
+        return Snapshot(data, scope, revision)  # every fact seen: nothing to filter
+    out = dict(data)
+    out["facts"] = [f for f in facts if scope.sees(f)]
     if summary:
         out["projectContext"] = {"name": project, "summary": summary}
     else:
         out.pop("projectContext", None)
-    return out
+    return Snapshot(out, scope, revision)
 
 
-def project_summary(data: dict[str, Any], project: str) -> str:
+def seen(memory: Mapping[str, Any] | Snapshot | None) -> Snapshot:
+    """``memory`` as a snapshot: a bare memory.json dict (DeerFlow's) in the user's scope."""
+    if isinstance(memory, Snapshot):
+        return memory
+    return view(memory if isinstance(memory, Mapping) else {}, USER)
+
+
+def project_summary(data: Mapping[str, Any], project: str) -> str:
     """The project's context summary ("" when it has none)."""
     entry = (data.get(PROJECTS_KEY) or {}).get(project)
     summary = entry.get("summary") if isinstance(entry, dict) else None

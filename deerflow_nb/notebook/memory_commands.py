@@ -112,40 +112,45 @@ class MemoryCommands(ProjectCommands):
     def handle_panel(self, args: PanelArgs) -> MemoryPanel:
         from .panel import MemoryPanel
 
-        return MemoryPanel(self.memory)
+        return MemoryPanel(self.memory, project=lambda: self.here)
+
+    def _status(self) -> dict[str, Any]:
+        """Memory's status and the notebook's project (None: the user's facts only)."""
+        return {**self.memory.status(), "project": self.here}
 
     def summary(self) -> SummaryView:
-        return SummaryView(self.memory.data, self.memory.status())
+        return SummaryView(self.memory.data, self._status())
 
     def handle_facts(self, args: FactsArgs) -> FactsTable:
         return self.facts_in_scope(args)
 
     def handle_search(self, args: SearchArgs) -> SearchResults:
-        results = tuple(self.memory.search(args.query, k=args.k, everywhere=args.all))
+        scope = {"project": self.here, "everywhere": args.all}
+        results = tuple(self.memory.search(args.query, k=args.k, **scope))
         nearest = None
         if not results and args.query.strip():
-            miss = self.memory.search(args.query, k=1, everywhere=args.all, relevant_only=False)
+            miss = self.memory.search(args.query, k=1, relevant_only=False, **scope)
             nearest = miss[0][0] if miss else None
         return SearchResults(args.query, results, nearest)
 
     def handle_recall(self, args: RecallArgs) -> RecallResults:
         if args.thread is not None and self.memory.reader.thread(args.thread) is None:
             raise UsageError(f"{PROG} recall: no thread {args.thread!r} in the journal")
-        wide = args.all
-        results = self.memory.recall(args.query, k=args.k, thread=args.thread, everywhere=wide)
+        scope = {"project": self.here, "everywhere": args.all}
+        results = self.memory.recall(args.query, k=args.k, thread=args.thread, **scope)
         nearest = None
         if not results:
             miss = self.memory.recall(
-                args.query, k=1, thread=args.thread, everywhere=wide, relevant_only=False
+                args.query, k=1, thread=args.thread, relevant_only=False, **scope
             )
             nearest = miss[0] if miss else None
         return RecallResults(args.query, tuple(results), args.thread, nearest=nearest)
 
     def handle_preview(self, args: PreviewArgs) -> PreviewView:
-        return preview_view(self.memory, args.context, args.tokens)
+        return preview_view(self.memory, args.context, args.tokens, project=self.here)
 
     def handle_status(self, args: StatusArgs) -> StatusView:
-        return StatusView(self.memory.status())
+        return StatusView(self._status())
 
     def handle_doctor(self, args: DoctorArgs) -> DoctorReport:
         from ..doctor.checks import run_doctor

@@ -24,18 +24,19 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
 from ..config import ConfigError
-from ..memory import FactQuery, MemoryFileError
-from ..projects import fact_project, in_scope
-from ..schema.constants import CATEGORIES, SUGGESTION_MARK, is_model_suggestion
+from ..memory import FactQuery, MemoryFileError, Scope
+from ..projects import fact_project
+from ..schema.constants import CATEGORIES
 from ..untrusted import escape_html
 from .project_picker import ProjectPicker
 from .recall_tab import RecallTab
-from .views.facts import preview_view
+from .views.facts import marked, preview_view
 from .views.history import EventsView
 from .views.status import SummaryView, flush_summary
 from .views.table import count_of
@@ -54,9 +55,15 @@ class MemoryPanel:
     """An ipywidgets view of one ``Memory``; display it, or return it from a cell."""
 
     def __init__(
-        self, memory: Memory, *, history_limit: int = 50, poll_seconds: float = POLL_SECONDS
+        self,
+        memory: Memory,
+        *,
+        project: Callable[[], str | None] = lambda: None,
+        history_limit: int = 50,
+        poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self.memory = memory
+        self.here = project  # the notebook's project, asked at every draw and passed on
         self.history_limit = history_limit
         self._seen: tuple[int, int, int] | None = None  # memory.json as last drawn
         self._lock = threading.RLock()  # folds refresh from the queue's worker thread
@@ -140,7 +147,7 @@ class MemoryPanel:
 
         self.history = w.HTML()
 
-        self.recall = RecallTab(memory, self._act)
+        self.recall = RecallTab(memory, self._act, project)
 
         self.tabs = w.Tab(
             children=[
@@ -262,16 +269,17 @@ class MemoryPanel:
             self._facts = list(data.get("facts", []))
             verb = "awaits" if pending == 1 else "await"
             waiting = f" · {count_of(pending, 'change')} {verb} review" if pending else ""
-            project = self.memory.project
+            project = self.here()
             where = f" · project {escape_html(project)}" if project else ""
             # The notebook's project sees its facts and the user's, not another project's.
-            facts = count_of(sum(in_scope(f, project) for f in self._facts), "fact")
+            seen = FactQuery(sort="none", scope=Scope.of(project)).run(self._facts)
+            facts = count_of(len(seen), "fact")
             self.header.value = f"<b>Memory</b> — {facts}{where}{waiting}"
             titles = list(TAB_TITLES)
             titles[PENDING_TAB] += f" ({pending})" if pending else ""
             self.tabs.titles = tuple(titles)
             self.profile.value = SummaryView(data)._repr_html_()
-            self.project.update(data, self.memory.project)
+            self.project.update(data, project)
             self._draw_scoped()
             self._draw_pending()
             events = self.memory.events(limit=self.history_limit)
@@ -289,7 +297,8 @@ class MemoryPanel:
             categories=() if category == ALL else (category,),
             min_confidence=self.min_confidence.value,
             text=self.text_filter.value,
-        ).run(self.project.facts(self._facts))
+            scope=self.project.scope,
+        ).run(self._facts)
 
     def _draw_facts(self) -> None:
         selected = {fid for fid, box in self.fact_checks.items() if box.value}
@@ -310,7 +319,7 @@ class MemoryPanel:
                     w.HTML(f"<code>{conf:.2f}</code> <small>{escape_html(fact['id'])}</small>"),
                     w.HTML(f"<i>{escape_html(str(fact.get('category', '')))}</i>"),
                     w.HTML(f"<small>{escape_html(fact_project(fact) or 'user')}</small>"),
-                    w.HTML(escape_html(_marked(fact))),
+                    w.HTML(escape_html(marked(fact, str(fact.get("content", ""))))),
                 ])
             )  # fmt: skip
         replace_children(self.fact_rows, rows or [w.HTML("<i>No facts.</i>")])
@@ -324,7 +333,7 @@ class MemoryPanel:
                 self.memory,
                 self.context.value or None,
                 self.budget.value,
-                **self.project.preview_scope(),
+                project=self.project.preview_project(self.here()),
             )
         except MemoryFileError as exc:  # typed into the context box: no cell to raise into
             self._say_error(exc)
@@ -488,9 +497,3 @@ class MemoryPanel:
     def _on_review(self, change: dict[str, Any]) -> None:
         self.memory.review = bool(change["new"])
         self.message.value = f"Review mode {'on' if change['new'] else 'off'}"
-
-
-def _marked(fact: dict[str, Any]) -> str:
-    """A fact's text, marked when the model stored it without the user asking."""
-    content = str(fact.get("content", ""))
-    return f"{SUGGESTION_MARK} {content}" if is_model_suggestion(fact) else content

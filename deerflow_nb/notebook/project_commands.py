@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from ..projects import looks_like_project
+from ..memory import Scope
+from ..projects import fact_project, looks_like_project
 from .memory_args import (
     PROG,
     AddArgs,
@@ -35,6 +36,12 @@ class ProjectCommands:
 
     memory: Memory
     session: Session | None
+
+    @property
+    def here(self) -> str | None:
+        """The notebook's project (the session's UI state), passed to memory on each call;
+        None without a notebook: the user's facts only."""
+        return self.session.project.name if self.session is not None else None
 
     def _project_name(self, name: str) -> str:
         from ..projects import project_name
@@ -63,14 +70,13 @@ class ProjectCommands:
             return self._rename(name, args.rename) if args.rename else self._forget(name, args)
         if args.name is not None:
             if self.session is None:
-                self.memory.project = self._project_name(args.name)
-            else:
-                try:
-                    self.session.set_project(args.name)
-                except ValueError as exc:
-                    raise UsageError(f"{PROG} project: {exc}") from None
-            return Notice(f"This notebook is now in project {self.memory.project}")
-        found = self.session.project.describe() if self.session else self.memory.project
+                raise UsageError(f"{PROG} project: only a notebook has a project to switch")
+            try:
+                self.session.set_project(args.name)
+            except ValueError as exc:
+                raise UsageError(f"{PROG} project: {exc}") from None
+            return Notice(f"This notebook is now in project {self.here}")
+        found = self.session.project.describe() if self.session else None
         return Notice(
             f"This notebook is in project {found or 'none'}; {PROG} project NAME switches"
         )
@@ -78,11 +84,8 @@ class ProjectCommands:
     def _rename(self, name: str, new: str) -> Notice:
         new = self._project_name(new)
         moved = self.memory.projects.rename(name, new)
-        if self.memory.project == name:
-            if self.session is not None:
-                self.session.set_project(new)
-            else:
-                self.memory.project = new
+        if self.session is not None and self.here == name:
+            self.session.set_project(new)
         return Notice(
             f"Renamed project {name} to {new} ({count_of(moved, 'fact')} moved); notebooks "
             f"whose git root or folder is named {name} open in project {new} from now on"
@@ -143,7 +146,7 @@ class ProjectCommands:
         return Notice(report.describe(f"into project {name} from {path}"))
 
     def handle_projects(self, args: ProjectsArgs) -> ProjectsTable:
-        return ProjectsTable(tuple(self.memory.projects.list()), self.memory.project)
+        return ProjectsTable(tuple(self.memory.projects.list()), self.here)
 
     def handle_move(self, args: MoveArgs) -> Notice:
         if args.user == (args.project is not None):
@@ -156,7 +159,8 @@ class ProjectCommands:
                 fact = self.memory.edit_fact(args.fact_id, scope="project", project=project)
         except KeyError:
             raise UsageError(f"no fact {args.fact_id!r}; see {PROG} facts --all") from None
-        where = f"project {fact['project']}" if fact.get("project") else "your own facts"
+        owner = fact_project(fact)
+        where = f"project {owner}" if owner else "your own facts"
         return Notice(f"Moved {fact.get('id')} to {where}: {fact.get('content')}")
 
     def facts_in_scope(self, args: FactsArgs) -> FactsTable:
@@ -164,21 +168,17 @@ class ProjectCommands:
         ``--all``."""
         if sum([args.all, args.user, args.project is not None]) > 1:
             raise UsageError(f"{PROG} facts: give one of --project NAME, --user, --all")
-        facts = self.memory.facts(
-            category=args.category, min_confidence=args.min_confidence, sort=args.sort
-        )
-        title = "Facts"
+        scope, title = Scope.of(self.here), "Facts"  # yours and this project's: what it sees
         if args.all:
-            title = "Facts of every project"
+            scope, title = Scope.everywhere(), "Facts of every project"
         elif args.user:
-            facts, title = [f for f in facts if not f.get("project")], "Your facts"
+            scope, title = Scope.of(None), "Your facts"
         elif args.project is not None:
             name = self._known_project(args.project)
-            facts = [f for f in facts if f.get("project") == name and f.get("scope") == "project"]
-            title = f"Facts of project {name}"
-        else:  # yours and this project's: what this notebook sees
-            here = self.session.project.name if self.session else self.memory.project
-            facts = [f for f in facts if f.get("scope") != "project" or f.get("project") == here]
+            scope, title = Scope.own(name), f"Facts of project {name}"
+        facts = self.memory.facts(
+            category=args.category, min_confidence=args.min_confidence, sort=args.sort, scope=scope
+        )
         shown = facts[: args.limit] if args.limit else facts
         return facts_view(shown, title, total=len(facts))
 
@@ -186,11 +186,12 @@ class ProjectCommands:
         """The project ``%memory add`` stores into (None: the user's own facts)."""
         if args.project and args.user:
             raise UsageError(f"{PROG} add: --project or --user, not both")
-        if args.user or not self.memory.project:
+        if args.user or not self.here:
             return None
         if args.project or looks_like_project(args.text):
-            return self.memory.project
+            return self.here
         return None
 
     def scope_words(self, fact: dict[str, Any]) -> str:
-        return f" in project {fact['project']}" if fact.get("scope") == "project" else ""
+        owner = fact_project(fact)
+        return f" in project {owner}" if owner else ""

@@ -12,8 +12,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from ..memory import project_names
-from ..projects import in_scope
+from ..memory import Scope, project_names
 
 # The choices besides each project (a project name cannot hold parentheses, so these
 # never clash with one).
@@ -51,17 +50,17 @@ class ProjectPicker:
         finally:
             self._quiet = False
 
-    def facts(self, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The facts the chosen scope shows."""
+    @property
+    def scope(self) -> Scope:
+        """Whose facts the Facts tab lists (memory's ``Scope.sees`` decides which they are)."""
         if self.value == ALL_PROJECTS:
-            return facts
-        owner = None if self.value == USER_ONLY else self.value
-        return [f for f in facts if isinstance(f, dict) and in_scope(f, owner)]
+            return Scope.everywhere()
+        return Scope.of(None if self.value == USER_ONLY else self.value)
 
-    def preview_scope(self) -> dict[str, Any]:
-        """``preview_view``'s scope arguments: the chosen project's turn (``ALL_PROJECTS``:
-        the notebook's own, what its next turn injects)."""
+    def preview_project(self, active: str | None) -> str | None:
+        """The project whose turn the Preview tab shows: the chosen one (``ALL_PROJECTS``:
+        the notebook's ``active`` one, what its next turn injects; ``USER_ONLY``: none)."""
         chosen = self.value
-        if chosen == USER_ONLY:
-            return {"project": None, "user_only": True}
-        return {"project": None if chosen == ALL_PROJECTS else chosen, "user_only": False}
+        if chosen == ALL_PROJECTS:
+            return active
+        return None if chosen == USER_ONLY else chosen

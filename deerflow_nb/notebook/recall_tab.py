@@ -28,8 +28,11 @@ Act = Callable[[Callable[[], str]], None]  # the panel's way to run a click: err
 class RecallTab:
     """The tab's widgets and clicks; ``act`` runs each click as the panel runs its own."""
 
-    def __init__(self, memory: Memory, act: Act) -> None:
+    def __init__(
+        self, memory: Memory, act: Act, project: Callable[[], str | None] = lambda: None
+    ) -> None:
         self.memory = memory
+        self.here = project  # the notebook's project: its threads are searched
         self.query = w.Text(
             placeholder="words from a past conversation",
             description="Recall",
@@ -56,8 +59,9 @@ class RecallTab:
         query = self.query.value.strip()
         if not query:
             raise ValueError("type words to look for in past conversations first")
-        results = self.memory.recall(query, k=RECALL_K)
-        miss = [] if results else self.memory.recall(query, k=1, relevant_only=False)
+        here = self.here()
+        results = self.memory.recall(query, k=RECALL_K, project=here)
+        miss = [] if results else self.memory.recall(query, k=1, project=here, relevant_only=False)
         view = RecallResults(
             query, tuple(results), numbered=True, nearest=miss[0] if miss else None
         )

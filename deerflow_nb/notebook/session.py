@@ -61,23 +61,21 @@ class Session:
             self.settings.project, cwd=os.getcwd(), notebook=notebook_path(namespace)
         )
 
-    def _settle_project(self, memory: Memory) -> str:
-        """The project this notebook's ``memory`` works in: the one set, or the one found
-        from its folder under the name a rename gave it since."""
+    def _settle_project(self, memory: Memory) -> None:
+        """Settle the project this notebook's ``memory`` works in: the one set, or the one
+        found from its folder under the name a rename gave it since (the session passes it
+        to memory on every call)."""
         project = self._project or self._found()
         if project.how in ("git", "folder"):
             renamed = memory.projects.renamed(project.name)
             if renamed != project.name:
                 project = Project(renamed, project.how)
         self._project = project
-        return project.name
 
     def set_project(self, name: str) -> Project:
         """Switch this notebook to project ``name`` (ValueError for a name that is none)."""
         with _LOCK:
             self._project = find_project(name)
-            if self._memory is not None:
-                self._memory.project = self._project.name
             return self._project
 
     @property
@@ -88,7 +86,7 @@ class Session:
 
                 memory = Memory(self.settings.home, settings=self.settings)
                 try:
-                    memory.project = self._settle_project(memory)
+                    self._settle_project(memory)
                     memory.start()  # a kernel folds in the background
                 except BaseException:
                     memory.close()

@@ -90,6 +90,7 @@ def warm(shell: Any) -> None:
             return
         from .session import get_session
 
-        get_session(shell).memory.injection("warm up")
+        session = get_session(shell)
+        session.memory.injection("warm up", project=session.project.name)  # a turn's scope
     except Exception:
         log.info("could not warm the first turn", exc_info=True)

@@ -30,7 +30,7 @@ from ...storage.contract import LeaseLost
 from ...storage.journal import Journal, row_to_message
 from ..model_reply import check_holdable
 from ..reports import ApplyReport, FlushReport
-from ..scopes import visible
+from ..scopes import Scope, view
 from ..store import MemoryFileError
 from ..updates.gate import Gate, Passed
 from ..updates.write_protocol import Ledger
@@ -66,6 +66,10 @@ class Folding:
         self._orphans_checked = False
         self._orphans_lock = threading.Lock()
 
+    def _seen(self, project: str) -> dict[str, Any]:
+        """memory.json as a fold in ``project`` sees it (read-only)."""
+        return dict(view(self.ledger.shared()[1], Scope.of(project)).data)
+
     # -- applying a diff -----------------------------------------------------------------
     def apply(
         self,
@@ -79,7 +83,7 @@ class Folding:
         project = project or DEFAULT_PROJECT
         left_out = [item.to_dict() for item in diff.left_out]
         clean = diff.to_dict()
-        kept, unpaired = paired_removals(diff, visible(self.ledger.shared()[1], project))
+        kept, unpaired = paired_removals(diff, self._seen(project))
         clean["factsToRemove"], left_out = kept, left_out + unpaired
         reports: list[ApplyReport] = []
 
@@ -225,7 +229,7 @@ class Folding:
         try:
             conversation = json.loads(row["snapshot"])
             project = self.journal.thread_project(thread_id) or DEFAULT_PROJECT
-            seen = visible(self.ledger.shared()[1], project)  # the fold's project only
+            seen = self._seen(project)  # the user's facts and the fold's project's only
             messages, handles = build_messages(seen, conversation)
             from ...llm import get_chat_model
 

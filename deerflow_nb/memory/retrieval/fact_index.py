@@ -1,10 +1,9 @@
 """The per-revision fact index, built once per memory revision and cached (``get_index``).
 
-It holds each fact's terms, the BM25 indexes, the day groups and the priors;
-``pin_revision`` names an immutable document so the cache need not fingerprint it.
-
-The cache is keyed by the facts' contents, categories, confidences and dates (or by a
-pinned revision), so a turn only analyses (and embeds) its query.
+It holds each fact's terms, the BM25 indexes, the day groups and the priors. The cache is
+keyed by the facts' contents, categories, confidences and dates, or by a snapshot's
+revision (``scopes.Snapshot.key``) so it need not fingerprint them: a turn only analyses
+(and embeds) its query.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import math
 import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +53,7 @@ def coerce_confidence(value: Any) -> float:
     return min(max(number, 0.0), 1.0)
 
 
-def _raw_facts(memory_data: dict[str, Any] | None) -> list[Any]:
+def _raw_facts(memory_data: Mapping[str, Any] | None) -> list[Any]:
     facts = (memory_data or {}).get("facts") or []
     return facts if isinstance(facts, list) else []
 
@@ -238,44 +237,31 @@ def _build(raw: list[Any]) -> FactIndex:
 # per call and the full signature is compared only on a hit.
 _cache: OrderedDict[int, tuple[tuple, FactIndex]] = OrderedDict()
 _cache_lock = threading.Lock()
-# id(document) -> (the document itself, so the id stays valid, its revision)
-_pinned: OrderedDict[int, tuple[dict[str, Any], Hashable]] = OrderedDict()
 builds = 0  # how many indexes were built: tests check the per-revision cache with it
 
 
-def pin_revision(memory_data: dict[str, Any], revision: Hashable) -> None:
-    """Declare ``memory_data`` immutable and named by ``revision`` (say, its file's stat).
-
-    ``get_index`` then keys its cache by the revision instead of fingerprinting every
-    fact on every call, the bulk of a turn's injection cost at 10,000 facts. Only for
-    objects nobody mutates, such as ``MemoryStore.read_shared``'s document.
-    """
-    with _cache_lock:
-        _pinned[id(memory_data)] = (memory_data, revision)
-        _pinned.move_to_end(id(memory_data))
-        while len(_pinned) > _CACHE_SIZE:
-            _pinned.popitem(last=False)
-
-
-# The last unpinned facts seen, as columns, and their index: a caller passing the same
+# The last facts seen without a revision, as columns, and their index: a caller passing the same
 # facts again (a benchmark, a notebook loop, a fresh copy of the same file) is checked by
 # comparing columns, with no per-fact allocation and no hashing.
 _last: tuple[Columns, FactIndex] | None = None
 
 
-def get_index(memory_data: dict[str, Any] | None) -> tuple[list[dict[str, Any]], FactIndex]:
+def get_index(
+    memory_data: Mapping[str, Any] | None, revision: Hashable | None = None
+) -> tuple[list[dict[str, Any]], FactIndex]:
     """This revision's usable facts, in store order, and its cached index (built once).
 
-    The index addresses facts by position in that list: equal signatures (or an equal
-    pinned revision) mean equal contents, categories, confidences and dates at every
-    position.
+    ``revision`` (a ``Snapshot.key``) names an immutable document, so the cache is keyed by
+    it instead of fingerprinting every fact on every call, the bulk of a turn's injection
+    cost at 10,000 facts. The index addresses facts by position in that list: equal
+    signatures (or an equal revision) mean equal contents, categories, confidences and
+    dates at every position.
     """
     global builds, _last
     raw = _raw_facts(memory_data)
-    pinned = _pinned.get(id(memory_data))
     columns = None
-    if pinned is not None and pinned[0] is memory_data:
-        key: tuple = ("revision", pinned[1])
+    if revision is not None:
+        key: tuple = ("revision", revision)
     else:
         columns = _columns(raw)
         last = _last

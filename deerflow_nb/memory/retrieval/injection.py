@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..scopes import visible
+from ..scopes import Snapshot, seen
 from . import relevance
 from .block import fit_summaries, render, summaries, summary_budget
 from .fact_index import FactIndex, get_index
@@ -81,15 +81,19 @@ if TYPE_CHECKING:
 _SEARCH_DATE_MATCH = 0.5
 
 
+Memory = dict[str, Any] | Snapshot | None  # a bare memory.json dict: the user's scope
+
+
 def _compose(
-    memory_data: dict[str, Any] | None,
+    memory_data: Memory,
     max_tokens: int,
     context: Context,
     embedder: Embedder | None,
 ) -> tuple[str, list[dict[str, Any]], list[int], FactIndex, Scores]:
     """The block, the usable facts, the positions of those it lists (in order), and why."""
-    data = visible(memory_data, None) if isinstance(memory_data, dict) else {}
-    facts, index = get_index(data)
+    snapshot = seen(memory_data)
+    data = snapshot.data
+    facts, index = get_index(data, snapshot.key)
     scores = score(index, context, embedder)
     sections = fit_summaries(summaries(data), summary_budget(max_tokens, facts))
     if not facts:
@@ -112,7 +116,7 @@ def select_in_order(
 
 
 def format_memory_for_injection(
-    memory_data: dict[str, Any] | None,
+    memory_data: Memory,
     max_tokens: int = 2000,
     context: Context = None,
     *,
@@ -123,14 +127,14 @@ def format_memory_for_injection(
     ``context`` is the turn: a string, or a list of texts whose last item is the current
     user message (earlier items, the recent turns, count half). Without context the facts
     come in DeerFlow's confidence order. Returns "" when there is nothing to inject.
-    Project facts are left out unless ``memory_data`` was scoped to their project
-    (``scopes.visible``, as ``Memory.injection`` does): the user's facts only.
+    Project facts are left out unless ``memory_data`` is a snapshot of their project's
+    scope (``scopes.view``, as ``Memory.injection`` takes): the user's facts only.
     """
     return _compose(memory_data, max_tokens, context, embedder)[0]
 
 
 def inject(
-    memory_data: dict[str, Any] | None,
+    memory_data: Memory,
     max_tokens: int = 2000,
     context: Context = None,
     *,
@@ -143,7 +147,7 @@ def inject(
 
 
 def select_facts(
-    memory_data: dict[str, Any] | None,
+    memory_data: Memory,
     context: Context = None,
     max_tokens: int = 2000,
     *,
@@ -154,7 +158,7 @@ def select_facts(
 
 
 def explain_selection(
-    memory_data: dict[str, Any] | None,
+    memory_data: Memory,
     context: Context = None,
     max_tokens: int = 2000,
     *,
@@ -172,7 +176,7 @@ def explain_selection(
 
 
 def explain_injection(
-    memory_data: dict[str, Any] | None,
+    memory_data: Memory,
     context: Context = None,
     max_tokens: int = 2000,
     *,
@@ -198,7 +202,7 @@ def explain_injection(
 
 
 def rank_facts(
-    memory_data: dict[str, Any] | None,
+    memory_data: Memory,
     query: str,
     *,
     embedder: Embedder | None = None,
@@ -213,7 +217,8 @@ def rank_facts(
     embeddings), best first, as a "nearest miss" needs. An empty query lists every fact in
     confidence order, scored by its confidence.
     """
-    facts, index = get_index(memory_data if isinstance(memory_data, dict) else {})
+    snapshot = seen(memory_data)
+    facts, index = get_index(snapshot.data, snapshot.key)
     scores = score(index, query, embedder)
     if not query or not query.strip():
         return [(facts[int(i)], float(index.confidence[int(i)])) for i in scores.order]

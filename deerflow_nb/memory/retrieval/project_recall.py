@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...storage.journal import Journal
-from ..scopes import EVERY_PROJECT
+from ..scopes import Scope
 
 
 def recall_in(
@@ -22,20 +22,22 @@ def recall_in(
     query: str,
     k: int,
     thread: str | None,
-    project: str | None,
+    scope: Scope,
     embedder: Any = None,
     *,
     relevant_only: bool = True,
 ) -> list[dict[str, Any]]:
-    """The ``k`` best hits for ``query`` in ``project``'s threads and those from before
-    projects (``EVERY_PROJECT`` or None, a memory no notebook opened: every thread), each
-    with its ``project``; only in ``project``'s thread named ``thread`` when given."""
+    """The ``k`` best hits for ``query`` in the threads of ``scope``'s projects and those
+    from before projects (every thread for every project's scope, or the user's alone, a
+    memory no notebook opened), each with its ``project``; only in the project's thread
+    named ``thread`` when given (a scope of one project)."""
     from ...projects import thread_name
     from ...scrub import encodable
     from .recall import search
 
-    whole = project in (EVERY_PROJECT, None)
-    if thread is not None and whole:
+    project = scope.project
+    whole = scope.every or not scope.projects
+    if thread is not None and project is None:
         thread = encodable(thread)  # an id as it is, but one SQLite can bind
     elif thread is not None:  # a thread from before projects is everyone's
         name = thread_name(thread)
@@ -55,6 +57,6 @@ def recall_in(
         thread=thread,
         embedder=embedder,
         relevant_only=relevant_only,
-        within=None if whole else (lambda name: owner(name) in (None, project)),
+        within=None if whole else (lambda name: owner(name) in (None, *scope.projects)),
     )
     return [{**hit, "project": owner(hit["thread"])} for hit in hits]

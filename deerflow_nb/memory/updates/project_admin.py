@@ -13,7 +13,7 @@ from ...projects import DEFAULT_PROJECT, fact_project, project_name
 from ...schema.changes import ChangeSet
 from ...storage.journal import Journal
 from ...storage.threads import rename_project
-from ..scopes import project_names, project_summary
+from ..scopes import Scope, project_names, project_summary
 from .gate import Gate
 
 
@@ -58,7 +58,8 @@ class Projects:
 
     def facts(self, name: str | None) -> list[dict[str, Any]]:
         """The facts of project ``name`` (None: the user's own)."""
-        return [f for f in self._data().get("facts") or [] if fact_project(f) == name]
+        scope = Scope.own(name)
+        return [f for f in self._data().get("facts") or [] if scope.sees(f)]
 
     def rename(self, old: str, new: str) -> int:
         """Rename project ``old`` to ``new`` (joining it when it exists): its facts, its

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ...config import CONFIG_FILENAME, Settings
-from ...projects import PROJECT_SCOPE, fact_project
+from ...projects import PROJECT_SCOPE
 from ...schema.changes import ChangeSet
-from ..scopes import PROJECTS_KEY
+from ..scopes import PROJECTS_KEY, Scope
 from ..store import check_schema, empty_memory, loads_document
 from .gate import Gate
 from .write_protocol import Ledger
@@ -101,7 +101,8 @@ def project_document(data: dict[str, Any], project: str) -> dict[str, Any]:
     """A memory.json-shaped document of ``project`` alone: its facts (as stored, scope
     included) and its summary; no user facts, empty user and history sections."""
     doc = empty_memory()
-    doc["facts"] = [copy.deepcopy(f) for f in data.get("facts") or [] if fact_project(f) == project]
+    scope = Scope.own(project)
+    doc["facts"] = [copy.deepcopy(f) for f in data.get("facts") or [] if scope.sees(f)]
     entry = (data.get(PROJECTS_KEY) or {}).get(project)
     if isinstance(entry, dict):
         doc[PROJECTS_KEY] = {project: copy.deepcopy(entry)}

@@ -8,6 +8,7 @@ from ...config import Settings
 from ...projects import DEFAULT_PROJECT, fact_project
 from ...schema.changes import ChangeSet
 from ..reports import ConsolidationReport, StaleReport
+from ..scopes import Scope
 from . import fact_use as usage
 from .gate import Gate
 from .review import Review
@@ -46,9 +47,8 @@ class Upkeep:
             if fact_project(s.fact) not in idle
         ]
         for project in sorted(idle.values(), key=lambda p: p.last_used):
-            found += [
-                project.fact_dict(f) for f in data["facts"] if fact_project(f) == project.name
-            ]
+            own = Scope.own(project.name)
+            found += [project.fact_dict(f) for f in data["facts"] if own.sees(f)]
         return found
 
     def propose_stale(self, now: Any, days: float | None) -> StaleReport:

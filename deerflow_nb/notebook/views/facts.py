@@ -29,7 +29,7 @@ class FactsTable(View):
                 f.get("id"),
                 f.get("category"),
                 confidence_bar(f.get("confidence")),
-                _marked(f, short(f.get("content"), 80)),
+                marked(f, short(f.get("content"), 80)),
                 day(f.get("createdAt")),
                 scope_of(f),
             )
@@ -40,7 +40,7 @@ class FactsTable(View):
                 escape_html(str(f.get("id", ""))),
                 escape_html(str(f.get("category", ""))),
                 html_bar(f.get("confidence")),
-                escape_html(_marked(f, str(f.get("content", "")))),
+                escape_html(marked(f, str(f.get("content", "")))),
                 escape_html(day(f.get("createdAt"))),
                 escape_html(scope_of(f)),
             ]
@@ -60,7 +60,7 @@ def scope_of(fact: Mapping[str, Any]) -> str:
     return "user" if project is None else f"project {project}"
 
 
-def _marked(fact: Mapping[str, Any], content: str) -> str:
+def marked(fact: Mapping[str, Any], content: str) -> str:
     """The content, marked when the model stored the fact on its own."""
     return f"{SUGGESTION_MARK} {content}" if is_model_suggestion(dict(fact)) else content
 
@@ -149,14 +149,11 @@ def preview_view(
     tokens: int | None,
     *,
     project: str | None = None,
-    user_only: bool = False,
 ) -> PreviewView:
-    """The injected block and its exact token count; shared by ``%memory preview`` and the
-    panel (whose project selector picks ``project``, or ``user_only``)."""
+    """The injected block and its exact token count in ``project`` (None: the user's facts
+    only); shared by ``%memory preview`` and the panel (whose selector picks ``project``)."""
     from ...tokens import count_tokens
 
     budget = memory.settings.memory.max_injection_tokens if tokens is None else tokens
-    block, chosen = memory.injection(
-        context, max_tokens=budget, project=project, user_only=user_only
-    )
+    block, chosen = memory.injection(context, max_tokens=budget, project=project)
     return PreviewView(block, count_tokens(block), budget, len(chosen))
