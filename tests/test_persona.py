@@ -16,19 +16,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 pytest.importorskip(
     "jupyter_ai_persona_manager",
     reason="jupyter-ai-persona-manager is not installed (pip install 'deerflow-nb[jupyter-ai]')",
 )
 
-from chat_server import ChatClient, ChatServer, server_env, start_server  # noqa: E402
+from chat_server import (  # noqa: E402
+    ChatClient,
+    chat_turns,
+    post_message,
+    run_cells,
+    server_env,
+    start_server,
+)
+from jupyter_proc import JupyterProcess  # noqa: E402
 
 from deerflow_nb import Agent, Memory  # noqa: E402
-from deerflow_nb.storage.journal import Journal  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -39,7 +44,7 @@ CHAT = "churn/analysis.chat"
 class Site:
     """The server of this module's tests, its root folder (``churn/`` inside) and home."""
 
-    server: ChatServer
+    server: JupyterProcess
     root: Path
     home: Path
     tmp: Path
@@ -73,34 +78,7 @@ def jupyter_dirs(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def run_notebook(site: Site, cells: list[str]) -> list[str]:
     """Run ``cells`` in a real kernel on the site's home, in ``churn/``; each cell's text."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    folder = site.root / "churn"
-    client = NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
-    )
-    with client.setup_kernel(env=server_env(site.tmp, site.home)):
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
-    return [output_text(cell) for cell in nb.cells]
-
-
-def output_text(cell: nbformat.NotebookNode) -> str:
-    parts = []
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "error":
-            raise AssertionError(f"{output['ename']}: {output['evalue']}")
-        parts.append(output.get("text") or output.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
-
-
-def chat_turns(home: Path, thread: str, project: str = "churn") -> list[dict]:
-    journal = Journal(home / "journal.db")
-    try:
-        thread_id = journal.thread_for(thread, project)
-        assert journal.thread_project(thread_id) == project
-        return journal.turns(thread_id)
-    finally:
-        journal.close()
+    return run_cells(site.tmp, site.home, site.root / "churn", cells)
 
 
 def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
@@ -142,7 +120,7 @@ def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
 
 
 def test_the_rest_api_answers_in_the_servers_root_project(site: Site) -> None:
-    reply = site.server.post_message("Hello, who are you?")
+    reply = post_message(site.server, "Hello, who are you?")
     assert "offline model" in reply and "project root" in reply
 
 
