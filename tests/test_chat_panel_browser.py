@@ -9,8 +9,9 @@ it on 127.0.0.1 with a token, temporary Jupyter folders and a temporary home
 (nbclient, in the project folder ``churn/``) states a fact in a notebook first; the chat
 file ``churn/analysis.chat`` is in the same project. Chromium opens the chat, picks DeerFlow
 in the panel's persona picker and types; the offline model answers from memory. A second
-test streams a hostile reply slowly from the loopback model: the panel shows it growing,
-and nothing in it runs or fetches.
+test streams a hostile reply slowly from the loopback model, with a hostile fact injected:
+the panel shows the reply growing, and nothing in it (nor in the facts it names) runs or
+fetches.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from jupyterlab_harness import (
     start_lab,
 )
 from loopback import ServerHandle, start_server
+
+from deerflow_nb import Memory
 
 JAI = Path(os.environ.get("JAI_VENV") or Path(sys.prefix) / "jai")
 JAI_PYTHON = JAI / "bin" / "python"
@@ -147,6 +150,7 @@ def test_a_message_typed_in_the_panel_is_answered_from_a_notebook_of_the_project
 
     assert "polars" in answer.lower(), answer  # the notebook's fact, from memory
     assert "1 fact injected" in answer and "project churn" in answer, answer
+    assert "Injected: “Prefers polars over pandas for dataframes”" in answer, answer
     assert "remembered" in note and "DuckDB" in note, note
     bodies = persona_bodies(churn / "analysis.chat")  # the panel saved what it showed
     assert any("polars" in body for body in bodies), bodies
@@ -166,6 +170,8 @@ def test_the_reply_streams_into_the_panel_and_stays_inert(
 
     # the user's own message shows an HTML image: the panel loads it (the control)
     question = f'Summarize my data <img src="{beacon.url}/control/user.png">'
+    with Memory(tmp_path / "deerflow-home") as memory:  # a hostile fact, named when injected
+        memory.add_fact(f'Data {VISIBLE} <img src="{beacon.url}/fact/injected.png">')
     lab = start_lab(tmp_path, site, hostile_model, python=str(JAI_PYTHON))
     with lab, chromium_page() as page:
         box = open_chat(page, lab.port, "churn/analysis.chat")
@@ -181,7 +187,7 @@ def test_the_reply_streams_into_the_panel_and_stays_inert(
     # streamed: the panel showed the reply growing before its footer came
     assert len(states) >= 3 and "injected" not in states[0], states
     assert len(states[0]) < len(states[-2]) and "injected" in states[-1], states
-    assert f"{VISIBLE} (chat)" in shown, shown
+    assert f"{VISIBLE} (chat)" in shown and f"Injected: “Data {VISIBLE}" in shown, shown
     assert live == [], (live, shown)  # nothing in the persona's reply could run or fetch
     made = sorted(p.name for p in site.rglob("*.txt"))
     assert made == [], made  # no script ran

@@ -34,6 +34,7 @@ from chat_server import (  # noqa: E402
 from jupyter_proc import JupyterProcess  # noqa: E402
 
 from deerflow_nb import Agent, Memory  # noqa: E402
+from deerflow_nb.persona import SHOWN_FACTS, injected_line  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -103,6 +104,7 @@ def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
     reply, no_kernel, updated = asyncio.run(talk())
     assert "polars" in reply.lower()
     assert "1 fact injected" in reply and "project churn" in reply
+    assert "Injected: “Prefers polars over pandas for dataframes”" in reply  # which fact
     # no kernel here: the notebook tools say so rather than "no variables"
     assert "no notebook kernel here" in no_kernel
     # the chat hears what memory kept of it, as a notebook cell does
@@ -165,3 +167,11 @@ def test_kernels_and_the_persona_share_one_home_without_losing_a_turn(site: Site
     assert [t["status"] for t in notebook] == ["ok"] * kernel_turns
     first, last = notebook[0]["started_at"], notebook[-1]["ended_at"]
     assert any(first <= t["started_at"] <= last for t in chat_side)  # they overlapped
+
+
+def test_the_reply_names_the_first_facts_injected_and_counts_the_rest() -> None:
+    facts = [f"Fact {i}\nwith a line break" for i in range(SHOWN_FACTS + 2)]
+    line = injected_line(facts)
+    assert line.startswith("*Injected: “Fact 0 with a line break”; “Fact 1")
+    assert f"Fact {SHOWN_FACTS - 1} with" in line and f"Fact {SHOWN_FACTS} " not in line
+    assert line.endswith(" and 2 more*")
