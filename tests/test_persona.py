@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ from chat_server import (  # noqa: E402
     server_env,
     start_server,
 )
-from jupyter_proc import JupyterProcess  # noqa: E402
+from jupyter_proc import ROOT, JupyterProcess  # noqa: E402
 
 from deerflow_nb import Agent, Memory  # noqa: E402
 from deerflow_nb.persona import SHOWN_FACTS, injected_line  # noqa: E402
@@ -83,7 +84,7 @@ def run_notebook(site: Site, cells: list[str]) -> list[str]:
 
 
 def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
-    site: Site,
+    site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent = Agent(site.home)
     agent.run("I prefer polars over pandas for dataframes.", thread="prep", project="churn")
@@ -114,11 +115,34 @@ def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
     turns = chat_turns(site.home, "analysis.chat")
     assert [t["status"] for t in turns] == ["ok"] * 3
 
-    # the chat's statement is folded and a notebook in that folder lists it
+    # the chat's statement is folded and a notebook in that folder lists it and recalls it
     with Memory(site.home) as memory:
         memory.flush()
-    facts = run_notebook(site, ["%load_ext deerflow_nb", "%memory facts"])
-    assert "duckdb" in facts[1].lower()
+    facts, recalled = run_notebook(
+        site, ["%load_ext deerflow_nb", "%memory facts", "%memory recall DuckDB"]
+    )[1:]
+    assert "duckdb" in facts.lower()
+    assert "analysis.chat" in recalled  # %memory recall finds the chat's thread
+
+    # the inspector lists the chat's thread and shows what was said in it
+    inspector = inspector_on(site.home, monkeypatch)
+    picker = inspector.radio(key="thread_pick")
+    chat = [o for o in picker.options if "analysis\\.chat" in o]
+    assert len(chat) == 1, picker.options
+    picker.set_value(chat[0]).run()
+    said = [x.value for m in inspector.chat_message for x in m.markdown]
+    assert any("DuckDB" in text for text in said), said
+
+
+def inspector_on(home: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The inspector (Streamlit's AppTest of ``inspector_app.py``) on ``home``, run once."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("DEERFLOW_NB_HOME", str(home))
+    app = AppTest.from_file(str(ROOT / "inspector_app.py"), default_timeout=60)
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    return app
 
 
 def test_the_rest_api_answers_in_the_servers_root_project(site: Site) -> None:
