@@ -17,7 +17,7 @@ MCP1 := $(VENV)/mcp1
 MCP1_SPEC ?= mcp>=1.10,<2
 # The full jupyter-ai 3.2 (the chat panel with its persona picker) in a venv of its own: its
 # dependencies pin mcp<2. tests/test_chat_panel_browser.py runs JupyterLab from it (about
-# 2 minutes and 850 MB the first time).
+# 2-4 minutes and 850 MB the first time).
 JAI := $(VENV)/jai
 JAI_SPEC ?= jupyter-ai==3.2.0
 # The files with cog blocks: the README and every docs page (docs/index.md copies the README).

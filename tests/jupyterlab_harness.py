@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -165,11 +165,12 @@ def start_lab(
     root: Path,
     server: ServerHandle | None = None,
     python: str = sys.executable,
+    args: Iterable[str] = (),
 ) -> JupyterProcess:
     """JupyterLab (``jupyter_proc.start_jupyter``) of ``python``'s environment serving
     ``root``, its kernels' and personas' home ``tmp_path/deerflow-home`` (also the home an
     example notebook opts into, ``DEERFLOW_NB_EXAMPLE_HOME``) and their model ``server``'s
-    ``loopback-model`` (None: the offline model, no key)."""
+    ``loopback-model`` (None: the offline model, no key); ``args`` go to JupyterLab."""
     state = tmp_path / "jupyter"
     env = jupyter_env(tmp_path, tmp_path / "deerflow-home")
     env["DEERFLOW_NB_EXAMPLE_HOME"] = env["DEERFLOW_NB_HOME"]
@@ -192,6 +193,7 @@ def start_lab(
             "--LabApp.news_url=",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--LabApp.extension_manager=readonly",  # no package index queries
+            *args,
         ],
         python=python,
     )

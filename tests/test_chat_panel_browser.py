@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from chat_server import PERSONA_ID, chat_turns, run_cells, server_env
-from jupyter_proc import TOKEN
+from jupyter_proc import TOKEN, JupyterProcess
 from jupyterlab_harness import (
     LIVE_PARTS,
     NEEDS_CHROMIUM,
@@ -68,9 +68,10 @@ RECORD_STATES = """needle => {
 
 
 @pytest.fixture
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The server's root with the project folder ``churn/`` and an empty chat file in it;
-    the home (``start_lab``'s) folds a chat's turn half a second after it (not 30 s)."""
+    the home (``start_lab``'s) folds a chat's turn half a second after it (not 30 s).
+    Afterwards, JupyterLab's log has no traceback (no turn failed, nothing broke at exit)."""
     home = tmp_path / "deerflow-home"
     home.mkdir()
     (home / "config.yaml").write_text("memory:\n  debounce_seconds: 0.5\n", encoding="utf-8")
@@ -79,7 +80,9 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name, value in server_env(tmp_path, home).items():  # nbclient's kernel: its folders
         if name.startswith(("JUPYTER_", "IPYTHON")):
             monkeypatch.setenv(name, value)
-    return tmp_path / "root"
+    yield tmp_path / "root"
+    log = (tmp_path / "lab.log").read_text(errors="replace")
+    assert "Traceback" not in log, log
 
 
 @pytest.fixture
@@ -90,6 +93,14 @@ def hostile_model(beacon: Beacon) -> Iterator[ServerHandle]:
         server.reply_next(hostile_text("chat", beacon.url))
         server.slow_next(0.04)
         yield server
+
+
+def jai_lab(tmp_path: Path, root: Path, model: ServerHandle | None = None) -> JupyterProcess:
+    """JupyterLab with jupyter-ai 3.2 (``start_lab`` from the jai venv), the MCP server
+    jupyter-ai starts (``jupyter_server_mcp``) on a port the OS picks, not 3001."""
+    return start_lab(
+        tmp_path, root, model, python=str(JAI_PYTHON), args=["--MCPExtensionApp.mcp_port=0"]
+    )
 
 
 def open_chat(page: Any, port: int, path: str) -> Any:
@@ -135,7 +146,7 @@ def test_a_message_typed_in_the_panel_is_answered_from_a_notebook_of_the_project
         ["%load_ext deerflow_nb", "%%agent\nI prefer polars over pandas for dataframes.",
          "%memory flush"],
     )  # fmt: skip
-    with start_lab(tmp_path, site, python=str(JAI_PYTHON)) as lab, chromium_page() as page:
+    with jai_lab(tmp_path, site) as lab, chromium_page() as page:
         box = open_chat(page, lab.port, "churn/analysis.chat")
         send(page, box, "Which dataframe library do I prefer?")
         messages = page.locator(".jp-chat-rendered-message")
@@ -172,8 +183,7 @@ def test_the_reply_streams_into_the_panel_and_stays_inert(
     question = f'Summarize my data <img src="{beacon.url}/control/user.png">'
     with Memory(tmp_path / "deerflow-home") as memory:  # a hostile fact, named when injected
         memory.add_fact(f'Data {VISIBLE} <img src="{beacon.url}/fact/injected.png">')
-    lab = start_lab(tmp_path, site, hostile_model, python=str(JAI_PYTHON))
-    with lab, chromium_page() as page:
+    with jai_lab(tmp_path, site, hostile_model) as lab, chromium_page() as page:
         box = open_chat(page, lab.port, "churn/analysis.chat")
         page.evaluate(RECORD_STATES, VISIBLE)
         send(page, box, question, typed=False)
