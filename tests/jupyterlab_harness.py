@@ -11,6 +11,7 @@ import json
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -120,8 +121,13 @@ def wait_for_idle_kernel(port: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     url = f"http://127.0.0.1:{port}/api/kernels?token={TOKEN}"
     while time.monotonic() < deadline:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            kernels = json.load(response)
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                kernels = json.load(response)
+        except urllib.error.HTTPError as exc:  # a kernel still starting can fail the listing
+            if exc.code != 500:  # (jupyter_server 2.21: its last_activity is still None)
+                raise
+            kernels = []
         if kernels and all(k.get("execution_state") == "idle" for k in kernels):
             return
         time.sleep(0.5)
