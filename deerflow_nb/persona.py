@@ -49,6 +49,7 @@ DESCRIPTION = (
     "notebooks of this chat's project, and remembers what you tell it here. It cannot see "
     "notebook variables (no kernel runs here)."
 )
+SHOWN_FACTS = 5  # the injected facts a reply names below its footer
 
 
 class ChatLead:
@@ -145,13 +146,24 @@ def close_leads() -> None:
 
 def reply_footer(result: TurnResult | None, lead: ChatLead) -> str:
     """The notebook's footer line below the reply (``… · N facts injected · project X``),
-    escaped: thread and project names are the user's text."""
+    escaped (thread and project names are the user's text), then which facts those were."""
     from .notebook.agent_display import footer
     from .untrusted import escape_markdown
 
     if result is None:
         return ""
-    return f"\n\n---\n*{escape_markdown(footer(result, lead.agent.memory))}*"
+    line = f"\n\n---\n*{escape_markdown(footer(result, lead.agent.memory))}*"
+    return line + (f"\n\n{injected_line(result.injected)}" if result.injected else "")
+
+
+def injected_line(facts: list[str]) -> str:
+    """``*Injected: “…”; “…”*``: the first ``SHOWN_FACTS`` facts a turn injected (escaped,
+    line breaks folded), then how many more there were."""
+    from .untrusted import escape_markdown
+
+    quoted = "; ".join(f"“{escape_markdown(' '.join(f.split()))}”" for f in facts[:SHOWN_FACTS])
+    more = len(facts) - SHOWN_FACTS
+    return f"*Injected: {quoted}" + (f" and {more} more*" if more > 0 else "*")
 
 
 def error_line(exc: BaseException) -> str:

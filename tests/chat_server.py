@@ -1,9 +1,9 @@
 """A real ``jupyter server`` with the Jupyter AI persona manager, and a chat client for it.
 
-Shared by ``tests/test_persona.py`` and ``benchmarks/persona.py``. The server runs on
-127.0.0.1 with a token, in a temporary root, its Jupyter config, data and runtime folders
-temporary too, on the home ``DEERFLOW_NB_HOME`` given; this checkout's ``deerflow_nb`` is
-first on its path. The ``DeerFlow`` persona is found through the entry-point group
+Shared by ``tests/test_persona.py`` and ``benchmarks/persona.py``. The server is started
+as every test's Jupyter server is (``jupyter_proc.py``: 127.0.0.1, a token, temporary
+folders, this checkout first on its path), on the home ``DEERFLOW_NB_HOME`` given. The
+``DeerFlow`` persona is found through the entry-point group
 ``jupyter_ai.personas``: when the environment's install of deerflow-nb predates it (an
 editable install of another checkout), a ``.dist-info`` declaring pyproject.toml's entry
 point is put on the server's path, so the server still discovers it the ordinary way.
@@ -12,20 +12,15 @@ point is put on the server's path, so the server still discovers it the ordinary
 WebSocket jupyterlab-chat serves without a collaboration server): it opens the chat file,
 waits for the persona to join it, sends a message addressed to the persona
 (``metadata["to_persona"]``) and reads the streamed reply, frame by frame, with the time of
-its first chunk.
+its first chunk. ``run_cells`` runs a notebook's cells in a real kernel beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 import tomllib
-import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -34,17 +29,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-TOKEN = "deerflow-chat-token-7d2e"
+from jupyter_proc import ROOT, TOKEN, JupyterProcess, jupyter_env, start_jupyter
+
 GROUP = "jupyter_ai.personas"
 PERSONA_ID = "jupyter-ai-personas::deerflow_nb::DeerFlowPersona"
 FOOTER = "\n\n---\n*"  # the footer's rule; its "N facts injected" ends the reply
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def persona_entry_point() -> str:
@@ -70,91 +59,68 @@ def entry_point_path(folder: Path) -> Path | None:
 
 
 def server_env(tmp: Path, home: Path) -> dict[str, str]:
-    """The environment of a kernel or server on ``home``: no key (the offline model), this
-    checkout first on the path, every Jupyter and IPython folder under ``tmp``."""
-    state = tmp / "jupyter"
+    """The environment of a kernel or server on ``home`` (``jupyter_env``), the persona's
+    entry point declared."""
     extra = entry_point_path(tmp / "entry-point")
-    path = [str(ROOT), *([str(extra)] if extra else []), os.environ.get("PYTHONPATH", "")]
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEERFLOW_NB_"))},
-        "DEERFLOW_NB_HOME": str(home),
-        "PYTHONPATH": os.pathsep.join(p for p in path if p),
-        "JUPYTER_CONFIG_DIR": str(state / "config"),
-        "JUPYTER_DATA_DIR": str(state / "data"),
-        "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
-        "IPYTHONDIR": str(state / "ipython"),
-        "JUPYTER_PLATFORM_DIRS": "1",
-    }
+    return jupyter_env(tmp, home, [str(extra)] if extra else [])
 
 
-@dataclass
-class ChatServer:
-    """A running ``jupyter server``: its process, port and log."""
-
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{path}"
-
-    def post_message(self, text: str, timeout: float = 120) -> str:
-        """``POST /api/ai/message/DeerFlow`` (a one-shot chat at the server's root); the
-        reply's text."""
-        request = urllib.request.Request(
-            self.url("api/ai/message/DeerFlow"),
-            data=json.dumps({"message": text}).encode(),
-            headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.load(response)["response"]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+def post_message(server: JupyterProcess, text: str, timeout: float = 120) -> str:
+    """``POST /api/ai/message/DeerFlow`` (a one-shot chat at the server's root); the reply's
+    text."""
+    request = urllib.request.Request(
+        server.url("api/ai/message/DeerFlow"),
+        data=json.dumps({"message": text}).encode(),
+        headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.load(response)["response"]
 
 
-def start_server(tmp: Path, root: Path, home: Path, timeout: float = 120) -> ChatServer:
-    """``jupyter server`` on 127.0.0.1 serving ``root``, its personas on ``home``; returns
-    once ``/api/status`` answers."""
-    port = free_port()
-    log = tmp / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jupyter_server",
-                "--ServerApp.ip=127.0.0.1",
-                f"--ServerApp.port={port}",
-                "--ServerApp.port_retries=0",
-                f"--IdentityProvider.token={TOKEN}",
-                f"--ServerApp.root_dir={root}",
-                "--ServerApp.open_browser=False",
-                *(["--allow-root"] if os.geteuid() == 0 else []),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=server_env(tmp, home),
-            cwd=str(root),
-        )
-    server = ChatServer(proc, port, log)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"jupyter server exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(server.url(f"api/status?token={TOKEN}"), timeout=2):
-                return server
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(0.2)
-    server.stop()
-    raise RuntimeError(f"no answer from jupyter server in {timeout:.0f} s:\n{log.read_text()}")
+def run_cells(tmp: Path, home: Path, folder: Path, cells: list[str]) -> list[str]:
+    """Run ``cells`` as a notebook in ``folder`` in a real kernel (nbclient) on ``home``;
+    each cell's text output. A cell's error fails (AssertionError with its message)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+    )
+    with client.setup_kernel(env=server_env(tmp, home)):
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+    return [output_text(cell) for cell in nb.cells]
+
+
+def output_text(cell: Any) -> str:
+    """A run cell's text outputs, joined; raises AssertionError for an error output."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            raise AssertionError(f"{output['ename']}: {output['evalue']}")
+        parts.append(output.get("text") or output.get("data", {}).get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def chat_turns(home: Path, thread: str, project: str = "churn") -> list[dict[str, Any]]:
+    """The journaled turns of ``project``'s thread ``thread`` on ``home``."""
+    from deerflow_nb.storage.journal import Journal
+
+    journal = Journal(home / "journal.db")
+    try:
+        thread_id = journal.thread_for(thread, project)
+        assert journal.thread_project(thread_id) == project
+        return journal.turns(thread_id)
+    finally:
+        journal.close()
+
+
+def start_server(tmp: Path, root: Path, home: Path) -> JupyterProcess:
+    """``jupyter server`` serving ``root``, its personas on ``home``, its log
+    ``tmp/server.log``."""
+    return start_jupyter("jupyter_server", root, server_env(tmp, home), tmp / "server.log")
 
 
 @dataclass
@@ -172,7 +138,7 @@ class Reply:
 class ChatClient:
     """One chat panel on ``path`` (relative to the server's root), over its WebSocket."""
 
-    def __init__(self, server: ChatServer, path: str) -> None:
+    def __init__(self, server: JupyterProcess, path: str) -> None:
         self.server = server
         self.path = path
         self.ws: Any = None

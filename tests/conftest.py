@@ -16,6 +16,7 @@ from traitlets.config import Config
 from deerflow_nb.notebook.session import close_session
 
 if TYPE_CHECKING:
+    from jupyterlab_harness import Beacon
     from loopback import ServerHandle
 
 # The suite's property tests run the same examples every time (``make test`` is CI's
@@ -228,3 +229,13 @@ def llama_model(llama_server: LlamaServer, monkeypatch: pytest.MonkeyPatch) -> L
     monkeypatch.setenv("DEERFLOW_NB_API_KEY", "dummy-key")
     monkeypatch.setenv("DEERFLOW_NB_MODEL", llama_server.model)
     return llama_server
+
+
+@pytest.fixture
+def beacon() -> Iterator[Beacon]:
+    """An HTTP server on 127.0.0.1 recording every request (what a page fetched)."""
+    from jupyterlab_harness import Beacon
+
+    server = Beacon()
+    yield server
+    server.close()

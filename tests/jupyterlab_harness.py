@@ -1,22 +1,26 @@
 """The real-browser harness shared by the JupyterLab tests: JupyterLab started on
 127.0.0.1 with a known token in a temporary root (its config, data and runtime folders
 temporary too, no update or news checks, no package index queries), and helpers for
-driving it with headless Chromium (Debian's ``chromium`` through Playwright)."""
+driving it with headless Chromium (Debian's ``chromium`` through Playwright), with the
+hostile reply the untrusted-text browser tests show and a ``Beacon`` that records what a
+page fetched."""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from jupyter_proc import TOKEN, JupyterProcess, jupyter_env, start_jupyter
 
 if TYPE_CHECKING:
     from deerflow_nb.offline.server import ServerHandle
@@ -32,30 +36,84 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-TOKEN = "deerflow-test-token-5f1c"
+NEEDS_CHROMIUM = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="Debian's chromium is not installed at /usr/bin/chromium (`make test` installs it)",
+)
 
-ROOT = Path(__file__).resolve().parents[1]
+VISIBLE = "HOSTILE-REPLY-VISIBLE-TEXT"
+# What in a rendered output could run script or fetch something, found in the live DOM.
+LIVE_PARTS = """outputs => {
+  const found = [];
+  for (const node of outputs.flatMap(el => [...el.querySelectorAll('*')])) {
+    const tag = node.tagName.toLowerCase();
+    if (['img', 'script', 'iframe', 'svg', 'image', 'object', 'embed', 'video', 'audio',
+         'source', 'link', 'style', 'form', 'details'].includes(tag)) found.push(tag);
+    for (const attr of node.attributes) {
+      const name = attr.name.toLowerCase(), value = attr.value.trim().toLowerCase();
+      if (name.startsWith('on') || name === 'src' || name === 'srcdoc') found.push(name);
+      if (name === 'href' && !/^(https?:|mailto:|#)/.test(value)) found.push(`href=${value}`);
+    }
+  }
+  return found;
+}"""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def put_marker(name: str) -> str:
+    """JavaScript that writes ``name`` into the server's root through the contents API."""
+    body = "JSON.stringify({type:'file',format:'text',content:'pwned'})"
+    return (
+        f"fetch('/api/contents/{name}',{{method:'PUT',headers:{{'Authorization':"
+        f"'token {TOKEN}','Content-Type':'application/json'}},body:{body}}})"
+    )
 
 
-def wait_for_lab(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"no answer from {url} in {timeout:.0f} s:\n{log.read_text()}")
+def hostile_text(tag: str, beacon: str) -> str:
+    """A reply trying every way to run script or fetch something; ``tag`` names the
+    marker files and beacon paths it would produce."""
+    return "\n\n".join(hostile_parts(tag, beacon))
+
+
+def hostile_parts(tag: str, beacon: str) -> list[str]:
+    return [
+        f"{VISIBLE} ({tag}). Here is your answer.",
+        f'<img src=x onerror="{put_marker(f"{tag}-img.txt")}">',
+        f"<script>{put_marker(f'{tag}-script.txt')}</script>",
+        f'<iframe srcdoc="<script>parent.{put_marker(f"{tag}-iframe.txt")}</script>"></iframe>',
+        f'<svg><image href="{beacon}/{tag}/svg" onload="{put_marker(f"{tag}-svg.txt")}">'
+        "</image></svg>",
+        f"[click me](javascript:{put_marker(f'{tag}-link.txt')})",
+        f"![beacon]({beacon}/{tag}/markdown-image.png)",
+        f'<img src="{beacon}/{tag}/html-image.png">',
+        f"<details open><summary>more</summary>{VISIBLE} in details</details>",
+    ]
+
+
+class Beacon:
+    """An HTTP server on 127.0.0.1 that records the path of every request."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        beacon = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                beacon.paths.append(self.path)
+                self.send_response(204)
+                self.end_headers()
+
+            do_POST = do_GET
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 def wait_for_idle_kernel(port: int, timeout: float = 120) -> None:
@@ -63,8 +121,13 @@ def wait_for_idle_kernel(port: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     url = f"http://127.0.0.1:{port}/api/kernels?token={TOKEN}"
     while time.monotonic() < deadline:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            kernels = json.load(response)
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                kernels = json.load(response)
+        except urllib.error.HTTPError as exc:  # a kernel still starting can fail the listing
+            if exc.code != 500:  # (jupyter_server 2.21: its last_activity is still None)
+                raise
+            kernels = []
         if kernels and all(k.get("execution_state") == "idle" for k in kernels):
             return
         time.sleep(0.5)
@@ -104,69 +167,52 @@ def run_cell(page: Any, cell: Any, attempts: int = 3) -> None:
 
 
 def start_lab(
-    tmp_path: Path, root: Path, server: ServerHandle | None = None
-) -> tuple[subprocess.Popen, int]:
-    """JupyterLab on 127.0.0.1 serving ``root``, its kernels' home ``tmp_path/deerflow-home``
-    (also the home an example notebook opts into, ``DEERFLOW_NB_EXAMPLE_HOME``) and their
-    model ``server``'s ``loopback-model`` (None: the offline model, no key)."""
-    port = free_port()
+    tmp_path: Path,
+    root: Path,
+    server: ServerHandle | None = None,
+    python: str = sys.executable,
+    args: Iterable[str] = (),
+) -> JupyterProcess:
+    """JupyterLab (``jupyter_proc.start_jupyter``) of ``python``'s environment serving
+    ``root``, its kernels' and personas' home ``tmp_path/deerflow-home`` (also the home an
+    example notebook opts into, ``DEERFLOW_NB_EXAMPLE_HOME``) and their model ``server``'s
+    ``loopback-model`` (None: the offline model, no key); ``args`` go to JupyterLab."""
     state = tmp_path / "jupyter"
-    model = {} if server is None else {
-        "OPENAI_BASE_URL": server.base_url,
-        "DEERFLOW_NB_MODEL": "loopback-model",
-    }  # fmt: skip
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEERFLOW_NB_"))},
-        "DEERFLOW_NB_HOME": str(tmp_path / "deerflow-home"),
-        "DEERFLOW_NB_EXAMPLE_HOME": str(tmp_path / "deerflow-home"),
-        **model,
-        # this checkout for the kernel, whatever the environment's editable install says
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "JUPYTER_CONFIG_DIR": str(state / "config"),
-        "JUPYTER_DATA_DIR": str(state / "data"),
-        "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
-        "IPYTHONDIR": str(state / "ipython"),
-        "JUPYTER_PLATFORM_DIRS": "1",
-    }
+    env = jupyter_env(tmp_path, tmp_path / "deerflow-home")
+    env["DEERFLOW_NB_EXAMPLE_HOME"] = env["DEERFLOW_NB_HOME"]
+    if server is not None:
+        env.update(OPENAI_BASE_URL=server.base_url, DEERFLOW_NB_MODEL="loopback-model")
     # every cell attached, on screen or not: a test counts and reads cells off screen too
     tracker = (
         state / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     )
     tracker.parent.mkdir(parents=True, exist_ok=True)
     tracker.write_text(json.dumps({"windowingMode": "none"}), encoding="utf-8")
-    log = tmp_path / "lab.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jupyterlab",
-                "--ServerApp.ip=127.0.0.1",
-                f"--ServerApp.port={port}",
-                "--ServerApp.port_retries=0",
-                f"--IdentityProvider.token={TOKEN}",
-                f"--ServerApp.root_dir={root}",
-                "--ServerApp.open_browser=False",
-                f"--LabApp.workspaces_dir={state / 'workspaces'}",
-                f"--LabApp.user_settings_dir={state / 'settings'}",
-                "--LabApp.news_url=",
-                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-                "--LabApp.extension_manager=readonly",  # no package index queries
-                *(["--allow-root"] if os.geteuid() == 0 else []),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(root),
-        )
-    wait_for_lab(f"http://127.0.0.1:{port}/api/status?token={TOKEN}", proc, log)
-    return proc, port
+    return start_jupyter(
+        "jupyterlab",
+        root,
+        env,
+        tmp_path / "lab.log",
+        [
+            f"--LabApp.workspaces_dir={state / 'workspaces'}",
+            f"--LabApp.user_settings_dir={state / 'settings'}",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",  # no package index queries
+            *args,
+        ],
+        python=python,
+    )
 
 
-def stop_lab(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+@contextmanager
+def chromium_page(width: int = 1400, height: int = 900) -> Iterator[Any]:
+    """A page of headless Chromium (Playwright), closed with its browser afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": width, "height": height})
+        finally:
+            browser.close()

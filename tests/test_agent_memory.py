@@ -82,6 +82,7 @@ def test_agent_alone_builds_its_own_memory(home: Path) -> None:
     reply = agent.run("Which dataframe library, polars or pandas?")
     assert "From memory: Prefers polars over pandas" in reply
     assert agent.last_turn.facts_injected == 1
+    assert agent.last_turn.injected == ["Prefers polars over pandas"]  # which, by text
     agent.close()
 
 

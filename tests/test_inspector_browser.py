@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from inspector_seed import POLARS, quiet_memory, seed_home, seed_hostile_home, served_inspector
-from jupyterlab_harness import CHROMIUM, CHROMIUM_ARGS
+from jupyterlab_harness import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM
 
 from deerflow_nb.inspector.tabs.frame import TABS
 
@@ -28,10 +28,7 @@ README_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "inspector.pn
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Debian's chromium is not installed at /usr/bin/chromium (`make test` installs it)",
-    ),
+    NEEDS_CHROMIUM,
 ]
 
 

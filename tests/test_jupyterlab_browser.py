@@ -22,10 +22,8 @@ very browser and server, and that the agent's view is what stops it.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -34,102 +32,23 @@ from hostile import ReplyModel
 from jupyterlab_harness import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    TOKEN,
+    LIVE_PARTS,
+    NEEDS_CHROMIUM,
+    VISIBLE,
+    Beacon,
+    hostile_parts,
+    hostile_text,
     open_notebook,
     run_cell,
     start_lab,
-    stop_lab,
 )
 from loopback import ServerHandle, start_server
 
-VISIBLE = "HOSTILE-REPLY-VISIBLE-TEXT"
-# What in a rendered output could run script or fetch something, found in the live DOM.
-LIVE_PARTS = """outputs => {
-  const found = [];
-  for (const node of outputs.flatMap(el => [...el.querySelectorAll('*')])) {
-    const tag = node.tagName.toLowerCase();
-    if (['img', 'script', 'iframe', 'svg', 'image', 'object', 'embed', 'video', 'audio',
-         'source', 'link', 'style', 'form', 'details'].includes(tag)) found.push(tag);
-    for (const attr of node.attributes) {
-      const name = attr.name.toLowerCase(), value = attr.value.trim().toLowerCase();
-      if (name.startsWith('on') || name === 'src' || name === 'srcdoc') found.push(name);
-      if (name === 'href' && !/^(https?:|mailto:|#)/.test(value)) found.push(`href=${value}`);
-    }
-  }
-  return found;
-}"""
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.timeout(600),
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Debian's chromium is not installed at /usr/bin/chromium (`make test` installs it)",
-    ),
+    NEEDS_CHROMIUM,
 ]
-
-
-def put_marker(name: str) -> str:
-    """JavaScript that writes ``name`` into the server's root through the contents API."""
-    body = "JSON.stringify({type:'file',format:'text',content:'pwned'})"
-    return (
-        f"fetch('/api/contents/{name}',{{method:'PUT',headers:{{'Authorization':"
-        f"'token {TOKEN}','Content-Type':'application/json'}},body:{body}}})"
-    )
-
-
-def hostile_text(tag: str, beacon: str) -> str:
-    """A reply trying every way to run script or fetch something; ``tag`` names the
-    marker files and beacon paths it would produce."""
-    return "\n\n".join(hostile_parts(tag, beacon))
-
-
-def hostile_parts(tag: str, beacon: str) -> list[str]:
-    return [
-        f"{VISIBLE} ({tag}). Here is your answer.",
-        f'<img src=x onerror="{put_marker(f"{tag}-img.txt")}">',
-        f"<script>{put_marker(f'{tag}-script.txt')}</script>",
-        f'<iframe srcdoc="<script>parent.{put_marker(f"{tag}-iframe.txt")}</script>"></iframe>',
-        f'<svg><image href="{beacon}/{tag}/svg" onload="{put_marker(f"{tag}-svg.txt")}">'
-        "</image></svg>",
-        f"[click me](javascript:{put_marker(f'{tag}-link.txt')})",
-        f"![beacon]({beacon}/{tag}/markdown-image.png)",
-        f'<img src="{beacon}/{tag}/html-image.png">',
-        f"<details open><summary>more</summary>{VISIBLE} in details</details>",
-    ]
-
-
-class Beacon:
-    """An HTTP server on 127.0.0.1 that records the path of every request."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        beacon = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                beacon.paths.append(self.path)
-                self.send_response(204)
-                self.end_headers()
-
-            do_POST = do_GET
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def beacon() -> Iterator[Beacon]:
-    server = Beacon()
-    yield server
-    server.close()
 
 
 @pytest.fixture
@@ -180,14 +99,14 @@ def test_a_hostile_agent_reply_is_inert_in_jupyterlab(
     root = tmp_path / "root"
     root.mkdir()
     (root / "hostile.ipynb").write_text(json.dumps(notebook(beacon)))
-    proc, port = start_lab(tmp_path, root, hostile_server)
+    lab = start_lab(tmp_path, root, hostile_server)
     log = tmp_path / "lab.log"
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 1000})
-                cells = open_notebook(page, port, "hostile.ipynb")
+                cells = open_notebook(page, lab.port, "hostile.ipynb")
 
                 run_cell(page, cells.nth(0))  # %load_ext
                 run_cell(page, cells.nth(1))  # %%agent
@@ -222,7 +141,7 @@ def test_a_hostile_agent_reply_is_inert_in_jupyterlab(
             finally:
                 browser.close()
     finally:
-        stop_lab(proc)
+        lab.stop()
 
     made = sorted(p.name for p in root.iterdir() if p.suffix == ".txt")
     # the control proves the harness: the same payload, shown as trusted Markdown, runs

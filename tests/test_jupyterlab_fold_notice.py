@@ -9,15 +9,19 @@ import json
 from pathlib import Path
 
 import pytest
-from jupyterlab_harness import CHROMIUM, CHROMIUM_ARGS, open_notebook, run_cell, start_lab, stop_lab
+from jupyterlab_harness import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NEEDS_CHROMIUM,
+    open_notebook,
+    run_cell,
+    start_lab,
+)
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.timeout(600),
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Debian's chromium is not installed at /usr/bin/chromium (`make test` installs it)",
-    ),
+    NEEDS_CHROMIUM,
 ]
 
 
@@ -43,13 +47,13 @@ def test_the_fold_workers_line_appears_in_the_finished_cell(tmp_path: Path) -> N
         "nbformat_minor": 5,
     }
     (root / "notice.ipynb").write_text(json.dumps(notebook))
-    proc, port = start_lab(tmp_path, root)
+    lab = start_lab(tmp_path, root)
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
-                cells = open_notebook(page, port, "notice.ipynb")
+                cells = open_notebook(page, lab.port, "notice.ipynb")
                 run_cell(page, cells.nth(0))
                 run_cell(page, cells.nth(1))
                 output = cells.nth(1).locator(".jp-OutputArea")
@@ -66,4 +70,4 @@ def test_the_fold_workers_line_appears_in_the_finished_cell(tmp_path: Path) -> N
             finally:
                 browser.close()
     finally:
-        stop_lab(proc)
+        lab.stop()

@@ -26,23 +26,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_proc import ROOT
 from jupyterlab_harness import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    ROOT,
+    NEEDS_CHROMIUM,
     open_notebook,
     start_lab,
-    stop_lab,
     wait_for_idle_kernel,
 )
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.timeout(900),
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Debian's chromium is not installed at /usr/bin/chromium (`make test` installs it)",
-    ),
+    NEEDS_CHROMIUM,
 ]
 
 EXAMPLES = ROOT / "example_notebooks"
@@ -113,21 +110,21 @@ def test_the_quickstart_runs_in_jupyterlab_with_the_panel_and_a_tool_block(
     root.mkdir()
     (root / "quickstart.ipynb").write_text(json.dumps(nb), encoding="utf-8")
 
-    proc, port = start_lab(tmp_path, root)  # no server: the offline model
+    lab = start_lab(tmp_path, root)  # no server: the offline model
     log = tmp_path / "lab.log"
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1440, "height": 1000})
             try:
-                cells = open_notebook(page, port, "quickstart.ipynb")
+                cells = open_notebook(page, lab.port, "quickstart.ipynb")
                 expect(cells).to_have_count(len(nb["cells"]), timeout=60_000)
 
                 cells.first.click()  # the notebook has the focus for its menu commands
                 page.get_by_role("menuitem", name="Run", exact=True).click()
                 page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
                 page.wait_for_function(ALL_RAN, timeout=600_000, polling=1000)
-                wait_for_idle_kernel(port, timeout=300)
+                wait_for_idle_kernel(lab.port, timeout=300)
 
                 outputs = page.locator(".jp-Notebook .jp-OutputArea-output")
                 texts = outputs.evaluate_all("els => els.map(e => e.innerText)")
@@ -195,4 +192,4 @@ def test_the_quickstart_runs_in_jupyterlab_with_the_panel_and_a_tool_block(
             finally:
                 browser.close()
     finally:
-        stop_lab(proc)
+        lab.stop()

@@ -15,20 +15,27 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 pytest.importorskip(
     "jupyter_ai_persona_manager",
     reason="jupyter-ai-persona-manager is not installed (pip install 'deerflow-nb[jupyter-ai]')",
 )
 
-from chat_server import ChatClient, ChatServer, server_env, start_server  # noqa: E402
+from chat_server import (  # noqa: E402
+    ChatClient,
+    chat_turns,
+    post_message,
+    run_cells,
+    server_env,
+    start_server,
+)
+from jupyter_proc import ROOT, JupyterProcess  # noqa: E402
 
 from deerflow_nb import Agent, Memory  # noqa: E402
-from deerflow_nb.storage.journal import Journal  # noqa: E402
+from deerflow_nb.persona import SHOWN_FACTS, injected_line  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -39,7 +46,7 @@ CHAT = "churn/analysis.chat"
 class Site:
     """The server of this module's tests, its root folder (``churn/`` inside) and home."""
 
-    server: ChatServer
+    server: JupyterProcess
     root: Path
     home: Path
     tmp: Path
@@ -73,38 +80,11 @@ def jupyter_dirs(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def run_notebook(site: Site, cells: list[str]) -> list[str]:
     """Run ``cells`` in a real kernel on the site's home, in ``churn/``; each cell's text."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    folder = site.root / "churn"
-    client = NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
-    )
-    with client.setup_kernel(env=server_env(site.tmp, site.home)):
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
-    return [output_text(cell) for cell in nb.cells]
-
-
-def output_text(cell: nbformat.NotebookNode) -> str:
-    parts = []
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "error":
-            raise AssertionError(f"{output['ename']}: {output['evalue']}")
-        parts.append(output.get("text") or output.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
-
-
-def chat_turns(home: Path, thread: str, project: str = "churn") -> list[dict]:
-    journal = Journal(home / "journal.db")
-    try:
-        thread_id = journal.thread_for(thread, project)
-        assert journal.thread_project(thread_id) == project
-        return journal.turns(thread_id)
-    finally:
-        journal.close()
+    return run_cells(site.tmp, site.home, site.root / "churn", cells)
 
 
 def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
-    site: Site,
+    site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent = Agent(site.home)
     agent.run("I prefer polars over pandas for dataframes.", thread="prep", project="churn")
@@ -125,6 +105,7 @@ def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
     reply, no_kernel, updated = asyncio.run(talk())
     assert "polars" in reply.lower()
     assert "1 fact injected" in reply and "project churn" in reply
+    assert "Injected: “Prefers polars over pandas for dataframes”" in reply  # which fact
     # no kernel here: the notebook tools say so rather than "no variables"
     assert "no notebook kernel here" in no_kernel
     # the chat hears what memory kept of it, as a notebook cell does
@@ -134,15 +115,38 @@ def test_a_notebook_fact_reaches_the_chat_and_a_chat_fact_reaches_the_notebook(
     turns = chat_turns(site.home, "analysis.chat")
     assert [t["status"] for t in turns] == ["ok"] * 3
 
-    # the chat's statement is folded and a notebook in that folder lists it
+    # the chat's statement is folded and a notebook in that folder lists it and recalls it
     with Memory(site.home) as memory:
         memory.flush()
-    facts = run_notebook(site, ["%load_ext deerflow_nb", "%memory facts"])
-    assert "duckdb" in facts[1].lower()
+    facts, recalled = run_notebook(
+        site, ["%load_ext deerflow_nb", "%memory facts", "%memory recall DuckDB"]
+    )[1:]
+    assert "duckdb" in facts.lower()
+    assert "analysis.chat" in recalled  # %memory recall finds the chat's thread
+
+    # the inspector lists the chat's thread and shows what was said in it
+    inspector = inspector_on(site.home, monkeypatch)
+    picker = inspector.radio(key="thread_pick")
+    chat = [o for o in picker.options if "analysis\\.chat" in o]
+    assert len(chat) == 1, picker.options
+    picker.set_value(chat[0]).run()
+    said = [x.value for m in inspector.chat_message for x in m.markdown]
+    assert any("DuckDB" in text for text in said), said
+
+
+def inspector_on(home: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The inspector (Streamlit's AppTest of ``inspector_app.py``) on ``home``, run once."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("DEERFLOW_NB_HOME", str(home))
+    app = AppTest.from_file(str(ROOT / "inspector_app.py"), default_timeout=60)
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    return app
 
 
 def test_the_rest_api_answers_in_the_servers_root_project(site: Site) -> None:
-    reply = site.server.post_message("Hello, who are you?")
+    reply = post_message(site.server, "Hello, who are you?")
     assert "offline model" in reply and "project root" in reply
 
 
@@ -199,3 +203,11 @@ def test_kernels_and_the_persona_share_one_home_without_losing_a_turn(site: Site
     assert [t["status"] for t in notebook] == ["ok"] * kernel_turns
     first, last = notebook[0]["started_at"], notebook[-1]["ended_at"]
     assert any(first <= t["started_at"] <= last for t in chat_side)  # they overlapped
+
+
+def test_the_reply_names_the_first_facts_injected_and_counts_the_rest() -> None:
+    facts = [f"Fact {i}\nwith a line break" for i in range(SHOWN_FACTS + 2)]
+    line = injected_line(facts)
+    assert line.startswith("*Injected: “Fact 0 with a line break”; “Fact 1")
+    assert f"Fact {SHOWN_FACTS - 1} with" in line and f"Fact {SHOWN_FACTS} " not in line
+    assert line.endswith(" and 2 more*")

@@ -90,6 +90,7 @@ class TurnResult:
     model_view: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     project: str | None = None  # the project the turn ran in (the footer shows it)
+    injected: list[str] = field(default_factory=list)  # the injected facts' texts
     seconds: float = 0.0
     model_seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -322,6 +323,7 @@ class Agent:
                 status=state.status,
                 usage=state.usage,
                 facts_injected=state.facts_injected,
+                injected=state.injected,
                 tool_calls=calls,
                 subagents=executor.runs if executor else [],
                 summaries=state.summaries,

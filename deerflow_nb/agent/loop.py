@@ -81,6 +81,7 @@ class TurnState:
     parent_id: str | None = None
     memory_block: str = ""
     facts_injected: int = 0
+    injected: list[str] = field(default_factory=list)  # their texts, in the block's order
     turn_id: str | None = None
     status: str = "running"
     error: str | None = None

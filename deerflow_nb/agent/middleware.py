@@ -124,6 +124,7 @@ class MemoryInjectionMiddleware(Middleware):
         block, facts = self.memory.injection(context, self.max_tokens, project=self.project)
         state.memory_block = block
         state.facts_injected = len(facts)
+        state.injected = [str(f.get("content") or "") for f in facts]
         # Issue 20: which facts this turn saw (one journal upsert, no memory.json write).
         self.memory.record_injection(facts, state.user_message.get("content") or "")
 
