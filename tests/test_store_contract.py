@@ -80,27 +80,27 @@ def seeded(store: Store) -> Revision:
         },
         events=(Event("add", "u1"), Event("add", "a1"), Event("add", "b1")),
     )
-    return store.commit(changes, base=store.snapshot(Scope.user_only()).revision)
+    return store.commit(changes, base=store.snapshot(Scope()).revision)
 
 
 # -- memory: snapshots and commits -------------------------------------------------------------
 def test_is_a_store_and_starts_empty(store: Store) -> None:
     assert isinstance(store, Store)
-    snap = store.snapshot(Scope.everything())
+    snap = store.snapshot(Scope.everywhere())
     assert (snap.revision, snap.facts, dict(snap.summaries)) == (0, (), {})
 
 
 def test_a_scope_sees_only_its_facts_and_summaries(store: Store) -> None:
     seeded(store)
-    assert ids(store, Scope.user_only()) == {"u1"}
-    assert ids(store, Scope.project("a")) == {"u1", "a1"}
-    assert ids(store, Scope.project("b")) == {"u1", "b1"}
-    assert ids(store, Scope.project("a", user=False)) == {"a1"}
-    assert ids(store, Scope.project("c")) == {"u1"}
+    assert ids(store, Scope()) == {"u1"}
+    assert ids(store, Scope.of("a")) == {"u1", "a1"}
+    assert ids(store, Scope.of("b")) == {"u1", "b1"}
+    assert ids(store, Scope.own("a")) == {"a1"}
+    assert ids(store, Scope.of("c")) == {"u1"}
     assert ids(store, Scope.several(["a", "b"])) == {"u1", "a1", "b1"}
-    assert ids(store, Scope.everything()) == {"u1", "a1", "b1"}
-    assert set(store.snapshot(Scope.user_only()).summaries) == {"user.workContext"}
-    assert dict(store.snapshot(Scope.project("a")).summaries) == {
+    assert ids(store, Scope.everywhere()) == {"u1", "a1", "b1"}
+    assert set(store.snapshot(Scope()).summaries) == {"user.workContext"}
+    assert dict(store.snapshot(Scope.of("a")).summaries) == {
         "user.workContext": "works on trials",
         "projects.a": "project a's context",
     }
@@ -109,12 +109,12 @@ def test_a_scope_sees_only_its_facts_and_summaries(store: Store) -> None:
 def test_facts_come_back_as_committed(store: Store) -> None:
     put = (fact("u1"), fact("a1", "a", 'ünïcode ✓ and "quotes"'))
     store.commit(Changes("edit", put=put), base=Revision(0))
-    assert store.snapshot(Scope.everything()).facts == put
+    assert store.snapshot(Scope.everywhere()).facts == put
 
 
 def test_a_snapshot_is_a_frozen_value(store: Store) -> None:
     seeded(store)
-    snap = store.snapshot(Scope.project("a"))
+    snap = store.snapshot(Scope.of("a"))
     with pytest.raises(dataclasses.FrozenInstanceError):
         snap.revision = Revision(99)  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -131,11 +131,11 @@ def test_every_commit_moves_the_revision_forward(store: Store) -> None:
         base=first,
     )
     assert second > first
-    snap = store.snapshot(Scope.project("a"))
+    snap = store.snapshot(Scope.of("a"))
     assert snap.revision == second
     assert snap.fact("a1") is not None and snap.fact("a1").content == "changed"  # type: ignore[union-attr]
     third = store.commit(Changes("forget", remove=frozenset({"u1"})), base=second)
-    assert third > second and ids(store, Scope.everything()) == {"a1", "b1"}
+    assert third > second and ids(store, Scope.everywhere()) == {"a1", "b1"}
 
 
 def test_events_are_kept_with_their_revision(store: Store) -> None:
@@ -166,7 +166,7 @@ def test_a_stale_base_is_refused_and_nothing_is_written(store: Store) -> None:
     mine = store.commit(Changes("edit", put=(fact("u2"),)), base=base)
     with pytest.raises(StaleRevision):
         store.commit(Changes("edit", put=(fact("u3"),), events=(Event("add", "u3"),)), base=base)
-    snap = store.snapshot(Scope.everything())
+    snap = store.snapshot(Scope.everywhere())
     assert snap.revision == mine and {f.id for f in snap.facts} == {"u1", "a1", "b1", "u2"}
     after = store.commit(
         Changes("edit", put=(fact("u4"),), events=(Event("add", "u4"),)), base=mine
@@ -185,7 +185,7 @@ def test_a_commit_that_fails_writes_nothing(store: Store) -> None:
     )
     with pytest.raises((TypeError, ValueError)):
         store.commit(broken, base=base)
-    snap = store.snapshot(Scope.everything())
+    snap = store.snapshot(Scope.everywhere())
     assert snap.revision == base
     assert {f.id for f in snap.facts} == {"u1", "a1", "b1"}
     assert "user.topOfMind" not in snap.summaries
@@ -206,7 +206,7 @@ def test_a_commit_that_fails_writes_nothing(store: Store) -> None:
 def test_a_change_no_store_can_keep_is_refused(store: Store, changes: Changes) -> None:
     with pytest.raises(ValueError):
         store.commit(changes, base=Revision(0))
-    assert store.snapshot(Scope.everything()).revision == 0
+    assert store.snapshot(Scope.everywhere()).revision == 0
 
 
 PROJECTS = st.sampled_from([None, "a", "b"])
@@ -227,11 +227,11 @@ CHANGES = st.builds(
     st.dictionaries(SUMMARY_KEYS, st.text(max_size=20), max_size=2),
 )
 SCOPES = [
-    Scope.user_only(),
-    Scope.project("a"),
-    Scope.project("b", user=False),
+    Scope(),
+    Scope.of("a"),
+    Scope.own("b"),
     Scope.several(["a", "b"]),
-    Scope.everything(),
+    Scope.everywhere(),
 ]
 
 
@@ -246,8 +246,8 @@ def test_any_commits_read_back_as_the_reference_reads_them(
     store, reference = next(opened), ReferenceStore()
     try:
         for changes in steps:
-            mine = store.commit(changes, base=store.snapshot(Scope.everything()).revision)
-            theirs = reference.commit(changes, base=reference.snapshot(Scope.everything()).revision)
+            mine = store.commit(changes, base=store.snapshot(Scope.everywhere()).revision)
+            theirs = reference.commit(changes, base=reference.snapshot(Scope.everywhere()).revision)
             assert store.events(mine) == reference.events(theirs)
         for scope in SCOPES:
             got, want = store.snapshot(scope), reference.snapshot(scope)
@@ -409,7 +409,7 @@ def test_the_sqlite_home_is_the_memory_home(home: Path) -> None:
     added = mem.add_fact("prefers polars", category="preference")
     store = SQLiteHome.open(home)
     try:
-        snap = store.snapshot(Scope.user_only())
+        snap = store.snapshot(Scope())
         assert [f.content for f in snap.facts] == ["prefers polars"]
         assert snap.revision == mem.versions()[-1]["id"]
         store.commit(
@@ -428,11 +428,11 @@ def test_the_sqlite_home_is_the_memory_home(home: Path) -> None:
 def test_two_sqlite_handles_refuse_each_others_stale_base(home: Path) -> None:
     one, two = SQLiteHome.open(home), SQLiteHome.open(home)
     try:
-        base = two.snapshot(Scope.user_only()).revision
+        base = two.snapshot(Scope()).revision
         one.commit(Changes("edit", put=(fact("u1"),)), base=base)
         with pytest.raises(StaleRevision):
             two.commit(Changes("edit", put=(fact("u2"),)), base=base)
-        assert ids(two, Scope.user_only()) == {"u1"}
+        assert ids(two, Scope()) == {"u1"}
     finally:
         one.close()
         two.close()
@@ -456,7 +456,7 @@ def test_a_journal_failure_mid_commit_leaves_memory_json_alone(home: Path) -> No
             )
         assert (home / "memory.json").read_bytes() == before
         assert not list(home.glob("memory.json.*.tmp"))
-        assert store.snapshot(Scope.everything()).revision == base
+        assert store.snapshot(Scope.everywhere()).revision == base
         assert store.events(Revision(base + 1)) == []
     finally:
         store.close()

@@ -14,59 +14,14 @@ the ranking, so they can never be injected or found.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..projects import DEFAULT_PROJECT, PROJECT_SCOPE, fact_project, project_name
+from ..storage.contract import Scope
 
 PROJECTS_KEY = "projects"  # memory.json's extra key: each project's context summary
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose facts a read or a change sees: the user's own (``user``), those of
-    ``projects``, or every project's (``every``: only when a user asked, ``--all``)."""
-
-    projects: frozenset[str] = frozenset()
-    user: bool = True
-    every: bool = False
-
-    @classmethod
-    def of(cls, project: str | None) -> Scope:
-        """What a turn in ``project`` sees: the user's facts and that project's (None: the
-        user's only)."""
-        return cls(frozenset({project}) if project else frozenset())
-
-    @classmethod
-    def several(cls, projects: Iterable[str]) -> Scope:
-        """The user's facts and those of each of ``projects`` (a user's request)."""
-        return cls(frozenset(projects))
-
-    @classmethod
-    def everywhere(cls) -> Scope:
-        """Every project's facts and the user's (only when a user asked)."""
-        return ALL_PROJECTS
-
-    @classmethod
-    def own(cls, project: str | None) -> Scope:
-        """Only ``project``'s own facts, not the user's (``%memory facts --project``, a
-        project's export); None: only the user's own."""
-        return cls(frozenset({project}), user=False) if project else USER
-
-    @property
-    def project(self) -> str | None:
-        """The one project this scope is about (its summary, its threads), else None."""
-        return next(iter(self.projects)) if len(self.projects) == 1 and not self.every else None
-
-    def sees(self, fact: Mapping[str, Any]) -> bool:
-        """The one rule: whether this scope may see ``fact``."""
-        if not isinstance(fact, Mapping):
-            return False
-        owner = fact_project(fact)
-        if owner is None:
-            return self.user
-        return self.every or owner in self.projects
 
 
 USER = Scope()  # the user's own facts: a turn outside any project

@@ -41,36 +41,54 @@ class LeaseLost(RuntimeError):
 
 @dataclass(frozen=True)
 class Scope:
-    """Whose memory a read or a change is about: the user's own facts (``user``) and those
-    of ``projects`` (None: every project, only when a user asked for all)."""
+    """Whose facts a read or a change sees: the user's own (``user``), those of
+    ``projects``, or every project's (``every``: only when a user asked, ``--all``)."""
 
-    projects: frozenset[str] | None = frozenset()
+    projects: frozenset[str] = frozenset()
     user: bool = True
+    every: bool = False
 
     @classmethod
-    def user_only(cls) -> Scope:
-        return cls()
+    def of(cls, project: str | None) -> Scope:
+        """What a turn in ``project`` sees: the user's facts and that project's (None: the
+        user's only)."""
+        return cls(frozenset({project}) if project else frozenset())
 
     @classmethod
-    def project(cls, name: str, *, user: bool = True) -> Scope:
-        """One project (with the user's own facts, as a notebook of that project sees)."""
-        return cls(frozenset({name}), user)
+    def several(cls, projects: Iterable[str], *, user: bool = True) -> Scope:
+        """The user's facts (with ``user``) and those of each of ``projects`` (a user's
+        request)."""
+        return cls(frozenset(projects), user)
 
     @classmethod
-    def several(cls, names: Iterable[str], *, user: bool = True) -> Scope:
-        return cls(frozenset(names), user)
+    def everywhere(cls) -> Scope:
+        """Every project's facts and the user's (only when a user asked)."""
+        return cls(every=True)
 
     @classmethod
-    def everything(cls) -> Scope:
-        return cls(None, True)
+    def own(cls, project: str | None) -> Scope:
+        """Only ``project``'s own facts, not the user's (``%memory facts --project``, a
+        project's export); None: only the user's own."""
+        return cls(frozenset({project}), user=False) if project else cls()
+
+    @property
+    def project(self) -> str | None:
+        """The one project this scope is about (its summary, its threads), else None."""
+        return next(iter(self.projects)) if len(self.projects) == 1 and not self.every else None
 
     def sees_project(self, name: str) -> bool:
-        return self.projects is None or name in self.projects
+        return self.every or name in self.projects
 
-    def sees(self, fact: Fact) -> bool:
+    def sees(self, fact: Fact | Mapping[str, Any]) -> bool:
         """The one rule: a user fact is seen by a scope with ``user``, a project's fact
-        only by a scope naming that project."""
-        return self.user if fact.project is None else self.sees_project(fact.project)
+        only by a scope naming that project (or every project)."""
+        if isinstance(fact, Fact):
+            owner = fact.project
+        elif isinstance(fact, Mapping):
+            owner = fact_project(fact)
+        else:
+            return False
+        return self.user if owner is None else self.sees_project(owner)
 
     def sees_summary(self, key: str) -> bool:
         group, _, name = key.partition(".")
