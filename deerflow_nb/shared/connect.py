@@ -1,0 +1,108 @@
+"""Connecting to the team's PostgreSQL, and the one-line errors that name the fix.
+
+psycopg is imported here, inside functions, so ``%load_ext deerflow_nb`` never pays for
+it. The password is never stored by deerflow_nb: libpq reads it from the URL given on
+the command line, ``PGPASSWORD`` or ``~/.pgpass``. No message repeats a URL (it may hold
+the password): they name the role, host, port and database only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    import psycopg
+
+CONNECT_SECONDS = 5
+
+
+class SharedError(ValueError):
+    """A one-line error about the shared store, naming the fix (the CLI prints it as is)."""
+
+
+def where(url: str) -> str:
+    """``role@host:port/database`` of ``url``, without its password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - a URL that does not parse says so elsewhere
+        return "the given URL"
+    role = parts.get("user") or "(your login)"
+    return (
+        f"{role}@{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
+        f"/{parts.get('dbname') or role}"
+    )
+
+
+def connection_error(url: str, exc: Exception) -> SharedError:
+    """What went wrong connecting to ``url``, in one line naming the fix."""
+    import psycopg
+
+    text = str(exc)
+    place = where(url)
+    if isinstance(exc, psycopg.ProgrammingError):
+        return SharedError(
+            "not a PostgreSQL URL: write postgresql://ROLE@HOST:PORT/DATABASE (the password "
+            "in PGPASSWORD or ~/.pgpass, not in a file of the home)"
+        )
+    if "password authentication failed" in text or "no password supplied" in text:
+        return SharedError(
+            f"PostgreSQL refused the password of {place}: set PGPASSWORD or add a ~/.pgpass "
+            "line for it (deerflow_nb never stores a password)"
+        )
+    if "does not exist" in text:
+        return SharedError(f"{place}: {_first_line(text)}; check the URL's role and database")
+    if "Connection refused" in text or "timeout expired" in text or "resolve host" in text:
+        return SharedError(
+            f"PostgreSQL at {place} does not answer: start the server or check the URL's host "
+            "and port (changes to shared projects wait in the outbox meanwhile)"
+        )
+    return SharedError(f"cannot connect to PostgreSQL at {place}: {_first_line(text)}")
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = lines[-1] if lines and lines[0].startswith("connection failed") else lines[0]
+    return line.removeprefix("FATAL:").strip()
+
+
+@contextmanager
+def connect(url: str, *, autocommit: bool = False) -> Iterator[psycopg.Connection]:
+    """A connection to ``url``, closed afterwards; ``SharedError`` when it cannot be made."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=autocommit)
+    except psycopg.Error as exc:
+        raise connection_error(url, exc) from None
+    with conn:
+        yield conn
+
+
+def refused(conn: psycopg.Connection, exc: Exception, project: str) -> NoReturn:
+    """Raise the one line for a write the database refused (``exc``, after which ``conn``
+    is rolled back): a read-only member, or a role that is no member of ``project``; ``exc``
+    itself when it is something else."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        raise exc
+    conn.rollback()
+    row = conn.execute(
+        "SELECT current_user, (SELECT read_only FROM deerflow.members WHERE project = %s"
+        " AND role = current_user)",
+        [project],
+    ).fetchone()
+    role, read_only = row if row else ("this role", None)
+    if read_only:
+        raise SharedError(
+            f"{role} is a read-only member of project {project}: ask its owner to run "
+            f"`deerflow-nb team add {project} {role}` (without --read-only) to change it"
+        ) from None
+    raise SharedError(
+        f"{role} is no member of project {project}: ask its owner to run "
+        f"`deerflow-nb team add {project} {role}`"
+    ) from None

@@ -1,0 +1,276 @@
+"""Team memory on a real PostgreSQL (issue 39): the schema, who may read and write what
+(enforced by the database itself), publishing from a durable outbox, pulling once.
+
+Each test gets its own database in the session's cluster (``pg_cluster.py``) and its own
+member roles (roles are the cluster's, so their names carry the test's suffix).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from pg_cluster import PgCluster
+
+from deerflow_nb.cli import main
+from deerflow_nb.schema.changes import ChangeSet
+from deerflow_nb.shared import exchange, migrations, team
+from deerflow_nb.shared.connect import SharedError
+from deerflow_nb.storage.journal import Journal
+from deerflow_nb.storage.outbox import Outbox
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Team:
+    """A database with the schema, and a way to add members with their own URLs."""
+
+    cluster: PgCluster
+    database: str
+    url: str  # the superuser's, on this database
+    suffix: str
+
+    def member(self, project: str, name: str, *, read_only: bool = False) -> str:
+        """The URL of a new role ``name`` (suffixed) in ``project``."""
+        role, password = f"{name}_{self.suffix}", secrets.token_hex(8)
+        team.add_member(self.url, project, role, read_only=read_only, password=password)
+        return self.cluster.url_for(role, password, self.database)
+
+
+@pytest.fixture
+def shared(postgres: PgCluster) -> Iterator[Team]:
+    suffix = secrets.token_hex(4)
+    database = f"team_{suffix}"
+    with psycopg.connect(postgres.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    url = postgres.url_for("deerflow_admin", postgres.password, database)
+    team.init(url)
+    yield Team(postgres, database, url, suffix)
+
+
+def outbox_at(folder: Path) -> Outbox:
+    return Outbox(Journal(folder / "journal.db"))
+
+
+def fact(text: str) -> ChangeSet:
+    return ChangeSet(
+        origin="user",
+        reason="add",
+        source="manual",
+        diff={"newFacts": [{"content": text, "category": "context", "confidence": 0.9}]},
+        project="churn",
+    )
+
+
+def texts(changes: list[exchange.SharedChange]) -> list[str]:
+    return [c.change.diff["newFacts"][0]["content"] for c in changes if c.change.diff]
+
+
+def take(outbox: Outbox, url: str, project: str) -> list[exchange.SharedChange]:
+    """Apply (here: only record) every change set ``project`` has for this home."""
+    taken = []
+    for change in exchange.incoming(outbox, url, project):
+        taken.append(change)
+        outbox.record_applied(project, change.id, change.version)
+    return taken
+
+
+def test_init_runs_each_migration_once(shared: Team) -> None:
+    assert team.init(shared.url) == []
+    with psycopg.connect(shared.url) as conn:
+        assert migrations.applied(conn) == sorted(name for name, _ in migrations.MIGRATIONS)
+
+
+def test_two_members_see_each_others_change_sets(shared: Team, tmp_path: Path) -> None:
+    alice_url, bob_url = shared.member("churn", "alice"), shared.member("churn", "bob")
+    alice, bob = outbox_at(tmp_path / "alice"), outbox_at(tmp_path / "bob")
+    alice.add("churn", fact("the target column is churned_90d"))
+    assert exchange.publish(alice, alice_url) == 1
+    got = take(bob, bob_url, "churn")
+    assert texts(got) == ["the target column is churned_90d"]
+    assert got[0].person == f"alice_{shared.suffix}" and got[0].version == 1
+
+    bob.add("churn", fact("sales data comes from the orders warehouse"))
+    exchange.publish(bob, bob_url)
+    assert texts(take(alice, alice_url, "churn")) == ["sales data comes from the orders warehouse"]
+    assert take(alice, alice_url, "churn") == take(bob, bob_url, "churn") == []  # applied once
+    assert alice.applied_through("churn") == bob.applied_through("churn") == 2
+
+
+def test_a_member_of_one_project_reads_no_row_of_another(shared: Team, tmp_path: Path) -> None:
+    carol_url = shared.member("project_a", "carol")
+    dave_url = shared.member("project_b", "dave")
+    for url, project in ((carol_url, "project_a"), (dave_url, "project_b")):
+        outbox = outbox_at(tmp_path / project)
+        outbox.add(project, fact(f"a fact of {project}"))
+        exchange.publish(outbox, url)
+    assert exchange.pull(carol_url, "project_b") == []
+    with psycopg.connect(carol_url) as conn:
+        for table, column in (
+            ("change_sets", "project"),
+            ("versions", "project"),
+            ("members", "project"),
+            ("projects", "name"),
+        ):
+            seen = {row[0] for row in conn.execute(f"SELECT {column} FROM deerflow.{table}")}
+            assert seen == {"project_a"}, table
+        for query in (
+            "SELECT count(*) FROM deerflow.change_sets WHERE project = 'project_b'",
+            "SELECT count(*) FROM deerflow.change_sets WHERE payload::text LIKE '%project_b%'",
+            "SELECT count(*) FROM deerflow.versions v JOIN deerflow.projects p"
+            " ON p.name = v.project WHERE p.name <> 'project_a'",
+        ):
+            assert conn.execute(query).fetchone() == (0,), query
+        conn.rollback()
+        conn.execute("SET row_security = off")  # asking to bypass the policies is an error
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute("SELECT * FROM deerflow.change_sets")
+
+
+def test_a_read_only_member_is_refused_by_the_database(shared: Team, tmp_path: Path) -> None:
+    teacher_url = shared.member("course", "teacher")
+    student_url = shared.member("course", "student", read_only=True)
+    teacher = outbox_at(tmp_path / "teacher")
+    teacher.add("course", fact("the dataset is the 2019 taxi trips"))
+    exchange.publish(teacher, teacher_url)
+    student = outbox_at(tmp_path / "student")
+    assert texts(take(student, student_url, "course")) == ["the dataset is the 2019 taxi trips"]
+
+    with psycopg.connect(student_url) as conn:
+        for statement in (
+            "INSERT INTO deerflow.change_sets (id, project, origin, created, payload)"
+            " VALUES (gen_random_uuid(), 'course', 'user', now(), '{}')",
+            "UPDATE deerflow.change_sets SET payload = '{}'",
+            "DELETE FROM deerflow.change_sets",
+            "UPDATE deerflow.projects SET version = 0",
+            "DELETE FROM deerflow.members",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+            conn.rollback()
+
+    student.add("course", fact("the dataset is something else"))
+    with pytest.raises(SharedError, match="read-only member of project course: ask its owner"):
+        exchange.publish(student, student_url)
+    assert len(student.waiting()) == 1  # kept, not lost: an owner may make it a writer
+    assert len(exchange.pull(teacher_url, "course")) == 1
+
+
+def test_a_member_cannot_publish_as_someone_else(shared: Team) -> None:
+    shared.member("churn", "alice")
+    bob_url = shared.member("churn", "bob")
+    with psycopg.connect(bob_url) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(
+            "INSERT INTO deerflow.change_sets (id, project, origin, person, created, payload)"
+            " VALUES (gen_random_uuid(), 'churn', 'user', %s, now(), '{}')",
+            [f"alice_{shared.suffix}"],
+        )
+
+
+def test_publishing_twice_stores_once(shared: Team, tmp_path: Path) -> None:
+    url = shared.member("churn", "alice")
+    outbox = outbox_at(tmp_path)
+    change_id = outbox.add("churn", fact("churn is measured over 90 days"))
+    assert exchange.publish(outbox, url) == 1
+    assert exchange.publish(outbox, url) == 0  # nothing waits
+    # A crash after the server committed and before the outbox said so: sent again.
+    with outbox.journal.transaction() as db:
+        db.execute("UPDATE shared_outbox SET published_at = NULL")
+    assert exchange.publish(outbox, url) == 0
+    with psycopg.connect(shared.url) as conn:
+        rows = conn.execute("SELECT id::text FROM deerflow.change_sets").fetchall()
+        versions = conn.execute("SELECT version FROM deerflow.versions").fetchall()
+    assert rows == [(change_id,)] and versions == [(1,)]
+
+
+def test_a_listener_hears_a_published_change_set(shared: Team, tmp_path: Path) -> None:
+    alice_url, bob_url = shared.member("churn", "alice"), shared.member("churn", "bob")
+    alice = outbox_at(tmp_path)
+    with exchange.listen(bob_url) as listener:
+        assert not listener.wait(0.1)
+        alice.add("churn", fact("the holdout is March"))
+        exchange.publish(alice, alice_url)
+        started = time.monotonic()
+        assert listener.wait(5)
+        assert time.monotonic() - started < 1
+
+
+def test_errors_are_one_line_naming_the_fix(
+    shared: Team, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "s3cret-pw"
+    dead = f"postgresql://alice:{secret}@127.0.0.1:{shared.cluster.port + 1}/postgres"
+    wrong = shared.cluster.url_for("deerflow_admin", secret, shared.database)
+    for argv, said in (
+        (["team", "init", "postgresql://alice@[bad"], "not a PostgreSQL URL"),
+        (["team", "init", dead], "does not answer: start the server or check the URL"),
+        (["team", "init", wrong], "refused the password of deerflow_admin@127.0.0.1"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1 and secret not in err, err
+
+
+def test_team_commands(shared: Team, capsys: pytest.CaptureFixture[str]) -> None:
+    role = f"eve_{shared.suffix}"
+    assert main(["team", "init", shared.url]) == 0
+    assert "up to date" in capsys.readouterr().out
+    assert main(["team", "add", "course", role, "--read-only", "--url", shared.url]) == 0
+    out = capsys.readouterr().out
+    assert f"created role {role}" in out and "read-only member of course" in out
+    assert main(["team", "add", "course", role, "--url", shared.url]) == 0
+    assert capsys.readouterr().out.strip() == f"{role} is a member of course"
+
+
+# A kernel that queued change sets for a shared project and was killed before publishing.
+QUEUE_AND_HANG = """
+import sys, time
+from deerflow_nb.schema.changes import ChangeSet
+from deerflow_nb.storage.journal import Journal
+from deerflow_nb.storage.outbox import Outbox
+outbox = Outbox(Journal(sys.argv[1]))
+for n in range(3):
+    outbox.add("churn", ChangeSet(origin="fold", reason="fold", diff={"newFacts": [
+        {"content": f"fact {n}", "category": "context", "confidence": 0.9}]}))
+print("queued", flush=True)
+time.sleep(600)
+"""
+PUBLISH = """
+import os, sys
+from deerflow_nb.shared.exchange import publish
+from deerflow_nb.storage.journal import Journal
+from deerflow_nb.storage.outbox import Outbox
+print(publish(Outbox(Journal(sys.argv[1])), os.environ["TEAM_URL"]))
+"""
+
+
+@pytest.mark.slow
+def test_the_outbox_survives_a_killed_kernel(shared: Team, tmp_path: Path) -> None:
+    url = shared.member("churn", "alice")
+    journal = str(tmp_path / "journal.db")
+    env = dict(os.environ, PYTHONPATH=str(REPO), TEAM_URL=url)
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", QUEUE_AND_HANG, journal], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert kernel.stdout is not None and kernel.stdout.readline().strip() == "queued"
+    finally:
+        kernel.send_signal(signal.SIGKILL)
+        kernel.wait()
+    assert kernel.returncode == -signal.SIGKILL
+    for expected in ("3", "0"):  # the next start publishes them, once
+        run = subprocess.run(
+            [sys.executable, "-c", PUBLISH, journal], env=env, capture_output=True, text=True
+        )
+        assert run.returncode == 0 and run.stdout.strip() == expected, run.stderr
+    assert texts(exchange.pull(url, "churn")) == ["fact 0", "fact 1", "fact 2"]
