@@ -97,10 +97,15 @@ class PgCluster:
             f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.folder} "
             "-c fsync=off -c full_page_writes=off -c shared_buffers=16MB -c max_connections=60"
         )
-        self._check(
+        command = (
             str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
             "-o", options, "-w", "-t", "30", "start",
         )  # fmt: skip
+        for _ in range(20):  # after a kill, until the old server's processes have gone
+            if self._run(*command).returncode == 0:
+                return
+            time.sleep(0.25)
+        self._check(*command)
 
     def stop(self) -> None:
         self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")

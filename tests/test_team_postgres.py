@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pg_cluster import PgCluster
+from pg_cluster import PgCluster, free_port
 
 from deerflow_nb.cli import main
 from deerflow_nb.schema.changes import ChangeSet
@@ -205,11 +205,34 @@ def test_a_listener_hears_a_published_change_set(shared: Team, tmp_path: Path) -
         assert time.monotonic() - started < 1
 
 
+def test_changes_wait_while_the_server_is_down(shared: Team, tmp_path: Path) -> None:
+    url = shared.member("churn", "alice")
+    dead = url.replace(f":{shared.cluster.port}/", f":{free_port()}/")
+    outbox = outbox_at(tmp_path)
+    outbox.add("churn", fact("the holdout is March"))
+    with pytest.raises(SharedError, match="does not answer: start the server"):
+        exchange.publish(outbox, dead)
+    assert len(outbox.waiting()) == 1
+    assert exchange.publish(outbox, url) == 1 and outbox.waiting() == []
+
+
+def test_each_pulled_change_set_must_be_recorded(shared: Team, tmp_path: Path) -> None:
+    """A change set handed out and not recorded would be passed over by the next pull once
+    a later one is recorded: ``incoming`` refuses to go on instead."""
+    alice_url, bob_url = shared.member("churn", "alice"), shared.member("churn", "bob")
+    alice = outbox_at(tmp_path / "alice")
+    for text in ("one", "two"):
+        alice.add("churn", fact(text))
+    exchange.publish(alice, alice_url)
+    with pytest.raises(RuntimeError, match="was not recorded applied"):
+        list(exchange.incoming(outbox_at(tmp_path / "bob"), bob_url, "churn"))
+
+
 def test_errors_are_one_line_naming_the_fix(
     shared: Team, capsys: pytest.CaptureFixture[str]
 ) -> None:
     secret = "s3cret-pw"
-    dead = f"postgresql://alice:{secret}@127.0.0.1:{shared.cluster.port + 1}/postgres"
+    dead = f"postgresql://alice:{secret}@127.0.0.1:{free_port()}/postgres"
     wrong = shared.cluster.url_for("deerflow_admin", secret, shared.database)
     for argv, said in (
         (["team", "init", "postgresql://alice@[bad"], "not a PostgreSQL URL"),
@@ -274,3 +297,71 @@ def test_the_outbox_survives_a_killed_kernel(shared: Team, tmp_path: Path) -> No
         )
         assert run.returncode == 0 and run.stdout.strip() == expected, run.stderr
     assert texts(exchange.pull(url, "churn")) == ["fact 0", "fact 1", "fact 2"]
+
+
+# A kernel that keeps working while the server is away: each change set queued, then a
+# publish tried (a failure leaves it queued for the next).
+KEEP_PUBLISHING = """
+import os, sys, time
+from deerflow_nb.schema.changes import ChangeSet
+from deerflow_nb.shared.connect import SharedError
+from deerflow_nb.shared.exchange import publish
+from deerflow_nb.storage.journal import Journal
+from deerflow_nb.storage.outbox import Outbox
+outbox = Outbox(Journal(sys.argv[1]))
+failed = 0
+for n in range(int(sys.argv[2])):
+    outbox.add("churn", ChangeSet(origin="fold", reason="fold", diff={"newFacts": [
+        {"content": f"fact {n}", "category": "context", "confidence": 0.9}]}))
+    try:
+        publish(outbox, os.environ["TEAM_URL"])
+    except SharedError:
+        failed += 1
+        time.sleep(0.02)
+print(failed)
+"""
+
+
+def stored(url: str) -> tuple[int, int, int]:
+    """(change sets, distinct versions, highest version) in the shared store."""
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT (SELECT count(*) FROM deerflow.change_sets),"
+            " count(DISTINCT version), COALESCE(max(version), 0) FROM deerflow.versions"
+        ).fetchone()
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_publishing_loses_nothing(shared: Team, tmp_path: Path) -> None:
+    """PostgreSQL SIGKILLed while a kernel publishes, then restarted: every change set is
+    stored once, the versions have no gap, and a member pulls each once."""
+    total = 120
+    url, bob_url = shared.member("churn", "alice"), shared.member("churn", "bob")
+    journal = tmp_path / "journal.db"
+    env = dict(os.environ, PYTHONPATH=str(REPO), TEAM_URL=url)
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", KEEP_PUBLISHING, str(journal), str(total)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while stored(shared.url)[0] < 20:
+            assert kernel.poll() is None and time.monotonic() < deadline, kernel.stderr
+            time.sleep(0.02)
+        shared.cluster.kill()
+        time.sleep(0.3)  # the kernel meets a dead server for a while
+        shared.cluster.start()
+        out, err = kernel.communicate(timeout=120)
+        assert kernel.returncode == 0, err
+        assert int(out) > 0  # publishes failed while the server was dead
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+            kernel.wait()
+    outbox = outbox_at(tmp_path)
+    exchange.publish(outbox, url)  # what the kernel had not sent when it finished
+    assert outbox.waiting() == []
+    assert stored(shared.url) == (total, total, total)
+    bob = outbox_at(tmp_path / "bob")
+    assert sorted(texts(take(bob, bob_url, "churn"))) == sorted(f"fact {n}" for n in range(total))
+    assert take(bob, bob_url, "churn") == []

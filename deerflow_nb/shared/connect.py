@@ -24,11 +24,12 @@ class SharedError(ValueError):
 
 def where(url: str) -> str:
     """``role@host:port/database`` of ``url``, without its password."""
+    import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
     try:
         parts = conninfo_to_dict(url)
-    except Exception:  # noqa: BLE001 - a URL that does not parse says so elsewhere
+    except psycopg.ProgrammingError:  # a URL that does not parse: said by connection_error
         return "the given URL"
     role = parts.get("user") or "(your login)"
     return (
@@ -71,7 +72,8 @@ def _first_line(text: str) -> str:
 
 @contextmanager
 def connect(url: str, *, autocommit: bool = False) -> Iterator[psycopg.Connection]:
-    """A connection to ``url``, closed afterwards; ``SharedError`` when it cannot be made."""
+    """A connection to ``url``, closed afterwards; ``SharedError`` when it cannot be made,
+    or when it is lost while in use (a server stopped or killed)."""
     import psycopg
 
     try:
@@ -79,7 +81,15 @@ def connect(url: str, *, autocommit: bool = False) -> Iterator[psycopg.Connectio
     except psycopg.Error as exc:
         raise connection_error(url, exc) from None
     with conn:
-        yield conn
+        try:
+            yield conn
+        except psycopg.OperationalError as exc:
+            if not (conn.broken or conn.closed):
+                raise
+            raise SharedError(
+                f"lost the connection to PostgreSQL at {where(url)} ({_first_line(str(exc))}): "
+                "what was not committed is sent again on the next try"
+            ) from None
 
 
 def refused(conn: psycopg.Connection, exc: Exception, project: str) -> NoReturn:
