@@ -146,18 +146,20 @@ def test_a_read_only_member_is_refused_by_the_database(shared: Team, tmp_path: P
     student = outbox_at(tmp_path / "student")
     assert texts(take(student, student_url, "course")) == ["the dataset is the 2019 taxi trips"]
 
-    with psycopg.connect(student_url) as conn:
-        for statement in (
-            "INSERT INTO deerflow.change_sets (id, project, origin, created, payload)"
-            " VALUES (gen_random_uuid(), 'course', 'user', now(), '{}')",
-            "UPDATE deerflow.change_sets SET payload = '{}'",
-            "DELETE FROM deerflow.change_sets",
-            "UPDATE deerflow.projects SET version = 0",
-            "DELETE FROM deerflow.members",
+    with psycopg.connect(student_url, autocommit=True) as conn:
+        for statement, refusal in (
+            (
+                "INSERT INTO deerflow.change_sets (id, project, origin, created, payload)"
+                " VALUES (gen_random_uuid(), 'course', 'user', now(), '{}')",
+                "violates row-level security policy",
+            ),
+            ("UPDATE deerflow.change_sets SET payload = '{}'", "permission denied"),
+            ("DELETE FROM deerflow.change_sets", "permission denied"),
+            ("UPDATE deerflow.projects SET version = 0", "permission denied"),
+            ("DELETE FROM deerflow.members", "permission denied"),
         ):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match=refusal):
                 conn.execute(statement)
-            conn.rollback()
 
     student.add("course", fact("the dataset is something else"))
     with pytest.raises(SharedError, match="read-only member of project course: ask its owner"):
@@ -169,12 +171,26 @@ def test_a_read_only_member_is_refused_by_the_database(shared: Team, tmp_path: P
 def test_a_member_cannot_publish_as_someone_else(shared: Team) -> None:
     shared.member("churn", "alice")
     bob_url = shared.member("churn", "bob")
-    with psycopg.connect(bob_url) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
-        conn.execute(
-            "INSERT INTO deerflow.change_sets (id, project, origin, person, created, payload)"
-            " VALUES (gen_random_uuid(), 'churn', 'user', %s, now(), '{}')",
-            [f"alice_{shared.suffix}"],
-        )
+    with psycopg.connect(bob_url, autocommit=True) as conn:
+        for column, value in (("person", f"alice_{shared.suffix}"), ("published", "2020-01-01")):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+                conn.execute(
+                    f"INSERT INTO deerflow.change_sets (id, project, origin, {column}, created,"
+                    " payload) VALUES (gen_random_uuid(), 'churn', 'user', %s, now(), '{}')",
+                    [value],
+                )
+
+
+def test_a_refused_project_does_not_hold_back_the_others(shared: Team, tmp_path: Path) -> None:
+    url = shared.member("churn", "alice")
+    team.add_member(shared.url, "course", f"alice_{shared.suffix}", read_only=True)
+    outbox = outbox_at(tmp_path)
+    outbox.add("course", fact("a course fact"))
+    outbox.add("churn", fact("a churn fact"))
+    with pytest.raises(SharedError, match="read-only member of project course"):
+        exchange.publish(outbox, url)
+    assert [item.project for item in outbox.waiting()] == ["course"]
+    assert texts(exchange.pull(url, "churn")) == ["a churn fact"]
 
 
 def test_publishing_twice_stores_once(shared: Team, tmp_path: Path) -> None:

@@ -71,13 +71,15 @@ def _first_line(text: str) -> str:
 
 
 @contextmanager
-def connect(url: str, *, autocommit: bool = False) -> Iterator[psycopg.Connection]:
+def connect(url: str) -> Iterator[psycopg.Connection]:
     """A connection to ``url``, closed afterwards; ``SharedError`` when it cannot be made,
-    or when it is lost while in use (a server stopped or killed)."""
+    or when it is lost while in use (a server stopped or killed). It autocommits: every
+    transaction is an explicit ``conn.transaction()``, so none is left open (or committed
+    only at close, after the caller has believed it done)."""
     import psycopg
 
     try:
-        conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=autocommit)
+        conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
     except psycopg.Error as exc:
         raise connection_error(url, exc) from None
     with conn:
@@ -93,14 +95,13 @@ def connect(url: str, *, autocommit: bool = False) -> Iterator[psycopg.Connectio
 
 
 def refused(conn: psycopg.Connection, exc: Exception, project: str) -> NoReturn:
-    """Raise the one line for a write the database refused (``exc``, after which ``conn``
-    is rolled back): a read-only member, or a role that is no member of ``project``; ``exc``
-    itself when it is something else."""
+    """Raise the one line for a write the database refused (``exc``; its transaction rolled
+    back): a read-only member, or a role that is no member of ``project``; ``exc`` itself
+    when it is something else."""
     import psycopg
 
     if not isinstance(exc, psycopg.errors.InsufficientPrivilege):
         raise exc
-    conn.rollback()
     row = conn.execute(
         "SELECT current_user, (SELECT read_only FROM deerflow.members WHERE project = %s"
         " AND role = current_user)",

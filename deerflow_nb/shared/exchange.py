@@ -144,6 +144,6 @@ class Listener:
 @contextmanager
 def listen(url: str) -> Iterator[Listener]:
     """A ``Listener`` on ``url``, closed afterwards."""
-    with connect(url, autocommit=True) as conn:
+    with connect(url) as conn:
         conn.execute(f"LISTEN {CHANNEL}")
         yield Listener(conn)

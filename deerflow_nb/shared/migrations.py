@@ -8,7 +8,8 @@ advisory lock, so two ``deerflow-nb team init`` at once cannot run one twice.
 Who may do what is the database's job, not our Python's: every member is a login role in
 the group ``deerflow_member``; row-level security lets a role read the rows of the
 projects it is a member of and insert change sets only into those it may write, as
-itself; no member may update or delete anything (change sets are append-only). The owner
+itself; no member may update or delete anything (change sets are append-only), nor write
+who sent a change set or when it was published. The owner
 of the tables (the role that ran ``team init``) is not limited by the policies.
 """
 
@@ -111,7 +112,11 @@ def m001_projects_members_change_sets(conn: psycopg.Connection) -> None:
             f"GRANT EXECUTE ON FUNCTION deerflow.is_member(text, name, boolean) TO {MEMBER_GROUP}",
             "GRANT SELECT ON deerflow.projects, deerflow.members, deerflow.versions"
             f" TO {MEMBER_GROUP}",
-            f"GRANT SELECT, INSERT ON deerflow.change_sets TO {MEMBER_GROUP}",
+            # Column by column: ``person`` (current_user) and ``published`` (now()) are
+            # the server's to write, never a member's.
+            f"GRANT SELECT ON deerflow.change_sets TO {MEMBER_GROUP}",
+            "GRANT INSERT (id, project, origin, turn, created, payload)"
+            f" ON deerflow.change_sets TO {MEMBER_GROUP}",
         ),
     )
 
