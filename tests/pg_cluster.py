@@ -17,6 +17,7 @@ import pwd
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -137,14 +138,23 @@ def server_user() -> str | None:
     raise RuntimeError("running as root and no postgres or nobody user to run PostgreSQL as")
 
 
+def temp_root(user: str | None) -> str:
+    """The system's temporary folder, or ``/tmp`` when ``user`` (the server's, not this
+    process's) could not reach a folder inside it (a ``TMPDIR`` under ``/root``)."""
+    root = Path(tempfile.gettempdir()).resolve()
+    reachable = all(p.stat().st_mode & stat.S_IXOTH for p in (root, *root.parents))
+    return str(root) if user is None or reachable else "/tmp"
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PgCluster]:
     """A running PostgreSQL for the session (``PgCluster``), stopped and removed after."""
     bin_dir = pg_bin()
     if bin_dir is None:
         pytest.skip("PostgreSQL is not installed: no /usr/lib/postgresql/*/bin/initdb (make test)")
-    folder = Path(tempfile.mkdtemp(prefix="deerflow-pg-"))
-    cluster = PgCluster(bin_dir, folder, server_user())
+    user = server_user()
+    folder = Path(tempfile.mkdtemp(prefix="deerflow-pg-", dir=temp_root(user)))
+    cluster = PgCluster(bin_dir, folder, user)
     try:
         started = time.monotonic()
         cluster.init()
