@@ -92,6 +92,20 @@ def test_init_runs_each_migration_once(shared: Team) -> None:
         assert migrations.applied(conn) == sorted(name for name, _ in migrations.MIGRATIONS)
 
 
+def test_two_inits_at_once_run_each_migration_once(postgres: PgCluster) -> None:
+    database = f"team_{secrets.token_hex(4)}"
+    with psycopg.connect(postgres.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    url = postgres.url_for("deerflow_admin", postgres.password, database)
+    ran: list[list[str]] = []
+    inits = [threading.Thread(target=lambda: ran.append(team.init(url))) for _ in range(2)]
+    for init in inits:
+        init.start()
+    for init in inits:
+        init.join(30)
+    assert sorted(ran, key=len) == [[], [name for name, _ in migrations.MIGRATIONS]]
+
+
 def test_two_members_see_each_others_change_sets(shared: Team, tmp_path: Path) -> None:
     alice_url, bob_url = shared.member("churn", "alice"), shared.member("churn", "bob")
     alice, bob = outbox_at(tmp_path / "alice"), outbox_at(tmp_path / "bob")
