@@ -11,7 +11,7 @@ server's NOTIFY on a new change set, so a kernel need not poll (a timeout is the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,18 +45,18 @@ class SharedChange:
     change: ChangeSet
 
 
-def publish(outbox: Outbox, url: str) -> int:
-    """Send every change set waiting in ``outbox`` to the shared store at ``url``, one
-    transaction per project; how many the store did not hold yet. A project this role may
-    not write is the one-line ``SharedError`` after the others are sent (its change sets
-    keep waiting)."""
+def publish(outbox: Outbox, url: str, only: Collection[str] | None = None) -> int:
+    """Send every change set waiting in ``outbox`` (of the projects in ``only``, when
+    given) to the shared store at ``url``, one transaction per project; how many the
+    store did not hold yet. A project this role may not write is the one-line
+    ``SharedError`` after the others are sent (its change sets keep waiting)."""
     import psycopg
 
     stored = 0
     refusal: SharedError | None = None
     skip: set[str] = set()  # projects refused in this publish
     with connect(url) as conn:
-        while waiting := outbox.waiting(BATCH, skip=skip):
+        while waiting := outbox.waiting(BATCH, skip=skip, only=only):
             sent = []
             for project, group in groupby(waiting, key=lambda item: item.project):
                 items = list(group)
@@ -83,6 +83,24 @@ def publish(outbox: Outbox, url: str) -> int:
     if refusal:
         raise refusal
     return stored
+
+
+def membership(url: str, project: str) -> tuple[str, bool]:
+    """(this URL's role, whether it is a read-only member) of ``project``, as the database
+    says; the one-line ``SharedError`` naming who can fix it when the role is no member."""
+    with connect(url) as conn:
+        row = conn.execute(
+            "SELECT current_user, (SELECT read_only FROM deerflow.members WHERE project = %s"
+            " AND role = current_user)",
+            [project],
+        ).fetchone()
+    role, read_only = row if row else ("this role", None)
+    if read_only is None:
+        raise SharedError(
+            f"{role} is no member of project {project}: ask its owner to run "
+            f"`deerflow-nb team add {project} {role}`"
+        )
+    return str(role), bool(read_only)
 
 
 def pull(url: str, project: str, since: int = 0, limit: int = BATCH) -> list[SharedChange]:

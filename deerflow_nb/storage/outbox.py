@@ -45,32 +45,27 @@ class Outbox:
     def add(self, project: str, change: ChangeSet, *, change_id: str | None = None) -> str:
         """Keep ``change`` (already applied here) until it is published; its uuid. It is
         recorded as applied too, so it is not applied again when it comes back."""
-        change_id = change_id or str(uuid.uuid4())
-        payload = change.model_dump_json(exclude_none=True)
-        now = now_iso()
         with self.journal.transaction() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO shared_outbox (id, project, origin, turn, created_at,"
-                " payload) VALUES (?, ?, ?, ?, ?, ?)",
-                [change_id, project, change.origin, change.turn, now, payload],
-            )
-            db.execute(
-                "INSERT OR IGNORE INTO shared_applied (id, project, version, applied_at)"
-                " VALUES (?, ?, NULL, ?)",
-                [change_id, project, now],
-            )
-        return change_id
+            return add_in(db, project, change, change_id=change_id)
 
-    def waiting(self, limit: int = 500, *, skip: Collection[str] = ()) -> list[Outgoing]:
+    def waiting(
+        self,
+        limit: int = 500,
+        *,
+        skip: Collection[str] = (),
+        only: Collection[str] | None = None,
+    ) -> list[Outgoing]:
         """The oldest change sets not published yet, grouped by project, oldest first
-        within each; none of the projects in ``skip``."""
+        within each; none of the projects in ``skip``, only those in ``only`` (when given:
+        projects shared on another server wait for that one)."""
         skipped = list(skip)
+        wanted = "" if only is None else f" AND project IN ({', '.join('?' * len(only))})"
         rows = self.journal.db.execute(
             "SELECT id, project, origin, turn, created_at, payload FROM (SELECT * FROM"
             " shared_outbox WHERE published_at IS NULL"
-            f" AND project NOT IN ({', '.join('?' * len(skipped))})"
+            f" AND project NOT IN ({', '.join('?' * len(skipped))}){wanted}"
             " ORDER BY created_at, rowid LIMIT ?) ORDER BY project, created_at, rowid",
-            [*skipped, limit],
+            [*skipped, *(only or ()), limit],
         ).fetchall()
         return [Outgoing(*row[:5], payload=json.loads(row[5])) for row in rows]
 
@@ -97,11 +92,15 @@ class Outbox:
     def record_applied(self, project: str, change_id: str, version: int) -> None:
         """``change_id`` is applied here, as the project's ``version`` on the server."""
         with self.journal.transaction() as db:
-            db.execute(
-                "INSERT INTO shared_applied (id, project, version, applied_at)"
-                " VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET version = excluded.version",
-                [change_id, project, version, now_iso()],
-            )
+            record_applied_in(db, project, change_id, version)
+
+    def unpublished(self, project: str) -> int:
+        """How many of ``project``'s change sets wait to be published."""
+        row = self.journal.db.execute(
+            "SELECT COUNT(*) FROM shared_outbox WHERE project = ? AND published_at IS NULL",
+            [project],
+        ).fetchone()
+        return int(row[0])
 
     def applied_through(self, project: str) -> int:
         """The project's highest server version applied here (0 for none): the next pull
@@ -110,3 +109,54 @@ class Outbox:
             "SELECT COALESCE(MAX(version), 0) FROM shared_applied WHERE project = ?", [project]
         ).fetchone()
         return int(row[0])
+
+
+def add_in(db: Any, project: str, change: ChangeSet, *, change_id: str | None = None) -> str:
+    """``Outbox.add`` inside the caller's transaction ``db`` (the gate's commit: a change
+    and its way to the team are journaled together, or neither is)."""
+    change_id = change_id or str(uuid.uuid4())
+    payload = change.model_dump_json(exclude_none=True)
+    now = now_iso()
+    db.execute(
+        "INSERT OR IGNORE INTO shared_outbox (id, project, origin, turn, created_at,"
+        " payload) VALUES (?, ?, ?, ?, ?, ?)",
+        [change_id, project, change.origin, change.turn, now, payload],
+    )
+    db.execute(
+        "INSERT OR IGNORE INTO shared_applied (id, project, version, applied_at)"
+        " VALUES (?, ?, NULL, ?)",
+        [change_id, project, now],
+    )
+    return change_id
+
+
+def record_applied_in(db: Any, project: str, change_id: str, version: int) -> None:
+    """``Outbox.record_applied`` inside the caller's transaction ``db`` (the gate's commit
+    of the pulled change set: applied and recorded together, or neither)."""
+    db.execute(
+        "INSERT INTO shared_applied (id, project, version, applied_at)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET version = excluded.version",
+        [change_id, project, version, now_iso()],
+    )
+
+
+# -- which projects this home shares: memory_settings rows ``shared:PROJECT`` -------------
+SHARED_KEY = "shared:"
+
+
+def shared_projects(db: Any) -> dict[str, dict[str, Any]]:
+    """``{project: {"url", "role", "read_only"}}`` for every project this home shares (the
+    URL without a password: libpq reads it from PGPASSWORD or ~/.pgpass)."""
+    rows = db.execute(
+        "SELECT key, value FROM memory_settings WHERE key LIKE ?", [SHARED_KEY + "%"]
+    ).fetchall()
+    return {key.removeprefix(SHARED_KEY): json.loads(value) for key, value in rows}
+
+
+def set_shared(db: Any, project: str, entry: dict[str, Any]) -> None:
+    """Remember that ``project`` is shared (``entry``: its url, role and read_only)."""
+    db.execute(
+        "INSERT INTO memory_settings (key, value) VALUES (?, ?)"
+        " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [SHARED_KEY + project, json.dumps(entry)],
+    )
