@@ -177,6 +177,37 @@ def _team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     add.set_defaults(func=_team_add)
 
 
+def _sync_report(report: object) -> int:
+    """Print a team sync's report (its markdown, plain) and whether it met a problem."""
+    _say(report._repr_markdown_().replace("**", "").replace("`", ""))  # type: ignore[attr-defined]
+    return 1 if report.problems else 0  # type: ignore[attr-defined]
+
+
+def _sharing_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    with_home: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
+) -> None:
+    """``deerflow-nb share``, ``join`` and ``sync`` (memory/sharing.py, docs/team.md)."""
+    for name, about in (
+        ("share", "share PROJECT's memory with the team's PostgreSQL at --url"),
+        ("join", "join the team's PROJECT on PostgreSQL at --url and pull its facts"),
+    ):
+        p = with_home(sub.add_parser(name, help=about))
+        p.add_argument("project")
+        p.add_argument("--url", required=True, help="postgresql://ROLE@HOST:PORT/DATABASE")
+        p.set_defaults(
+            func=_with_memory(
+                lambda m, a, name=name: _sync_report(getattr(m, name)(a.project, a.url)),
+                creates_home=True,
+            )
+        )
+    sync = with_home(
+        sub.add_parser("sync", help="send changes to shared projects, apply the team's")
+    )
+    sync.add_argument("--timeout", type=float, default=None, help="seconds to pull at most")
+    sync.set_defaults(func=_with_memory(lambda m, a: _sync_report(m.sync(a.timeout))))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deerflow-nb", description="DeerFlow-style memory for Jupyter: tools for the shell."
@@ -221,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
             "extraction, context window",
         )
     ).set_defaults(func=_doctor)
+    _sharing_parser(sub, with_home)
     _team_parser(sub)
     return parser
 

@@ -16,6 +16,7 @@ from .reader import MemoryReader, open_reader
 from .reports import ApplyReport, FlushReport
 from .scopes import project_names
 from .scopes import visible as scoped_memory
+from .sharing import SyncReport
 from .store import MemoryFileError, empty_memory
 from .updates.updater import MAX_FACT_CHARS
 
@@ -50,6 +51,7 @@ __all__ = [
     "Memory",
     "MemoryFileError",
     "MemoryReader",
+    "SyncReport",
     "empty_memory",
     "escape_for_block",
     "excerpt",

@@ -56,6 +56,7 @@ class SyncReport:
     pulled: int = 0
     applied: int = 0
     held: list[int] = field(default_factory=list)  # pending ids of teammates' changes
+    why_held: list[str] = field(default_factory=list)  # the gate's reason, for each
     waiting: int = 0  # change sets still in the outbox
     problems: list[str] = field(default_factory=list)
 
@@ -66,7 +67,8 @@ class SyncReport:
             + (f": `%memory pending` #{', #'.join(map(str, self.held))}" if self.held else "")
             + f"); {self.waiting} waiting to be published"
         ]
-        return "\n\n".join(lines + [f"- {p}" for p in self.problems])
+        held = [f"- #{i} waits: {why}" for i, why in zip(self.held, self.why_held, strict=True)]
+        return "\n\n".join(lines + held + [f"- {p}" for p in self.problems])
 
 
 class _Commit:
@@ -245,6 +247,7 @@ class Sharing:
         report.pulled += 1
         if passed.pending_id is not None:
             report.held.append(passed.pending_id)
+            report.why_held.append("; ".join(h["reason"] for h in passed.held))
         elif passed.result.events:
             report.applied += 1
 

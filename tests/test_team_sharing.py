@@ -1,0 +1,262 @@
+"""Sharing a project's memory end to end through the gate (issue 39), on a real PostgreSQL
+(``pg_cluster.py``): what a member's commit publishes (the shared project's facts only,
+never the user's own), a teammate's change set applied through the receiving home's gate
+(once, held by the wipe guard like a local change), a read-only member refused, the
+password never stored, a killed process's outbox published by the next one, and the same
+in real kernels (``%memory share/join/sync`` and a ``%%agent`` turn of the offline model).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import nbformat
+import psycopg
+import pytest
+from nbclient import NotebookClient
+from test_team_postgres import Team, shared  # noqa: F401  (the fixture: a database per test)
+
+from deerflow_nb.memory import Memory
+from deerflow_nb.memory.sharing import without_password
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT = "churn"
+TARGET = "The target column is churned_90d"
+PRIVATE = "Prefers polars over pandas"
+
+
+@pytest.fixture
+def pgpass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``PGPASSFILE`` of this test's members: URLs carry no password, as a user's would."""
+    path = tmp_path / "pgpass"
+    path.write_text("")
+    path.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(path))
+    return path
+
+
+def member(team: Team, pgpass: Path, name: str, *, read_only: bool = False) -> str:
+    """A new member of ``PROJECT``: its URL without the password, which goes to ``pgpass``."""
+    url = urlsplit(team.member(PROJECT, name, read_only=read_only))
+    with pgpass.open("a") as out:
+        out.write(f"127.0.0.1:{url.port}:{team.database}:{url.username}:{url.password}\n")
+    return without_password(url.geturl())
+
+
+def home(tmp_path: Path, name: str) -> Memory:
+    memory = Memory(tmp_path / name)
+    memory.project = PROJECT
+    return memory
+
+
+def fold(memory: Memory, *facts: tuple[str, str]) -> None:
+    """A fold's diff (origin fold) with ``facts`` as (text, scope)."""
+    new = [{"content": t, "category": "context", "confidence": 0.9, "scope": s} for t, s in facts]
+    memory.apply({"newFacts": new}, source="thread-1")
+
+
+def contents(memory: Memory, project: str = PROJECT) -> dict[str, dict]:
+    return {f["content"]: f for f in memory.data["facts"] if f.get("project") == project}
+
+
+def server_text(team: Team) -> str:
+    with psycopg.connect(team.url) as conn:
+        rows = conn.execute("SELECT payload::text FROM deerflow.change_sets").fetchall()
+    return "\n".join(row[0] for row in rows)
+
+
+def test_a_fold_shares_the_projects_fact_and_never_the_users_own(
+    shared: Team,  # noqa: F811
+    pgpass: Path,
+    tmp_path: Path,
+) -> None:
+    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
+    alice, bob = home(tmp_path, "alice"), home(tmp_path, "bob")
+    alice.share(PROJECT, alice_url)
+    fold(alice, (TARGET, "project"), (PRIVATE, "user"))
+    assert alice.sync().published == 1
+    assert TARGET in server_text(shared) and PRIVATE not in server_text(shared)
+
+    report = bob.join(PROJECT, bob_url)
+    assert (report.pulled, report.applied, report.problems) == (1, 1, [])
+    got = contents(bob)[TARGET]
+    mine = contents(alice)[TARGET]
+    assert (got["id"], got["addedBy"], got["person"]) == (mine["id"], "fold", f"alice_{shared.suffix}")
+    assert PRIVATE not in {f["content"] for f in bob.data["facts"]}
+    assert TARGET in bob.preview("which column is the target?")  # the next turn's <memory>
+
+    bob.add_fact("Sales data comes from the orders warehouse", project=PROJECT)  # both ways
+    bob.sync()
+    assert alice.sync().applied == 1
+    assert contents(alice)["Sales data comes from the orders warehouse"]["person"] == (
+        f"bob_{shared.suffix}"
+    )
+    assert (alice.sync().pulled, bob.sync().pulled) == (0, 0)  # applied once
+
+    alice.edit_fact(mine["id"], "The target column is churned_60d")
+    alice.forget(contents(alice)["Sales data comes from the orders warehouse"]["id"])
+    alice.sync()
+    report = bob.sync()  # the edit applies; bob's own fact waits for bob to approve
+    assert (report.applied, len(report.held)) == (1, 1)
+    assert set(contents(bob)) == {
+        "The target column is churned_60d",
+        "Sales data comes from the orders warehouse",
+    }
+    bob.approve(report.held)
+    assert set(contents(bob)) == {"The target column is churned_60d"}
+    for memory in (alice, bob):
+        memory.close()
+
+
+def test_a_teammates_removal_of_many_facts_waits_for_review(
+    shared: Team,  # noqa: F811
+    pgpass: Path,
+    tmp_path: Path,
+) -> None:
+    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
+    alice, bob = home(tmp_path, "alice"), home(tmp_path, "bob")
+    facts = [alice.add_fact(f"Table number {i} holds the raw events", project=PROJECT) for i in range(10)]
+    alice.share(PROJECT, alice_url)
+    assert bob.join(PROJECT, bob_url).applied == 1 and len(contents(bob)) == 10
+    alice.forget_many([f["id"] for f in facts[:6]])
+    alice.sync()
+    report = bob.sync()
+    assert (report.pulled, report.applied, len(report.held)) == (1, 0, 1)
+    assert len(contents(bob)) == 10  # held by the wipe guard, as a fold's would be
+    assert report.why_held[0].startswith("it would remove or evict 6 of 10 facts")
+    assert "#1 waits: it would remove or evict 6 of 10" in report._repr_markdown_()
+    bob.approve(report.held)
+    assert len(contents(bob)) == 4
+    assert bob.sync().pulled == 0  # the approval is not sent back as bob's change
+    for memory in (alice, bob):
+        memory.close()
+
+
+def test_a_read_only_member_reads_and_is_refused_a_change(
+    shared: Team,  # noqa: F811
+    pgpass: Path,
+    tmp_path: Path,
+) -> None:
+    alice_url = member(shared, pgpass, "alice")
+    student_url = member(shared, pgpass, "student", read_only=True)
+    alice = home(tmp_path, "alice")
+    alice.add_fact(TARGET, project=PROJECT)
+    alice.share(PROJECT, alice_url)
+    student = home(tmp_path, "student")
+    assert student.join(PROJECT, student_url).applied == 1
+    with pytest.raises(ValueError, match=f"student_{shared.suffix} is a read-only member"):
+        student.add_fact("The target column is wrong", project=PROJECT)
+    assert "The target column is wrong" not in contents(student)
+    student.add_fact("I take notes in markdown")  # the student's own facts are theirs
+    assert student.sync().published == 0
+    for memory in (alice, student):
+        memory.close()
+
+
+def test_the_password_is_never_written_to_the_home(
+    shared: Team,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    url = shared.member(PROJECT, "alice")
+    password = urlsplit(url).password
+    assert password
+    with home(tmp_path, "alice") as alice:
+        alice.add_fact(TARGET, project=PROJECT)
+        assert alice.share(PROJECT, url).published == 1
+        assert alice.shared_projects()[PROJECT]["url"] == without_password(url)
+    for path in (tmp_path / "alice").rglob("*"):
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path
+
+
+def test_a_killed_process_changes_are_published_by_the_next(
+    shared: Team,  # noqa: F811
+    pgpass: Path,
+    tmp_path: Path,
+) -> None:
+    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
+    with home(tmp_path, "alice") as alice:
+        alice.share(PROJECT, alice_url)
+    killed = subprocess.run(
+        [sys.executable, "-c", (
+            "import os, sys\nfrom deerflow_nb.memory import Memory\n"
+            "m = Memory(sys.argv[1])\n"
+            f"m.add_fact({TARGET!r}, project={PROJECT!r})\n"
+            "os.kill(os.getpid(), 9)\n"
+        ), str(tmp_path / "alice")],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )  # fmt: skip
+    assert killed.returncode == -9
+    with home(tmp_path, "alice") as alice:
+        assert alice.sync().published == 1
+    with home(tmp_path, "bob") as bob:
+        bob.join(PROJECT, bob_url)
+        assert TARGET in contents(bob)
+
+
+def notebook(*cells: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in ("%load_ext deerflow_nb", *cells)]
+    return nb
+
+
+def run(nb: nbformat.NotebookNode, home: Path, folder: Path) -> list[str]:
+    """Execute ``nb`` in a real kernel on ``home``; each cell's text output."""
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "DEERFLOW_NB_HOME": str(home), "PYTHONPATH": str(REPO)}
+    client = NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(folder)}})  # fmt: skip
+    client.km = client.create_kernel_manager()
+    client.start_new_kernel(env=env)
+    client.execute()
+    return ["".join(_text(o) for o in cell.outputs) for cell in nb.cells]
+
+
+def _text(output: dict) -> str:
+    if output.get("output_type") == "stream":
+        return output["text"]
+    if output.get("output_type") == "error":
+        return f"{output['ename']}: {output['evalue']}"
+    data = output.get("data", {})
+    return data.get("text/markdown") or data.get("text/plain") or ""
+
+
+def test_two_kernels_share_a_projects_fact_through_a_turn(
+    shared: Team,  # noqa: F811
+    pgpass: Path,
+    tmp_path: Path,
+) -> None:
+    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
+    alice = run(notebook(
+        f"%memory project {PROJECT}",
+        f"%memory share {PROJECT} --url {alice_url}",
+        f"%%agent\nIn this project, the target column is churned_90d. {PRIVATE}.",
+        "%memory flush",
+        "%memory sync",
+    ), tmp_path / "alice_home", tmp_path / "alice")  # fmt: skip
+    assert "published 1" in alice[-1], alice
+    assert "churned_90d" in server_text(shared) and "polars" not in server_text(shared)
+    bob = run(notebook(
+        f"%memory project {PROJECT}",
+        f"%memory join {PROJECT} --url {bob_url}",
+        "from deerflow_nb.notebook.session import get_session\n"
+        "print(get_session(get_ipython()).memory.preview('which column is the target?'))",
+        "%%agent\nWhich column is the target?",
+    ), tmp_path / "bob_home", tmp_path / "bob")  # fmt: skip
+    assert "applied 1" in bob[2], bob
+    assert "churned_90d" in bob[3] and "polars" not in bob[3]
+    assert "churned_90d" in bob[4], bob
+    student_url = member(shared, pgpass, "student", read_only=True)
+    student = run(notebook(
+        f"%memory project {PROJECT}",
+        f"%memory join {PROJECT} --url {student_url}",
+        f"%memory add 'The target column is wrong' --project {PROJECT}",
+    ), tmp_path / "student_home", tmp_path / "student")  # fmt: skip
+    assert student[-1].startswith("UsageError: %memory add: student_"), student
+    assert "read-only member" in student[-1] and "\n" not in student[-1].strip()
