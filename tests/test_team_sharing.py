@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -53,6 +55,25 @@ def home(tmp_path: Path, name: str) -> Memory:
     return memory
 
 
+@dataclass
+class Pair:
+    """Two members of ``PROJECT``, each with a home (its Memory) and a URL."""
+
+    alice: Memory
+    bob: Memory
+    alice_url: str
+    bob_url: str
+
+
+@pytest.fixture
+def pair(shared: Team, pgpass: Path, tmp_path: Path) -> Iterator[Pair]:  # noqa: F811
+    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
+    alice, bob = home(tmp_path, "alice"), home(tmp_path, "bob")
+    yield Pair(alice, bob, alice_url, bob_url)
+    for memory in (alice, bob):
+        memory.close()
+
+
 def fold(memory: Memory, *facts: tuple[str, str]) -> None:
     """A fold's diff (origin fold) with ``facts`` as (text, scope)."""
     new = [{"content": t, "category": "context", "confidence": 0.9, "scope": s} for t, s in facts]
@@ -71,17 +92,15 @@ def server_text(team: Team) -> str:
 
 def test_a_fold_shares_the_projects_fact_and_never_the_users_own(
     shared: Team,  # noqa: F811
-    pgpass: Path,
-    tmp_path: Path,
+    pair: Pair,
 ) -> None:
-    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
-    alice, bob = home(tmp_path, "alice"), home(tmp_path, "bob")
-    alice.share(PROJECT, alice_url)
+    alice, bob = pair.alice, pair.bob
+    alice.share(PROJECT, pair.alice_url)
     fold(alice, (TARGET, "project"), (PRIVATE, "user"))
     assert alice.sync().published == 1
     assert TARGET in server_text(shared) and PRIVATE not in server_text(shared)
 
-    report = bob.join(PROJECT, bob_url)
+    report = bob.join(PROJECT, pair.bob_url)
     assert (report.pulled, report.applied, report.problems) == (1, 1, [])
     got = contents(bob)[TARGET]
     mine = contents(alice)[TARGET]
@@ -112,22 +131,15 @@ def test_a_fold_shares_the_projects_fact_and_never_the_users_own(
     }
     bob.approve(report.held)
     assert set(contents(bob)) == {"The target column is churned_60d"}
-    for memory in (alice, bob):
-        memory.close()
 
 
-def test_a_teammates_removal_of_many_facts_waits_for_review(
-    shared: Team,  # noqa: F811
-    pgpass: Path,
-    tmp_path: Path,
-) -> None:
-    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
-    alice, bob = home(tmp_path, "alice"), home(tmp_path, "bob")
+def test_a_teammates_removal_of_many_facts_waits_for_review(pair: Pair) -> None:
+    alice, bob = pair.alice, pair.bob
     facts = [
         alice.add_fact(f"Table number {i} holds the raw events", project=PROJECT) for i in range(10)
     ]
-    alice.share(PROJECT, alice_url)
-    assert bob.join(PROJECT, bob_url).applied == 1 and len(contents(bob)) == 10
+    alice.share(PROJECT, pair.alice_url)
+    assert bob.join(PROJECT, pair.bob_url).applied == 1 and len(contents(bob)) == 10
     alice.forget_many([f["id"] for f in facts[:6]])
     alice.sync()
     report = bob.sync()
@@ -138,8 +150,6 @@ def test_a_teammates_removal_of_many_facts_waits_for_review(
     bob.approve(report.held)
     assert len(contents(bob)) == 4
     assert bob.sync().pulled == 0  # the approval is not sent back as bob's change
-    for memory in (alice, bob):
-        memory.close()
 
 
 def test_a_read_only_member_reads_and_is_refused_a_change(

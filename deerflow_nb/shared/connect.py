@@ -102,18 +102,29 @@ def refused(conn: psycopg.Connection, exc: Exception, project: str) -> NoReturn:
 
     if not isinstance(exc, psycopg.errors.InsufficientPrivilege):
         raise exc
-    row = conn.execute(
-        "SELECT current_user, (SELECT read_only FROM deerflow.members WHERE project = %s"
-        " AND role = current_user)",
-        [project],
-    ).fetchone()
-    role, read_only = row if row else ("this role", None)
+    role, read_only = member_role(conn, project)
     if read_only:
         raise SharedError(
             f"{role} is a read-only member of project {project}: ask its owner to run "
             f"`deerflow-nb team add {project} {role}` (without --read-only) to change it"
         ) from None
-    raise SharedError(
+    raise no_member(role, project) from None
+
+
+def member_role(conn: psycopg.Connection, project: str) -> tuple[str, bool | None]:
+    """(the connection's role, whether it is a read-only member of ``project``: None when
+    it is no member), as the database says."""
+    row = conn.execute(
+        "SELECT current_user, (SELECT read_only FROM deerflow.members WHERE project = %s"
+        " AND role = current_user)",
+        [project],
+    ).fetchone()
+    return (str(row[0]), row[1]) if row else ("this role", None)
+
+
+def no_member(role: str, project: str) -> SharedError:
+    """The one line for a role that is no member of ``project``, naming who can fix it."""
+    return SharedError(
         f"{role} is no member of project {project}: ask its owner to run "
         f"`deerflow-nb team add {project} {role}`"
-    ) from None
+    )

@@ -18,7 +18,7 @@ from datetime import datetime
 from itertools import groupby
 from typing import TYPE_CHECKING
 
-from .connect import SharedError, connect, refused
+from .connect import SharedError, connect, member_role, no_member, refused, where
 from .migrations import CHANNEL
 
 if TYPE_CHECKING:
@@ -88,18 +88,18 @@ def publish(outbox: Outbox, url: str, only: Collection[str] | None = None) -> in
 def membership(url: str, project: str) -> tuple[str, bool]:
     """(this URL's role, whether it is a read-only member) of ``project``, as the database
     says; the one-line ``SharedError`` naming who can fix it when the role is no member."""
+    import psycopg
+
     with connect(url) as conn:
-        row = conn.execute(
-            "SELECT current_user, (SELECT read_only FROM deerflow.members WHERE project = %s"
-            " AND role = current_user)",
-            [project],
-        ).fetchone()
-    role, read_only = row if row else ("this role", None)
+        try:
+            role, read_only = member_role(conn, project)
+        except psycopg.errors.UndefinedTable:
+            raise SharedError(
+                f"no deerflow schema in the database at {where(url)}: its owner runs "
+                "`deerflow-nb team init URL` first"
+            ) from None
     if read_only is None:
-        raise SharedError(
-            f"{role} is no member of project {project}: ask its owner to run "
-            f"`deerflow-nb team add {project} {role}`"
-        )
+        raise no_member(role, project)
     return str(role), bool(read_only)
 
 
