@@ -24,6 +24,7 @@ from test_team_postgres import Team, shared  # noqa: F401  (the fixture: a datab
 
 from deerflow_nb.memory import Memory
 from deerflow_nb.memory.sharing import without_password
+from deerflow_nb.notebook.views.facts import facts_view
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "churn"
@@ -111,6 +112,8 @@ def test_a_fold_shares_the_projects_fact_and_never_the_users_own(
     )
     assert PRIVATE not in {f["content"] for f in bob.data["facts"]}
     assert TARGET in bob.preview("which column is the target?")  # the next turn's <memory>
+    shown = str(facts_view(bob.data["facts"]))
+    assert f"project churn from alice_{shared.suffix}" in shown  # who added it
 
     bob.add_fact("Sales data comes from the orders warehouse", project=PROJECT)  # both ways
     bob.sync()
@@ -275,3 +278,39 @@ def test_two_kernels_share_a_projects_fact_through_a_turn(
     ), tmp_path / "student_home", tmp_path / "student")  # fmt: skip
     assert student[-1].startswith("UsageError: %memory add: student_"), student
     assert "read-only member" in student[-1] and "\n" not in student[-1].strip()
+
+
+def test_config_shares_a_project_and_only_its_facts_wait_in_the_outbox(tmp_path: Path) -> None:
+    """config.yaml's ``shared:`` (as JupyterHub pre-configures it) shares a project with no
+    server running: each change's part for the project waits in the outbox, a move in is
+    an add and a move out a removal, the user's own facts never wait, and a sync with the
+    server down is one line that keeps them waiting."""
+    folder = tmp_path / "configured"
+    folder.mkdir()
+    (folder / "config.yaml").write_text(
+        f"shared:\n  {PROJECT}: postgresql://alice@127.0.0.1:1/team\n", encoding="utf-8"
+    )
+    with Memory(folder) as memory:
+        own = memory.add_fact(PRIVATE)
+        memory.edit_fact(own["id"], scope="project", project=PROJECT)
+        memory.edit_fact(own["id"], scope="user")
+        memory.add_fact("Uses the other project's data", project="other")
+        waiting = memory._sharing.outbox.waiting()
+        assert [(w.project, list(w.payload["diff"])) for w in waiting] == [
+            (PROJECT, ["newFacts"]),
+            (PROJECT, ["factsToRemove"]),
+        ]
+        assert "Uses the other" not in str([w.payload for w in waiting])
+        report = memory.sync()
+        assert report.waiting == 2 and len(report.problems) == 1
+        assert "does not answer" in report.problems[0] and "\n" not in report.problems[0]
+
+
+def test_a_shared_url_with_a_password_in_config_is_refused(tmp_path: Path) -> None:
+    from deerflow_nb.config import ConfigError, load_settings
+
+    (tmp_path / "config.yaml").write_text(
+        "shared:\n  churn: postgresql://alice:secret@db/team\n", encoding="utf-8"
+    )
+    with pytest.raises(ConfigError, match="without a password"):
+        load_settings(tmp_path)
