@@ -232,8 +232,8 @@ class Sharing:
         """A teammate's change set through the gate, recorded applied in its transaction."""
         diff = dict(change.change.diff or {})
         diff[TEAM] = {
-            "person": change.person, "origin": change.origin, "id": change.id,
-            "at": change.created.isoformat(),
+            "project": project, "person": change.person, "origin": change.origin,
+            "id": change.id, "at": change.created.isoformat(),
         }  # fmt: skip
         team = ChangeSet(
             origin="team", reason="team", source=f"team:{change.person}", diff=diff,

@@ -111,15 +111,26 @@ def pull(url: str, project: str, since: int = 0, limit: int = BATCH) -> list[Sha
 
 
 def _pull(conn: psycopg.Connection, project: str, since: int, limit: int) -> list[SharedChange]:
-    from ..schema.changes import ChangeSet
-
     rows = conn.execute(
         "SELECT c.id::text, v.project, v.version, c.origin, c.person, c.turn, c.created,"
         " c.payload FROM deerflow.versions v JOIN deerflow.change_sets c ON c.id = v.change_set"
         " WHERE v.project = %s AND v.version > %s ORDER BY v.version LIMIT %s",
         [project, since, limit],
     ).fetchall()
-    return [SharedChange(*row[:7], change=ChangeSet.model_validate(row[7])) for row in rows]
+    return [SharedChange(*row[:7], change=_change_set(row[7])) for row in rows]
+
+
+def _change_set(payload: object) -> ChangeSet:
+    """A pulled payload as a ``ChangeSet``; one that is not (a member's client may send
+    anything) is an empty diff, applied as nothing and recorded, so it blocks no pull."""
+    from pydantic import ValidationError
+
+    from ..schema.changes import ChangeSet
+
+    try:
+        return ChangeSet.model_validate(payload)
+    except (ValidationError, ValueError):
+        return ChangeSet(origin="user", reason="unreadable", source="team", diff={})
 
 
 def incoming(outbox: Outbox, url: str, project: str) -> Iterator[SharedChange]:

@@ -15,6 +15,7 @@ facts keep the ids they have on the team (a later removal or edit names them), t
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
@@ -24,9 +25,10 @@ from ...schema.sections import MAX_SUMMARY_CHARS
 from ...storage.db import now_iso
 from ..store import CATEGORIES
 from .events import Event
-from .updater import UpdateResult, _project_context, sanitize_text
+from .updater import UpdateResult, _project_context, new_fact_id, sanitize_text
 
-TEAM = "team"  # the diff key marking a teammate's change: {"person", "origin", "id", "at"}
+TEAM = "team"  # the diff key of a teammate's change: {"project", "person", "origin", "id", "at"}
+FACT_ID = re.compile(r"[\w.\-]{1,64}")  # a team id or a role: one plain word
 KINDS = ("add", "remove", "update", "section")
 FACT_KEYS = ("content", "category", "confidence", "createdAt", "addedBy", "person")
 
@@ -108,18 +110,21 @@ def apply_team(
     """A teammate's change (``diff``, marked ``team``) applied to ``data`` (not changed):
     removals and edits by team id, new facts with their ids (a fact already here is not
     added twice), the project's summary; over ``max_facts``, ``cap`` evicts as a fold's
-    change would."""
+    change would. Only the facts of the change set's project (``diff["team"]["project"]``)
+    are touched, whatever its items name: a teammate never reaches the user's own facts
+    nor another project's."""
     out = copy.deepcopy(data)
     facts: list[dict[str, Any]] = [f for f in out.get("facts") or [] if isinstance(f, dict)]
-    person = (diff.get(TEAM) or {}).get("person")
+    marker = diff.get(TEAM) or {}
+    project, person = marker.get("project"), marker.get("person")
     events: list[Event] = []
-    by_team = {team_id(f): f for f in facts}
+    by_team = {team_id(f): f for f in facts if fact_project(f) == project}
     gone = {str(i) for i in diff.get("factsToRemove") or []}
-    for fact in [f for f in facts if team_id(f) in gone]:
+    for fact in [f for i, f in by_team.items() if i in gone]:
         facts.remove(fact)
         events.append(_event("remove", fact, fact.get("content"), None))
     for edit in diff.get("edits") or []:
-        fact = by_team.get(str(edit.get("id")))
+        fact = by_team.get(str(edit.get("id"))) if isinstance(edit, dict) else None
         if fact is None or fact not in facts:
             continue
         old = fact.get("content")
@@ -132,18 +137,21 @@ def apply_team(
         events.append(_event("update", fact, old, fact["content"]))
     taken = {f.get("id") for f in facts}
     for given in diff.get("newFacts") or []:
-        fact = _incoming(given, person)
+        fact = _incoming(given, project, person)
         if fact is None or fact["id"] in by_team or _said(facts, fact):
             continue
-        if fact["id"] in taken:  # a local fact has that id: keep the team's as sharedId
-            fact["sharedId"], fact["id"] = fact["id"], f"{fact['id']}_{len(taken)}"
+        if fact["id"] in taken:  # a fact of this home has that id: the team's is sharedId
+            fact["sharedId"], fact["id"] = fact["id"], new_fact_id(taken)
         taken.add(fact["id"])
         facts.append(fact)
         events.append(_event("add", fact, None, fact["content"]))
     out["facts"] = facts
     context = diff.get("projectContext")
-    if isinstance(context, dict):
-        context = {**context, "summary": str(context.get("summary") or "")[:MAX_SUMMARY_CHARS]}
+    if isinstance(context, dict) and project:
+        summary = str(context.get("summary") or "")[:MAX_SUMMARY_CHARS]
+        context = {"summary": summary, "shouldUpdate": True, "project": project}
+    else:
+        context = None
     events += _project_context(out, context, None, now_iso())
     if not events:
         return UpdateResult(data, [])
@@ -153,12 +161,12 @@ def apply_team(
     return UpdateResult(capped.data, events + capped.events)
 
 
-def _incoming(given: Any, person: str | None) -> dict[str, Any] | None:
-    """A teammate's fact as stored here, its text cleaned; None when it is not one."""
-    if not isinstance(given, dict) or not isinstance(given.get("id"), str):
+def _incoming(given: Any, project: Any, person: Any) -> dict[str, Any] | None:
+    """A teammate's fact as stored here, in ``project``, its text cleaned; None when it
+    is not one (no text, or an id that is not a plain word)."""
+    if not isinstance(given, dict) or not FACT_ID.fullmatch(str(given.get("id"))):
         return None
     content = sanitize_text(str(given.get("content") or ""))
-    project = given.get("project")
     if not content or not isinstance(project, str) or not project:
         return None
     confidence = given.get("confidence")
@@ -176,8 +184,9 @@ def _incoming(given: Any, person: str | None) -> dict[str, Any] | None:
     }
     if isinstance(given.get("addedBy"), str):
         fact["addedBy"] = given["addedBy"]
-    if isinstance(given.get("person") or person, str):
-        fact["person"] = given.get("person") or person
+    who = given.get("person") or person  # a fact relayed keeps who first added it
+    if isinstance(who, str) and FACT_ID.fullmatch(who):
+        fact["person"] = who
     return fact
 
 
