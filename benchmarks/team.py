@@ -99,6 +99,9 @@ def run(members: int, changes: int, folder: Path) -> dict[str, Any]:
             urls.append(cluster.url_for(role, password))
         started = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        for i in range(members):  # room for every member's facts: no eviction measured
+            (folder / f"m{i}").mkdir()
+            (folder / f"m{i}" / "config.yaml").write_text("memory:\n  max_facts: 10000\n")
         procs = [
             subprocess.Popen(
                 [sys.executable, __file__, "--member", str(folder / f"m{i}"), url, str(i),
