@@ -358,3 +358,29 @@ def test_a_teammates_change_set_touches_only_the_projects_facts(
         assert "<memory>" not in added["content"]
         assert bob.data["projects"] == {PROJECT: bob.data["projects"][PROJECT]}
         assert bob.sync().pulled == 0
+
+
+def test_in_review_mode_a_teammates_change_waits_and_keeps_its_provenance(pair: Pair) -> None:
+    alice, bob = pair.alice, pair.bob
+    fact = alice.add_fact(TARGET, project=PROJECT)
+    alice.add_fact("The churn window is 90 days", project=PROJECT)
+    alice.share(PROJECT, pair.alice_url)
+    bob.review = True
+    report = bob.join(PROJECT, pair.bob_url)
+    assert (report.pulled, len(report.held), contents(bob)) == (1, 1, {})
+    assert [item.kind for item in bob.review_items(bob.pending()[0])] == ["add", "add"]
+    bob.approve_items(report.held[0], [1])  # item by item: the teammate's facts as sent
+    (got,) = contents(bob).values()
+    assert (got["content"], got["id"], got["person"]) == (TARGET, fact["id"], alice_role(bob))
+    bob.approve("all")
+    assert len(contents(bob)) == 2
+    alice.edit_fact(fact["id"], "The target column is churned_60d")
+    alice.sync()
+    assert len(bob.sync().held) == 1  # an edit alone waits too
+    bob.approve("all")
+    assert "The target column is churned_60d" in contents(bob)
+
+
+def alice_role(bob: Memory) -> str:
+    """The role of the teammate whose facts ``bob`` holds (the test's suffix is random)."""
+    return next(f["person"] for f in bob.data["facts"] if f.get("person"))
