@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..config import Settings
     from ..shared.exchange import SharedChange
     from ..storage.journal import Journal
+    from .team_sync import TeamSync
     from .updates.gate import Gate
     from .updates.updater import UpdateResult
 
@@ -202,7 +203,7 @@ class Sharing:
             if only is None or project in only:
                 by_url.setdefault(entry["url"], []).append(project)
         for stored, projects in by_url.items():
-            url = self._urls.get(stored, stored)
+            url = self.url_for(stored)
             try:
                 for project in projects:  # the database's word on the role, each time
                     self._refresh(project, stored, *membership(url, project))
@@ -221,6 +222,11 @@ class Sharing:
                     report.problems.append(str(exc))
         report.waiting = sum(self.outbox.unpublished(p) for v in by_url.values() for p in v)
         return report
+
+    def url_for(self, stored: str) -> str:
+        """The URL to connect with: the one given to ``share``/``join`` in this process
+        (maybe with a password), else the stored one (libpq finds the password)."""
+        return self._urls.get(stored, stored)
 
     def _refresh(self, project: str, stored: str, role: str, read_only: bool) -> None:
         entry = {"url": stored, "role": role, "read_only": read_only}
@@ -256,6 +262,8 @@ class TeamMemory:
     """``Memory``'s team methods (kept here, beside what they call)."""
 
     _sharing: Sharing
+    _team_sync: TeamSync | None = None
+    on_change: Callable[..., Callable[[], None]]
 
     def share(self, project: str, url: str) -> SyncReport:
         """Share ``project``'s memory with the team at ``url`` (a ``postgresql://`` URL; the
@@ -269,6 +277,22 @@ class TeamMemory:
     def sync(self, timeout: float | None = None) -> SyncReport:
         """Publish this home's changes to shared projects and apply the team's."""
         return self._sharing.sync(timeout)
+
+    def start_team_sync(self, interval: float = 30.0) -> bool:
+        """Sync in a background thread (``team_sync.py``) when a project is shared: at
+        once, within a second of a change here or a teammate's NOTIFY, and every
+        ``interval`` seconds; whether it runs. ``stop_team_sync`` before ``close``."""
+        from .team_sync import TeamSync
+
+        if self._team_sync is None:
+            self._team_sync = TeamSync(self._sharing, self.on_change)
+        return self._team_sync.start(interval)
+
+    def stop_team_sync(self) -> None:
+        """Stop the background sync (a sync under way finishes first)."""
+        if self._team_sync is not None:
+            self._team_sync.stop()
+            self._team_sync = None
 
     def shared_projects(self) -> dict[str, dict[str, Any]]:
         """``{project: {"url", "role", "read_only"}}`` for every shared project."""

@@ -33,15 +33,19 @@ class TeamCommands:
 
     def handle_share(self, args: ShareArgs) -> SyncReport:
         try:
-            return self.memory.share(args.name, self._url(args))
+            report = self.memory.share(args.name, self._url(args))
         except ValueError as exc:  # SharedError: the server, the password, the role
             raise usage_error(f"{PROG} share: {exc}") from None
+        self.memory.start_team_sync()  # a kernel keeps it in sync from now on
+        return report
 
     def handle_join(self, args: JoinArgs) -> SyncReport:
         try:
-            return self.memory.join(args.name, self._url(args))
+            report = self.memory.join(args.name, self._url(args))
         except ValueError as exc:
             raise usage_error(f"{PROG} join: {exc}") from None
+        self.memory.start_team_sync()
+        return report
 
     def handle_sync(self, args: SyncArgs) -> SyncReport:
         if not self.memory.shared_projects():
