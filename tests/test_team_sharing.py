@@ -8,6 +8,7 @@ in real kernels (``%memory share/join/sync`` and a ``%%agent`` turn of the offli
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import nbformat
 import psycopg
 import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
 from test_team_postgres import Team, shared  # noqa: F401  (the fixture: a database per test)
 
 from deerflow_nb.memory import Memory
@@ -233,7 +235,8 @@ def run(nb: nbformat.NotebookNode, home: Path, folder: Path) -> list[str]:
                             resources={"metadata": {"path": str(folder)}})  # fmt: skip
     client.km = client.create_kernel_manager()
     client.start_new_kernel(env=env)
-    client.execute()
+    with contextlib.suppress(DeadKernelError):  # a test that kills its kernel
+        client.execute()
     return ["".join(_text(o) for o in cell.outputs) for cell in nb.cells]
 
 
@@ -404,3 +407,32 @@ def test_background_sync_brings_a_teammates_fact_within_seconds(pair: Pair) -> N
     finally:
         alice.stop_team_sync()
         bob.stop_team_sync()
+
+
+def test_a_kernel_killed_with_changes_in_its_outbox_publishes_them_at_next_start(
+    shared: Team,  # noqa: F811
+    pgpass: Path,
+    tmp_path: Path,
+) -> None:
+    alice_url = member(shared, pgpass, "alice")
+    folder = tmp_path / "alice_home"
+    with Memory(folder) as alice:
+        alice.share(PROJECT, alice_url)
+    killed = run(notebook(
+        "from deerflow_nb.notebook.session import get_session\n"
+        "get_session(get_ipython()).memory.stop_team_sync()  # nothing publishes it now",
+        f"%memory project {PROJECT}",
+        f"%memory add {TARGET} --project",
+        "import os\nos.kill(os.getpid(), 9)",
+    ), folder, tmp_path / "killed")  # fmt: skip
+    assert "Added" in killed[3] and TARGET not in server_text(shared), killed
+    with Memory(folder) as alice:
+        assert alice._sharing.outbox.unpublished(PROJECT) == 1
+    run(notebook(
+        "import time\nfrom deerflow_nb.notebook.session import get_session\n"
+        "memory = get_session(get_ipython()).memory  # starts the background sync\n"
+        "deadline = time.monotonic() + 30\n"
+        f"while memory._sharing.outbox.unpublished({PROJECT!r}) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.1)",
+    ), folder, tmp_path / "next")  # fmt: skip
+    assert TARGET in server_text(shared)

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from ..config import Settings
     from ..shared.exchange import SharedChange
     from ..storage.journal import Journal
-    from .team_sync import TeamSync
     from .updates.gate import Gate
     from .updates.updater import UpdateResult
 
@@ -262,7 +261,7 @@ class TeamMemory:
     """``Memory``'s team methods (kept here, beside what they call)."""
 
     _sharing: Sharing
-    _team_sync: TeamSync | None = None
+    _team_sync: Any = None  # a team_sync.TeamSync once started
     on_change: Callable[..., Callable[[], None]]
 
     def share(self, project: str, url: str) -> SyncReport:

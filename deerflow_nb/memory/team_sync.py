@@ -14,24 +14,30 @@ import contextlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from .sharing import Sharing, SyncReport
+from collections.abc import Callable
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 SLICE = 1.0  # seconds between looks at a local change or a stop while listening
 
 
+class Syncs(Protocol):
+    """What the thread needs of ``sharing.Sharing``."""
+
+    def sync(self, timeout: float | None = None) -> Any: ...
+
+    def projects(self) -> dict[str, dict[str, Any]]: ...
+
+    def url_for(self, stored: str) -> str: ...
+
+
 class TeamSync:
     """The background sync of one ``Sharing`` (``start`` once, ``stop`` before closing)."""
 
-    def __init__(self, sharing: Sharing, on_change: Callable[[Any], Callable[[], None]]) -> None:
+    def __init__(self, sharing: Syncs, on_change: Callable[[Any], Callable[[], None]]) -> None:
         self.sharing = sharing
         self.interval = 30.0
-        self.last: SyncReport | None = None
+        self.last: Any = None  # the last SyncReport
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -60,34 +66,40 @@ class TeamSync:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
-            try:
-                self.last = self.sharing.sync(timeout=self.interval)
-            except Exception:  # a closed or busy journal: said in the log, tried again
-                log.warning("background team sync failed", exc_info=True)
-            self._wait()
+            with contextlib.ExitStack() as stack:
+                listener = self._listen(stack)  # before the sync: no NOTIFY falls between
+                try:
+                    self.last = self.sharing.sync(timeout=self.interval)
+                except Exception:  # a closed or busy journal: said in the log, tried again
+                    log.warning("background team sync failed", exc_info=True)
+                self._wait(listener)
 
-    def _wait(self) -> None:
-        """Until a NOTIFY, a local change, a stop or ``interval`` seconds."""
+    def _listen(self, stack: contextlib.ExitStack) -> Any:
+        """A LISTENing connection to the first shared project's server, or None (the
+        server is down or nothing is shared: then the sync polls)."""
         from ..shared.connect import SharedError
         from ..shared.exchange import listen
 
-        deadline = time.monotonic() + self.interval
         urls = {entry["url"] for entry in self.sharing.projects().values()}
-        url = self.sharing.url_for(min(urls)) if urls else None
-        with contextlib.ExitStack() as stack:
-            listener = None
-            if url and not (self.last and self.last.problems):
-                with contextlib.suppress(SharedError):
-                    listener = stack.enter_context(listen(url))
-            while not self._stop.is_set() and not self._wake.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
+        if not urls:
+            return None
+        try:
+            return stack.enter_context(listen(self.sharing.url_for(min(urls))))
+        except SharedError:
+            return None
+
+    def _wait(self, listener: Any) -> None:
+        """Until a NOTIFY, a local change, a stop or ``interval`` seconds."""
+        deadline = time.monotonic() + self.interval
+        while not self._stop.is_set() and not self._wake.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if listener is None:
+                self._stop.wait(min(SLICE, left))
+                continue
+            try:
+                if listener.wait(min(SLICE, left)):
                     return
-                if listener is None:
-                    self._stop.wait(min(SLICE, left))
-                    continue
-                try:
-                    if listener.wait(min(SLICE, left)):
-                        return
-                except Exception:  # the server went away: poll until the next sync
-                    listener = None
+            except Exception:  # the server went away: poll until the next sync
+                listener = None
