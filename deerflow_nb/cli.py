@@ -179,7 +179,7 @@ def _team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 def _sync_report(report: object) -> int:
     """Print a team sync's report (its markdown, plain) and whether it met a problem."""
-    _say(report._repr_markdown_().replace("**", "").replace("`", ""))  # type: ignore[attr-defined]
+    _say(report)
     return 1 if report.problems else 0  # type: ignore[attr-defined]
 
 

@@ -152,7 +152,8 @@ def test_a_teammates_removal_of_many_facts_waits_for_review(pair: Pair) -> None:
     assert (report.pulled, report.applied, len(report.held)) == (1, 0, 1)
     assert len(contents(bob)) == 10  # held by the wipe guard, as a fold's would be
     assert report.why_held[0].startswith("it would remove or evict 6 of 10 facts")
-    assert "#1 waits: it would remove or evict 6 of 10" in report._repr_markdown_()
+    assert "- #1 waits: it would remove or evict 6 of 10" in str(report)
+    assert "\\#1 waits\\: it would" in report._repr_markdown_()  # a reason stays text
     bob.approve(report.held)
     assert len(contents(bob)) == 4
     assert bob.sync().pulled == 0  # the approval is not sent back as bob's change

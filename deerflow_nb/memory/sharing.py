@@ -23,6 +23,7 @@ from ..projects import fact_project, project_name
 from ..schema.changes import ChangeSet
 from ..storage import outbox as rows
 from ..storage.outbox import Outbox
+from ..untrusted import clean_text, escape_markdown
 from .scopes import project_summary
 from .updates.gate import Refused
 from .updates.team_changes import TEAM, Mutate, public_fact, shared_effect
@@ -60,15 +61,25 @@ class SyncReport:
     waiting: int = 0  # change sets still in the outbox
     problems: list[str] = field(default_factory=list)
 
+    def _head(self) -> str:
+        pending = f": %memory pending #{', #'.join(map(str, self.held))}" if self.held else ""
+        return (
+            f"Team sync: published {self.published}, pulled {self.pulled} (applied "
+            f"{self.applied}, held for review {len(self.held)}{pending}); {self.waiting} "
+            "waiting to be published"
+        )
+
+    def _notes(self) -> list[str]:
+        """Why each held change waits, and each problem (a server's words among them)."""
+        held = [f"#{i} waits: {why}" for i, why in zip(self.held, self.why_held, strict=True)]
+        return held + self.problems
+
     def _repr_markdown_(self) -> str:
-        lines = [
-            f"**Team sync**: published {self.published}, pulled {self.pulled} "
-            f"(applied {self.applied}, held for review {len(self.held)}"
-            + (f": `%memory pending` #{', #'.join(map(str, self.held))}" if self.held else "")
-            + f"); {self.waiting} waiting to be published"
-        ]
-        held = [f"- #{i} waits: {why}" for i, why in zip(self.held, self.why_held, strict=True)]
-        return "\n\n".join(lines + held + [f"- {p}" for p in self.problems])
+        notes = [f"- {escape_markdown(note)}" for note in self._notes()]
+        return "\n\n".join([f"**{self._head()}**", *notes])  # the head: our words only
+
+    def __str__(self) -> str:
+        return clean_text("\n".join([self._head(), *(f"- {note}" for note in self._notes())]))
 
 
 class _Commit:
