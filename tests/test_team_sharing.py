@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import nbformat
@@ -437,3 +438,32 @@ def test_a_kernel_killed_with_changes_in_its_outbox_publishes_them_at_next_start
         "    time.sleep(0.1)",
     ), folder, tmp_path / "next")  # fmt: skip
     assert TARGET in server_text(shared)
+
+
+def test_deerflow_nb_join_and_sync_print_the_report_and_errors_in_one_line(
+    shared: Team,  # noqa: F811
+    pgpass: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from deerflow_nb.cli import main
+
+    bob_url = member(shared, pgpass, "bob")
+    folder = str(tmp_path / "bob_home")
+    assert main(["join", PROJECT, "--url", bob_url, "--home", folder]) == 0
+    assert main(["sync", "--home", folder]) == 0
+    out = capsys.readouterr().out
+    assert out.count("Team sync: published 0, pulled 0") == 2
+    wrong = bob_url.replace("@", ":wrong@", 1)
+    assert main(["join", PROJECT, "--url", wrong, "--home", folder]) == 2
+    err = capsys.readouterr().err
+    assert "refused the password" in err and "wrong" not in err and err.count("\n") == 1
+
+
+def test_memory_sync_without_a_shared_project_names_the_fix(shell: Any) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="no project is shared yet; run %memory join NAME"):
+        shell.run_line_magic("memory", "sync")
+    with pytest.raises(UsageError, match="give the team's server, e.g. %memory share churn --url"):
+        shell.run_line_magic("memory", "share churn")
