@@ -113,16 +113,13 @@ class _Commit:
 
         return seen
 
-    def queue(self, db: Any, result: UpdateResult) -> None:
+    def queue(self, db: Any) -> None:
         for project, diff in self.effect.items():
-            rows.add_in(db, project, self._published(project, diff))
-
-    def _published(self, project: str, diff: dict[str, Any]) -> ChangeSet:
-        origin = self.change.origin if self.change.origin != "team" else "user"
-        return ChangeSet(
-            origin=origin, reason=self.change.reason, source="team", diff=diff,
-            project=project, turn=self.change.turn,
-        )  # fmt: skip
+            change = ChangeSet(
+                origin=self.change.origin, reason=self.change.reason, source="team",
+                diff=diff, project=project, turn=self.change.turn,
+            )  # fmt: skip
+            rows.add_in(db, project, change)
 
 
 class Sharing:

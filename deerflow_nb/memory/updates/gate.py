@@ -138,7 +138,7 @@ class Gate:
                 ledger_rows.decide(db, change.pending_id, "approved", now_iso())
             self._record(db, change, outcome)
             if shares:
-                shares.queue(db, outcome.result)
+                shares.queue(db)
             if finish:
                 finish(db, outcome)
 
