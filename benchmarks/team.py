@@ -8,6 +8,9 @@ syncing after each (``Memory.sync``: publish the outbox, pull and apply through 
 At the end each member syncs once more. Printed:
 
 - **sync** p50 / p95 seconds per sync while every member writes (goal p95 <= 1 s);
+- **seen**: p50 / p95 seconds from a member's change to its showing in the memory of a
+  read-only member whose kernel syncs in the background (NOTIFY; goal p95 <= 2 s);
+- **lost** and **applied twice**: project facts missing, or held twice, at the end (goal 0);
 - **converged**: every member holds every member's project facts (goal 1.0);
 - **private facts on the server**: change sets holding a member's own fact (goal 0);
 - **throughput**: change sets published per second, all members together (the members'
@@ -41,7 +44,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 from benchlib import Results, add_results_options, report_written, results_dir  # noqa: E402
 
 PROJECT = "bench"
-GOALS = {"sync_p95_seconds": 1.0, "converged": 1.0, "private_on_server": 0}
+GOALS = {
+    "sync_p95_seconds": 1.0,
+    "seen_p95_seconds": 2.0,
+    "lost": 0,
+    "applied_twice": 0,
+    "converged": 1.0,
+    "private_on_server": 0,
+}
 
 
 def member(home: str, url: str, index: int, changes: int) -> dict[str, Any]:
@@ -54,7 +64,9 @@ def member(home: str, url: str, index: int, changes: int) -> dict[str, Any]:
         took = []
         for i in range(changes):
             memory.add_fact(
-                f"Table t{index}x{i} of member {index} holds the raw events", project=PROJECT
+                f"Table t{index}x{i} of member {index} holds the raw events written at "
+                f"{time.time():.3f}",
+                project=PROJECT,
             )
             if i % 2 == 0:
                 memory.add_fact(f"Member {index} privately prefers colour scheme c{index}x{i}")
@@ -66,13 +78,48 @@ def member(home: str, url: str, index: int, changes: int) -> dict[str, Any]:
         return {"syncs": took}
 
 
-def final(home: str, url: str) -> int:
-    """One last sync of a member; how many project facts it holds."""
+def final(home: str, url: str) -> tuple[int, int]:
+    """One last sync of a member: how many different project facts it holds, and how many
+    it holds more than once (a change set applied twice)."""
     from deerflow_nb.memory import Memory
 
     with Memory(home) as memory:
         memory.join(PROJECT, url)
-        return sum(1 for f in memory.data["facts"] if f.get("project") == PROJECT)
+        texts = [f["content"] for f in memory.data["facts"] if f.get("project") == PROJECT]
+        return len(set(texts)), len(texts) - len(set(texts))
+
+
+class Observer:
+    """A read-only member with a kernel's background sync (NOTIFY, then pull through the
+    gate): when each fact first shows in its memory, against when its writer added it."""
+
+    def __init__(self, home: Path, url: str) -> None:
+        import threading
+
+        from deerflow_nb.memory import Memory
+
+        self.memory = Memory(home)
+        self.memory.join(PROJECT, url)
+        self.memory.start_team_sync()
+        self.seen: dict[str, float] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.done.is_set():
+            now = time.time()
+            for fact in self.memory.data["facts"]:
+                self.seen.setdefault(fact["content"], now)
+            self.done.wait(0.02)
+
+    def delays(self) -> list[float]:
+        """Seconds from each fact's writing to its showing here."""
+        self.done.set()
+        self.thread.join()
+        self.memory.stop_team_sync()
+        self.memory.close()
+        return sorted(seen - float(text.rsplit(" at ", 1)[1]) for text, seen in self.seen.items())
 
 
 def run(members: int, changes: int, folder: Path) -> dict[str, Any]:
@@ -97,6 +144,11 @@ def run(members: int, changes: int, folder: Path) -> dict[str, Any]:
             role = f"member{i}_{secrets.token_hex(3)}"
             team.add_member(cluster.url, PROJECT, role, password=password)
             urls.append(cluster.url_for(role, password))
+        password, role = secrets.token_hex(8), f"observer_{secrets.token_hex(3)}"
+        team.add_member(cluster.url, PROJECT, role, read_only=True, password=password)
+        (folder / "observer").mkdir()
+        (folder / "observer" / "config.yaml").write_text("memory:\n  max_facts: 100000\n")
+        observer = Observer(folder / "observer", cluster.url_for(role, password))
         started = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         for i in range(members):  # room for every member's facts: no eviction measured
@@ -112,6 +164,10 @@ def run(members: int, changes: int, folder: Path) -> dict[str, Any]:
         ]  # fmt: skip
         outs = [json.loads(p.communicate(timeout=600)[0].splitlines()[-1]) for p in procs]
         elapsed = time.perf_counter() - started
+        deadline = time.monotonic() + 60  # the last ones still on their way
+        while len(observer.seen) < members * changes and time.monotonic() < deadline:
+            time.sleep(0.05)
+        delays = observer.delays()
         held = [final(str(folder / f"m{i}"), urls[i]) for i in range(members)]
         payloads = json.dumps(
             [c.change.model_dump() for c in exchange.pull(cluster.url, PROJECT, 0, 10**6)]
@@ -123,17 +179,26 @@ def run(members: int, changes: int, folder: Path) -> dict[str, Any]:
         "members": members,
         "changes": changes,
         "sync_p50": statistics.median(syncs),
-        "sync_p95": syncs[min(len(syncs) - 1, int(0.95 * len(syncs)))],
-        "converged": sum(h == members * changes for h in held) / members,
+        "sync_p95": percentile(syncs, 0.95),
+        "seen_p50": statistics.median(delays) if delays else None,
+        "seen_p95": percentile(delays, 0.95) if delays else None,
+        "seen_by_observer": len(delays),
+        "lost": sum(members * changes - kept for kept, _ in held),
+        "applied_twice": sum(twice for _, twice in held),
+        "converged": sum(kept == members * changes for kept, _ in held) / members,
         "private_on_server": payloads.count("privately prefers"),
         "published_per_second": members * changes / elapsed,
     }
 
 
+def percentile(values: list[float], share: float) -> float:
+    return values[min(len(values) - 1, int(share * len(values)))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--members", type=int, default=4)
-    parser.add_argument("--changes", type=int, default=30)
+    parser.add_argument("--members", type=int, default=20)
+    parser.add_argument("--changes", type=int, default=50)
     parser.add_argument("--member", nargs=4, help=argparse.SUPPRESS)  # a member's process
     add_results_options(parser)
     args = parser.parse_args(argv)
@@ -151,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"sync p50 / p95: {figures['sync_p50']:.3f} / {figures['sync_p95']:.3f} s (goal p95 <= 1 s)"
     )
+    print(
+        f"a change seen by a read-only member's background sync, p50 / p95: "
+        f"{figures['seen_p50']:.3f} / {figures['seen_p95']:.3f} s (goal p95 <= 2 s; "
+        f"{figures['seen_by_observer']} of {members * changes} seen)"
+    )
+    print(f"changes lost: {figures['lost']}; applied twice: {figures['applied_twice']} (goal 0, 0)")
     print(f"converged: {figures['converged']:.2f} (goal 1.0)")
     print(f"private facts on the server: {figures['private_on_server']} (goal 0)")
     rate = figures["published_per_second"]

@@ -111,7 +111,13 @@ CASES: dict[str, tuple[list[str], list[str], set[str]]] = {
     ),
     "team": (
         [],
-        [r"sync p50 / p95: \d+\.\d{3} / \d+\.\d{3} s", r"converged: 1\.00", r"on the server: 0 "],
+        [
+            r"sync p50 / p95: \d+\.\d{3} / \d+\.\d{3} s",
+            r"converged: 1\.00",
+            r"on the server: 0 ",
+            r"changes lost: 0; applied twice: 0",
+            r"background sync, p50 / p95: \d+\.\d{3} / ",
+        ],
         {"members2.changes3"},
     ),
     "turn_overhead": ([], [r"Added at 1,000 facts: -?\d+\.\d\d ms"], {"memory_off", "facts.1000"}),

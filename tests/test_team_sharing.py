@@ -27,8 +27,8 @@ from nbclient.exceptions import DeadKernelError
 from test_team_postgres import Team, shared  # noqa: F401  (the fixture: a database per test)
 
 from deerflow_nb.memory import Memory
-from deerflow_nb.memory.sharing import without_password
 from deerflow_nb.notebook.views.facts import facts_view
+from deerflow_nb.shared.connect import without_password
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "churn"

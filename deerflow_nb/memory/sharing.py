@@ -17,10 +17,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ..projects import fact_project, project_name
 from ..schema.changes import ChangeSet
+from ..shared.connect import without_password
 from ..storage import outbox as rows
 from ..storage.outbox import Outbox
 from ..untrusted import clean_text, escape_markdown
@@ -36,16 +36,6 @@ if TYPE_CHECKING:
     from ..storage.journal import Journal
     from .updates.gate import Gate
     from .updates.updater import UpdateResult
-
-
-def without_password(url: str) -> str:
-    """``url`` with no password in it (neither ``user:password@`` nor ``?password=``)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = f"{parts.username or ''}@{netloc.rsplit('@', 1)[1]}"
-    query = "&".join(q for q in parts.query.split("&") if q and not q.startswith("password="))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     import psycopg
@@ -36,6 +37,16 @@ def where(url: str) -> str:
         f"{role}@{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
         f"/{parts.get('dbname') or role}"
     )
+
+
+def without_password(url: str) -> str:
+    """``url`` with no password in it (neither ``user:password@`` nor ``?password=``)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}@{netloc.rsplit('@', 1)[1]}"
+    query = "&".join(q for q in parts.query.split("&") if q and not q.startswith("password="))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def connection_error(url: str, exc: Exception) -> SharedError:
