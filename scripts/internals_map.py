@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "base",
         {"schema", "config", "home", "tokens", "scrub", "untrusted", "similarity", "projects"},
     ),
-    ("storage", {"storage", "journal"}),
+    ("storage", {"storage", "journal", "shared"}),
     ("models", {"llm", "offline"}),
     ("memory", {"memory"}),
     ("agent", {"agent"}),
@@ -33,6 +33,9 @@ APART: set[tuple[str, str]] = {
     ("inspector", "notebook"),
     ("notebook", "inspector"),
     ("offline", "memory"),
+    # journal.db knows nothing of PostgreSQL: shared/ reads the outbox, never the reverse.
+    ("storage", "shared"),
+    ("journal", "shared"),
 }
 
 

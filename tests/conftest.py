@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import settings as hypothesis_settings
 from IPython.core.interactiveshell import InteractiveShell
+from pg_cluster import postgres  # noqa: F401  (a session fixture: a real PostgreSQL)
 from traitlets.config import Config
 
 from deerflow_nb.notebook.session import close_session

@@ -1,9 +1,11 @@
-"""The package's layers: dependencies point one way, and SQL stays in storage/.
+"""The package's layers: dependencies point one way, and SQL stays in storage/ (SQLite)
+and shared/ (PostgreSQL).
 
 Every import in every module counts, the ones inside functions too: a lazy import is
 still a dependency, only a later one (docs/internals.md has the map). journal.db is read
-and written only by ``deerflow_nb/storage/``: everything above calls its functions, and so
-do ``benchmarks/`` and ``scripts/``. Outside ``memory/`` code imports only the names its
+and written only by ``deerflow_nb/storage/``, and the team's PostgreSQL only by
+``deerflow_nb/shared/``, each with its own driver: everything else calls their functions,
+and so do ``benchmarks/`` and ``scripts/``. Outside ``memory/`` code imports only the names its
 facade exports, and no modules import each other in a circle.
 """
 
@@ -135,7 +137,7 @@ TABLE_CALLS = {
 # Calls and subscripts that are table access only on a database (``db``, ``self.db``,
 # ``journal.db``, ``self._db``): ``db["messages"]``, ``db.table("messages")``.
 DB_ONLY_CALLS = {"table", "query"}
-DRIVERS = {"sqlite3", "sqlite_utils"}
+DRIVERS = {"sqlite3", "sqlite_utils", "psycopg"}
 
 
 def _name(node: ast.expr) -> str:
@@ -181,14 +183,46 @@ REPO = PACKAGE.parent
 BESIDE = ("benchmarks", "scripts")  # code beside the package, held to the same rule
 
 
-def test_no_sql_outside_storage() -> None:
+# Where SQL may be spoken, and through which drivers: journal.db (SQLite) in storage/, the
+# team's PostgreSQL (issue 39) in shared/; nowhere else.
+SQL_HOMES = {
+    "deerflow_nb/storage/": {"sqlite3", "sqlite_utils"},
+    "deerflow_nb/shared/": {"psycopg"},
+}
+
+
+def sql_out_of_place(where: str, source: str) -> list[str]:
+    """The SQL in the file at ``where`` that does not belong there: any outside storage/
+    and shared/, and in either the other one's driver."""
+    home = next((h for h in SQL_HOMES if where.startswith(h)), None)
+    if home is None:
+        return sql_in(source)
+    return [
+        hit
+        for hit in sql_in(source)
+        if hit.split(": ", 1)[1].startswith("import ")
+        and hit.split("import ", 1)[1].split(".")[0] not in SQL_HOMES[home]
+    ]
+
+
+def test_sql_only_in_storage_and_shared() -> None:
     wrong = []
     paths = [*PACKAGE.rglob("*.py"), *(p for d in BESIDE for p in (REPO / d).rglob("*.py"))]
     for path in sorted(paths):
         where = path.relative_to(REPO).as_posix()
-        if not where.startswith("deerflow_nb/storage/"):
-            wrong += [f"{where}: {hit}" for hit in sql_in(path.read_text())]
-    assert not wrong, "SQL outside deerflow_nb/storage/ (move it there):\n" + "\n".join(wrong)
+        wrong += [f"{where}: {hit}" for hit in sql_out_of_place(where, path.read_text())]
+    assert not wrong, (
+        "SQL out of place (SQLite in deerflow_nb/storage/, PostgreSQL in deerflow_nb/shared/; "
+        "move it there):\n" + "\n".join(wrong)
+    )
+
+
+def test_each_sql_home_keeps_to_its_driver() -> None:
+    """The check itself: a driver is allowed only in its own folder."""
+    source = "import psycopg\nimport sqlite3\nSQL = 'SELECT 1'\n"
+    assert sql_out_of_place("deerflow_nb/storage/outbox.py", source) == ["line 1: import psycopg"]
+    assert sql_out_of_place("deerflow_nb/shared/exchange.py", source) == ["line 2: import sqlite3"]
+    assert len(sql_out_of_place("deerflow_nb/memory/api.py", source)) == 3
 
 
 def test_benchmarks_and_scripts_are_scanned() -> None:

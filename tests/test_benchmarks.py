@@ -109,6 +109,17 @@ CASES: dict[str, tuple[list[str], list[str], set[str]]] = {
         ],
         {"default.notebook_statement_is_the_first_recalled", "calibration.default.recall.coverage"},
     ),
+    "team": (
+        [],
+        [
+            r"sync p50 / p95: \d+\.\d{3} / \d+\.\d{3} s",
+            r"converged: 1\.00",
+            r"on the server: 0 ",
+            r"changes lost: 0; applied twice: 0",
+            r"background sync, p50 / p95: \d+\.\d{3} / ",
+        ],
+        {"members2.changes3"},
+    ),
     "turn_overhead": ([], [r"Added at 1,000 facts: -?\d+\.\d\d ms"], {"memory_off", "facts.1000"}),
 }
 
@@ -126,6 +137,11 @@ def needs(name: str) -> str | None:
         return "the embeddings extra is not installed (make test installs it)"
     if name == "persona" and not minilm_onnx.installed("jupyter_ai_persona_manager"):
         return "the jupyter-ai extra is not installed (make test installs it)"
+    if name == "team":
+        from pg_cluster import pg_bin
+
+        if pg_bin() is None:
+            return "PostgreSQL is not installed: no /usr/lib/postgresql/*/bin/initdb (make test)"
     if name == "local_server":
         if not minilm_onnx.installed("llama_cpp") or not minilm_onnx.installed("uvicorn"):
             return "llama-cpp-python[server] is not installed (make test installs it)"

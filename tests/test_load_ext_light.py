@@ -18,6 +18,9 @@ HEAVY = (
     "deerflow_nb.persona",
     "jupyter_ai_persona_manager",
     "jupyterlab_chat",
+    # The team's PostgreSQL client: loaded only when a shared project is used (issue 39).
+    "deerflow_nb.shared",
+    "psycopg",
 )
 DEFERRED = (
     "deerflow_nb.agent",

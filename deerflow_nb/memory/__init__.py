@@ -16,6 +16,7 @@ from .reader import MemoryReader, open_reader
 from .reports import ApplyReport, FlushReport
 from .scopes import Scope, Snapshot, project_names
 from .scopes import view as scoped_view
+from .sharing import SyncReport
 from .sqlite_home import SQLiteHome
 from .store import MemoryFileError, empty_memory
 from .updates.updater import MAX_FACT_CHARS
@@ -54,6 +55,7 @@ __all__ = [
     "SQLiteHome",
     "Scope",
     "Snapshot",
+    "SyncReport",
     "empty_memory",
     "escape_for_block",
     "excerpt",

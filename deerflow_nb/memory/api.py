@@ -31,6 +31,7 @@ from .reader import MemoryReader
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
 from .retrieval.vectors import FactVectors
 from .scopes import ALL_PROJECTS, Scope, Snapshot, asked, view
+from .sharing import Sharing, TeamMemory
 from .store import MemoryStore
 from .updates import fact_use as usage
 from .updates.edits import Edits
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 RECALL_K = 10  # messages a recall lists by default (%memory recall, the panel, the inspector)
 
 
-class Memory:
+class Memory(TeamMemory):
     """Long-term memory for one home folder (see docs/internals.md for the contract)."""
 
     def __init__(
@@ -94,6 +95,7 @@ class Memory:
         self._upkeep = Upkeep(self.settings, ledger, review, gate)
         self._transfer = Transfer(self.settings, ledger, gate)
         self.projects = Projects(self.journal, gate, lambda: self.data)  # list, rename, forget
+        self._sharing = Sharing(self.settings, self.journal, gate, ledger.current)  # team
 
     def start(self) -> Memory:
         """Load memory as a kernel does (idempotent, returns ``self``): finish what a killed

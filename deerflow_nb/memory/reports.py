@@ -81,8 +81,8 @@ class ApplyReport:
 
 def changes_anything(diff: dict[str, Any]) -> bool:
     """Whether a (checked) diff would change memory: a new fact, a removal, or a section
-    marked for update. One that would not is no proposal to review."""
-    if diff.get("newFacts") or diff.get("factsToRemove"):
+    marked for update, a teammate's edit. One that would not is no proposal to review."""
+    if diff.get("newFacts") or diff.get("factsToRemove") or diff.get("edits"):
         return True
     if (diff.get("projectContext") or {}).get("shouldUpdate"):
         return True

@@ -380,13 +380,38 @@ class MoveArgs:
     project: str | None = option("--project", metavar="NAME", help="to project NAME")
 
 
+@dataclass(frozen=True)
+class ShareArgs:
+    command: ClassVar[str] = "share"
+    about: ClassVar[str] = (
+        "share project NAME with the team on PostgreSQL at --url (its facts are sent; the "
+        "password in PGPASSWORD or ~/.pgpass, never stored)"
+    )
+    name: str = positional("NAME")
+    url: str | None = option("--url", metavar="URL", help="postgresql://ROLE@HOST:PORT/DATABASE")
+
+
+@dataclass(frozen=True)
+class JoinArgs:
+    command: ClassVar[str] = "join"
+    about: ClassVar[str] = "join the team's project NAME on PostgreSQL at --url and pull its facts"
+    name: str = positional("NAME")
+    url: str | None = option("--url", metavar="URL", help="postgresql://ROLE@HOST:PORT/DATABASE")
+
+
+@dataclass(frozen=True)
+class SyncArgs:
+    command: ClassVar[str] = "sync"
+    about: ClassVar[str] = "send changes to shared projects and apply the team's"
+
+
 # Every subcommand, in the order --help and the README list them.
 Args = (
     PanelArgs | FactsArgs | SearchArgs | RecallArgs | PreviewArgs | AddArgs | EditArgs
     | ForgetArgs | FlushArgs | StatusArgs | DoctorArgs | HistoryArgs | VersionsArgs | DiffArgs
     | RollbackArgs | ReviewArgs | PendingArgs | ApproveArgs | RejectArgs | StaleArgs
     | ConsolidateArgs | ExportArgs | ImportArgs | ResetArgs | ProjectArgs | ProjectsArgs
-    | MoveArgs
+    | MoveArgs | ShareArgs | JoinArgs | SyncArgs
 )  # fmt: skip
 COMMANDS: tuple[type[Args], ...] = get_args(Args)
 SUBCOMMANDS: tuple[str, ...] = tuple(cls.command for cls in COMMANDS)

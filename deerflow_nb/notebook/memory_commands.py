@@ -44,6 +44,7 @@ from .memory_args import (
     VersionsArgs,
 )
 from .project_commands import ProjectCommands
+from .team_commands import TeamCommands
 from .views.facts import FactsTable, PreviewView, SearchResults, facts_view, preview_view
 from .views.history import DiffView, EventsView, VersionsView
 from .views.recall import RecallResults
@@ -66,7 +67,7 @@ def _no_fact(fact_id: str) -> str:
     return f"no fact {fact_id!r}; see {PROG} facts"
 
 
-class MemoryCommands(ProjectCommands):
+class MemoryCommands(ProjectCommands, TeamCommands):
     """One handler per subcommand; each validates, calls the Memory API, returns a view."""
 
     def __init__(self, memory: Memory, session: Session | None = None) -> None:

@@ -15,9 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 # Who a change comes from. ``user``: a person, by hand (``%memory``, the panel, the
 # inspector, an approval, an import). ``model``: the agent's ``remember`` in a turn.
 # ``fold``: the memory model reading a conversation. ``maintenance``: consolidation and
-# staleness upkeep.
-Origin = Literal["user", "model", "fold", "maintenance"]
-ORIGINS: tuple[str, ...] = ("user", "model", "fold", "maintenance")
+# staleness upkeep. ``team``: a teammate's change to a shared project, pulled from the
+# team's PostgreSQL (``memory/sharing.py``).
+Origin = Literal["user", "model", "fold", "maintenance", "team"]
+ORIGINS: tuple[str, ...] = ("user", "model", "fold", "maintenance", "team")
 
 
 class FactEdit(BaseModel):

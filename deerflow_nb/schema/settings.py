@@ -146,6 +146,32 @@ def check_project(raw: Any, source: Path | str) -> str | None:
         raise ConfigError(f"{source}: 'project': {exc}") from None
 
 
+def check_shared(raw: Any, source: Path | str) -> dict[str, str]:
+    """config.yaml's ``shared:`` (project -> the team's PostgreSQL URL, as JupyterHub
+    pre-configures it): URLs without a password (PGPASSWORD or ~/.pgpass holds it)."""
+    from ..home import ConfigError
+    from ..projects import project_name
+
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise ConfigError(f"{source}: 'shared' must map project names to PostgreSQL URLs")
+    out = {}
+    for name, url in raw.items():
+        from urllib.parse import urlsplit
+
+        if not url.startswith(("postgresql://", "postgres://")) or urlsplit(url).password:
+            raise ConfigError(
+                f"{source}: 'shared.{name}' must be a postgresql://ROLE@HOST/DATABASE URL "
+                "without a password (put the password in PGPASSWORD or ~/.pgpass)"
+            )
+        try:
+            out[project_name(str(name))] = url
+        except ValueError as exc:
+            raise ConfigError(f"{source}: 'shared': {exc}") from None
+    return out
+
+
 class Settings(BaseModel):
     """Everything configurable, resolved from defaults, config.yaml and the environment."""
 
@@ -159,6 +185,8 @@ class Settings(BaseModel):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     # ``project:`` in config.yaml: every notebook on this home in one project (projects.py).
     project: str | None = None
+    # ``shared:`` in config.yaml: project -> the team's PostgreSQL URL (memory/sharing.py).
+    shared: dict[str, str] = Field(default_factory=dict)
 
     @property
     def memory_path(self) -> Path:

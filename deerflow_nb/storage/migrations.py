@@ -335,6 +335,29 @@ def m018_server_lease_heartbeats(db: sqlite_utils.Database) -> None:
     forget_user_info(db)
 
 
+@migration
+def m019_shared_outbox(db: sqlite_utils.Database) -> None:
+    """Change sets of shared projects (issue 39, ``storage/outbox.py``): each waits in
+    ``shared_outbox`` until it is published to the team's PostgreSQL once
+    (``published_at``), surviving a killed kernel or a server that is down; and
+    ``shared_applied`` records every change set this home has applied, its own and its
+    teammates', so one pulled twice is applied once."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS shared_outbox (id TEXT PRIMARY KEY, project TEXT NOT NULL,"
+        " origin TEXT NOT NULL, turn TEXT, created_at TEXT NOT NULL, payload TEXT NOT NULL,"
+        " published_at TEXT)"
+    )
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS shared_outbox_waiting ON shared_outbox(created_at)"
+        " WHERE published_at IS NULL"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS shared_applied (id TEXT PRIMARY KEY, project TEXT NOT NULL,"
+        " version INTEGER, applied_at TEXT NOT NULL)"
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS shared_applied_project ON shared_applied(project)")
+
+
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order; their
     names (none when it was up to date)."""

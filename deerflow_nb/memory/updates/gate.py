@@ -51,12 +51,13 @@ from .edits import apply_edit
 from .events import replacement_events
 from .review import propose
 from .rules import Rules
+from .team_changes import TEAM, Tap, apply_team
 from .updater import WIPE_MIN_FACTS, WIPE_SHARE, UpdateResult, wipe_limit
 from .write_protocol import Changed, Ledger
 
 MAX_REMEMBER_PER_TURN = 5  # the model's remember calls one turn may make
 WINDOW = timedelta(days=1)  # the wipe guard's memory
-GUARDED = ("model", "fold", "maintenance")  # origins the wipe guard counts (and remember)
+GUARDED = ("model", "fold", "maintenance", "team")  # origins the wipe guard counts (and remember)
 WHOLESALE = 0.5  # a section keeping less than half its words was rewritten wholesale
 
 
@@ -104,6 +105,7 @@ class Gate:
         self.review_on = review_on
         self._changed = changed
         self._warm = warm
+        self.tap: Tap | None = None  # the team's share of each commit (memory/sharing.py)
 
     def submit(self, change: ChangeSet, finish: Finish | None = None) -> Passed:
         """Check ``change`` and commit what may apply now; ``finish`` runs in the same
@@ -124,6 +126,8 @@ class Gate:
             return self._hold(change, finish, why or "review mode is on")
         outcome = Passed(UpdateResult({}, []))
         mutate = self._mutation(change, outcome)
+        shares = self.tap(change) if self.tap else None
+        mutate = shares.watch(mutate) if shares else mutate
 
         def done(db: Any) -> None:
             if outcome.result.events:  # journaled just now, in this transaction
@@ -133,6 +137,8 @@ class Gate:
             if change.pending_id is not None and not outcome.skipped:
                 ledger_rows.decide(db, change.pending_id, "approved", now_iso())
             self._record(db, change, outcome)
+            if shares:
+                shares.queue(db)
             if finish:
                 finish(db, outcome)
 
@@ -195,6 +201,9 @@ class Gate:
         return result
 
     def _apply(self, data: dict[str, Any], change: ChangeSet, diff: dict[str, Any]) -> Any:
+        if diff.get(TEAM):  # a teammate's change: facts keep their team ids and provenance
+            cap = self.settings.memory.max_facts
+            return apply_team(data, diff, lambda d: self.rules.apply(d, {}, change.source), cap)
         return self.rules.apply(
             data,
             diff,
@@ -212,7 +221,11 @@ class Gate:
             diff = {"newFacts": diff.get("newFacts") or []}
         before = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
         result = self._apply(data, change, diff)
-        protected = [i for i in result.ids("remove") if is_user_fact(before.get(i, {}))]
+        protected = [
+            i
+            for i in result.ids("remove")
+            if is_user_fact(before.get(i, {})) and not (diff.get(TEAM) and before[i].get("person"))
+        ]  # a teammate's removal of a teammate's fact is theirs to make
         if protected:
             keep = [i for i in diff.get("factsToRemove") or [] if i not in protected]
             merges = diff.get("merges") or []
@@ -343,6 +356,7 @@ _ORIGIN_ADDED_BY = {
     "model": ADDED_BY_MODEL,
     "fold": ADDED_BY_FOLD,
     "maintenance": ADDED_BY_FOLD,
+    "team": "team",
 }
 
 

@@ -163,8 +163,11 @@ def split(
     for part in (chosen, rest):
         if not part.get("stale"):
             part.pop("stale", None)
-        if diff.get("addedBy"):  # whose the facts are goes with each part
-            part["addedBy"] = diff["addedBy"]
+        for key in ("addedBy", "team"):  # whose the facts are (a teammate's) goes with each
+            if diff.get(key):
+                part[key] = diff[key]
+    if diff.get("edits"):  # a teammate's edits are no items: they go with the approved part
+        chosen["edits"] = diff["edits"]
     rest[ITEM_NUMBERS] = rest_numbers
     return chosen, rest
 

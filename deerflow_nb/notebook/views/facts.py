@@ -53,11 +53,13 @@ class FactsTable(View):
 
 
 def scope_of(fact: Mapping[str, Any]) -> str:
-    """``user`` (shared by every project) or ``project NAME``: whose the fact is."""
+    """``user`` (shared by every project) or ``project NAME``: whose the fact is, and the
+    teammate who added it to a shared project (``from ROLE``)."""
     from ...projects import fact_project
 
     project = fact_project(dict(fact))
-    return "user" if project is None else f"project {project}"
+    teammate = f" from {fact['person']}" if fact.get("person") else ""
+    return "user" if project is None else f"project {project}{teammate}"
 
 
 def marked(fact: Mapping[str, Any], content: str) -> str:

@@ -1,0 +1,296 @@
+"""Sharing a project's memory with a team through its PostgreSQL (issue 39).
+
+``Sharing`` taps the gate: each commit's effect on the facts of a shared project
+(``updates/team_changes.py``; never a user's own fact) is queued in the home's outbox in
+the same journal transaction as the commit, so a kernel killed after a change still
+publishes it later. ``sync`` publishes the outbox and hands each teammate's change set to
+this home's gate as a ``team`` change (validated, held by review or the wipe guard as a
+fold's would be), recording it applied in the gate's own transaction: applied once.
+
+Which projects are shared, at which URL and as which role, is kept in journal.db
+(``storage/outbox.py``) without any password: libpq reads it from ``PGPASSWORD`` or
+``~/.pgpass``. A password given in a URL is used by this process only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..projects import fact_project, project_name
+from ..schema.changes import ChangeSet
+from ..shared.connect import without_password
+from ..storage import outbox as rows
+from ..storage.outbox import Outbox
+from ..untrusted import clean_text, escape_markdown
+from .scopes import project_summary
+from .updates.gate import Refused
+from .updates.team_changes import TEAM, Mutate, public_fact, shared_effect
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..config import Settings
+    from ..shared.exchange import SharedChange
+    from ..storage.journal import Journal
+    from .updates.gate import Gate
+    from .updates.updater import UpdateResult
+
+
+@dataclass
+class SyncReport:
+    """What one ``sync`` did: change sets published and pulled, applied or held for
+    review, and a one-line problem per server that could not be reached or refused."""
+
+    published: int = 0
+    pulled: int = 0
+    applied: int = 0
+    held: list[int] = field(default_factory=list)  # pending ids of teammates' changes
+    why_held: list[str] = field(default_factory=list)  # the gate's reason, for each
+    waiting: int = 0  # change sets still in the outbox
+    problems: list[str] = field(default_factory=list)
+
+    def _head(self) -> str:
+        pending = f": %memory pending #{', #'.join(map(str, self.held))}" if self.held else ""
+        return (
+            f"Team sync: published {self.published}, pulled {self.pulled} (applied "
+            f"{self.applied}, held for review {len(self.held)}{pending}); {self.waiting} "
+            "waiting to be published"
+        )
+
+    def _notes(self) -> list[str]:
+        """Why each held change waits, and each problem (a server's words among them)."""
+        held = [f"#{i} waits: {why}" for i, why in zip(self.held, self.why_held, strict=True)]
+        return held + self.problems
+
+    def _repr_markdown_(self) -> str:
+        notes = [f"- {escape_markdown(note)}" for note in self._notes()]
+        return "\n\n".join([f"**{self._head()}**", *notes])  # the head: our words only
+
+    def __str__(self) -> str:
+        return clean_text("\n".join([self._head(), *(f"- {note}" for note in self._notes())]))
+
+
+class _Commit:
+    """One commit on its way to the team (``team_changes.Shares``)."""
+
+    def __init__(self, change: ChangeSet, shared: dict[str, dict[str, Any]]) -> None:
+        self.change = change
+        self.shared = shared
+        self.effect: dict[str, dict[str, Any]] = {}
+
+    def watch(self, mutate: Mutate) -> Mutate:
+        def seen(data: dict[str, Any]) -> UpdateResult:
+            before = {
+                f.get("id"): dict(f)
+                for f in data.get("facts") or []
+                if isinstance(f, dict) and fact_project(f) in self.shared
+            }
+            result = mutate(data)
+            effect = shared_effect(before, result, self.shared)
+            for project in [p for p in effect if self.shared[p].get("read_only")]:
+                if self.change.origin == "user":  # the database would refuse it: say so now
+                    role = self.shared[project].get("role") or "this role"
+                    raise Refused(
+                        f"{role} is a read-only member of shared project {project}: ask its "
+                        f"owner to run `deerflow-nb team add {project} {role}` (without "
+                        "--read-only), or keep the fact in your own memory (--user)"
+                    )
+                del effect[project]  # a fold's note on a course project stays here
+            self.effect = effect
+            return result
+
+        return seen
+
+    def queue(self, db: Any) -> None:
+        for project, diff in self.effect.items():
+            change = ChangeSet(
+                origin=self.change.origin, reason=self.change.reason, source="team",
+                diff=diff, project=project, turn=self.change.turn,
+            )  # fmt: skip
+            rows.add_in(db, project, change)
+
+
+class Sharing:
+    """This home's shared projects: the gate's tap, ``share``, ``join`` and ``sync``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        journal: Journal,
+        gate: Gate,
+        current: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.gate = gate
+        self.outbox = Outbox(journal)
+        self._current = current
+        self._urls: dict[str, str] = {}  # stored URL -> the one given (maybe with a password)
+        gate.tap = self.tap
+
+    def projects(self) -> dict[str, dict[str, Any]]:
+        """``{project: {"url", "role", "read_only"}}``: joined ones and config.yaml's."""
+        shared = rows.shared_projects(self.journal.db)
+        for project, url in self.settings.shared.items():
+            shared.setdefault(project, {"url": url})
+        return shared
+
+    def tap(self, change: ChangeSet) -> _Commit | None:
+        """The gate's question before each commit: is any project shared? (A teammate's
+        change, applied here, is not sent back.)"""
+        if change.origin == "team" or (change.diff or {}).get(TEAM):
+            return None
+        shared = self.projects()
+        return _Commit(change, shared) if shared else None
+
+    def _register(self, project: str, url: str) -> tuple[str, bool]:
+        from ..shared.exchange import membership
+
+        stored = without_password(url)
+        self._urls[stored] = url
+        role, read_only = membership(url, project)
+        entry = {"url": stored, "role": role, "read_only": read_only}
+        with self.journal.transaction() as db:
+            rows.set_shared(db, project, entry)
+        return role, read_only
+
+    def join(self, project: str, url: str, timeout: float | None = None) -> SyncReport:
+        """Take part in ``project`` on the team's server at ``url`` and pull its facts."""
+        project = project_name(project)
+        self._register(project, url)
+        return self.sync(timeout, only=[project])
+
+    def share(self, project: str, url: str, timeout: float | None = None) -> SyncReport:
+        """Join ``project`` and send the team its facts and summary as they are here."""
+        from ..shared.connect import SharedError
+
+        project = project_name(project)
+        role, read_only = self._register(project, url)
+        if read_only:
+            raise SharedError(
+                f"{role} is a read-only member of project {project}: joined, but nothing is "
+                f"shared; ask its owner to run `deerflow-nb team add {project} {role}`"
+            )
+        data = self._current()
+        facts = [public_fact(f) for f in data.get("facts") or [] if fact_project(f) == project]
+        diff: dict[str, Any] = {
+            "newFacts": [{**f, "scope": "project", "project": project} for f in facts]
+        }
+        if summary := project_summary(data, project):
+            diff["projectContext"] = {"summary": summary, "shouldUpdate": True, "project": project}
+        if facts or summary:
+            change = ChangeSet(
+                origin="user", reason="share", source="team", diff=diff, project=project
+            )
+            self.outbox.add(project, change)
+        return self.sync(timeout, only=[project])
+
+    def sync(self, timeout: float | None = None, only: list[str] | None = None) -> SyncReport:
+        """Publish what waits in the outbox, then pull and apply each shared project's new
+        change sets through the gate (``timeout`` seconds at most; the rest next time)."""
+        from ..shared.connect import SharedError
+        from ..shared.exchange import incoming, membership, publish
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        report = SyncReport()
+        by_url: dict[str, list[str]] = {}
+        for project, entry in self.projects().items():
+            if only is None or project in only:
+                by_url.setdefault(entry["url"], []).append(project)
+        for stored, projects in by_url.items():
+            url = self.url_for(stored)
+            try:
+                for project in projects:  # the database's word on the role, each time
+                    self._refresh(project, stored, *membership(url, project))
+                report.published += publish(self.outbox, url, only=projects)
+            except SharedError as exc:
+                report.problems.append(str(exc))
+                if "does not answer" in str(exc):
+                    continue  # the server is down: the pulls would say it again
+            for project in projects:
+                try:
+                    for change in incoming(self.outbox, url, project):
+                        self._apply(project, change, report)
+                        if deadline is not None and time.monotonic() > deadline:
+                            break
+                except SharedError as exc:
+                    report.problems.append(str(exc))
+        report.waiting = sum(self.outbox.unpublished(p) for v in by_url.values() for p in v)
+        return report
+
+    def url_for(self, stored: str) -> str:
+        """The URL to connect with: the one given to ``share``/``join`` in this process
+        (maybe with a password), else the stored one (libpq finds the password)."""
+        return self._urls.get(stored, stored)
+
+    def _refresh(self, project: str, stored: str, role: str, read_only: bool) -> None:
+        entry = {"url": stored, "role": role, "read_only": read_only}
+        if rows.shared_projects(self.journal.db).get(project) != entry:
+            with self.journal.transaction() as db:
+                rows.set_shared(db, project, entry)
+
+    def _apply(self, project: str, change: SharedChange, report: SyncReport) -> None:
+        """A teammate's change set through the gate, recorded applied in its transaction."""
+        diff = dict(change.change.diff or {})
+        diff[TEAM] = {
+            "project": project, "person": change.person, "origin": change.origin,
+            "id": change.id, "at": change.created.isoformat(),
+        }  # fmt: skip
+        team = ChangeSet(
+            origin="team", reason="team", source=f"team:{change.person}", diff=diff,
+            project=project, turn=change.turn,
+        )  # fmt: skip
+
+        def recorded(db: Any, _: Any) -> None:
+            rows.record_applied_in(db, project, change.id, change.version)
+
+        passed = self.gate.submit(team, recorded)
+        report.pulled += 1
+        if passed.pending_id is not None:
+            report.held.append(passed.pending_id)
+            report.why_held.append("; ".join(h["reason"] for h in passed.held))
+        elif passed.result.events:
+            report.applied += 1
+
+
+class TeamMemory:
+    """``Memory``'s team methods (kept here, beside what they call)."""
+
+    _sharing: Sharing
+    _team_sync: Any = None  # a team_sync.TeamSync once started
+    on_change: Callable[..., Callable[[], None]]
+
+    def share(self, project: str, url: str) -> SyncReport:
+        """Share ``project``'s memory with the team at ``url`` (a ``postgresql://`` URL; the
+        password in PGPASSWORD or ~/.pgpass): its facts are sent, teammates' pulled."""
+        return self._sharing.share(project, url)
+
+    def join(self, project: str, url: str) -> SyncReport:
+        """Join ``project`` on the team's PostgreSQL at ``url`` and pull its facts."""
+        return self._sharing.join(project, url)
+
+    def sync(self, timeout: float | None = None) -> SyncReport:
+        """Publish this home's changes to shared projects and apply the team's."""
+        return self._sharing.sync(timeout)
+
+    def start_team_sync(self, interval: float = 30.0) -> bool:
+        """Sync in a background thread (``team_sync.py``) when a project is shared: at
+        once, within a second of a change here or a teammate's NOTIFY, and every
+        ``interval`` seconds; whether it runs. ``stop_team_sync`` before ``close``."""
+        from .team_sync import TeamSync
+
+        if self._team_sync is None:
+            self._team_sync = TeamSync(self._sharing, self.on_change)
+        return self._team_sync.start(interval)
+
+    def stop_team_sync(self) -> None:
+        """Stop the background sync (a sync under way finishes first)."""
+        if self._team_sync is not None:
+            self._team_sync.stop()
+            self._team_sync = None
+
+    def shared_projects(self) -> dict[str, dict[str, Any]]:
+        """``{project: {"url", "role", "read_only"}}`` for every shared project."""
+        return self._sharing.projects()

@@ -1,0 +1,207 @@
+"""A shared project's part of a committed change, and a teammate's part applied here.
+
+What leaves the home is never a fold's change set as it came (it may hold the user's own
+facts beside the project's) but its effect, fact by fact, on the facts of the shared
+projects only (``shared_effect``): facts added (with their id, text, category,
+confidence, time and who added them), removed, edited, and the project's summary. A
+user's own facts have no project, so nothing here can ever select one.
+
+``apply_team`` is that effect applied to this home's memory, called by the gate for a
+diff marked ``team`` (so validation, review and the wipe guard see it as any change):
+facts keep the ids they have on the team (a later removal or edit names them), their
+``addedBy`` and the teammate (``person``) who sent them.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
+
+from ...projects import PROJECT_SCOPE, fact_project
+from ...schema.changes import ChangeSet
+from ...schema.sections import MAX_SUMMARY_CHARS
+from ...storage.db import now_iso
+from ..store import CATEGORIES
+from .events import Event
+from .updater import UpdateResult, _project_context, new_fact_id, sanitize_text
+
+TEAM = "team"  # the diff key of a teammate's change: {"project", "person", "origin", "id", "at"}
+FACT_ID = re.compile(r"[\w.\-]{1,64}")  # a team id or a role: one plain word
+KINDS = ("add", "remove", "update", "section")
+FACT_KEYS = ("content", "category", "confidence", "createdAt", "addedBy", "person")
+
+
+Mutate = Callable[[dict[str, Any]], UpdateResult]
+
+
+class Shares(Protocol):
+    """One commit's way to the team: ``watch`` sees the facts before the change,
+    ``queue`` puts the shared projects' part in the outbox in the commit's transaction."""
+
+    def watch(self, mutate: Mutate) -> Mutate: ...
+
+    def queue(self, db: Any) -> None: ...
+
+
+Tap = Callable[[ChangeSet], Shares | None]  # None: nothing of this change is shared
+
+
+def team_id(fact: dict[str, Any]) -> str:
+    """The id the team knows ``fact`` by (its own, unless that id was taken here)."""
+    return str(fact.get("sharedId") or fact.get("id"))
+
+
+def public_fact(fact: dict[str, Any]) -> dict[str, Any]:
+    """What the team sees of a project fact: no local bookkeeping (source, use)."""
+    out = {key: fact[key] for key in FACT_KEYS if fact.get(key) is not None}
+    return {"id": team_id(fact), **out}
+
+
+def shared_effect(
+    before: dict[str, dict[str, Any]], result: UpdateResult, shared: Collection[str]
+) -> dict[str, dict[str, Any]]:
+    """``{project: diff}``: what ``result`` did to the facts of the ``shared`` projects,
+    ``before`` being the facts it started from (by id). Evictions stay local (each home
+    has its own ``max_facts``); a fact moved in or out of a project is added or removed."""
+    after = {f.get("id"): f for f in result.data.get("facts") or [] if isinstance(f, dict)}
+    effect: dict[str, dict[str, Any]] = {}
+
+    def part(project: str | None) -> dict[str, Any] | None:
+        return effect.setdefault(project, {}) if project in shared else None
+
+    for event in result.events:
+        kind = event.kind if event.kind in KINDS else event.details.get("change")
+        old, new = before.get(event.fact_id), after.get(event.fact_id)
+        if kind == "section" and event.section and event.section.startswith("projects."):
+            name = event.section.removeprefix("projects.")
+            if (diff := part(name)) is not None:
+                diff["projectContext"] = {
+                    "summary": event.new_content or "",
+                    "shouldUpdate": True,
+                    "project": name,
+                }
+            continue
+        was = fact_project(old) if old else None
+        now = fact_project(new) if new else None
+        moved_out = kind in ("remove", "update") and old and (was != now or new is None)
+        if moved_out and (diff := part(was)) is not None:
+            diff.setdefault("factsToRemove", []).append(team_id(old))
+        if kind in ("add", "update") and new and (was != now or kind == "add"):
+            if (diff := part(now)) is not None:
+                fact = {**public_fact(new), "scope": PROJECT_SCOPE, "project": now}
+                diff.setdefault("newFacts", []).append(fact)
+        elif kind == "update" and new and old and (diff := part(now)) is not None:
+            edit = {
+                k: new[k] for k in ("content", "category", "confidence") if old.get(k) != new.get(k)
+            }
+            if edit:
+                diff.setdefault("edits", []).append({"id": team_id(new), **edit})
+    return {name: diff for name, diff in effect.items() if diff}
+
+
+def apply_team(
+    data: dict[str, Any],
+    diff: dict[str, Any],
+    cap: Callable[[dict[str, Any]], UpdateResult],
+    max_facts: int,
+) -> UpdateResult:
+    """A teammate's change (``diff``, marked ``team``) applied to ``data`` (not changed):
+    removals and edits by team id, new facts with their ids (a fact already here is not
+    added twice), the project's summary; over ``max_facts``, ``cap`` evicts as a fold's
+    change would. Only the facts of the change set's project (``diff["team"]["project"]``)
+    are touched, whatever its items name: a teammate never reaches the user's own facts
+    nor another project's."""
+    out = copy.deepcopy(data)
+    facts: list[dict[str, Any]] = [f for f in out.get("facts") or [] if isinstance(f, dict)]
+    marker = diff.get(TEAM) or {}
+    project, person = marker.get("project"), marker.get("person")
+    events: list[Event] = []
+    by_team = {team_id(f): f for f in facts if fact_project(f) == project}
+    gone = {str(i) for i in diff.get("factsToRemove") or []}
+    for fact in [f for i, f in by_team.items() if i in gone]:
+        facts.remove(fact)
+        events.append(_event("remove", fact, fact.get("content"), None))
+    for edit in diff.get("edits") or []:
+        fact = by_team.get(str(edit.get("id"))) if isinstance(edit, dict) else None
+        if fact is None or fact not in facts:
+            continue
+        old = fact.get("content")
+        if isinstance(edit.get("content"), str) and edit["content"].strip():
+            fact["content"] = sanitize_text(edit["content"])
+        if edit.get("category") in CATEGORIES:
+            fact["category"] = edit["category"]
+        if isinstance(edit.get("confidence"), (int, float)):
+            fact["confidence"] = min(max(float(edit["confidence"]), 0.0), 1.0)
+        events.append(_event("update", fact, old, fact["content"]))
+    taken = {f.get("id") for f in facts}
+    for given in diff.get("newFacts") or []:
+        fact = _incoming(given, project, person)
+        if fact is None or fact["id"] in by_team or _said(facts, fact):
+            continue
+        if fact["id"] in taken:  # a fact of this home has that id: the team's is sharedId
+            fact["sharedId"], fact["id"] = fact["id"], new_fact_id(taken)
+        taken.add(fact["id"])
+        facts.append(fact)
+        events.append(_event("add", fact, None, fact["content"]))
+    out["facts"] = facts
+    context = diff.get("projectContext")
+    if isinstance(context, dict) and project:
+        summary = str(context.get("summary") or "")[:MAX_SUMMARY_CHARS]
+        context = {"summary": summary, "shouldUpdate": True, "project": project}
+    else:
+        context = None
+    events += _project_context(out, context, None, now_iso())
+    if not events:
+        return UpdateResult(data, [])
+    if len(facts) <= max_facts:
+        return UpdateResult(out, events)
+    capped = cap(out)
+    return UpdateResult(capped.data, events + capped.events)
+
+
+def _incoming(given: Any, project: Any, person: Any) -> dict[str, Any] | None:
+    """A teammate's fact as stored here, in ``project``, its text cleaned; None when it
+    is not one (no text, or an id that is not a plain word)."""
+    if not isinstance(given, dict) or not FACT_ID.fullmatch(str(given.get("id"))):
+        return None
+    content = sanitize_text(str(given.get("content") or ""))
+    if not content or not isinstance(project, str) or not project:
+        return None
+    confidence = given.get("confidence")
+    fact = {
+        "id": given["id"][:64],
+        "content": content,
+        "category": given.get("category") if given.get("category") in CATEGORIES else "context",
+        "confidence": min(max(float(confidence), 0.0), 1.0)
+        if isinstance(confidence, (int, float))
+        else 0.9,
+        "createdAt": str(given.get("createdAt") or now_iso()),
+        "source": "team",
+        "scope": PROJECT_SCOPE,
+        "project": project,
+    }
+    if isinstance(given.get("addedBy"), str):
+        fact["addedBy"] = given["addedBy"]
+    who = given.get("person") or person  # a fact relayed keeps who first added it
+    if isinstance(who, str) and FACT_ID.fullmatch(who):
+        fact["person"] = who
+    return fact
+
+
+def _said(facts: list[dict[str, Any]], fact: dict[str, Any]) -> bool:
+    """Whether the project already holds this very text (said here too): kept once."""
+    return any(
+        f.get("content") == fact["content"] and fact_project(f) == fact["project"] for f in facts
+    )
+
+
+def _event(kind: str, fact: dict[str, Any], old: Any, new: Any) -> Event:
+    return Event(
+        kind,
+        fact_id=fact.get("id"),
+        old_content=old,
+        new_content=new,
+        details={"category": fact.get("category"), "source": "team", "person": fact.get("person")},
+    )

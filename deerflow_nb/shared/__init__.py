@@ -1,0 +1,7 @@
+"""A project's memory shared by a team or a class, on PostgreSQL (issue 39).
+
+``team.py`` sets the server up (schema, policies, members), ``exchange.py`` publishes a
+home's change sets from its outbox and pulls the team's; ``connect.py`` makes the
+connection and its one-line errors. The only package that speaks PostgreSQL: psycopg is
+imported inside functions, so nothing here loads it before a shared project is used.
+"""

@@ -1,0 +1,178 @@
+"""Publishing a home's change sets to the team's PostgreSQL and pulling the team's back.
+
+``publish`` sends what waits in the home's outbox (``storage/outbox.py``) and marks it
+published only after the server has committed it; the server keys change sets by their
+uuid (``ON CONFLICT DO NOTHING``), so a publish repeated after a crash between the two
+steps stores nothing twice. ``pull`` reads a project's change sets after a version, as
+the member's role sees them (row-level security decides which). ``incoming`` yields the
+ones this home has not applied yet, in version order. ``Listener`` waits for the
+server's NOTIFY on a new change set, so a kernel need not poll (a timeout is the fallback).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import groupby
+from typing import TYPE_CHECKING
+
+from .connect import SharedError, connect, member_role, no_member, refused, where
+from .migrations import CHANNEL
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from ..schema.changes import ChangeSet
+    from ..storage.outbox import Outbox
+
+BATCH = 500  # change sets read from the outbox, or pulled, at a time
+
+
+@dataclass(frozen=True)
+class SharedChange:
+    """A change set as the shared store holds it: the project's ``version`` it made, and
+    who sent it (``person``, a role), from which ``origin`` and ``turn``, and when."""
+
+    id: str
+    project: str
+    version: int
+    origin: str
+    person: str
+    turn: str | None
+    created: datetime
+    change: ChangeSet
+
+
+def publish(outbox: Outbox, url: str, only: Collection[str] | None = None) -> int:
+    """Send every change set waiting in ``outbox`` (of the projects in ``only``, when
+    given) to the shared store at ``url``, one transaction per project; how many the
+    store did not hold yet. A project this role may not write is the one-line
+    ``SharedError`` after the others are sent (its change sets keep waiting)."""
+    import psycopg
+
+    stored = 0
+    refusal: SharedError | None = None
+    skip: set[str] = set()  # projects refused in this publish
+    with connect(url) as conn:
+        while waiting := outbox.waiting(BATCH, skip=skip, only=only):
+            sent = []
+            for project, group in groupby(waiting, key=lambda item: item.project):
+                items = list(group)
+                try:
+                    with conn.transaction():
+                        for item in items:
+                            cursor = conn.execute(
+                                "INSERT INTO deerflow.change_sets (id, project, origin, turn,"
+                                " created, payload) VALUES (%s, %s, %s, %s, %s, %s)"
+                                " ON CONFLICT (id) DO NOTHING",
+                                [item.id, project, item.origin, item.turn, item.created_at,
+                                 psycopg.types.json.Jsonb(item.payload)],
+                            )  # fmt: skip
+                            stored += cursor.rowcount
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    skip.add(project)
+                    try:
+                        refused(conn, exc, project)
+                    except SharedError as error:
+                        refusal = refusal or error
+                    continue
+                sent += [item.id for item in items]
+            outbox.mark_published(sent)
+    if refusal:
+        raise refusal
+    return stored
+
+
+def membership(url: str, project: str) -> tuple[str, bool]:
+    """(this URL's role, whether it is a read-only member) of ``project``, as the database
+    says; the one-line ``SharedError`` naming who can fix it when the role is no member."""
+    import psycopg
+
+    with connect(url) as conn:
+        try:
+            role, read_only = member_role(conn, project)
+        except psycopg.errors.UndefinedTable:
+            raise SharedError(
+                f"no deerflow schema in the database at {where(url)}: its owner runs "
+                "`deerflow-nb team init URL` first"
+            ) from None
+    if read_only is None:
+        raise no_member(role, project)
+    return str(role), bool(read_only)
+
+
+def pull(url: str, project: str, since: int = 0, limit: int = BATCH) -> list[SharedChange]:
+    """``project``'s change sets after version ``since``, in version order (at most
+    ``limit``), as the URL's role may read them: none of a project it is no member of."""
+    with connect(url) as conn:
+        return _pull(conn, project, since, limit)
+
+
+def _pull(conn: psycopg.Connection, project: str, since: int, limit: int) -> list[SharedChange]:
+    rows = conn.execute(
+        "SELECT c.id::text, v.project, v.version, c.origin, c.person, c.turn, c.created,"
+        " c.payload FROM deerflow.versions v JOIN deerflow.change_sets c ON c.id = v.change_set"
+        " WHERE v.project = %s AND v.version > %s ORDER BY v.version LIMIT %s",
+        [project, since, limit],
+    ).fetchall()
+    return [SharedChange(*row[:7], change=_change_set(row[7])) for row in rows]
+
+
+def _change_set(payload: object) -> ChangeSet:
+    """A pulled payload as a ``ChangeSet``; one that is not (a member's client may send
+    anything) is an empty diff, applied as nothing and recorded, so it blocks no pull."""
+    from pydantic import ValidationError
+
+    from ..schema.changes import ChangeSet
+
+    try:
+        return ChangeSet.model_validate(payload)
+    except (ValidationError, ValueError):
+        return ChangeSet(origin="user", reason="unreadable", source="team", diff={})
+
+
+def incoming(outbox: Outbox, url: str, project: str) -> Iterator[SharedChange]:
+    """The change sets of ``project`` this home has not applied, in version order.
+
+    The caller hands each to the gate and then calls ``outbox.record_applied`` for it
+    (whatever the gate decided) before taking the next: the versions recorded are what the
+    next pull starts after, so none is passed over, and one already applied (this home's
+    own, coming back) is recorded here without being yielded."""
+    with connect(url) as conn:
+        while changes := _pull(conn, project, outbox.applied_through(project), BATCH):
+            known = outbox.applied(change.id for change in changes)
+            for change in changes:
+                if change.id in known:
+                    outbox.record_applied(project, change.id, change.version)
+                    continue
+                yield change
+                if not outbox.applied([change.id]):
+                    raise RuntimeError(
+                        f"change set {change.id} was not recorded applied: call "
+                        "outbox.record_applied for each change set before the next"
+                    )
+            if len(changes) < BATCH:
+                return
+
+
+class Listener:
+    """A connection LISTENing for published change sets (any project: the notice carries
+    nothing, and the member pulls what its role may read)."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+
+    def wait(self, timeout: float) -> bool:
+        """Whether a change set was published since the last wait, waiting up to
+        ``timeout`` seconds for one; False after the timeout (then poll anyway)."""
+        return any(True for _ in self.conn.notifies(timeout=timeout, stop_after=1))
+
+
+@contextmanager
+def listen(url: str) -> Iterator[Listener]:
+    """A ``Listener`` on ``url``, closed afterwards."""
+    with connect(url) as conn:
+        conn.execute(f"LISTEN {CHANNEL}")
+        yield Listener(conn)
