@@ -59,7 +59,6 @@ def member(home: str, url: str, index: int, changes: int) -> dict[str, Any]:
     from deerflow_nb.memory import Memory
 
     with Memory(home) as memory:
-        memory.project = PROJECT
         memory.join(PROJECT, url)
         took = []
         for i in range(changes):

@@ -55,9 +55,7 @@ def member(team: Team, pgpass: Path, name: str, *, read_only: bool = False) -> s
 
 
 def home(tmp_path: Path, name: str) -> Memory:
-    memory = Memory(tmp_path / name)
-    memory.project = PROJECT
-    return memory
+    return Memory(tmp_path / name)
 
 
 @dataclass
@@ -82,7 +80,7 @@ def pair(shared: Team, pgpass: Path, tmp_path: Path) -> Iterator[Pair]:  # noqa:
 def fold(memory: Memory, *facts: tuple[str, str]) -> None:
     """A fold's diff (origin fold) with ``facts`` as (text, scope)."""
     new = [{"content": t, "category": "context", "confidence": 0.9, "scope": s} for t, s in facts]
-    memory.apply({"newFacts": new}, source="thread-1")
+    memory.apply({"newFacts": new}, source="thread-1", project=PROJECT)
 
 
 def contents(memory: Memory, project: str = PROJECT) -> dict[str, dict]:
@@ -115,7 +113,9 @@ def test_a_fold_shares_the_projects_fact_and_never_the_users_own(
         f"alice_{shared.suffix}",
     )
     assert PRIVATE not in {f["content"] for f in bob.data["facts"]}
-    assert TARGET in bob.preview("which column is the target?")  # the next turn's <memory>
+    assert TARGET in bob.preview(
+        "which column is the target?", project=PROJECT
+    )  # the next turn's <memory>
     shown = str(facts_view(bob.data["facts"]))
     assert f"project churn from alice_{shared.suffix}" in shown  # who added it
 
@@ -269,8 +269,7 @@ def test_two_kernels_share_a_projects_fact_through_a_turn(
     bob = run(notebook(
         f"%memory project {PROJECT}",
         f"%memory join {PROJECT} --url {bob_url}",
-        "from deerflow_nb.notebook.session import get_session\n"
-        "print(get_session(get_ipython()).memory.preview('which column is the target?'))",
+        "%memory preview --context \"which column is the target?\"",
         "%%agent\nWhich column is the target?",
     ), tmp_path / "bob_home", tmp_path / "bob")  # fmt: skip
     assert "applied 1" in bob[2], bob
