@@ -1,0 +1,369 @@
+"""A team on one shared project: members in separate processes, each with its own home.
+
+Usage::
+
+    python benchmarks/team.py [--members N] [--changes N] [--pace S] [--quick]
+                              [--results DIR | --no-results]
+
+It starts a PostgreSQL in a temporary folder (``tests/pg_cluster.py``'s cluster), sets up
+the shared store (``team init``, ``team add``) and starts ``--members`` processes (20),
+each on a home of its own, joined to project ``churn`` through the real sharing path
+(``Memory.join``, the gate's outbox, ``Memory.sync``). Each makes ``--changes`` changes
+(50): a project fact added through the gate, then a turn of the offline model after a
+``sync`` that publishes it and pulls the team's (the kernel has no background sync yet,
+so a member syncs on its turn's path), then ``--pace`` seconds of the user reading.
+Beside them, in the same run, a single-user home makes the same turns with no sharing,
+its memory growing at the team's rate (the other members' facts as one fold a turn), and
+an outsider is a member of another project only. It prints:
+
+- changes lost (a change on no server or missing from a member's memory at the end): 0;
+- changes applied twice (a fact twice in a memory, a change set stored twice): 0;
+- rows of one project readable by a member of the other, with every table read: 0;
+- p95 time from a member's change to another member's next turn seeing it: goal <= 2 s;
+- a member's turn overhead (its sync plus the turn outside the model call) against the
+  single-user home's turn overhead: goal <= 2x.
+
+The figures go to ``benchmarks/results/team.json``. ``--quick``: 3 members x 4 changes.
+It needs PostgreSQL's server (Debian's ``postgresql``; ``make test`` installs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests"))  # pg_cluster.py: the tests' PostgreSQL, reused
+
+from benchlib import Results, add_results_options, report_written, results_dir  # noqa: E402
+
+PROJECT = "churn"
+OTHER = "clinic"  # the outsider's project
+GOAL_LAG_S = 2.0
+GOAL_RATIO = 2.0
+QUESTION = "Which table keeps the churn labels for the weekly model?"
+WORDS = """
+    amber basil cedar delta ember fjord garnet harbor indigo jasper kelp lumen maple nectar
+    onyx pepper quartz raven sierra tundra umber violet willow xenon yarrow zephyr anchor
+    bramble canyon dune falcon glacier heron iris juniper lagoon meadow nimbus orchid
+    prairie quill ripple saffron thistle upland vale wren yucca zinnia acorn birch comet
+""".split()
+
+
+@contextmanager
+def cluster() -> Iterator[Any]:
+    """A running PostgreSQL in a temporary folder (``pg_cluster.PgCluster``), removed after."""
+    from pg_cluster import PgCluster, pg_bin, server_user, temp_root
+
+    bin_dir = pg_bin()
+    if bin_dir is None:
+        raise SystemExit("error: PostgreSQL is not installed (apt-get install postgresql)")
+    user = server_user()
+    folder = Path(tempfile.mkdtemp(prefix="deerflow-bench-pg-", dir=temp_root(user)))
+    server = PgCluster(bin_dir, folder, user)
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def fact_text(member: int, change: int) -> str:
+    """A fact no other change repeats, nor nearly (the gate would merge near-duplicates)."""
+    pick = [WORDS[(member * 7 + change * 13 + i * 5) % len(WORDS)] for i in range(3)]
+    return (
+        f"Table {pick[0]}_{member:02d}_{change:02d} keeps the {pick[1]} labels "
+        f"of cohort {member * 1000 + change} from the {pick[2]} source"
+    )
+
+
+def prepare(home: Path) -> Any:
+    """A home whose worker never folds during the run and keeps every fact."""
+    from deerflow_nb.memory import Memory
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text("memory:\n  debounce_seconds: 3600\n  max_facts: 5000\n")
+    memory = Memory(home)
+    memory.project = PROJECT
+    return memory
+
+
+def wait_for(path: Path, deadline: float) -> None:
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"error: {path.name} never appeared")
+        time.sleep(0.02)
+
+
+def run_member(run: Path, index: int, members: int, changes: int, pace: float) -> None:
+    """One member's process (``--member``): join, wait for the start, change and turn."""
+    from deerflow_nb import Agent
+
+    url = os.environ["TEAM_MEMBER_URL"]
+    memory = prepare(run / f"home-{index}")
+    memory.join(PROJECT, url)
+    agent = Agent(settings=memory.settings, model="offline", memory=memory)
+    agent.run(QUESTION, thread="warmup")
+    (run / f"ready-{index}").touch()
+    wait_for(run / "go", time.monotonic() + 300)
+    own = {fact_text(index, k) for k in range(changes)}
+    expected = {fact_text(m, k) for m in range(members) for k in range(changes)} - own
+    made: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    turns: list[dict[str, float]] = []
+
+    def look(at: float) -> None:
+        for fact in memory.data["facts"]:
+            if fact.get("content") in expected:
+                seen.setdefault(fact["content"], at)
+
+    for k in range(changes):
+        memory.add_fact(fact_text(index, k), project=PROJECT)
+        made[fact_text(index, k)] = time.time()
+        started = time.perf_counter()
+        report = memory.sync()
+        synced = time.perf_counter() - started
+        look(time.time())  # what this turn's <memory> is chosen from
+        agent.run(QUESTION, thread=f"turn-{k}")
+        turn = agent.last_turn.overhead_seconds
+        turns.append({"sync": synced, "turn": turn, "pulled": report.pulled})
+        time.sleep(pace)
+    deadline = time.monotonic() + 120
+    while set(seen) != expected and time.monotonic() < deadline:
+        memory.sync()
+        look(time.time())
+        time.sleep(0.1)
+    contents = [f["content"] for f in memory.data["facts"] if f.get("project") == PROJECT]
+    rows = memory.journal.db.execute("SELECT count(*), count(DISTINCT id) FROM shared_applied")
+    applied, distinct = rows.fetchone()
+    memory.close()
+    out = {"made": made, "seen": seen, "turns": turns, "facts": contents}
+    out["applied_rows"], out["applied_distinct"] = applied, distinct
+    (run / f"member-{index}.json").write_text(json.dumps(out))
+
+
+def run_single(run: Path, members: int, changes: int, pace: float) -> None:
+    """The single-user home (``--single``): the same turns, no sharing; its memory grows as
+    a member's does (its change, and the others' as one fold, each turn)."""
+    from deerflow_nb import Agent
+
+    memory = prepare(run / "home-single")
+    agent = Agent(settings=memory.settings, model="offline", memory=memory)
+    agent.run(QUESTION, thread="warmup")
+    (run / "ready-single").touch()
+    wait_for(run / "go", time.monotonic() + 300)
+    turns = []
+    for k in range(changes):
+        memory.add_fact(fact_text(0, k), project=PROJECT)
+        others = [
+            {"content": fact_text(m, k), "category": "context", "confidence": 0.9,
+             "scope": "project"}
+            for m in range(1, members)
+        ]  # fmt: skip
+        memory.apply({"newFacts": others}, source=f"fold-{k}")
+        agent.run(QUESTION, thread=f"turn-{k}")
+        turns.append({"turn": agent.last_turn.overhead_seconds})
+        time.sleep(pace)
+    count = sum(1 for f in memory.data["facts"] if f.get("project") == PROJECT)
+    memory.close()
+    (run / "single.json").write_text(json.dumps({"turns": turns, "facts": count}))
+
+
+def start(run: Path, role: str, args: argparse.Namespace, env: dict[str, str]) -> Any:
+    argv = [sys.executable, __file__, f"--{role.split('-')[0]}", *role.split("-")[1:]]
+    argv += ["--run", str(run), "--members", str(args.members)]
+    argv += ["--changes", str(args.changes), "--pace", str(args.pace)]
+    log = (run / f"{role}.log").open("wb")
+    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def readable_elsewhere(url: str, project: str) -> int:
+    """Rows of ``project`` that ``url``'s role can read, every table and view asked."""
+    import psycopg
+
+    queries = (
+        "SELECT count(*) FROM deerflow.change_sets WHERE project = %s",
+        "SELECT count(*) FROM deerflow.versions WHERE project = %s",
+        "SELECT count(*) FROM deerflow.members WHERE project = %s",
+        "SELECT count(*) FROM deerflow.projects WHERE name = %s",
+        "SELECT count(*) FROM deerflow.change_sets WHERE payload::text LIKE '%%' || %s || '%%'",
+    )
+    with psycopg.connect(url) as conn:
+        return sum(conn.execute(q, [project]).fetchone()[0] for q in queries)
+
+
+def simulate(args: argparse.Namespace, server: Any, run: Path) -> dict[str, Any]:
+    """Set up the store, run the processes, and gather what they wrote."""
+    import psycopg
+
+    from deerflow_nb.memory import Memory
+    from deerflow_nb.shared import team
+
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE team_bench")
+    admin = server.url_for("deerflow_admin", server.password, "team_bench")
+    team.init(admin)
+
+    def enrol(project: str, role: str) -> str:
+        password = secrets.token_hex(12)
+        team.add_member(admin, project, role, password=password)
+        return server.url_for(role, password, "team_bench")
+
+    urls = [enrol(PROJECT, f"member_{i:02d}") for i in range(args.members)]
+    outsider = enrol(OTHER, "outsider")
+    with Memory(run / "home-outsider") as other:  # the other project has rows of its own
+        other.add_fact("Readmissions are counted within 30 days", project=OTHER)
+        other.share(OTHER, outsider)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("DEERFLOW_NB_HOME", None)
+    procs = {
+        f"member-{i}": start(run, f"member-{i}", args, {**env, "TEAM_MEMBER_URL": url})
+        for i, url in enumerate(urls)
+    }
+    procs["single"] = start(run, "single", args, env)
+    deadline = time.monotonic() + 600
+    while not all((run / f"ready-{role.removeprefix('member-')}").exists() for role in procs):
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs.values()):
+            break
+        time.sleep(0.1)
+    began = time.monotonic()
+    (run / "go").touch()
+    for role, proc in procs.items():
+        if proc.wait(timeout=1800) != 0:
+            log = (run / f"{role}.log").read_text(errors="replace")[-3000:]
+            raise SystemExit(f"error: {role} failed:\n{log}")
+    elapsed = time.monotonic() - began
+    with psycopg.connect(admin) as conn:
+        stored = conn.execute(
+            "SELECT payload::text FROM deerflow.change_sets WHERE project = %s", [PROJECT]
+        ).fetchall()
+    leaks = sum(readable_elsewhere(url, OTHER) for url in urls)
+    leaks += readable_elsewhere(outsider, PROJECT)
+    members = [json.loads((run / f"member-{i}.json").read_text()) for i in range(args.members)]
+    single = json.loads((run / "single.json").read_text())
+    return {
+        "members": members, "single": single, "stored": [row[0] for row in stored],
+        "leaks": leaks, "elapsed": elapsed,
+    }  # fmt: skip
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))] if ordered else float("nan")
+
+
+def summarise(args: argparse.Namespace, got: dict[str, Any]) -> dict[str, Any]:
+    """The figures: losses, doubles, leaks, lags and the turn overheads."""
+    every = {fact_text(m, k) for m in range(args.members) for k in range(args.changes)}
+    members = got["members"]
+    on_server = {text for text in every if any(text in row for row in got["stored"])}
+    lost = {t for t in every if t not in on_server or any(t not in m["facts"] for m in members)}
+    twice = sum(len(m["facts"]) - len(set(m["facts"])) for m in members)
+    twice += sum(m["applied_rows"] - m["applied_distinct"] for m in members)
+    twice += max(0, len(got["stored"]) - len(every))
+    made = {t: at for m in members for t, at in m["made"].items()}
+    lags = [at - made[t] for m in members for t, at in m["seen"].items()]
+    member_turns = [t["turn"] * 1000 for m in members for t in m["turns"]]
+    member_total = [(t["turn"] + t["sync"]) * 1000 for m in members for t in m["turns"]]
+    syncs = [t["sync"] * 1000 for m in members for t in m["turns"]]
+    pulled = [t["pulled"] for m in members for t in m["turns"]]
+    single = [t["turn"] * 1000 for t in got["single"]["turns"]]
+    base = statistics.median(single)
+    return {
+        "lost": len(lost), "applied_twice": twice, "cross_project_rows": got["leaks"],
+        "lag_p50_s": pct(lags, 0.5), "lag_p95_s": pct(lags, 0.95), "lag_max_s": max(lags),
+        "lags": len(lags), "single_ms": base, "single_p95_ms": pct(single, 0.95),
+        "member_turn_ms": statistics.median(member_turns),
+        "member_ms": statistics.median(member_total), "member_p95_ms": pct(member_total, 0.95),
+        "sync_ms": statistics.median(syncs), "pulled_per_sync": statistics.mean(pulled),
+        "ratio": statistics.median(member_total) / base,
+        "turn_ratio": statistics.median(member_turns) / base,
+        "changes": len(every), "elapsed_s": got["elapsed"],
+        "single_facts": got["single"]["facts"],
+    }  # fmt: skip
+
+
+def report(args: argparse.Namespace, f: dict[str, Any]) -> None:
+    def verdict(ok: bool) -> str:
+        return "meets" if ok else "misses"
+
+    print(
+        f"Team of {args.members} members x {args.changes} changes on one project "
+        f"({f['changes']} changes; a turn every {args.pace:g} s of reading), "
+        f"{f['elapsed_s']:.1f} s\n"
+    )
+    print(f"changes lost                              {f['lost']:>8d}   (must be 0)")
+    print(f"changes applied twice                     {f['applied_twice']:>8d}   (must be 0)")
+    print(f"other project's rows readable             {f['cross_project_rows']:>8d}   (must be 0)")
+    print(
+        f"change -> a teammate's next turn sees it  p50 {f['lag_p50_s']:.2f} s, "
+        f"p95 {f['lag_p95_s']:.2f} s, max {f['lag_max_s']:.2f} s over {f['lags']} "
+        f"({verdict(f['lag_p95_s'] <= GOAL_LAG_S)} the {GOAL_LAG_S:g} s goal at p95)"
+    )
+    print(
+        f"turn overhead, single-user home           {f['single_ms']:8.2f} ms median "
+        f"(p95 {f['single_p95_ms']:.2f}; {f['single_facts']} facts at the end)"
+    )
+    print(
+        f"turn overhead, member: sync + turn        {f['member_ms']:8.2f} ms median "
+        f"(p95 {f['member_p95_ms']:.2f}; sync {f['sync_ms']:.2f} ms pulling "
+        f"{f['pulled_per_sync']:.1f} change sets on average, turn {f['member_turn_ms']:.2f} ms)"
+    )
+    print(
+        f"member / single-user                      {f['ratio']:8.2f}x   "
+        f"({verdict(f['ratio'] <= GOAL_RATIO)} the {GOAL_RATIO:g}x goal; the turn alone "
+        f"{f['turn_ratio']:.2f}x)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, help="member processes (20; --quick: 3)")
+    parser.add_argument("--changes", type=int, help="changes per member (50; --quick: 4)")
+    parser.add_argument("--pace", type=float, help="seconds between turns (0.5; --quick: 0.1)")
+    parser.add_argument("--member", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--run", type=Path, help=argparse.SUPPRESS)
+    add_results_options(parser)
+    args = parser.parse_args(argv)
+    args.members = args.members or (3 if args.quick else 20)
+    args.changes = args.changes or (4 if args.quick else 50)
+    args.pace = args.pace if args.pace is not None else (0.1 if args.quick else 0.5)
+    if args.member is not None:
+        run_member(args.run, args.member, args.members, args.changes, args.pace)
+        return 0
+    if args.single:
+        run_single(args.run, args.members, args.changes, args.pace)
+        return 0
+    with cluster() as server, tempfile.TemporaryDirectory(prefix="deerflow-team-") as tmp:
+        figures = summarise(args, simulate(args, server, Path(tmp)))
+    report(args, figures)
+    results = Results(
+        "team",
+        about="A team on one shared PostgreSQL project: losses, leaks, lag, turn overhead",
+        goals={"lag_p95_max_s": GOAL_LAG_S, "overhead_ratio_max": GOAL_RATIO},
+        options={"members": args.members, "changes": args.changes, "pace_s": args.pace},
+    )
+    results.add("team", **figures)
+    report_written(results.write(results_dir(args)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
