@@ -17,8 +17,10 @@ its memory growing at the team's rate (the other members' facts as one fold a tu
 an outsider is a member of another project only. It prints:
 
 - changes lost (a change on no server or missing from a member's memory at the end): 0;
-- changes applied twice (a fact twice in a memory, a change set stored twice): 0;
-- rows of one project readable by a member of the other, with every table read: 0;
+- changes applied twice (a fact twice in a memory, a teammate's change set applied more
+  than once, a change stored twice on the server): 0;
+- rows of one project readable by a member of the other (its change sets, versions and
+  members, read through the package as a member would): 0;
 - p95 time from a member's change to another member's next turn seeing it: goal <= 2 s;
 - a member's turn overhead (its sync plus the turn outside the model call) against the
   single-user home's turn overhead: goal <= 2x.
@@ -56,12 +58,13 @@ OTHER = "clinic"  # the outsider's project
 GOAL_LAG_S = 2.0
 GOAL_RATIO = 2.0
 QUESTION = "Which table keeps the churn labels for the weekly model?"
-WORDS = """
+_WORD_TEXT = """
     amber basil cedar delta ember fjord garnet harbor indigo jasper kelp lumen maple nectar
     onyx pepper quartz raven sierra tundra umber violet willow xenon yarrow zephyr anchor
     bramble canyon dune falcon glacier heron iris juniper lagoon meadow nimbus orchid
     prairie quill ripple saffron thistle upland vale wren yucca zinnia acorn birch comet
-""".split()
+"""
+WORDS = _WORD_TEXT.split()
 
 
 @contextmanager
@@ -117,7 +120,7 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
 
     url = os.environ["TEAM_MEMBER_URL"]
     memory = prepare(run / f"home-{index}")
-    memory.join(PROJECT, url)
+    applied = memory.join(PROJECT, url).applied
     agent = Agent(settings=memory.settings, model="offline", memory=memory)
     agent.run(QUESTION, thread="warmup")
     (run / f"ready-{index}").touch()
@@ -139,6 +142,7 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
         started = time.perf_counter()
         report = memory.sync()
         synced = time.perf_counter() - started
+        applied += report.applied
         look(time.time())  # what this turn's <memory> is chosen from
         agent.run(QUESTION, thread=f"turn-{k}")
         turn = agent.last_turn.overhead_seconds
@@ -146,15 +150,12 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
         time.sleep(pace)
     deadline = time.monotonic() + 120
     while set(seen) != expected and time.monotonic() < deadline:
-        memory.sync()
+        applied += memory.sync().applied
         look(time.time())
         time.sleep(0.1)
     contents = [f["content"] for f in memory.data["facts"] if f.get("project") == PROJECT]
-    rows = memory.journal.db.execute("SELECT count(*), count(DISTINCT id) FROM shared_applied")
-    applied, distinct = rows.fetchone()
     memory.close()
-    out = {"made": made, "seen": seen, "turns": turns, "facts": contents}
-    out["applied_rows"], out["applied_distinct"] = applied, distinct
+    out = {"made": made, "seen": seen, "turns": turns, "facts": contents, "applied": applied}
     (run / f"member-{index}.json").write_text(json.dumps(out))
 
 
@@ -193,37 +194,41 @@ def start(run: Path, role: str, args: argparse.Namespace, env: dict[str, str]) -
     return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def readable_elsewhere(url: str, project: str) -> int:
-    """Rows of ``project`` that ``url``'s role can read, every table and view asked."""
-    import psycopg
+def everything(url: str, project: str) -> list[Any]:
+    """Every change set of ``project`` that ``url``'s role can read, in version order."""
+    from deerflow_nb.shared.exchange import pull
 
-    queries = (
-        "SELECT count(*) FROM deerflow.change_sets WHERE project = %s",
-        "SELECT count(*) FROM deerflow.versions WHERE project = %s",
-        "SELECT count(*) FROM deerflow.members WHERE project = %s",
-        "SELECT count(*) FROM deerflow.projects WHERE name = %s",
-        "SELECT count(*) FROM deerflow.change_sets WHERE payload::text LIKE '%%' || %s || '%%'",
-    )
-    with psycopg.connect(url) as conn:
-        return sum(conn.execute(q, [project]).fetchone()[0] for q in queries)
+    got: list[Any] = []
+    while batch := pull(url, project, since=got[-1].version if got else 0):
+        got += batch
+    return got
+
+
+def readable_elsewhere(url: str, project: str) -> int:
+    """Rows of ``project`` (its change sets and versions, its members) that ``url``'s role,
+    a member of another project, can read; tests/test_team_postgres.py asks every table."""
+    from deerflow_nb.shared.connect import SharedError
+    from deerflow_nb.shared.exchange import membership
+
+    try:
+        membership(url, project)
+    except SharedError:
+        return len(everything(url, project))
+    return 1 + len(everything(url, project))
 
 
 def simulate(args: argparse.Namespace, server: Any, run: Path) -> dict[str, Any]:
     """Set up the store, run the processes, and gather what they wrote."""
-    import psycopg
-
     from deerflow_nb.memory import Memory
     from deerflow_nb.shared import team
 
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute("CREATE DATABASE team_bench")
-    admin = server.url_for("deerflow_admin", server.password, "team_bench")
+    admin = server.url  # the run's own cluster: its default database is the team's
     team.init(admin)
 
     def enrol(project: str, role: str) -> str:
         password = secrets.token_hex(12)
         team.add_member(admin, project, role, password=password)
-        return server.url_for(role, password, "team_bench")
+        return server.url_for(role, password)
 
     urls = [enrol(PROJECT, f"member_{i:02d}") for i in range(args.members)]
     outsider = enrol(OTHER, "outsider")
@@ -249,16 +254,17 @@ def simulate(args: argparse.Namespace, server: Any, run: Path) -> dict[str, Any]
             log = (run / f"{role}.log").read_text(errors="replace")[-3000:]
             raise SystemExit(f"error: {role} failed:\n{log}")
     elapsed = time.monotonic() - began
-    with psycopg.connect(admin) as conn:
-        stored = conn.execute(
-            "SELECT payload::text FROM deerflow.change_sets WHERE project = %s", [PROJECT]
-        ).fetchall()
+    stored = [
+        fact["content"]
+        for change in everything(admin, PROJECT)
+        for fact in (change.change.diff or {}).get("newFacts") or []
+    ]
     leaks = sum(readable_elsewhere(url, OTHER) for url in urls)
     leaks += readable_elsewhere(outsider, PROJECT)
     members = [json.loads((run / f"member-{i}.json").read_text()) for i in range(args.members)]
     single = json.loads((run / "single.json").read_text())
     return {
-        "members": members, "single": single, "stored": [row[0] for row in stored],
+        "members": members, "single": single, "stored": stored,
         "leaks": leaks, "elapsed": elapsed,
     }  # fmt: skip
 
@@ -272,10 +278,11 @@ def summarise(args: argparse.Namespace, got: dict[str, Any]) -> dict[str, Any]:
     """The figures: losses, doubles, leaks, lags and the turn overheads."""
     every = {fact_text(m, k) for m in range(args.members) for k in range(args.changes)}
     members = got["members"]
-    on_server = {text for text in every if any(text in row for row in got["stored"])}
+    on_server = set(got["stored"])
     lost = {t for t in every if t not in on_server or any(t not in m["facts"] for m in members)}
     twice = sum(len(m["facts"]) - len(set(m["facts"])) for m in members)
-    twice += sum(m["applied_rows"] - m["applied_distinct"] for m in members)
+    others = (args.members - 1) * args.changes  # change sets each member applies once
+    twice += sum(max(0, m["applied"] - others) for m in members)
     twice += max(0, len(got["stored"]) - len(every))
     made = {t: at for m in members for t, at in m["made"].items()}
     lags = [at - made[t] for m in members for t, at in m["seen"].items()]

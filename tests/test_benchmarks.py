@@ -30,6 +30,7 @@ LOCOMO_TINY = Path(__file__).resolve().parent / "data" / "locomo-tiny"
 sys.path.append(str(BENCHMARKS))
 
 from benchlib import RESULTS_DIR, add_results_options, results_dir  # noqa: E402
+from pg_cluster import pg_bin  # noqa: E402
 
 from deerflow_nb.memory.retrieval import minilm_onnx  # noqa: E402
 
@@ -109,6 +110,17 @@ CASES: dict[str, tuple[list[str], list[str], set[str]]] = {
         ],
         {"default.notebook_statement_is_the_first_recalled", "calibration.default.recall.coverage"},
     ),
+    "team": (
+        [],
+        [
+            r"changes lost\s+0 ",
+            r"changes applied twice\s+0 ",
+            r"other project's rows readable\s+0 ",
+            r"next turn sees it\s+p50 \d+\.\d\d s, p95 \d+\.\d\d s",
+            r"member / single-user\s+\d+\.\d\dx",
+        ],
+        {"team"},
+    ),
     "turn_overhead": ([], [r"Added at 1,000 facts: -?\d+\.\d\d ms"], {"memory_off", "facts.1000"}),
 }
 
@@ -126,6 +138,8 @@ def needs(name: str) -> str | None:
         return "the embeddings extra is not installed (make test installs it)"
     if name == "persona" and not minilm_onnx.installed("jupyter_ai_persona_manager"):
         return "the jupyter-ai extra is not installed (make test installs it)"
+    if name == "team" and pg_bin() is None:
+        return "PostgreSQL's server is not installed (make test installs it)"
     if name == "local_server":
         if not minilm_onnx.installed("llama_cpp") or not minilm_onnx.installed("uvicorn"):
             return "llama-cpp-python[server] is not installed (make test installs it)"
