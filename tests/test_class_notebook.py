@@ -14,8 +14,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from nbclient.exceptions import CellExecutionError
 from pg_cluster import PgCluster
-from test_notebooks import execute, output_text, tagged
+from test_notebooks import NOTEBOOK_DIR, execute, output_text, tagged
 
 from deerflow_nb import Memory
 
@@ -69,3 +70,15 @@ def test_class_memory(
         texts = [row[0] for row in conn.execute("SELECT payload::text FROM deerflow.change_sets")]
     assert not any("fare_amount" in t or "seaborn" in t for t in texts), texts
     assert list(own.iterdir()) == []
+
+
+def test_class_memory_without_a_server_says_how_to_start_one(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DEERFLOW_NB_CLASS_URL", raising=False)
+    monkeypatch.setenv("DEERFLOW_NB_EXAMPLE_HOME", str(home))
+    with pytest.raises(CellExecutionError) as stopped:
+        execute("class_memory", tmp_path)
+    assert "UsageError: no PostgreSQL: set DEERFLOW_NB_CLASS_URL" in str(stopped.value)
+    said = (NOTEBOOK_DIR / "class_memory.md").read_text(encoding="utf-8")
+    assert "**Without one, start one and set its URL before starting Jupyter:**" in said
