@@ -111,7 +111,8 @@ readme: $(VENV)/.demo-installed
 # (each figure, its same-run baseline, its goal) is printed last. The LOCOMO benchmarks
 # (locomo_injection, recall, relevance, cv) need ../shared/data/locomo-dev (they say so and
 # the rest runs without it); local_server.py is left out: it needs llama.cpp's server.
-bench: $(VENV)/.test-installed
+# team.py starts a PostgreSQL of its own (system-packages installs the server).
+bench: $(VENV)/.test-installed system-packages
 	-$(BIN)/python benchmarks/locomo_injection.py
 	$(BIN)/python benchmarks/fold.py
 	$(BIN)/python benchmarks/turn_overhead.py
@@ -125,6 +126,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/projects.py
 	$(BIN)/python benchmarks/mcp_search.py
 	$(BIN)/python benchmarks/persona.py
+	$(BIN)/python benchmarks/team.py
 	for seed in 1 2 3; do $(BIN)/python benchmarks/aging.py --seed $$seed --max-facts 40 || exit 1; done
 	$(BIN)/cog -I scripts -r $(COG_FILES)
 	@echo; $(BIN)/python scripts/bench_tables.py speed

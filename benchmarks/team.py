@@ -1,24 +1,32 @@
-"""Team memory on a real PostgreSQL: members x changes, each member its own process and home.
+"""A team on one shared project: members in separate processes, each with its own home.
 
-Issue 39's benchmark. A PostgreSQL is started in a temporary folder (``tests/pg_cluster.py``,
-Debian's ``postgresql``), ``team init`` and ``team add`` make one project with M members;
-each member is a process with its own home that joins the project and then makes N
-changes, each a project fact and, every other change, one of its own (private) facts,
-syncing after each (``Memory.sync``: publish the outbox, pull and apply through the gate).
-At the end each member syncs once more. Printed:
+Usage::
 
-- **sync** p50 / p95 seconds per sync while every member writes (goal p95 <= 1 s);
-- **seen**: p50 / p95 seconds from a member's change to its showing in the memory of a
-  read-only member whose kernel syncs in the background (NOTIFY; goal p95 <= 2 s);
-- **lost** and **applied twice**: project facts missing, or held twice, at the end (goal 0);
-- **converged**: every member holds every member's project facts (goal 1.0);
-- **private facts on the server**: change sets holding a member's own fact (goal 0);
-- **throughput**: change sets published per second, all members together (the members'
-  process starts included: a floor, not a server figure).
+    python benchmarks/team.py [--members N] [--changes N] [--pace S] [--quick]
+                              [--results DIR | --no-results]
 
-    .venv/bin/python benchmarks/team.py [--members M] [--changes N] [--results DIR | --no-results]
+It starts a PostgreSQL in a temporary folder (``tests/pg_cluster.py``'s cluster), sets up
+the shared store (``team init``, ``team add``) and starts ``--members`` processes (20),
+each on a home of its own, joined to project ``churn`` through the real sharing path
+(``Memory.join``, the gate's outbox, ``Memory.sync``). Each makes ``--changes`` changes
+(50): a project fact added through the gate, then a turn of the offline model after a
+``sync`` that publishes it and pulls the team's (the kernel has no background sync yet,
+so a member syncs on its turn's path), then ``--pace`` seconds of the user reading.
+Beside them, in the same run, a single-user home makes the same turns with no sharing,
+its memory growing at the team's rate (the other members' facts as one fold a turn), and
+an outsider is a member of another project only. It prints:
 
-The figures go to ``benchmarks/results/team.json``.
+- changes lost (a change on no server or missing from a member's memory at the end): 0;
+- changes applied twice (a fact twice in a memory, a teammate's change set applied more
+  than once, a change stored twice on the server): 0;
+- rows of one project readable by a member of the other (its change sets, versions and
+  members, read through the package as a member would): 0;
+- p95 time from a member's change to another member's next turn seeing it: goal <= 2 s;
+- a member's turn overhead (its sync plus the turn outside the model call) against the
+  single-user home's turn overhead: goal <= 2x.
+
+The figures go to ``benchmarks/results/team.json``. ``--quick``: 3 members x 4 changes.
+It needs PostgreSQL's server (Debian's ``postgresql``; ``make test`` installs it).
 """
 
 from __future__ import annotations
@@ -27,211 +35,338 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests"))  # pg_cluster.py: the tests' PostgreSQL, reused
 
 from benchlib import Results, add_results_options, report_written, results_dir  # noqa: E402
 
-PROJECT = "bench"
-GOALS = {
-    "sync_p95_seconds": 1.0,
-    "seen_p95_seconds": 2.0,
-    "lost": 0,
-    "applied_twice": 0,
-    "converged": 1.0,
-    "private_on_server": 0,
-}
+PROJECT = "churn"
+OTHER = "clinic"  # the outsider's project
+GOAL_LAG_S = 2.0
+GOAL_RATIO = 2.0
+QUESTION = "Which table keeps the churn labels for the weekly model?"
+_WORD_TEXT = """
+    amber basil cedar delta ember fjord garnet harbor indigo jasper kelp lumen maple nectar
+    onyx pepper quartz raven sierra tundra umber violet willow xenon yarrow zephyr anchor
+    bramble canyon dune falcon glacier heron iris juniper lagoon meadow nimbus orchid
+    prairie quill ripple saffron thistle upland vale wren yucca zinnia acorn birch comet
+"""
+WORDS = _WORD_TEXT.split()
 
 
-def member(home: str, url: str, index: int, changes: int) -> dict[str, Any]:
-    """One member's run (in its own process): join, N changes each synced; its timings."""
-    from deerflow_nb.memory import Memory
-
-    with Memory(home) as memory:
-        memory.join(PROJECT, url)
-        took = []
-        for i in range(changes):
-            memory.add_fact(
-                f"Table t{index}x{i} of member {index} holds the raw events written at "
-                f"{time.time():.3f}",
-                project=PROJECT,
-            )
-            if i % 2 == 0:
-                memory.add_fact(f"Member {index} privately prefers colour scheme c{index}x{i}")
-            started = time.perf_counter()
-            report = memory.sync()
-            took.append(time.perf_counter() - started)
-            if report.problems:
-                raise SystemExit(f"member {index}: {report.problems[0]}")
-        return {"syncs": took}
-
-
-def final(home: str, url: str) -> tuple[int, int]:
-    """One last sync of a member: how many different project facts it holds, and how many
-    it holds more than once (a change set applied twice)."""
-    from deerflow_nb.memory import Memory
-
-    with Memory(home) as memory:
-        memory.join(PROJECT, url)
-        texts = [f["content"] for f in memory.data["facts"] if f.get("project") == PROJECT]
-        return len(set(texts)), len(texts) - len(set(texts))
-
-
-class Observer:
-    """A read-only member with a kernel's background sync (NOTIFY, then pull through the
-    gate): when each fact first shows in its memory, against when its writer added it."""
-
-    def __init__(self, home: Path, url: str) -> None:
-        import threading
-
-        from deerflow_nb.memory import Memory
-
-        self.memory = Memory(home)
-        self.memory.join(PROJECT, url)
-        self.memory.start_team_sync()
-        self.seen: dict[str, float] = {}
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.thread.start()
-
-    def _watch(self) -> None:
-        while not self.done.is_set():
-            now = time.time()
-            for fact in self.memory.data["facts"]:
-                self.seen.setdefault(fact["content"], now)
-            self.done.wait(0.02)
-
-    def delays(self) -> list[float]:
-        """Seconds from each fact's writing to its showing here."""
-        self.done.set()
-        self.thread.join()
-        self.memory.stop_team_sync()
-        self.memory.close()
-        return sorted(seen - float(text.rsplit(" at ", 1)[1]) for text, seen in self.seen.items())
-
-
-def run(members: int, changes: int, folder: Path) -> dict[str, Any]:
+@contextmanager
+def cluster() -> Iterator[Any]:
+    """A running PostgreSQL in a temporary folder (``pg_cluster.PgCluster``), removed after."""
     from pg_cluster import PgCluster, pg_bin, server_user, temp_root
-
-    from deerflow_nb.shared import exchange, team
 
     bin_dir = pg_bin()
     if bin_dir is None:
-        raise SystemExit("PostgreSQL is not installed: no /usr/lib/postgresql/*/bin/initdb")
+        raise SystemExit("error: PostgreSQL is not installed (apt-get install postgresql)")
     user = server_user()
-    cluster = PgCluster(
-        bin_dir, Path(tempfile.mkdtemp(prefix="deerflow-pg-", dir=temp_root(user))), user
-    )
-    cluster.init()
-    cluster.start()
+    folder = Path(tempfile.mkdtemp(prefix="deerflow-bench-pg-", dir=temp_root(user)))
+    server = PgCluster(bin_dir, folder, user)
     try:
-        team.init(cluster.url)
-        urls = []
-        for i in range(members):
-            password = secrets.token_hex(8)
-            role = f"member{i}_{secrets.token_hex(3)}"
-            team.add_member(cluster.url, PROJECT, role, password=password)
-            urls.append(cluster.url_for(role, password))
-        password, role = secrets.token_hex(8), f"observer_{secrets.token_hex(3)}"
-        team.add_member(cluster.url, PROJECT, role, read_only=True, password=password)
-        (folder / "observer").mkdir()
-        (folder / "observer" / "config.yaml").write_text("memory:\n  max_facts: 100000\n")
-        observer = Observer(folder / "observer", cluster.url_for(role, password))
-        started = time.perf_counter()
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        for i in range(members):  # room for every member's facts: no eviction measured
-            (folder / f"m{i}").mkdir()
-            (folder / f"m{i}" / "config.yaml").write_text("memory:\n  max_facts: 10000\n")
-        procs = [
-            subprocess.Popen(
-                [sys.executable, __file__, "--member", str(folder / f"m{i}"), url, str(i),
-                 str(changes)],
-                stdout=subprocess.PIPE, text=True, env=env,
-            )
-            for i, url in enumerate(urls)
-        ]  # fmt: skip
-        outs = [json.loads(p.communicate(timeout=600)[0].splitlines()[-1]) for p in procs]
-        elapsed = time.perf_counter() - started
-        deadline = time.monotonic() + 60  # the last ones still on their way
-        while len(observer.seen) < members * changes and time.monotonic() < deadline:
-            time.sleep(0.05)
-        delays = observer.delays()
-        held = [final(str(folder / f"m{i}"), urls[i]) for i in range(members)]
-        payloads = json.dumps(
-            [c.change.model_dump() for c in exchange.pull(cluster.url, PROJECT, 0, 10**6)]
-        )
+        server.init()
+        server.start()
+        yield server
     finally:
-        cluster.stop()
-    syncs = sorted(t for out in outs for t in out["syncs"])
-    return {
-        "members": members,
-        "changes": changes,
-        "sync_p50": statistics.median(syncs),
-        "sync_p95": percentile(syncs, 0.95),
-        "seen_p50": statistics.median(delays) if delays else None,
-        "seen_p95": percentile(delays, 0.95) if delays else None,
-        "seen_by_observer": len(delays),
-        "lost": sum(members * changes - kept for kept, _ in held),
-        "applied_twice": sum(twice for _, twice in held),
-        "converged": sum(kept == members * changes for kept, _ in held) / members,
-        "private_on_server": payloads.count("privately prefers"),
-        "published_per_second": members * changes / elapsed,
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def fact_text(member: int, change: int) -> str:
+    """A fact no other change repeats, nor nearly (the gate would merge near-duplicates)."""
+    pick = [WORDS[(member * 7 + change * 13 + i * 5) % len(WORDS)] for i in range(3)]
+    return (
+        f"Table {pick[0]}_{member:02d}_{change:02d} keeps the {pick[1]} labels "
+        f"of cohort {member * 1000 + change} from the {pick[2]} source"
+    )
+
+
+def prepare(home: Path) -> Any:
+    """A home whose worker never folds during the run and keeps every fact."""
+    from deerflow_nb.memory import Memory
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text("memory:\n  debounce_seconds: 3600\n  max_facts: 5000\n")
+    memory = Memory(home)
+    return memory
+
+
+def wait_for(path: Path, deadline: float) -> None:
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"error: {path.name} never appeared")
+        time.sleep(0.02)
+
+
+def run_member(run: Path, index: int, members: int, changes: int, pace: float) -> None:
+    """One member's process (``--member``): join, wait for the start, change and turn."""
+    from deerflow_nb import Agent
+
+    url = os.environ["TEAM_MEMBER_URL"]
+    memory = prepare(run / f"home-{index}")
+    applied = memory.join(PROJECT, url).applied
+    agent = Agent(settings=memory.settings, model="offline", memory=memory)
+    agent.run(QUESTION, thread="warmup")
+    (run / f"ready-{index}").touch()
+    wait_for(run / "go", time.monotonic() + 300)
+    own = {fact_text(index, k) for k in range(changes)}
+    expected = {fact_text(m, k) for m in range(members) for k in range(changes)} - own
+    made: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    turns: list[dict[str, float]] = []
+
+    def look(at: float) -> None:
+        for fact in memory.data["facts"]:
+            if fact.get("content") in expected:
+                seen.setdefault(fact["content"], at)
+
+    for k in range(changes):
+        memory.add_fact(fact_text(index, k), project=PROJECT)
+        made[fact_text(index, k)] = time.time()
+        started = time.perf_counter()
+        report = memory.sync()
+        synced = time.perf_counter() - started
+        applied += report.applied
+        look(time.time())  # what this turn's <memory> is chosen from
+        agent.run(QUESTION, thread=f"turn-{k}")
+        turn = agent.last_turn.overhead_seconds
+        turns.append({"sync": synced, "turn": turn, "pulled": report.pulled})
+        time.sleep(pace)
+    deadline = time.monotonic() + 120
+    while set(seen) != expected and time.monotonic() < deadline:
+        applied += memory.sync().applied
+        look(time.time())
+        time.sleep(0.1)
+    contents = [f["content"] for f in memory.data["facts"] if f.get("project") == PROJECT]
+    memory.close()
+    out = {"made": made, "seen": seen, "turns": turns, "facts": contents, "applied": applied}
+    (run / f"member-{index}.json").write_text(json.dumps(out))
+
+
+def run_single(run: Path, members: int, changes: int, pace: float) -> None:
+    """The single-user home (``--single``): the same turns, no sharing; its memory grows as
+    a member's does (its change, and the others' as one fold, each turn)."""
+    from deerflow_nb import Agent
+
+    memory = prepare(run / "home-single")
+    agent = Agent(settings=memory.settings, model="offline", memory=memory)
+    agent.run(QUESTION, thread="warmup")
+    (run / "ready-single").touch()
+    wait_for(run / "go", time.monotonic() + 300)
+    turns = []
+    for k in range(changes):
+        memory.add_fact(fact_text(0, k), project=PROJECT)
+        others = [
+            {"content": fact_text(m, k), "category": "context", "confidence": 0.9,
+             "scope": "project"}
+            for m in range(1, members)
+        ]  # fmt: skip
+        memory.apply({"newFacts": others}, source=f"fold-{k}")
+        agent.run(QUESTION, thread=f"turn-{k}")
+        turns.append({"turn": agent.last_turn.overhead_seconds})
+        time.sleep(pace)
+    count = sum(1 for f in memory.data["facts"] if f.get("project") == PROJECT)
+    memory.close()
+    (run / "single.json").write_text(json.dumps({"turns": turns, "facts": count}))
+
+
+def start(run: Path, role: str, args: argparse.Namespace, env: dict[str, str]) -> Any:
+    argv = [sys.executable, __file__, f"--{role.split('-')[0]}", *role.split("-")[1:]]
+    argv += ["--run", str(run), "--members", str(args.members)]
+    argv += ["--changes", str(args.changes), "--pace", str(args.pace)]
+    log = (run / f"{role}.log").open("wb")
+    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def everything(url: str, project: str) -> list[Any]:
+    """Every change set of ``project`` that ``url``'s role can read, in version order."""
+    from deerflow_nb.shared.exchange import pull
+
+    got: list[Any] = []
+    while batch := pull(url, project, since=got[-1].version if got else 0):
+        got += batch
+    return got
+
+
+def readable_elsewhere(url: str, project: str) -> int:
+    """Rows of ``project`` (its change sets and versions, its members) that ``url``'s role,
+    a member of another project, can read; tests/test_team_postgres.py asks every table."""
+    from deerflow_nb.shared.connect import SharedError
+    from deerflow_nb.shared.exchange import membership
+
+    try:
+        membership(url, project)
+    except SharedError:
+        return len(everything(url, project))
+    return 1 + len(everything(url, project))
+
+
+def simulate(args: argparse.Namespace, server: Any, run: Path) -> dict[str, Any]:
+    """Set up the store, run the processes, and gather what they wrote."""
+    from deerflow_nb.memory import Memory
+    from deerflow_nb.shared import team
+
+    admin = server.url  # the run's own cluster: its default database is the team's
+    team.init(admin)
+
+    def enrol(project: str, role: str) -> str:
+        password = secrets.token_hex(12)
+        team.add_member(admin, project, role, password=password)
+        return server.url_for(role, password)
+
+    urls = [enrol(PROJECT, f"member_{i:02d}") for i in range(args.members)]
+    outsider = enrol(OTHER, "outsider")
+    with Memory(run / "home-outsider") as other:  # the other project has rows of its own
+        other.add_fact("Readmissions are counted within 30 days", project=OTHER)
+        other.share(OTHER, outsider)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("DEERFLOW_NB_HOME", None)
+    procs = {
+        f"member-{i}": start(run, f"member-{i}", args, {**env, "TEAM_MEMBER_URL": url})
+        for i, url in enumerate(urls)
     }
+    procs["single"] = start(run, "single", args, env)
+    deadline = time.monotonic() + 600
+    while not all((run / f"ready-{role.removeprefix('member-')}").exists() for role in procs):
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs.values()):
+            break
+        time.sleep(0.1)
+    began = time.monotonic()
+    (run / "go").touch()
+    for role, proc in procs.items():
+        if proc.wait(timeout=1800) != 0:
+            log = (run / f"{role}.log").read_text(errors="replace")[-3000:]
+            raise SystemExit(f"error: {role} failed:\n{log}")
+    elapsed = time.monotonic() - began
+    stored = [
+        fact["content"]
+        for change in everything(admin, PROJECT)
+        for fact in (change.change.diff or {}).get("newFacts") or []
+    ]
+    leaks = sum(readable_elsewhere(url, OTHER) for url in urls)
+    leaks += readable_elsewhere(outsider, PROJECT)
+    members = [json.loads((run / f"member-{i}.json").read_text()) for i in range(args.members)]
+    single = json.loads((run / "single.json").read_text())
+    return {
+        "members": members, "single": single, "stored": stored,
+        "leaks": leaks, "elapsed": elapsed,
+    }  # fmt: skip
 
 
-def percentile(values: list[float], share: float) -> float:
-    return values[min(len(values) - 1, int(share * len(values)))]
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))] if ordered else float("nan")
+
+
+def summarise(args: argparse.Namespace, got: dict[str, Any]) -> dict[str, Any]:
+    """The figures: losses, doubles, leaks, lags and the turn overheads."""
+    every = {fact_text(m, k) for m in range(args.members) for k in range(args.changes)}
+    members = got["members"]
+    on_server = set(got["stored"])
+    lost = {t for t in every if t not in on_server or any(t not in m["facts"] for m in members)}
+    twice = sum(len(m["facts"]) - len(set(m["facts"])) for m in members)
+    others = (args.members - 1) * args.changes  # change sets each member applies once
+    twice += sum(max(0, m["applied"] - others) for m in members)
+    twice += max(0, len(got["stored"]) - len(every))
+    made = {t: at for m in members for t, at in m["made"].items()}
+    lags = [at - made[t] for m in members for t, at in m["seen"].items()]
+    member_turns = [t["turn"] * 1000 for m in members for t in m["turns"]]
+    member_total = [(t["turn"] + t["sync"]) * 1000 for m in members for t in m["turns"]]
+    syncs = [t["sync"] * 1000 for m in members for t in m["turns"]]
+    pulled = [t["pulled"] for m in members for t in m["turns"]]
+    single = [t["turn"] * 1000 for t in got["single"]["turns"]]
+    base = statistics.median(single)
+    return {
+        "lost": len(lost), "applied_twice": twice, "cross_project_rows": got["leaks"],
+        "lag_p50_s": pct(lags, 0.5), "lag_p95_s": pct(lags, 0.95), "lag_max_s": max(lags),
+        "lags": len(lags), "single_ms": base, "single_p95_ms": pct(single, 0.95),
+        "member_turn_ms": statistics.median(member_turns),
+        "member_ms": statistics.median(member_total), "member_p95_ms": pct(member_total, 0.95),
+        "sync_ms": statistics.median(syncs), "pulled_per_sync": statistics.mean(pulled),
+        "ratio": statistics.median(member_total) / base,
+        "turn_ratio": statistics.median(member_turns) / base,
+        "changes": len(every), "elapsed_s": got["elapsed"],
+        "single_facts": got["single"]["facts"],
+    }  # fmt: skip
+
+
+def report(args: argparse.Namespace, f: dict[str, Any]) -> None:
+    def verdict(ok: bool) -> str:
+        return "meets" if ok else "misses"
+
+    print(
+        f"Team of {args.members} members x {args.changes} changes on one project "
+        f"({f['changes']} changes; a turn every {args.pace:g} s of reading), "
+        f"{f['elapsed_s']:.1f} s\n"
+    )
+    print(f"changes lost                              {f['lost']:>8d}   (must be 0)")
+    print(f"changes applied twice                     {f['applied_twice']:>8d}   (must be 0)")
+    print(f"other project's rows readable             {f['cross_project_rows']:>8d}   (must be 0)")
+    print(
+        f"change -> a teammate's next turn sees it  p50 {f['lag_p50_s']:.2f} s, "
+        f"p95 {f['lag_p95_s']:.2f} s, max {f['lag_max_s']:.2f} s over {f['lags']} "
+        f"({verdict(f['lag_p95_s'] <= GOAL_LAG_S)} the {GOAL_LAG_S:g} s goal at p95)"
+    )
+    print(
+        f"turn overhead, single-user home           {f['single_ms']:8.2f} ms median "
+        f"(p95 {f['single_p95_ms']:.2f}; {f['single_facts']} facts at the end)"
+    )
+    print(
+        f"turn overhead, member: sync + turn        {f['member_ms']:8.2f} ms median "
+        f"(p95 {f['member_p95_ms']:.2f}; sync {f['sync_ms']:.2f} ms pulling "
+        f"{f['pulled_per_sync']:.1f} change sets on average, turn {f['member_turn_ms']:.2f} ms)"
+    )
+    print(
+        f"member / single-user                      {f['ratio']:8.2f}x   "
+        f"({verdict(f['ratio'] <= GOAL_RATIO)} the {GOAL_RATIO:g}x goal; the turn alone "
+        f"{f['turn_ratio']:.2f}x)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--members", type=int, default=20)
-    parser.add_argument("--changes", type=int, default=50)
-    parser.add_argument("--member", nargs=4, help=argparse.SUPPRESS)  # a member's process
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, help="member processes (20; --quick: 3)")
+    parser.add_argument("--changes", type=int, help="changes per member (50; --quick: 4)")
+    parser.add_argument("--pace", type=float, help="seconds between turns (0.5; --quick: 0.1)")
+    parser.add_argument("--member", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--run", type=Path, help=argparse.SUPPRESS)
     add_results_options(parser)
     args = parser.parse_args(argv)
-    if args.member:
-        home, url, index, changes = args.member
-        parts = urlsplit(url)
-        os.environ["PGPASSWORD"] = parts.password or ""  # as a user's: not in the URL
-        bare = url.replace(f":{parts.password}@", "@")
-        print(json.dumps(member(home, bare, int(index), int(changes))))
+    args.members = args.members or (3 if args.quick else 20)
+    args.changes = args.changes or (4 if args.quick else 50)
+    args.pace = args.pace if args.pace is not None else (0.1 if args.quick else 0.5)
+    if args.member is not None:
+        run_member(args.run, args.member, args.members, args.changes, args.pace)
         return 0
-    members, changes = (2, 3) if args.quick else (args.members, args.changes)
-    with tempfile.TemporaryDirectory(prefix="deerflow-team-bench-") as folder:
-        figures = run(members, changes, Path(folder))
-    print(f"{members} members x {changes} changes, each synced (one process and home each)")
-    print(
-        f"sync p50 / p95: {figures['sync_p50']:.3f} / {figures['sync_p95']:.3f} s (goal p95 <= 1 s)"
-    )
-    print(
-        f"a change seen by a read-only member's background sync, p50 / p95: "
-        f"{figures['seen_p50']:.3f} / {figures['seen_p95']:.3f} s (goal p95 <= 2 s; "
-        f"{figures['seen_by_observer']} of {members * changes} seen)"
-    )
-    print(f"changes lost: {figures['lost']}; applied twice: {figures['applied_twice']} (goal 0, 0)")
-    print(f"converged: {figures['converged']:.2f} (goal 1.0)")
-    print(f"private facts on the server: {figures['private_on_server']} (goal 0)")
-    rate = figures["published_per_second"]
-    print(f"change sets published per second, process starts included: {rate:.1f}")
+    if args.single:
+        run_single(args.run, args.members, args.changes, args.pace)
+        return 0
+    with cluster() as server, tempfile.TemporaryDirectory(prefix="deerflow-team-") as tmp:
+        figures = summarise(args, simulate(args, server, Path(tmp)))
+    report(args, figures)
     results = Results(
         "team",
-        about="members x changes on a real PostgreSQL, each member a process with its own home",
-        goals=GOALS,
-        options={"members": members, "changes": changes, "quick": args.quick},
+        about="A team on one shared PostgreSQL project: losses, leaks, lag, turn overhead",
+        goals={"lag_p95_max_s": GOAL_LAG_S, "overhead_ratio_max": GOAL_RATIO},
+        options={"members": args.members, "changes": args.changes, "pace_s": args.pace},
     )
-    results.add(f"members{members}.changes{changes}", **figures)
+    results.add("team", **figures)
     report_written(results.write(results_dir(args)))
     return 0
 
