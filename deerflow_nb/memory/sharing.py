@@ -3,9 +3,11 @@
 ``Sharing`` taps the gate: each commit's effect on the facts of a shared project
 (``updates/team_changes.py``; never a user's own fact) is queued in the home's outbox in
 the same journal transaction as the commit, so a kernel killed after a change still
-publishes it later. ``sync`` publishes the outbox and hands each teammate's change set to
-this home's gate as a ``team`` change (validated, held by review or the wipe guard as a
-fold's would be), recording it applied in the gate's own transaction: applied once.
+publishes it later. ``sync`` publishes the outbox and hands the teammates' change sets it
+pulls for a project to this home's gate as ``team`` changes, together (one commit and one
+memory.json write, however many; each validated and held by review or the wipe guard on
+its own, as a fold's would be), recording them applied in the gate's own transaction:
+applied once. One connection per server serves all of a sync's steps and projects.
 
 Which projects are shared, at which URL and as which role, is kept in journal.db
 (``storage/outbox.py``) without any password: libpq reads it from ``PGPASSWORD`` or
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..config import Settings
+    from ..shared.connect import Connection
     from ..shared.exchange import SharedChange
     from ..storage.journal import Journal
     from .updates.gate import Gate
@@ -189,9 +192,9 @@ class Sharing:
 
     def sync(self, timeout: float | None = None, only: list[str] | None = None) -> SyncReport:
         """Publish what waits in the outbox, then pull and apply each shared project's new
-        change sets through the gate (``timeout`` seconds at most; the rest next time)."""
-        from ..shared.connect import SharedError
-        from ..shared.exchange import incoming, membership, publish
+        change sets through the gate, on one connection per server (``timeout`` seconds
+        at most: projects not reached by then wait for the next sync)."""
+        from ..shared.connect import SharedError, connect
 
         deadline = None if timeout is None else time.monotonic() + timeout
         report = SyncReport()
@@ -202,23 +205,39 @@ class Sharing:
         for stored, projects in by_url.items():
             url = self.url_for(stored)
             try:
-                for project in projects:  # the database's word on the role, each time
-                    self._refresh(project, stored, *membership(url, project))
-                report.published += publish(self.outbox, url, only=projects)
-            except SharedError as exc:
+                with connect(url) as conn:
+                    self._sync_on(conn, url, stored, projects, report, deadline)
+            except SharedError as exc:  # the server does not answer, or went away
                 report.problems.append(str(exc))
-                if "does not answer" in str(exc):
-                    continue  # the server is down: the pulls would say it again
-            for project in projects:
-                try:
-                    for change in incoming(self.outbox, url, project):
-                        self._apply(project, change, report)
-                        if deadline is not None and time.monotonic() > deadline:
-                            break
-                except SharedError as exc:
-                    report.problems.append(str(exc))
         report.waiting = sum(self.outbox.unpublished(p) for v in by_url.values() for p in v)
         return report
+
+    def _sync_on(
+        self,
+        conn: Connection,
+        url: str,
+        stored: str,
+        projects: list[str],
+        report: SyncReport,
+        deadline: float | None,
+    ) -> None:
+        """``sync``'s steps for the projects of one server, all on ``conn``."""
+        from ..shared.connect import SharedError
+        from ..shared.exchange import membership, publish, unapplied
+
+        try:
+            for project in projects:  # the database's word on the role, each time
+                self._refresh(project, stored, *membership(url, project, conn))
+            report.published += publish(self.outbox, url, only=projects, conn=conn)
+        except SharedError as exc:
+            report.problems.append(str(exc))
+        for project in projects:
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            try:
+                self._apply(project, unapplied(conn, self.outbox, project), report)
+            except SharedError as exc:
+                report.problems.append(str(exc))
 
     def url_for(self, stored: str) -> str:
         """The URL to connect with: the one given to ``share``/``join`` in this process
@@ -231,28 +250,44 @@ class Sharing:
             with self.journal.transaction() as db:
                 rows.set_shared(db, project, entry)
 
-    def _apply(self, project: str, change: SharedChange, report: SyncReport) -> None:
-        """A teammate's change set through the gate, recorded applied in its transaction."""
-        diff = dict(change.change.diff or {})
-        diff[TEAM] = {
-            "project": project, "person": change.person, "origin": change.origin,
-            "id": change.id, "at": change.created.isoformat(),
-        }  # fmt: skip
-        team = ChangeSet(
-            origin="team", reason="team", source=f"team:{change.person}", diff=diff,
-            project=project, turn=change.turn,
-        )  # fmt: skip
+    def _apply(self, project: str, pulled: list[SharedChange], report: SyncReport) -> None:
+        """Teammates' change sets through the gate as one commit (one memory.json write),
+        every pulled one recorded applied in its transaction (this home's own, coming
+        back, only recorded): applied once, or not at all."""
+        known = self.outbox.applied(change.id for change in pulled)
+        new = [change for change in pulled if change.id not in known]
 
-        def recorded(db: Any, _: Any) -> None:
-            rows.record_applied_in(db, project, change.id, change.version)
+        def recorded(db: Any, _: Any = None) -> None:
+            for change in pulled:
+                rows.record_applied_in(db, project, change.id, change.version)
 
-        passed = self.gate.submit(team, recorded)
-        report.pulled += 1
-        if passed.pending_id is not None:
-            report.held.append(passed.pending_id)
-            report.why_held.append("; ".join(h["reason"] for h in passed.held))
-        elif passed.result.events:
-            report.applied += 1
+        if not new:
+            if pulled:
+                with self.journal.transaction() as db:
+                    recorded(db)
+            return
+        passed = self.gate.submit_all([_team_change(project, c) for c in new], recorded)
+        report.pulled += len(new)
+        for outcome in passed:
+            if outcome.pending_id is not None:
+                report.held.append(outcome.pending_id)
+                report.why_held.append("; ".join(h["reason"] for h in outcome.held))
+            elif outcome.result.events:
+                report.applied += 1
+
+
+def _team_change(project: str, change: SharedChange) -> ChangeSet:
+    """A teammate's change set as this home's gate takes it: origin ``team``, marked with
+    the project, the teammate (``person``) and its id on the server."""
+    diff = dict(change.change.diff or {})
+    diff[TEAM] = {
+        "project": project, "person": change.person, "origin": change.origin,
+        "id": change.id, "at": change.created.isoformat(),
+    }  # fmt: skip
+    return ChangeSet(
+        origin="team", reason="team", source=f"team:{change.person}", diff=diff,
+        project=project, turn=change.turn,
+    )  # fmt: skip
 
 
 class TeamMemory:

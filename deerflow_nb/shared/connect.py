@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg import Connection as Connection  # the type, for code outside shared/
 
 CONNECT_SECONDS = 5
 

@@ -45,17 +45,33 @@ class SharedChange:
     change: ChangeSet
 
 
-def publish(outbox: Outbox, url: str, only: Collection[str] | None = None) -> int:
+@contextmanager
+def _using(url: str, conn: psycopg.Connection | None) -> Iterator[psycopg.Connection]:
+    """``conn`` when the caller has one (a sync uses one for all its steps), else a
+    connection to ``url`` of its own, closed afterwards."""
+    if conn is not None:
+        yield conn
+        return
+    with connect(url) as own:
+        yield own
+
+
+def publish(
+    outbox: Outbox,
+    url: str,
+    only: Collection[str] | None = None,
+    conn: psycopg.Connection | None = None,
+) -> int:
     """Send every change set waiting in ``outbox`` (of the projects in ``only``, when
-    given) to the shared store at ``url``, one transaction per project; how many the
-    store did not hold yet. A project this role may not write is the one-line
-    ``SharedError`` after the others are sent (its change sets keep waiting)."""
+    given) to the shared store at ``url`` (on ``conn`` when given), one transaction per
+    project; how many the store did not hold yet. A project this role may not write is
+    the one-line ``SharedError`` after the others are sent (its change sets keep waiting)."""
     import psycopg
 
     stored = 0
     refusal: SharedError | None = None
     skip: set[str] = set()  # projects refused in this publish
-    with connect(url) as conn:
+    with _using(url, conn) as conn:
         while waiting := outbox.waiting(BATCH, skip=skip, only=only):
             sent = []
             for project, group in groupby(waiting, key=lambda item: item.project):
@@ -85,12 +101,13 @@ def publish(outbox: Outbox, url: str, only: Collection[str] | None = None) -> in
     return stored
 
 
-def membership(url: str, project: str) -> tuple[str, bool]:
+def membership(url: str, project: str, conn: psycopg.Connection | None = None) -> tuple[str, bool]:
     """(this URL's role, whether it is a read-only member) of ``project``, as the database
-    says; the one-line ``SharedError`` naming who can fix it when the role is no member."""
+    says (on ``conn`` when given); the one-line ``SharedError`` naming who can fix it when
+    the role is no member."""
     import psycopg
 
-    with connect(url) as conn:
+    with _using(url, conn) as conn:
         try:
             role, read_only = member_role(conn, project)
         except psycopg.errors.UndefinedTable:
@@ -131,6 +148,20 @@ def _change_set(payload: object) -> ChangeSet:
         return ChangeSet.model_validate(payload)
     except (ValidationError, ValueError):
         return ChangeSet(origin="user", reason="unreadable", source="team", diff={})
+
+
+def unapplied(conn: psycopg.Connection, outbox: Outbox, project: str) -> list[SharedChange]:
+    """Every change set of ``project`` after the last one applied here, in version order,
+    this home's own coming back among them: the caller applies the others and records
+    all of them at once (``outbox.applied`` tells which are which)."""
+    changes: list[SharedChange] = []
+    since = outbox.applied_through(project)
+    while page := _pull(conn, project, since, BATCH):
+        changes += page
+        since = page[-1].version
+        if len(page) < BATCH:
+            break
+    return changes
 
 
 def incoming(outbox: Outbox, url: str, project: str) -> Iterator[SharedChange]:

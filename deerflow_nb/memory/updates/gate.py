@@ -19,15 +19,17 @@ what used to live on each path:
   ``addedBy: "model"`` (its suggestion), a fold's ``"fold"``, the user's by hand
   ``addedBy: "user"``;
 - **journaling**: each change set is one ``memory_changes`` row, in the same transaction
-  as its version (``Ledger.commit``, called from here only).
+  as its version (``Ledger.commit``, called from here only); the change sets a team sync
+  pulls share one version and one memory.json write (``submit_all``).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from ...config import Settings
@@ -114,29 +116,16 @@ class Gate:
         if change.origin != "user" and (change.document is not None or change.edit is not None):
             raise Refused(f"only a person may {change.reason} memory as a whole or edit a fact")
         self._check_turn(change)
-        if change.diff:  # project items name their project before anything is held
-            change = change.model_copy(update={"diff": pin_projects(change.diff, change.project)})
-        if (
-            change.reason == "stale"
-            or change.review
-            or (change.origin != "user" and self.review_on())
-        ):
-            why = "a staleness proposal waits for approval" if change.reason == "stale" else ""
-            why = "it was asked to wait for review" if change.review else why
-            return self._hold(change, finish, why or "review mode is on")
+        change = pinned(change)
+        if why := self._waits(change):
+            return self._hold(change, finish, why)
         outcome = Passed(UpdateResult({}, []))
         mutate = self._mutation(change, outcome)
         shares = self.tap(change) if self.tap else None
         mutate = shares.watch(mutate) if shares else mutate
 
         def done(db: Any) -> None:
-            if outcome.result.events:  # journaled just now, in this transaction
-                outcome.version = ledger_rows.newest_version(db)
-            if outcome.held_diff:
-                outcome.pending_id = propose(db, change.source, outcome.held_diff)
-            if change.pending_id is not None and not outcome.skipped:
-                ledger_rows.decide(db, change.pending_id, "approved", now_iso())
-            self._record(db, change, outcome)
+            self._journal(db, change, outcome)
             if shares:
                 shares.queue(db)
             if finish:
@@ -153,6 +142,65 @@ class Gate:
         if result.events and change.document is None:
             self._warm(result.data)
         return outcome
+
+    def submit_all(
+        self, changes: list[ChangeSet], finish: Callable[[Any, list[Passed]], None]
+    ) -> list[Passed]:
+        """Several guarded change sets (a sync's pulled ones) as ONE commit: one version and
+        one memory.json write instead of one each. Each is checked in order as if alone
+        (validation, the wipe guard counting the ones before it, held on its own in review
+        mode) and journaled as its own change; ``finish`` runs in the same transaction.
+        Whatever fails leaves none of them applied."""
+        alone = [c for c in changes if c.origin not in GUARDED or c.reason == "remember"]
+        if alone or any(c.document is not None or c.edit is not None for c in changes):
+            raise Refused("only teammates', folds' and upkeep's change sets go together")
+        changes = [pinned(change) for change in changes]
+        waits = [self._waits(change) for change in changes]
+        outcomes = [Passed(UpdateResult({}, [])) for _ in changes]
+        waiting = zip(changes, outcomes, waits, strict=True)
+        steps = [(c, o, self.tap(c) if self.tap else None) for c, o, why in waiting if not why]
+
+        def mutate(data: dict[str, Any]) -> UpdateResult:
+            events = []
+            for n, (change, outcome, shares) in enumerate(steps):
+                prior = [o for _, o, _ in steps[:n]]
+                step = partial(self._guarded, change=change, outcome=outcome, prior=prior)
+                data = (shares.watch(step) if shares else step)(data).data
+                events += outcome.result.events
+            return UpdateResult(data, events)
+
+        def done(db: Any) -> None:
+            for n, (change, why) in enumerate(zip(changes, waits, strict=True)):
+                if why:
+                    outcomes[n] = self._held(db, change, why)
+                else:
+                    self._journal(db, change, outcomes[n])
+            for _, _, shares in steps:
+                if shares:
+                    shares.queue(db)
+            finish(db, outcomes)
+
+        if steps:
+            sources = ", ".join(dict.fromkeys(change.source for change, _, _ in steps))
+            result, _ = self.ledger.commit(steps[0][0].reason, sources, mutate, done)
+        else:  # all wait for review: nothing to read or write but the journal
+            result = UpdateResult({}, [])
+            with self.journal.transaction() as db:
+                done(db)
+        for outcome in outcomes:
+            if outcome.pending_id is not None:
+                self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
+        if result.events:
+            self._warm(result.data)
+        return outcomes
+
+    def _waits(self, change: ChangeSet) -> str:
+        """Why ``change`` waits for review as a whole before anything applies ("": not)."""
+        if change.reason == "stale":
+            return "a staleness proposal waits for approval"
+        if change.review:
+            return "it was asked to wait for review"
+        return "review mode is on" if change.origin != "user" and self.review_on() else ""
 
     # -- what a change does ------------------------------------------------------------
     def _mutation(self, change: ChangeSet, outcome: Passed) -> Callable[[dict], UpdateResult]:
@@ -214,8 +262,11 @@ class Gate:
             within_room=change.origin == "user" and change.reason == "import",
         )
 
-    def _guarded(self, data: dict[str, Any], change: ChangeSet, outcome: Passed) -> UpdateResult:
-        """A fold's, the model's or upkeep's change, through the wipe guard."""
+    def _guarded(
+        self, data: dict[str, Any], change: ChangeSet, outcome: Passed, prior: Sequence[Passed] = ()
+    ) -> UpdateResult:
+        """A fold's, the model's or upkeep's change, through the wipe guard (counting the
+        ``prior`` changes of the same commit as the day's journaled ones)."""
         diff = dict(change.diff or {})
         if change.reason == "remember":  # the model's tool only adds facts
             diff = {"newFacts": diff.get("newFacts") or []}
@@ -256,10 +307,12 @@ class Gate:
         since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
         since = since.replace("+00:00", "Z")
         window = change_rows.lost_since(self.journal.db, since, GUARDED, ("remember",))
+        window += sum(p.lost for p in prior)
         # What memory held before the day's first change: facts guarded changes added since
         # (and still stored) do not count, so 40 filler facts cannot let the next fold
         # remove 10 learned ones; the user's own additions do.
         grown = change_rows.added_since(self.journal.db, since, GUARDED, ("remember",))
+        grown |= {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
         start = len(before) + window - len(grown & before.keys())
         limit = wipe_limit(start)
         evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
@@ -294,22 +347,28 @@ class Gate:
 
     def _hold(self, change: ChangeSet, finish: Finish | None, why: str) -> Passed:
         """The whole change waits as one pending change (none when it changes nothing)."""
+        with self.journal.transaction() as db:
+            outcome = self._held(db, change, why)
+            if finish:
+                finish(db, outcome)
+        if outcome.pending_id is not None:
+            self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
+        return outcome
+
+    def _held(self, db: Any, change: ChangeSet, why: str) -> Passed:
+        """Inside a journal transaction: ``change`` proposed as one pending change, and
+        journaled."""
         outcome = Passed(UpdateResult({}, []))
         diff = dict(change.diff or {})
         if change.origin == "model" and change.reason == "remember":  # it only adds facts
             diff = {"newFacts": diff.get("newFacts") or []}
         if change.origin != "user":  # an approval adds the facts as whose they were
             diff["addedBy"] = added_by(change, diff)
-        with self.journal.transaction() as db:
-            if changes_anything(diff) or diff.get("merges"):
-                outcome.pending_id = propose(db, change.source, diff)
-                outcome.held = [{"item": "the whole change", "reason": why, "value": ""}]
-                outcome.held_diff, outcome.held_all = diff, True
-            self._record(db, change, outcome)
-            if finish:
-                finish(db, outcome)
-        if outcome.pending_id is not None:
-            self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
+        if changes_anything(diff) or diff.get("merges"):
+            outcome.pending_id = propose(db, change.source, diff)
+            outcome.held = [{"item": "the whole change", "reason": why, "value": ""}]
+            outcome.held_diff, outcome.held_all = diff, True
+        self._record(db, change, outcome)
         return outcome
 
     # -- caps and the journal ----------------------------------------------------------
@@ -321,6 +380,17 @@ class Gate:
                     f"not stored: one turn may remember at most {MAX_REMEMBER_PER_TURN} facts; "
                     "tell the user which facts you would keep, they can add them"
                 )
+
+    def _journal(self, db: Any, change: ChangeSet, outcome: Passed) -> None:
+        """Inside the commit's transaction: the version ``change`` made, what it left
+        waiting, the approval it carries out, and its ``memory_changes`` row."""
+        if outcome.result.events:  # journaled just now, in this transaction
+            outcome.version = ledger_rows.newest_version(db)
+        if outcome.held_diff:
+            outcome.pending_id = propose(db, change.source, outcome.held_diff)
+        if change.pending_id is not None and not outcome.skipped:
+            ledger_rows.decide(db, change.pending_id, "approved", now_iso())
+        self._record(db, change, outcome)
 
     def _record(self, db: Any, change: ChangeSet, outcome: Passed) -> None:
         if outcome.held_all:
@@ -370,10 +440,21 @@ def added_by(change: ChangeSet, diff: dict[str, Any]) -> str:
     return _ORIGIN_ADDED_BY[change.origin]
 
 
+def pinned(change: ChangeSet) -> ChangeSet:
+    """``change`` with its project items naming their project (before anything is held)."""
+    if not change.diff:
+        return change
+    return change.model_copy(update={"diff": pin_projects(change.diff, change.project)})
+
+
+def merged(result: UpdateResult) -> list[str]:
+    """The facts ``result`` added by merging others (a merge's fact replaces its sources)."""
+    return [e.fact_id for e in result.events if e.kind == "add" and e.details.get("merged_from")]
+
+
 def lost_count(result: UpdateResult) -> int:
     """Facts a change takes away: removals, evictions, and each merge's sources but one."""
-    merges = [e for e in result.events if e.kind == "add" and e.details.get("merged_from")]
-    return len(result.ids("remove")) + len(result.ids("evict")) - len(merges)
+    return len(result.ids("remove")) + len(result.ids("evict")) - len(merged(result))
 
 
 def wholesale_sections(data: dict[str, Any], diff: dict[str, Any]) -> list[str]:

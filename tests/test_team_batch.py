@@ -1,0 +1,111 @@
+"""A sync applies the change sets it pulls for a project as ONE gate commit (issue 39's
+speed): one version and one memory.json write, every change set recorded applied in that
+commit's transaction, each still checked by the gate on its own (one the wipe guard holds
+waits alone), and a failure mid-batch leaves none of them applied nor recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_team_postgres import shared  # noqa: F401  (the fixture: a database per test)
+from test_team_sharing import PROJECT, Pair, contents, pair, pgpass  # noqa: F401
+
+from deerflow_nb.memory import Memory
+from deerflow_nb.storage import outbox as outbox_rows
+
+TEXTS = [f"Table number {i} holds the weekly churn labels of region {i}" for i in range(5)]
+
+
+def count(memory: Memory, table: str) -> int:
+    return int(memory.journal.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608
+
+
+def applied_ids(memory: Memory) -> set[str]:
+    """The teammates' change sets recorded applied (a version from the server)."""
+    sql = "SELECT id FROM shared_applied WHERE version IS NOT NULL"
+    return {row[0] for row in memory.journal.db.execute(sql)}
+
+
+def joined(two: Pair) -> tuple[Memory, Memory]:
+    """alice shares the project with no facts yet, bob joins it."""
+    two.alice.share(PROJECT, two.alice_url)
+    two.bob.join(PROJECT, two.bob_url)
+    return two.alice, two.bob
+
+
+def test_a_sync_pulling_n_change_sets_commits_memory_once(pair: Pair) -> None:  # noqa: F811
+    alice, bob = joined(pair)
+    for text in TEXTS:
+        alice.add_fact(text, project=PROJECT)
+    assert alice.sync().published == len(TEXTS)
+    versions, changes = count(bob, "memory_versions"), count(bob, "memory_changes")
+    writes: list[Any] = []
+    install = bob.store.install
+    bob.store.install = lambda tmp: (writes.append(tmp), install(tmp))[1]  # type: ignore[method-assign]
+
+    report = bob.sync()
+
+    assert (report.pulled, report.applied, report.held) == (len(TEXTS), len(TEXTS), [])
+    assert count(bob, "memory_versions") == versions + 1 and len(writes) == 1
+    assert count(bob, "memory_changes") == changes + len(TEXTS)  # each journaled as its own
+    assert len(applied_ids(bob)) == len(TEXTS)
+    got = contents(bob)
+    assert sorted(got) == sorted(TEXTS)
+    assert {(f["addedBy"], f["person"]) for f in got.values()} == {
+        ("user", alice.shared_projects()[PROJECT]["role"])
+    }  # provenance per fact
+    assert bob.sync().pulled == 0  # applied once
+
+
+def test_a_change_set_the_wipe_guard_holds_waits_alone_in_the_batch(pair: Pair) -> None:  # noqa: F811
+    alice, bob = joined(pair)
+    facts = [alice.add_fact(text, project=PROJECT) for text in TEXTS]
+    alice.add_fact("The raw events live in the lake", project=PROJECT)
+    alice.sync()
+    bob.sync()
+    alice.forget_many([f["id"] for f in facts[:4]])  # 4 of 6: the guard holds it
+    alice.add_fact("The model retrains every Monday", project=PROJECT)
+    alice.sync()
+    versions = count(bob, "memory_versions")
+
+    report = bob.sync()
+
+    assert (report.pulled, report.applied, len(report.held)) == (2, 1, 1)
+    assert report.why_held[0].startswith("it would remove or evict 4 of 6 facts")
+    assert count(bob, "memory_versions") == versions + 1
+    assert len(contents(bob)) == 7 and len(applied_ids(bob)) == 8
+    bob.approve(report.held)
+    assert len(contents(bob)) == 3 and bob.sync().pulled == 0
+
+
+def test_a_failure_mid_batch_applies_and_records_none_of_it(
+    pair: Pair,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alice, bob = joined(pair)
+    for text in TEXTS:
+        alice.add_fact(text, project=PROJECT)
+    alice.sync()
+    versions, before = count(bob, "memory_versions"), applied_ids(bob)
+    record = outbox_rows.record_applied_in
+    calls: list[str] = []
+
+    def crash_at_the_third(db: Any, project: str, change_id: str, version: int) -> None:
+        calls.append(change_id)
+        if len(calls) == 3:
+            raise RuntimeError("killed mid-batch")
+        record(db, project, change_id, version)
+
+    monkeypatch.setattr(outbox_rows, "record_applied_in", crash_at_the_third)
+    with pytest.raises(RuntimeError, match="killed mid-batch"):
+        bob.sync()
+    assert (contents(bob), applied_ids(bob)) == ({}, before)  # records and facts agree
+    assert count(bob, "memory_versions") == versions
+    assert not [f for f in bob.store.read()["facts"] if f.get("project")]  # nor on disk
+
+    monkeypatch.setattr(outbox_rows, "record_applied_in", record)
+    report = bob.sync()
+    assert (report.pulled, report.applied) == (len(TEXTS), len(TEXTS))
+    assert sorted(contents(bob)) == sorted(TEXTS) and len(applied_ids(bob)) == len(TEXTS)
