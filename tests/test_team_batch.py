@@ -6,6 +6,7 @@ waits alone), and a failure mid-batch leaves none of them applied nor recorded.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -13,6 +14,8 @@ from test_team_postgres import shared  # noqa: F401  (the fixture: a database pe
 from test_team_sharing import PROJECT, Pair, contents, pair, pgpass  # noqa: F401
 
 from deerflow_nb.memory import Memory
+from deerflow_nb.memory.updates.team_changes import apply_team
+from deerflow_nb.memory.updates.updater import UpdateResult
 from deerflow_nb.storage import outbox as outbox_rows
 
 TEXTS = [f"Table number {i} holds the weekly churn labels of region {i}" for i in range(5)]
@@ -109,3 +112,27 @@ def test_a_failure_mid_batch_applies_and_records_none_of_it(
     report = bob.sync()
     assert (report.pulled, report.applied) == (len(TEXTS), len(TEXTS))
     assert sorted(contents(bob)) == sorted(TEXTS) and len(applied_ids(bob)) == len(TEXTS)
+
+
+def test_a_teammates_change_leaves_the_memory_it_was_applied_to_as_it_was() -> None:
+    """``apply_team`` copies only what it changes (a batch applies many in a row): the
+    memory before the change, a step of the same commit, stays as it was."""
+    facts = [
+        {"id": f"t{i}", "content": text, "category": "context", "confidence": 0.9,
+         "scope": "project", "project": PROJECT}
+        for i, text in enumerate(TEXTS)
+    ]  # fmt: skip
+    data = {"facts": facts, "projects": {PROJECT: {"summary": "Churn"}}}
+    before = copy.deepcopy(data)
+    diff = {
+        "team": {"project": PROJECT, "person": "alice"},
+        "factsToRemove": ["t0"],
+        "edits": [{"id": "t1", "content": "Table one moved to the lake", "confidence": 0.5}],
+        "newFacts": [{"id": "t9", "content": "The model retrains every Monday"}],
+        "projectContext": {"summary": "Churn, weekly", "shouldUpdate": True},
+    }
+    result = apply_team(data, diff, lambda d: UpdateResult(d, []), max_facts=100)
+    assert data == before
+    assert [e.kind for e in result.events] == ["remove", "update", "add", "section"]
+    got = {f["id"]: f for f in result.data["facts"]}
+    assert (got["t1"]["content"], got["t9"]["person"]) == ("Table one moved to the lake", "alice")

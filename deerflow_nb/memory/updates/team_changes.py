@@ -113,8 +113,8 @@ def apply_team(
     change would. Only the facts of the change set's project (``diff["team"]["project"]``)
     are touched, whatever its items name: a teammate never reaches the user's own facts
     nor another project's."""
-    out = copy.deepcopy(data)
-    facts: list[dict[str, Any]] = [f for f in out.get("facts") or [] if isinstance(f, dict)]
+    out = dict(data)  # copied where changed only: a sync's batch applies many in a row
+    facts: list[dict[str, Any]] = [f for f in data.get("facts") or [] if isinstance(f, dict)]
     marker = diff.get(TEAM) or {}
     project, person = marker.get("project"), marker.get("person")
     events: list[Event] = []
@@ -124,9 +124,11 @@ def apply_team(
         facts.remove(fact)
         events.append(_event("remove", fact, fact.get("content"), None))
     for edit in diff.get("edits") or []:
-        fact = by_team.get(str(edit.get("id"))) if isinstance(edit, dict) else None
-        if fact is None or fact not in facts:
+        found = by_team.get(str(edit.get("id"))) if isinstance(edit, dict) else None
+        if found is None or not any(f is found for f in facts):
             continue
+        fact = by_team[str(edit["id"])] = dict(found)
+        facts[next(i for i, f in enumerate(facts) if f is found)] = fact
         old = fact.get("content")
         if isinstance(edit.get("content"), str) and edit["content"].strip():
             fact["content"] = sanitize_text(edit["content"])
@@ -157,7 +159,7 @@ def apply_team(
         return UpdateResult(data, [])
     if len(facts) <= max_facts:
         return UpdateResult(out, events)
-    capped = cap(out)
+    capped = cap(copy.deepcopy(out))  # rarely: memory is over max_facts
     return UpdateResult(capped.data, events + capped.events)
 
 
