@@ -155,9 +155,20 @@ def _team_add(args: argparse.Namespace) -> int:
 
     from .shared.team import add_member
 
+    url, project, role = _member_target(args.target, args.url)
     password = os.environ.get("DEERFLOW_NB_MEMBER_PASSWORD")
-    _say(add_member(args.url, args.project, args.role, read_only=args.read_only, password=password))
+    _say(add_member(url, project, role, read_only=args.read_only, password=password))
     return 0
+
+
+def _member_target(target: list[str], url: str | None) -> tuple[str, str, str]:
+    """``team add``'s (URL, PROJECT, ROLE): DESIGN.md's ``URL PROJECT ROLE``, or
+    ``PROJECT ROLE --url URL``."""
+    if len(target) == 3 and url is None:
+        return target[0], target[1], target[2]
+    if len(target) == 2 and url is not None:
+        return url, target[0], target[1]
+    raise ValueError("team add needs URL PROJECT ROLE (or PROJECT ROLE --url URL)")
 
 
 def _team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -170,9 +181,8 @@ def _team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "add",
         help="make ROLE a member of PROJECT (a new role's password: $DEERFLOW_NB_MEMBER_PASSWORD)",
     )
-    add.add_argument("project")
-    add.add_argument("role")
-    add.add_argument("--url", required=True, help="the shared store, as a role that may add")
+    add.add_argument("target", nargs="+", metavar="URL PROJECT ROLE")
+    add.add_argument("--url", help="the shared store (instead of the first argument)")
     add.add_argument("--read-only", action="store_true", help="may read, not change")
     add.set_defaults(func=_team_add)
 

@@ -316,8 +316,12 @@ def test_team_commands(shared: Team, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["team", "add", "course", role, "--read-only", "--url", shared.url]) == 0
     out = capsys.readouterr().out
     assert f"created role {role}" in out and "read-only member of course" in out
-    assert main(["team", "add", "course", role, "--url", shared.url]) == 0
+    assert main(["team", "add", shared.url, "course", role]) == 0  # DESIGN.md's order
     assert capsys.readouterr().out.strip() == f"{role} is a member of course"
+    for wrong in (["course", role], [shared.url, "course", role, "--url", shared.url]):
+        assert main(["team", "add", *wrong]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == "deerflow-nb: team add needs URL PROJECT ROLE (or PROJECT ROLE --url URL)"
 
 
 # A kernel that queued change sets for a shared project and was killed before publishing.
