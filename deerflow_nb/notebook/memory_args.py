@@ -381,22 +381,26 @@ class MoveArgs:
 
 
 @dataclass(frozen=True)
-class ShareArgs:
-    command: ClassVar[str] = "share"
-    about: ClassVar[str] = (
-        "share project NAME with the team on PostgreSQL at --url (its facts are sent; the "
-        "password in PGPASSWORD or ~/.pgpass, never stored)"
-    )
+class _SharedProjectArgs:
+    """A shared project and its PostgreSQL (``share`` and ``join``)."""
+
     name: str = positional("NAME")
     url: str | None = option("--url", metavar="URL", help="postgresql://ROLE@HOST:PORT/DATABASE")
 
 
 @dataclass(frozen=True)
-class JoinArgs:
+class ShareArgs(_SharedProjectArgs):
+    command: ClassVar[str] = "share"
+    about: ClassVar[str] = (
+        "share project NAME with the team on PostgreSQL at --url (its facts are sent; the "
+        "password in PGPASSWORD or ~/.pgpass, never stored)"
+    )
+
+
+@dataclass(frozen=True)
+class JoinArgs(_SharedProjectArgs):
     command: ClassVar[str] = "join"
     about: ClassVar[str] = "join the team's project NAME on PostgreSQL at --url and pull its facts"
-    name: str = positional("NAME")
-    url: str | None = option("--url", metavar="URL", help="postgresql://ROLE@HOST:PORT/DATABASE")
 
 
 @dataclass(frozen=True)
