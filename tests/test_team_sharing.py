@@ -271,10 +271,21 @@ def test_two_kernels_share_a_projects_fact_through_a_turn(
         f"%memory join {PROJECT} --url {bob_url}",
         "%memory preview --context \"which column is the target?\"",
         "%%agent\nWhich column is the target?",
+        "%%agent\nIn this project, the labels table is churn_labels_v2.",
+        "%memory flush",
+        "%memory sync",
     ), tmp_path / "bob_home", tmp_path / "bob")  # fmt: skip
     assert "applied 1" in bob[2], bob
     assert "churned_90d" in bob[3] and "polars" not in bob[3]
     assert "churned_90d" in bob[4], bob
+    assert "churn_labels_v2" in server_text(shared)  # and back the other way, to alice
+    alice = run(notebook(
+        f"%memory project {PROJECT}",
+        "%memory sync",
+        "%memory preview --context \"which table keeps the labels?\"",
+    ), tmp_path / "alice_home", tmp_path / "alice")  # fmt: skip
+    assert "pulled 1 (applied 1" in alice[-2], alice
+    assert "churn_labels_v2" in alice[-1] and "churned_90d" in alice[-1], alice
     student_url = member(shared, pgpass, "student", read_only=True)
     student = run(notebook(
         f"%memory project {PROJECT}",
