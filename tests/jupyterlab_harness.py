@@ -182,12 +182,16 @@ def start_lab(
     env["DEERFLOW_NB_EXAMPLE_HOME"] = env["DEERFLOW_NB_HOME"]
     if server is not None:
         env.update(OPENAI_BASE_URL=server.base_url, DEERFLOW_NB_MODEL="loopback-model")
-    # every cell attached, on screen or not: a test counts and reads cells off screen too
-    tracker = (
-        state / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
-    )
-    tracker.parent.mkdir(parents=True, exist_ok=True)
-    tracker.write_text(json.dumps({"windowingMode": "none"}), encoding="utf-8")
+    settings = {
+        # every cell attached, on screen or not: a test counts and reads cells off screen too
+        "notebook-extension/tracker": {"windowingMode": "none"},
+        # no "get notified about Jupyter news?" toast over the page (and no fetch for it)
+        "apputils-extension/notification": {"fetchNews": "false"},
+    }
+    for name, values in settings.items():
+        path = state / "settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values), encoding="utf-8")
     return start_jupyter(
         "jupyterlab",
         root,
