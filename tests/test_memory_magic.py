@@ -404,6 +404,16 @@ def test_parsing_gives_typed_frozen_args() -> None:
     assert parse_memory_line("").command == "panel"
 
 
+def test_ids_and_urls_expand_from_the_notebook_but_text_does_not() -> None:
+    names = {"fid": "fact_abc", "url": "postgresql://alice@db.example.org/team", "n": 3}
+    assert parse_memory_line("forget {fid}", names).ids == ("fact_abc",)
+    join = parse_memory_line("join churn --url {url}", names)
+    assert (join.name, join.url) == ("churn", names["url"])
+    assert parse_memory_line("share churn --url $url", names).url == names["url"]
+    assert parse_memory_line("join churn --url {missing}", names).url == "{missing}"
+    assert parse_memory_line("add {fid} costs $n", names).text == "{fid} costs $n"
+
+
 def test_dollar_and_braces_are_kept_literally(shell: InteractiveShell, home: Path) -> None:
     shell.user_ns["budget"] = 5
     run(shell, "add Pays $budget for {budget} seats")

@@ -46,9 +46,10 @@ def unit_float(text: str) -> float:
 
 
 def expanded(text: str) -> str:
-    """An id or version written as ``{expr}`` or ``$name``, read from the notebook's variables.
+    """An id, a version or a URL written as ``{expr}`` or ``$name``, read from the
+    notebook's variables.
 
-    Only ids and version numbers expand (their types call this): fact text and queries
+    Only ids, version numbers and URLs expand (their types call this): fact text and queries
     stay literal, since a ``$5`` or ``{braces}`` in a fact is text, not a variable. What
     does not evaluate is left as written, and the "no fact" error then shows it.
     """
@@ -385,7 +386,9 @@ class _SharedProjectArgs:
     """A shared project and its PostgreSQL (``share`` and ``join``)."""
 
     name: str = positional("NAME")
-    url: str | None = option("--url", metavar="URL", help="postgresql://ROLE@HOST:PORT/DATABASE")
+    url: str | None = option(
+        "--url", metavar="URL", help="postgresql://ROLE@HOST:PORT/DATABASE", type=expanded
+    )
 
 
 @dataclass(frozen=True)
