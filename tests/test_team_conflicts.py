@@ -1,0 +1,106 @@
+"""Two or three members editing one shared fact (issue 39, item 6), on a real PostgreSQL
+(``pg_cluster.py``): an edit carries the text and time it replaced, so a home tells a
+later edit (applied: the later edit wins) from one that would undo a newer edit here
+(held for review with both texts, escaped); both edits stay in history with who made
+each, and no change is lost."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from test_team_postgres import Team, shared  # noqa: F401  (the fixture: a database per test)
+from test_team_sharing import PROJECT, Pair, contents, home, member, pair, pgpass  # noqa: F401
+
+from deerflow_nb.memory import Memory
+from deerflow_nb.memory.sharing import SyncReport
+
+BASE = "The target column is churned_90d"
+ALICE = "The target column is churned_60d"
+BOB = "The target column is churned_30d"
+
+
+def edit(memory: Memory, fact_id: str, text: str) -> None:
+    memory.edit_fact(fact_id, text)
+    time.sleep(0.01)  # the next edit, on any home, is later by the clock
+
+
+def shared_fact(pair: Pair) -> str:  # noqa: F811
+    """``BASE`` added by alice and pulled by bob: its id (the same on both homes)."""
+    fact = pair.alice.add_fact(BASE, project=PROJECT)
+    pair.alice.share(PROJECT, pair.alice_url)
+    assert pair.bob.join(PROJECT, pair.bob_url).applied == 1
+    return fact["id"]
+
+
+def edits_by(memory: Memory, fact_id: str) -> list[tuple[str, str | None]]:
+    """The fact's edits in this home's history, oldest first: (new text, person; None
+    when made here)."""
+    return [
+        (e["new_content"], e["details"].get("person"))
+        for e in memory.history(fact_id)
+        if e["kind"] == "update"
+    ]
+
+
+def test_concurrent_edits_hold_the_one_that_would_undo_a_newer_with_both_texts(
+    shared: Team,  # noqa: F811
+    pair: Pair,  # noqa: F811
+) -> None:
+    alice, bob = pair.alice, pair.bob
+    fact_id = shared_fact(pair)
+    edit(alice, fact_id, ALICE)  # both from BASE, before either syncs; bob's is later
+    edit(bob, fact_id, BOB)
+    assert alice.sync().published == 1
+    report = bob.sync()  # alice's older edit would undo bob's newer one: it waits
+    assert (report.published, report.pulled, report.applied, len(report.held)) == (1, 1, 0, 1)
+    assert contents(bob)[BOB]["id"] == fact_id and ALICE not in contents(bob)
+    why = report.why_held[0]
+    assert f"alice_{shared.suffix}'s edit of {fact_id}" in why
+    assert repr(BASE) in why and repr(ALICE) in why and repr(BOB) in why  # both texts
+    listed = bob.pending()[0]["diff"]["edits"][0]
+    assert (listed["content"], listed["was"]["content"]) == (ALICE, BASE)
+
+    assert alice.sync().applied == 1  # bob's is the later edit: it wins at alice's
+    assert contents(alice)[BOB]["id"] == fact_id
+    assert edits_by(alice, fact_id) == [(ALICE, None), (BOB, f"bob_{shared.suffix}")]
+
+    bob.approve(report.held)  # bob chooses alice's words: approving applies them
+    assert contents(bob)[ALICE]["id"] == fact_id
+    assert edits_by(bob, fact_id) == [(BOB, None), (ALICE, f"alice_{shared.suffix}")]
+    assert bob.pending() == [] and bob.sync().pulled == 0
+
+
+def test_sequential_edits_the_later_wins_everywhere_and_both_stay_in_history(
+    shared: Team,  # noqa: F811
+    pair: Pair,  # noqa: F811
+    pgpass: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    alice, bob = pair.alice, pair.bob
+    fact_id = shared_fact(pair)
+    edit(alice, fact_id, ALICE)
+    alice.sync()
+    assert bob.sync().applied == 1 and ALICE in contents(bob)
+    edit(bob, fact_id, BOB)  # made from alice's text: no conflict
+    bob.sync()
+    assert alice.sync().applied == 1
+
+    carol = home(tmp_path, "carol")
+    report = carol.join(PROJECT, member(shared, pgpass, "carol"))
+    assert (report.pulled, report.applied, report.held) == (3, 3, [])
+    for memory in (alice, bob, carol):  # no change lost: every home ends with bob's text
+        assert set(contents(memory)) == {BOB}, memory.home
+        assert contents(memory)[BOB]["id"] == fact_id
+    alice_, bob_ = f"alice_{shared.suffix}", f"bob_{shared.suffix}"
+    assert edits_by(carol, fact_id) == [(ALICE, alice_), (BOB, bob_)]
+    assert edits_by(alice, fact_id) == [(ALICE, None), (BOB, bob_)]
+    assert edits_by(bob, fact_id) == [(ALICE, alice_), (BOB, None)]
+    carol.close()
+
+
+def test_a_held_edit_stays_text_in_the_sync_report() -> None:
+    hostile = "<script>alert(1)</script> **bold** [x](http://e.vil)"
+    report = SyncReport(pulled=1, held=[3], why_held=[f"theirs {hostile!r}"])
+    shown = report._repr_markdown_()
+    assert "<script>" not in shown and "**bold**" not in shown and "](" not in shown
