@@ -134,7 +134,8 @@ class Sharing:
         gate.tap = self.tap
 
     def projects(self) -> dict[str, dict[str, Any]]:
-        """``{project: {"url", "role", "read_only"}}``: joined ones and config.yaml's."""
+        """``{project: {"url", "role", "read_only", "members"}}``: joined ones (members as
+        the last sync saw them) and config.yaml's."""
         shared = rows.shared_projects(self.journal.db)
         for project, url in self.settings.shared.items():
             shared.setdefault(project, {"url": url})
@@ -149,14 +150,14 @@ class Sharing:
         return _Commit(change, shared) if shared else None
 
     def _register(self, project: str, url: str) -> tuple[str, bool]:
-        from ..shared.exchange import membership
+        from ..shared.connect import connect
+        from ..shared.exchange import members, membership
 
         stored = without_password(url)
         self._urls[stored] = url
-        role, read_only = membership(url, project)
-        entry = {"url": stored, "role": role, "read_only": read_only}
-        with self.journal.transaction() as db:
-            rows.set_shared(db, project, entry)
+        with connect(url) as conn:
+            role, read_only = membership(url, project, conn)
+            self._refresh(project, stored, role, read_only, members(url, project, conn))
         return role, read_only
 
     def join(self, project: str, url: str, timeout: float | None = None) -> SyncReport:
@@ -223,11 +224,12 @@ class Sharing:
     ) -> None:
         """``sync``'s steps for the projects of one server, all on ``conn``."""
         from ..shared.connect import SharedError
-        from ..shared.exchange import membership, publish, unapplied
+        from ..shared.exchange import members, membership, publish, unapplied
 
         try:
             for project in projects:  # the database's word on the role, each time
-                self._refresh(project, stored, *membership(url, project, conn))
+                who = members(url, project, conn)
+                self._refresh(project, stored, *membership(url, project, conn), who)
             report.published += publish(self.outbox, url, only=projects, conn=conn)
         except SharedError as exc:
             report.problems.append(str(exc))
@@ -244,8 +246,11 @@ class Sharing:
         (maybe with a password), else the stored one (libpq finds the password)."""
         return self._urls.get(stored, stored)
 
-    def _refresh(self, project: str, stored: str, role: str, read_only: bool) -> None:
-        entry = {"url": stored, "role": role, "read_only": read_only}
+    def _refresh(
+        self, project: str, stored: str, role: str, read_only: bool, members: list[dict]
+    ) -> None:
+        """Keep the role and the member list (for the views, offline) as the server says."""
+        entry = {"url": stored, "role": role, "read_only": read_only, "members": members}
         if rows.shared_projects(self.journal.db).get(project) != entry:
             with self.journal.transaction() as db:
                 rows.set_shared(db, project, entry)
@@ -327,5 +332,6 @@ class TeamMemory:
             self._team_sync = None
 
     def shared_projects(self) -> dict[str, dict[str, Any]]:
-        """``{project: {"url", "role", "read_only"}}`` for every shared project."""
+        """``{project: {"url", "role", "read_only", "members"}}`` for every shared project
+        (``members``: ``[{"role", "read_only"}]`` as the last sync or join saw them)."""
         return self._sharing.projects()

@@ -120,6 +120,17 @@ def membership(url: str, project: str, conn: psycopg.Connection | None = None) -
     return str(role), bool(read_only)
 
 
+def members(url: str, project: str, conn: psycopg.Connection | None = None) -> list[dict]:
+    """``project``'s members as ``{"role", "read_only"}``, by role (a member reads the
+    members of its own projects only: row-level security), for the views to show offline."""
+    with _using(url, conn) as conn:
+        rows = conn.execute(
+            "SELECT role::text, read_only FROM deerflow.members WHERE project = %s ORDER BY role",
+            [project],
+        ).fetchall()
+    return [{"role": str(role), "read_only": bool(read_only)} for role, read_only in rows]
+
+
 def pull(url: str, project: str, since: int = 0, limit: int = BATCH) -> list[SharedChange]:
     """``project``'s change sets after version ``since``, in version order (at most
     ``limit``), as the URL's role may read them: none of a project it is no member of."""
