@@ -14,6 +14,7 @@ from test_team_sharing import PROJECT, Pair, contents, home, member, pair, pgpas
 
 from deerflow_nb.memory import Memory
 from deerflow_nb.memory.sharing import SyncReport
+from deerflow_nb.memory.updates.team_changes import CONFLICT, TEAM, hold_conflicts
 
 BASE = "The target column is churned_90d"
 ALICE = "The target column is churned_60d"
@@ -68,7 +69,11 @@ def test_concurrent_edits_hold_the_one_that_would_undo_a_newer_with_both_texts(
     bob.approve(report.held)  # bob chooses alice's words: approving applies them
     assert contents(bob)[ALICE]["id"] == fact_id
     assert edits_by(bob, fact_id) == [(BOB, None), (ALICE, f"alice_{shared.suffix}")]
-    assert bob.pending() == [] and bob.sync().pulled == 0
+    assert bob.pending() == []
+    assert (bob.sync().published, alice.sync().applied) == (1, 1)  # bob's choice is sent
+    assert set(contents(alice)) == set(contents(bob)) == {ALICE}  # both homes agree again
+    assert edits_by(alice, fact_id)[-1] == (ALICE, f"bob_{shared.suffix}")
+    assert alice.sync().pulled == bob.sync().pulled == 0
 
 
 def test_sequential_edits_the_later_wins_everywhere_and_both_stay_in_history(
@@ -104,3 +109,33 @@ def test_a_held_edit_stays_text_in_the_sync_report() -> None:
     report = SyncReport(pulled=1, held=[3], why_held=[f"theirs {hostile!r}"])
     shown = report._repr_markdown_()
     assert "<script>" not in shown and "**bold**" not in shown and "](" not in shown
+
+
+def test_hold_conflicts_holds_only_an_edit_that_would_undo_a_newer_one() -> None:
+    here = {
+        "id": "t1", "content": BOB, "scope": "project", "project": PROJECT,
+        "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-02T00:00:00.000Z",
+    }  # fmt: skip
+    marker = {"project": PROJECT, "person": "alice"}
+
+    def edit(content: str, at: str, was: str | None = BASE) -> dict:
+        made = {"id": "t1", "content": content, "at": at}
+        return made if was is None else {**made, "was": {"content": was, "at": "2026-01-01"}}
+
+    older, later = "2026-01-01T12:00:00.000Z", "2026-01-03T00:00:00.000Z"
+    cases = {
+        "older, from a text replaced here": (edit(ALICE, older), True),
+        "later than the text here": (edit(ALICE, later), False),
+        "from the text still here": (edit(ALICE, older, was=BOB), False),
+        "the same words": (edit(BOB, older), False),
+        "from a sender that does not say its base": (edit(ALICE, older, was=None), False),
+    }
+    for name, (made, held) in cases.items():
+        diff = {TEAM: marker, "edits": [made]}
+        applies, waits, why = hold_conflicts({"facts": [here]}, diff)
+        assert (waits.get("edits") == [made]) == held, name
+        assert (applies["edits"] == []) == held, name
+        if held:
+            assert waits[CONFLICT] and waits[TEAM] == marker
+            assert why[0]["reason"].startswith("alice's edit of t1")
+            assert all(repr(t) in why[0]["reason"] for t in (BASE, ALICE, BOB))

@@ -28,7 +28,7 @@ from ..storage.outbox import Outbox
 from ..untrusted import clean_text, escape_markdown
 from .scopes import project_summary
 from .updates.gate import Refused
-from .updates.team_changes import TEAM, Mutate, public_fact, shared_effect
+from .updates.team_changes import CONFLICT, TEAM, Mutate, public_fact, shared_effect
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -143,8 +143,10 @@ class Sharing:
 
     def tap(self, change: ChangeSet) -> _Commit | None:
         """The gate's question before each commit: is any project shared? (A teammate's
-        change, applied here, is not sent back.)"""
-        if change.origin == "team" or (change.diff or {}).get(TEAM):
+        change, applied here, is not sent back; the approval of a conflict held here is
+        this home's choice, and is.)"""
+        diff = change.diff or {}
+        if change.origin == "team" or (diff.get(TEAM) and not diff.get(CONFLICT)):
             return None
         shared = self.projects()
         return _Commit(change, shared) if shared else None

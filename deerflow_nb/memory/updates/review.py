@@ -174,7 +174,7 @@ def split(
     for part in (chosen, rest):
         if not part.get("stale"):
             part.pop("stale", None)
-        for key in ("addedBy", "team"):  # whose the facts are (a teammate's) goes with each
+        for key in ("addedBy", "team", "conflict"):  # whose the facts are goes with each
             if diff.get(key):
                 part[key] = diff[key]
     rest[ITEM_NUMBERS] = rest_numbers

@@ -30,6 +30,7 @@ from .updater import UpdateResult, _project_context, new_fact_id, sanitize_text
 TEAM = "team"  # the diff key of a teammate's change: {"project", "person", "origin", "id", "at"}
 FACT_ID = re.compile(r"[\w.\-]{1,64}")  # a team id or a role: one plain word
 KINDS = ("add", "remove", "update", "section")
+CONFLICT = "conflict"  # a held diff's mark: its approval is this home's choice, sent to the team
 FACT_KEYS = ("content", "category", "confidence", "createdAt", "addedBy", "person")
 
 
@@ -116,7 +117,9 @@ def hold_conflicts(
     """A teammate's ``diff`` split for the gate: what applies, what waits for review (its
     edits that would undo a newer edit of the same fact here, with the team marker) and
     why, both texts quoted. An edit made from the text this home still has, or later than
-    the text that replaced it here, applies (the later edit wins)."""
+    the text that replaced it here, applies (the later edit wins). The held part is marked
+    ``CONFLICT``: approving it is this home's choice between two texts, so it is sent to
+    the team (which then converges on it) where a teammate's change applied here is not."""
     marker = diff.get(TEAM) or {}
     project = marker.get("project")
     by_team = {team_id(f): f for f in data.get("facts") or [] if fact_project(f) == project}
@@ -142,7 +145,7 @@ def hold_conflicts(
         })  # fmt: skip
     if not held:
         return diff, {}, []
-    return {**diff, "edits": keep}, {TEAM: marker, "edits": held}, why
+    return {**diff, "edits": keep}, {TEAM: marker, "edits": held, CONFLICT: True}, why
 
 
 def _newer_here(here: dict[str, Any], edit: dict[str, Any], was: dict[str, Any]) -> bool:
