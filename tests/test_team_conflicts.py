@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from test_team_postgres import Team, shared  # noqa: F401  (the fixture: a database per test)
 from test_team_sharing import PROJECT, Pair, contents, home, member, pair, pgpass  # noqa: F401
 
@@ -95,7 +96,7 @@ def test_sequential_edits_the_later_wins_everywhere_and_both_stay_in_history(
     report = carol.join(PROJECT, member(shared, pgpass, "carol"))
     assert (report.pulled, report.applied, report.held) == (3, 3, [])
     for memory in (alice, bob, carol):  # no change lost: every home ends with bob's text
-        assert set(contents(memory)) == {BOB}, memory.home
+        assert set(contents(memory)) == {BOB}, memory.settings.home
         assert contents(memory)[BOB]["id"] == fact_id
     alice_, bob_ = f"alice_{shared.suffix}", f"bob_{shared.suffix}"
     assert edits_by(carol, fact_id) == [(ALICE, alice_), (BOB, bob_)]
@@ -139,3 +140,33 @@ def test_hold_conflicts_holds_only_an_edit_that_would_undo_a_newer_one() -> None
             assert waits[CONFLICT] and waits[TEAM] == marker
             assert why[0]["reason"].startswith("alice's edit of t1")
             assert all(repr(t) in why[0]["reason"] for t in (BASE, ALICE, BOB))
+
+
+def test_a_hostile_conflict_stays_text_in_the_report_pending_and_inspector(
+    pair: Pair,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hostile import HOSTILE_LINE, assert_inert, live_parts, markdown_as_trusted_html
+    from IPython.core.interactiveshell import InteractiveShell
+    from test_inspector_apptest import run_app
+
+    from deerflow_nb.notebook.views.review import PendingView
+
+    alice, bob = pair.alice, pair.bob
+    fact_id = shared_fact(pair)
+    edit(alice, fact_id, "Alice says " + HOSTILE_LINE)
+    edit(bob, fact_id, "Bob says " + HOSTILE_LINE)
+    alice.sync()
+    report = bob.sync()
+    assert len(report.held) == 1 and "<script>" in report.why_held[0]  # both texts, as text
+    shell = InteractiveShell.instance()
+    pending = tuple(bob.pending())
+    view = PendingView(pending, False, {p["id"]: tuple(bob.review_items(p)) for p in pending})
+    for shown in (report, view):
+        data, _ = shell.display_formatter.format(shown)
+        assert_inert(data, type(shown).__name__)
+    assert "Alice says <img src=x onerror=alert(1)>" in str(view)  # the item, with its text
+    at = run_app(bob.settings.home, monkeypatch)
+    bodies = [m.value for m in at.markdown]
+    assert any("Alice says" in b for b in bodies)
+    assert [b for b in bodies if live_parts(markdown_as_trusted_html(b))] == []
