@@ -249,7 +249,7 @@ class Sharing:
         return self._urls.get(stored, stored)
 
     def _refresh(
-        self, project: str, stored: str, role: str, read_only: bool, members: list[dict]
+        self, project: str, stored: str, role: str, read_only: bool, members: list[dict[str, Any]]
     ) -> None:
         """Keep the role and the member list (for the views, offline) as the server says."""
         entry = {"url": stored, "role": role, "read_only": read_only, "members": members}

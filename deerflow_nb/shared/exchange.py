@@ -120,7 +120,9 @@ def membership(url: str, project: str, conn: psycopg.Connection | None = None) -
     return str(role), bool(read_only)
 
 
-def members(url: str, project: str, conn: psycopg.Connection | None = None) -> list[dict]:
+def members(
+    url: str, project: str, conn: psycopg.Connection | None = None
+) -> list[dict[str, object]]:
     """``project``'s members as ``{"role", "read_only"}``, by role (a member reads the
     members of its own projects only: row-level security), for the views to show offline."""
     with _using(url, conn) as conn:
