@@ -152,14 +152,12 @@ class Sharing:
         return _Commit(change, shared) if shared else None
 
     def _register(self, project: str, url: str) -> tuple[str, bool]:
-        from ..shared.connect import connect
-        from ..shared.exchange import members, membership
+        from ..shared.exchange import roster
 
         stored = without_password(url)
         self._urls[stored] = url
-        with connect(url) as conn:
-            role, read_only = membership(url, project, conn)
-            self._refresh(project, stored, role, read_only, members(url, project, conn))
+        role, read_only, members = roster(url, project)
+        self._refresh(project, stored, role, read_only, members)
         return role, read_only
 
     def join(self, project: str, url: str, timeout: float | None = None) -> SyncReport:
@@ -226,12 +224,11 @@ class Sharing:
     ) -> None:
         """``sync``'s steps for the projects of one server, all on ``conn``."""
         from ..shared.connect import SharedError
-        from ..shared.exchange import members, membership, publish, unapplied
+        from ..shared.exchange import publish, roster, unapplied
 
         try:
-            for project in projects:  # the database's word on the role, each time
-                who = members(url, project, conn)
-                self._refresh(project, stored, *membership(url, project, conn), who)
+            for project in projects:  # the database's word on the role and members, each time
+                self._refresh(project, stored, *roster(url, project, conn))
             report.published += publish(self.outbox, url, only=projects, conn=conn)
         except SharedError as exc:
             report.problems.append(str(exc))
@@ -249,7 +246,12 @@ class Sharing:
         return self._urls.get(stored, stored)
 
     def _refresh(
-        self, project: str, stored: str, role: str, read_only: bool, members: list[dict[str, Any]]
+        self,
+        project: str,
+        stored: str,
+        role: str,
+        read_only: bool,
+        members: list[dict[str, object]],
     ) -> None:
         """Keep the role and the member list (for the views, offline) as the server says."""
         entry = {"url": stored, "role": role, "read_only": read_only, "members": members}

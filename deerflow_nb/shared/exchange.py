@@ -120,17 +120,32 @@ def membership(url: str, project: str, conn: psycopg.Connection | None = None) -
     return str(role), bool(read_only)
 
 
-def members(
+def roster(
     url: str, project: str, conn: psycopg.Connection | None = None
-) -> list[dict[str, object]]:
-    """``project``'s members as ``{"role", "read_only"}``, by role (a member reads the
-    members of its own projects only: row-level security), for the views to show offline."""
+) -> tuple[str, bool, list[dict[str, object]]]:
+    """``membership`` and the project's members (``{"role", "read_only"}`` by role, which
+    row-level security lets a member read for its own projects), in one query: the views
+    show them offline."""
+    import psycopg
+
     with _using(url, conn) as conn:
-        rows = conn.execute(
-            "SELECT role::text, read_only FROM deerflow.members WHERE project = %s ORDER BY role",
-            [project],
-        ).fetchall()
-    return [{"role": str(role), "read_only": bool(read_only)} for role, read_only in rows]
+        try:
+            row = conn.execute(
+                "SELECT current_user::text, COALESCE(json_agg(json_build_object('role',"
+                " role::text, 'read_only', read_only) ORDER BY role), '[]'::json)"
+                " FROM deerflow.members WHERE project = %s",
+                [project],
+            ).fetchone()
+        except psycopg.errors.UndefinedTable:
+            raise SharedError(
+                f"no deerflow schema in the database at {where(url)}: its owner runs "
+                "`deerflow-nb team init URL` first"
+            ) from None
+    role, found = (str(row[0]), list(row[1])) if row else ("this role", [])
+    own = next((m for m in found if m.get("role") == role), None)
+    if own is None:
+        raise no_member(role, project)
+    return role, bool(own.get("read_only")), found
 
 
 def pull(url: str, project: str, since: int = 0, limit: int = BATCH) -> list[SharedChange]:
