@@ -69,6 +69,7 @@ def test_concurrent_edits_hold_the_one_that_would_undo_a_newer_with_both_texts(
 
     bob.approve(report.held)  # bob chooses alice's words: approving applies them
     assert contents(bob)[ALICE]["id"] == fact_id
+    assert contents(bob)[ALICE]["updatedAt"] > contents(alice)[BOB]["updatedAt"]  # chosen now
     assert edits_by(bob, fact_id) == [(BOB, None), (ALICE, f"alice_{shared.suffix}")]
     assert bob.pending() == []
     assert (bob.sync().published, alice.sync().applied) == (1, 1)  # bob's choice is sent

@@ -193,8 +193,9 @@ def apply_team(
             fact["confidence"] = min(max(float(edit["confidence"]), 0.0), 1.0)
         if fact == found:
             continue  # the same words here already
-        if fact["content"] != old:  # when its text changed: the teammate's edit time
-            fact["updatedAt"] = str(edit.get("at") or now_iso())[:40]
+        if fact["content"] != old:  # when its text changed: the teammate's edit time, or
+            made = None if diff.get(CONFLICT) else edit.get("at")  # now: a choice made here
+            fact["updatedAt"] = str(made or now_iso())[:40]
         events.append(_event("update", fact, old, fact["content"], person))
     taken = {f.get("id") for f in facts}
     for given in diff.get("newFacts") or []:
