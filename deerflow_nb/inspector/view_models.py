@@ -8,7 +8,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import memory
-from ..memory import FactQuery, FactSort, Scope, project_names, scoped_view
+from ..memory import (
+    FactQuery,
+    FactSort,
+    Scope,
+    added_by,
+    changed_by,
+    project_names,
+    scoped_view,
+)
 from ..projects import fact_project
 from ..schema.constants import (
     HISTORY_SECTIONS,
@@ -51,10 +59,12 @@ def fact_rows(
     text: str = "",
     sort: str = "confidence (high first)",
     project: str = ALL_PROJECTS,
+    changers: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The facts table: filtered by project (``project_choices``: one project's facts come
     with the user's, never another project's), category, confidence range and text, then
-    sorted (the one fact query, ``FactQuery``)."""
+    sorted (the one fact query, ``FactQuery``); who added each fact and who last changed
+    it (``changers``: the reader's ``changed_by``)."""
     key, descending = SORTS.get(sort, SORTS["confidence (high first)"])
     query = FactQuery(
         categories=tuple(categories or ()),
@@ -73,6 +83,8 @@ def fact_rows(
                 "content": fact.get("content", ""),
                 "project": fact_project(fact) or USER_SCOPE,
                 "category": fact.get("category", ""),
+                "added by": added_by(fact),
+                "changed by": (changers or {}).get(str(fact.get("id")), ""),
                 "confidence": round(float(fact.get("confidence") or 0.0), 3),
                 "source": " ".join(
                     [str(fact.get("source", ""))]
@@ -255,6 +267,7 @@ def event_rows(event_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "time": ev.get("ts") or "",
                 "kind": ev.get("kind") or "",
                 "fact": ev.get("fact_id") or "",
+                "by": changed_by(ev),
                 "change": short(change, 300),
                 "confidence": conf(after)
                 if before is None or before == after

@@ -12,6 +12,7 @@ from .fact_query import FactQuery
 from .fact_query import Sort as FactSort
 from .folding.fold_log import summary as fold_summary
 from .model_reply import ExtractionError
+from .people import added_by, changed_by
 from .reader import MemoryReader, open_reader
 from .reports import ApplyReport, FlushReport
 from .scopes import Scope, Snapshot, project_names
@@ -56,6 +57,8 @@ __all__ = [
     "Scope",
     "Snapshot",
     "SyncReport",
+    "added_by",
+    "changed_by",
     "empty_memory",
     "escape_for_block",
     "excerpt",

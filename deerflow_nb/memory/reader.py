@@ -29,6 +29,7 @@ from ..storage.db import Connection, has_table, open_read_only
 from ..storage.migrations import applied
 from .fact_query import FactQuery, Sort
 from .folding import fold_log
+from .people import last_changed_by
 from .scopes import ALL_PROJECTS, USER, Scope
 from .store import MemoryFileError, MemoryStore
 from .updates import fact_use as usage_rows
@@ -177,6 +178,10 @@ class MemoryReader:
         """Every ``memory_events`` row as stored, oldest first (the inspector's chart)."""
         db = self.db
         return ledger_rows.all_events(db) if db is not None else []
+
+    def changed_by(self) -> dict[str, str]:
+        """``{fact id: who last changed it}`` (a teammate's role, or ``you``)."""
+        return last_changed_by(self.event_rows())
 
     def history(self, fact_id: str) -> list[dict[str, Any]]:
         """How one fact came, changed and went, oldest first."""

@@ -28,7 +28,7 @@ from ..storage.outbox import Outbox
 from ..untrusted import clean_text, escape_markdown
 from .scopes import project_summary
 from .updates.gate import Refused
-from .updates.team_changes import TEAM, Mutate, public_fact, shared_effect
+from .updates.team_changes import CONFLICT, TEAM, Mutate, public_fact, shared_effect
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -134,7 +134,8 @@ class Sharing:
         gate.tap = self.tap
 
     def projects(self) -> dict[str, dict[str, Any]]:
-        """``{project: {"url", "role", "read_only"}}``: joined ones and config.yaml's."""
+        """``{project: {"url", "role", "read_only", "members"}}``: joined ones (members as
+        the last sync saw them) and config.yaml's."""
         shared = rows.shared_projects(self.journal.db)
         for project, url in self.settings.shared.items():
             shared.setdefault(project, {"url": url})
@@ -142,21 +143,21 @@ class Sharing:
 
     def tap(self, change: ChangeSet) -> _Commit | None:
         """The gate's question before each commit: is any project shared? (A teammate's
-        change, applied here, is not sent back.)"""
-        if change.origin == "team" or (change.diff or {}).get(TEAM):
+        change, applied here, is not sent back; the approval of a conflict held here is
+        this home's choice, and is.)"""
+        diff = change.diff or {}
+        if change.origin == "team" or (diff.get(TEAM) and not diff.get(CONFLICT)):
             return None
         shared = self.projects()
         return _Commit(change, shared) if shared else None
 
     def _register(self, project: str, url: str) -> tuple[str, bool]:
-        from ..shared.exchange import membership
+        from ..shared.exchange import roster
 
         stored = without_password(url)
         self._urls[stored] = url
-        role, read_only = membership(url, project)
-        entry = {"url": stored, "role": role, "read_only": read_only}
-        with self.journal.transaction() as db:
-            rows.set_shared(db, project, entry)
+        role, read_only, members = roster(url, project)
+        self._refresh(project, stored, role, read_only, members)
         return role, read_only
 
     def join(self, project: str, url: str, timeout: float | None = None) -> SyncReport:
@@ -223,11 +224,11 @@ class Sharing:
     ) -> None:
         """``sync``'s steps for the projects of one server, all on ``conn``."""
         from ..shared.connect import SharedError
-        from ..shared.exchange import membership, publish, unapplied
+        from ..shared.exchange import publish, roster, unapplied
 
         try:
-            for project in projects:  # the database's word on the role, each time
-                self._refresh(project, stored, *membership(url, project, conn))
+            for project in projects:  # the database's word on the role and members, each time
+                self._refresh(project, stored, *roster(url, project, conn))
             report.published += publish(self.outbox, url, only=projects, conn=conn)
         except SharedError as exc:
             report.problems.append(str(exc))
@@ -244,8 +245,16 @@ class Sharing:
         (maybe with a password), else the stored one (libpq finds the password)."""
         return self._urls.get(stored, stored)
 
-    def _refresh(self, project: str, stored: str, role: str, read_only: bool) -> None:
-        entry = {"url": stored, "role": role, "read_only": read_only}
+    def _refresh(
+        self,
+        project: str,
+        stored: str,
+        role: str,
+        read_only: bool,
+        members: list[dict[str, object]],
+    ) -> None:
+        """Keep the role and the member list (for the views, offline) as the server says."""
+        entry = {"url": stored, "role": role, "read_only": read_only, "members": members}
         if rows.shared_projects(self.journal.db).get(project) != entry:
             with self.journal.transaction() as db:
                 rows.set_shared(db, project, entry)
@@ -327,5 +336,6 @@ class TeamMemory:
             self._team_sync = None
 
     def shared_projects(self) -> dict[str, dict[str, Any]]:
-        """``{project: {"url", "role", "read_only"}}`` for every shared project."""
+        """``{project: {"url", "role", "read_only", "members"}}`` for every shared project
+        (``members``: ``[{"role", "read_only"}]`` as the last sync or join saw them)."""
         return self._sharing.projects()

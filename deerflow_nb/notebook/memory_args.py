@@ -228,7 +228,7 @@ class DoctorArgs:
 @dataclass(frozen=True)
 class HistoryArgs:
     command: ClassVar[str] = "history"
-    about: ClassVar[str] = "memory events, newest first (of one fact with ID)"
+    about: ClassVar[str] = "memory events, newest first (of one fact with ID), and who made each"
     fact_id: str | None = positional("ID", nargs="?", type=expanded)
     limit: int = option("--limit", default=50, type=positive_int, metavar="N")
 
@@ -369,7 +369,9 @@ class ProjectArgs:
 @dataclass(frozen=True)
 class ProjectsArgs:
     command: ClassVar[str] = "projects"
-    about: ClassVar[str] = "every project: its facts, threads and last use"
+    about: ClassVar[str] = (
+        "every project: its facts, threads, last use; a shared one's server and members"
+    )
 
 
 @dataclass(frozen=True)

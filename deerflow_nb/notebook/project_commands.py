@@ -146,7 +146,8 @@ class ProjectCommands:
         return Notice(report.describe(f"into project {name} from {path}"))
 
     def handle_projects(self, args: ProjectsArgs) -> ProjectsTable:
-        return ProjectsTable(tuple(self.memory.projects.list()), self.here)
+        shared = self.memory.shared_projects()  # kept in journal.db: offline too
+        return ProjectsTable(tuple(self.memory.projects.list()), self.here, shared)
 
     def handle_move(self, args: MoveArgs) -> Notice:
         if args.user == (args.project is not None):

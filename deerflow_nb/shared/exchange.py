@@ -120,6 +120,34 @@ def membership(url: str, project: str, conn: psycopg.Connection | None = None) -
     return str(role), bool(read_only)
 
 
+def roster(
+    url: str, project: str, conn: psycopg.Connection | None = None
+) -> tuple[str, bool, list[dict[str, object]]]:
+    """``membership`` and the project's members (``{"role", "read_only"}`` by role, which
+    row-level security lets a member read for its own projects), in one query: the views
+    show them offline."""
+    import psycopg
+
+    with _using(url, conn) as conn:
+        try:
+            row = conn.execute(
+                "SELECT current_user::text, COALESCE(json_agg(json_build_object('role',"
+                " role::text, 'read_only', read_only) ORDER BY role), '[]'::json)"
+                " FROM deerflow.members WHERE project = %s",
+                [project],
+            ).fetchone()
+        except psycopg.errors.UndefinedTable:
+            raise SharedError(
+                f"no deerflow schema in the database at {where(url)}: its owner runs "
+                "`deerflow-nb team init URL` first"
+            ) from None
+    role, found = (str(row[0]), list(row[1])) if row else ("this role", [])
+    own = next((m for m in found if m.get("role") == role), None)
+    if own is None:
+        raise no_member(role, project)
+    return role, bool(own.get("read_only")), found
+
+
 def pull(url: str, project: str, since: int = 0, limit: int = BATCH) -> list[SharedChange]:
     """``project``'s change sets after version ``since``, in version order (at most
     ``limit``), as the URL's role may read them: none of a project it is no member of."""

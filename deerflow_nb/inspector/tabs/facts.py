@@ -13,8 +13,9 @@ from .confirm import ask, confirmation
 from .markup import code, md, md_lines, plain, table, time_column, when
 
 
-def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
-    """Filter, sort, edit and forget facts."""
+def facts_page(home: Path, memory: dict[str, Any] | None, reader: Any = None) -> None:
+    """Filter, sort, edit and forget facts; who added and who last changed each (the
+    journal's events, through the read-only ``reader``)."""
     if memory is None:
         if (home / data.MEMORY_FILENAME).exists():
             st.caption("Facts are unavailable while memory.json is damaged (see above).")
@@ -37,8 +38,15 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
     low_high = c2.slider("Confidence", 0.0, 1.0, (0.0, 1.0), 0.05, key="facts_confidence")
     text = c3.text_input("Text contains", key="facts_text", placeholder="e.g. polars")
     sort = c4.selectbox("Sort", list(view_models.SORTS), key="facts_sort")
+    changers = reader.changed_by() if reader is not None and reader.db is not None else {}
     rows = view_models.fact_rows(
-        memory, categories=categories, confidence=low_high, text=text, sort=sort, project=project
+        memory,
+        categories=categories,
+        confidence=low_high,
+        text=text,
+        sort=sort,
+        project=project,
+        changers=changers,
     )
     st.caption(
         f"{len(rows)} of {len(all_facts)} facts · "
@@ -51,6 +59,8 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
                 "content",
                 "project",
                 "category",
+                "added by",
+                "changed by",
                 "confidence",
                 "updatedAt",
                 "createdAt",
@@ -61,6 +71,8 @@ def facts_page(home: Path, memory: dict[str, Any] | None) -> None:
                 "content": st.column_config.TextColumn("content", width=320),
                 "project": st.column_config.TextColumn("project", width=100),
                 "category": st.column_config.TextColumn("category", width=90),
+                "added by": st.column_config.TextColumn("added by", width=90),
+                "changed by": st.column_config.TextColumn("changed by", width=90),
                 "confidence": st.column_config.ProgressColumn(
                     "confidence", min_value=0.0, max_value=1.0, format="%.2f", width=100
                 ),

@@ -112,7 +112,7 @@ def render(home: Path) -> None:
         # changes, e.g. when a flash message appears after Approve).
         tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun")
         pages: tuple[tuple[Callable[..., None], tuple[Any, ...]], ...] = (
-            (facts_page, (home, memory)),
+            (facts_page, (home, memory, reader)),
             (pending_page, (home, reader, pending)),
             (history_page, (reader,)),
             (injection_page, (home, memory)),

@@ -194,6 +194,7 @@ def history_page(reader: MemoryReader) -> None:
                     "time": time_column("time"),
                     "kind": st.column_config.TextColumn("kind", width=80),
                     "fact": st.column_config.TextColumn("fact", width=110),
+                    "by": st.column_config.TextColumn("by", width=90),
                     "change": st.column_config.TextColumn("change", width=440),
                     "confidence": st.column_config.TextColumn("confidence", width=100),
                     "source": st.column_config.TextColumn("source", width=120),

@@ -15,6 +15,7 @@ _LINE_ICONS = {
     "add": ":material/add:",
     "remove": ":material/remove:",
     "merge": ":material/merge:",
+    "edit": ":material/edit:",
     "section": ":material/notes:",
 }
 

@@ -53,7 +53,7 @@ from .edits import apply_edit
 from .events import replacement_events
 from .review import propose
 from .rules import Rules
-from .team_changes import TEAM, Tap, apply_team
+from .team_changes import TEAM, Tap, apply_team, hold_conflicts
 from .updater import WIPE_MIN_FACTS, WIPE_SHARE, UpdateResult, wipe_limit
 from .write_protocol import Changed, Ledger
 
@@ -270,6 +270,8 @@ class Gate:
         diff = dict(change.diff or {})
         if change.reason == "remember":  # the model's tool only adds facts
             diff = {"newFacts": diff.get("newFacts") or []}
+        if diff.get(TEAM):  # a teammate's edit that would undo a newer one here waits
+            diff, outcome.held_diff, outcome.held = hold_conflicts(data, diff)
         before = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
         result = self._apply(data, change, diff)
         protected = [
@@ -285,8 +287,8 @@ class Gate:
             held_diff: dict[str, Any] = {"factsToRemove": removals} if removals else {}
             if held_merges:
                 held_diff["merges"] = held_merges
-            outcome.held_diff = held_diff
-            outcome.held = [
+            outcome.held_diff = {**(outcome.held_diff or {}), **held_diff}
+            outcome.held += [
                 {
                     "item": f"remove {i}",
                     "reason": "a fact you added by hand; only you can approve removing it",

@@ -33,7 +33,7 @@ REVIEW_KEY = "review"
 ITEM_NUMBERS = "itemNumbers"
 # A change split off by a partial decision names the change it came from here.
 PART_OF = "partOf"
-_SIGNS = {"add": "+", "remove": "-", "merge": "~", "section": "§"}
+_SIGNS = {"add": "+", "remove": "-", "merge": "~", "edit": "*", "section": "§"}
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,9 @@ class ReviewItem:
     change (``%memory approve ID --only N`` names it)."""
 
     number: int
-    kind: str  # add | remove | merge | section
+    kind: str  # add | remove | merge | edit (a teammate's) | section
     text: str  # the fact added or removed, the merged text, the section's new summary
-    fact_id: str | None = None  # the fact removed
+    fact_id: str | None = None  # the fact removed or edited
     detail: str = ""  # category and confidence, why removed, what merges, which section
 
     def reading(self) -> str:
@@ -68,6 +68,7 @@ def _slots(diff: Mapping[str, Any]) -> list[tuple[str, Any]]:
     slots: list[tuple[str, Any]] = [("add", i) for i, _ in enumerate(diff.get("newFacts") or [])]
     slots += [("remove", str(fid)) for fid in dict.fromkeys(diff.get("factsToRemove") or [])]
     slots += [("merge", j) for j, _ in enumerate(diff.get("merges") or [])]
+    slots += [("edit", j) for j, _ in enumerate(diff.get("edits") or [])]  # a teammate's
     for group in ("user", "history"):
         for name, section in (diff.get(group) or {}).items():
             if isinstance(section, Mapping) and section.get("shouldUpdate"):
@@ -117,6 +118,14 @@ def items(diff: Mapping[str, Any], facts: Iterable[Mapping[str, Any]] = ()) -> l
             named = [f"{i}: {known[i].get('content', '')}" if i in known else i for i in sources]
             text = str(merge.get("content", ""))
             out.append(ReviewItem(number, kind, text, None, "merges " + "; ".join(named)))
+        elif kind == "edit":
+            edit = diff["edits"][ref]
+            edit = edit if isinstance(edit, Mapping) else {}
+            fid = str(edit.get("id"))
+            was = edit.get("was") if isinstance(edit.get("was"), Mapping) else {}
+            now = str((known.get(fid) or {}).get("content") or "")
+            detail = f"edits {was.get('content')!r}" + (f"; here now {now!r}" if now else "")
+            out.append(ReviewItem(number, kind, str(edit.get("content", "")), fid, detail))
         elif kind == "forget-project":
             out.append(ReviewItem(number, "remove", f"project {ref}'s summary", None, "forget"))
         elif ref[0] == "projectContext":
@@ -153,6 +162,8 @@ def split(
             )
         elif kind == "merge":
             part.setdefault("merges", []).append(diff["merges"][ref])
+        elif kind == "edit":
+            part.setdefault("edits", []).append(diff["edits"][ref])
         elif kind == "forget-project":
             part.setdefault("forgetProjects", []).append(ref)
         elif ref[0] == "projectContext":
@@ -163,11 +174,9 @@ def split(
     for part in (chosen, rest):
         if not part.get("stale"):
             part.pop("stale", None)
-        for key in ("addedBy", "team"):  # whose the facts are (a teammate's) goes with each
+        for key in ("addedBy", "team", "conflict"):  # whose the facts are goes with each
             if diff.get(key):
                 part[key] = diff[key]
-    if diff.get("edits"):  # a teammate's edits are no items: they go with the approved part
-        chosen["edits"] = diff["edits"]
     rest[ITEM_NUMBERS] = rest_numbers
     return chosen, rest
 

@@ -30,6 +30,7 @@ from .updater import UpdateResult, _project_context, new_fact_id, sanitize_text
 TEAM = "team"  # the diff key of a teammate's change: {"project", "person", "origin", "id", "at"}
 FACT_ID = re.compile(r"[\w.\-]{1,64}")  # a team id or a role: one plain word
 KINDS = ("add", "remove", "update", "section")
+CONFLICT = "conflict"  # a held diff's mark: its approval is this home's choice, sent to the team
 FACT_KEYS = ("content", "category", "confidence", "createdAt", "addedBy", "person")
 
 
@@ -96,9 +97,63 @@ def shared_effect(
             edit = {
                 k: new[k] for k in ("content", "category", "confidence") if old.get(k) != new.get(k)
             }
-            if edit:
-                diff.setdefault("edits", []).append({"id": team_id(new), **edit})
+            if edit:  # with what it replaced: a receiver tells a later edit from an undo
+                was = {"content": old.get("content"), "at": edited_at(old)}
+                at = edited_at(new) if new.get("updatedAt") else now_iso()
+                diff.setdefault("edits", []).append(
+                    {"id": team_id(new), **edit, "at": at, "was": was}
+                )
     return {name: diff for name, diff in effect.items() if diff}
+
+
+def edited_at(fact: dict[str, Any]) -> str:
+    """When ``fact``'s text last changed here (its creation when it never did)."""
+    return str(fact.get("updatedAt") or fact.get("createdAt") or "")
+
+
+def hold_conflicts(
+    data: dict[str, Any], diff: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, str]]]:
+    """A teammate's ``diff`` split for the gate: what applies, what waits for review (its
+    edits that would undo a newer edit of the same fact here, with the team marker) and
+    why, both texts quoted. An edit made from the text this home still has, or later than
+    the text that replaced it here, applies (the later edit wins). The held part is marked
+    ``CONFLICT``: approving it is this home's choice between two texts, so it is sent to
+    the team (which then converges on it) where a teammate's change applied here is not."""
+    marker = diff.get(TEAM) or {}
+    project = marker.get("project")
+    by_team = {team_id(f): f for f in data.get("facts") or [] if fact_project(f) == project}
+    keep, held, why = [], [], []
+    for edit in diff.get("edits") or []:
+        here = by_team.get(str(edit.get("id"))) if isinstance(edit, dict) else None
+        was = edit.get("was") if isinstance(edit, dict) else None
+        if here is not None and isinstance(was, dict) and _newer_here(here, edit, was):
+            held.append(edit)
+        else:
+            keep.append(edit)
+    for edit in held:
+        here = by_team[str(edit["id"])]
+        why.append({
+            "item": f"edit {here.get('id')}",
+            "reason": (
+                f"{marker.get('person') or 'a teammate'}'s edit of {here.get('id')} (made "
+                f"{edit.get('at') or '?'} from {str(edit['was'].get('content'))!r}) would undo "
+                f"a newer one here: theirs {str(edit.get('content'))!r}, yours "
+                f"{str(here.get('content'))!r} (edited {edited_at(here)})"
+            ),
+            "value": str(edit.get("content") or "")[:80],
+        })  # fmt: skip
+    if not held:
+        return diff, {}, []
+    return {**diff, "edits": keep}, {TEAM: marker, "edits": held, CONFLICT: True}, why
+
+
+def _newer_here(here: dict[str, Any], edit: dict[str, Any], was: dict[str, Any]) -> bool:
+    """Whether ``here``'s text changed after ``edit``'s base, and after ``edit`` itself."""
+    text = here.get("content")
+    if text == was.get("content") or text == edit.get("content"):
+        return False  # nothing concurrent here, or the same words either way
+    return edited_at(here) > str(edit.get("at") or "")
 
 
 def apply_team(
@@ -122,7 +177,7 @@ def apply_team(
     gone = {str(i) for i in diff.get("factsToRemove") or []}
     for fact in [f for i, f in by_team.items() if i in gone]:
         facts.remove(fact)
-        events.append(_event("remove", fact, fact.get("content"), None))
+        events.append(_event("remove", fact, fact.get("content"), None, person))
     for edit in diff.get("edits") or []:
         found = by_team.get(str(edit.get("id"))) if isinstance(edit, dict) else None
         if found is None or not any(f is found for f in facts):
@@ -136,7 +191,12 @@ def apply_team(
             fact["category"] = edit["category"]
         if isinstance(edit.get("confidence"), (int, float)):
             fact["confidence"] = min(max(float(edit["confidence"]), 0.0), 1.0)
-        events.append(_event("update", fact, old, fact["content"]))
+        if fact == found:
+            continue  # the same words here already
+        if fact["content"] != old:  # when its text changed: the teammate's edit time, or
+            made = None if diff.get(CONFLICT) else edit.get("at")  # now: a choice made here
+            fact["updatedAt"] = str(made or now_iso())[:40]
+        events.append(_event("update", fact, old, fact["content"], person))
     taken = {f.get("id") for f in facts}
     for given in diff.get("newFacts") or []:
         fact = _incoming(given, project, person)
@@ -199,11 +259,14 @@ def _said(facts: list[dict[str, Any]], fact: dict[str, Any]) -> bool:
     )
 
 
-def _event(kind: str, fact: dict[str, Any], old: Any, new: Any) -> Event:
+def _event(kind: str, fact: dict[str, Any], old: Any, new: Any, person: Any = None) -> Event:
+    """A teammate's change as journaled here, naming who made it (an addition: who added
+    the fact, which a relayed one keeps)."""
+    who = person if isinstance(person, str) and FACT_ID.fullmatch(person) else fact.get("person")
     return Event(
         kind,
         fact_id=fact.get("id"),
         old_content=old,
         new_content=new,
-        details={"category": fact.get("category"), "source": "team", "person": fact.get("person")},
+        details={"category": fact.get("category"), "source": "team", "person": who},
     )

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...memory import fold_summary
+from ...memory import changed_by, fold_summary
 from ...schema.constants import section_label
 from .table import Table, View, day, short
 
@@ -32,13 +32,14 @@ class EventsView(View):
         return "\n\n".join(t._text() for t in self._tables())
 
     def table(self) -> Table:
-        headers = ("#", "time", "kind", "fact", "change", "source", "version")
+        headers = ("#", "time", "kind", "fact", "by", "change", "source", "version")
         rows = [
             (
                 e.get("id"),
                 day(e.get("ts")),
                 event_kind(e),
                 e.get("fact_id") or e.get("section") or "",
+                changed_by(e),  # a teammate's role, or you
                 short(describe_event(e), 120),
                 e.get("source") or "",
                 e.get("version_id") or "",
