@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pg_cluster import PgCluster, migrated_database
 from reference_store import ReferenceStore
 
 from deerflow_nb import Memory
 from deerflow_nb.memory import SQLiteHome
+from deerflow_nb.shared.store import PostgresStore
 from deerflow_nb.storage.contract import (
     Changes,
     Event,
@@ -48,9 +50,29 @@ def _reference(tmp_path: Path) -> Iterator[Store]:
     yield ReferenceStore()
 
 
+_CLUSTER: dict[str, Callable[[], PgCluster]] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lazy_postgres(request: pytest.FixtureRequest) -> None:
+    """The session's PostgreSQL, started only when a ``postgres`` store is first opened."""
+    _CLUSTER["get"] = lambda: request.getfixturevalue("postgres")
+
+
+def _postgres(tmp_path: Path) -> Iterator[Store]:
+    """A ``PostgresStore`` on a database of its own, as the superuser (the owner of the
+    schema: the policies are tested apart, in ``test_pg_store.py``)."""
+    store = PostgresStore.open(migrated_database(_CLUSTER["get"]()))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 STORES: dict[str, Callable[[Path], Iterator[Store]]] = {
     "sqlite": _sqlite,
     "reference": _reference,
+    "postgres": _postgres,
 }
 
 
@@ -465,6 +487,7 @@ def test_a_journal_failure_mid_commit_leaves_memory_json_alone(home: Path) -> No
 CLAIMER = """
 import sys
 from deerflow_nb.memory import SQLiteHome
+from deerflow_nb.shared.store import PostgresStore
 store = SQLiteHome.open(sys.argv[1])
 while (lease := store.claim(sys.argv[2], 60.0)) is not None:
     print(lease.thread, flush=True)
