@@ -19,7 +19,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING
 
 from .connect import SharedError, connect, member_role, no_member, refused, where
-from .migrations import CHANNEL
+from .migrations import CHANNEL, GUARD_STATE
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,8 +64,10 @@ def publish(
 ) -> int:
     """Send every change set waiting in ``outbox`` (of the projects in ``only``, when
     given) to the shared store at ``url`` (on ``conn`` when given), one transaction per
-    project; how many the store did not hold yet. A project this role may not write is
-    the one-line ``SharedError`` after the others are sent (its change sets keep waiting)."""
+    project; how many the store did not hold yet. A project this role may not write, or
+    whose change set the server's wipe guard refuses (a day's removals bounded across all
+    members; the ones before it are sent), is the one-line ``SharedError`` after the
+    other projects are sent: its change sets keep waiting, in order."""
     import psycopg
 
     stored = 0
@@ -76,17 +78,27 @@ def publish(
             sent = []
             for project, group in groupby(waiting, key=lambda item: item.project):
                 items = list(group)
+                taken: list[str] = []
                 try:
                     with conn.transaction():
                         for item in items:
-                            cursor = conn.execute(
-                                "INSERT INTO deerflow.change_sets (id, project, origin, turn,"
-                                " created, payload) VALUES (%s, %s, %s, %s, %s, %s)"
-                                " ON CONFLICT (id) DO NOTHING",
-                                [item.id, project, item.origin, item.turn, item.created_at,
-                                 psycopg.types.json.Jsonb(item.payload)],
-                            )  # fmt: skip
+                            try:
+                                with conn.transaction():  # a savepoint: the guard stops here
+                                    cursor = conn.execute(
+                                        "INSERT INTO deerflow.change_sets (id, project, origin,"
+                                        " turn, created, payload) VALUES (%s, %s, %s, %s, %s, %s)"
+                                        " ON CONFLICT (id) DO NOTHING",
+                                        [item.id, project, item.origin, item.turn,
+                                         item.created_at, psycopg.types.json.Jsonb(item.payload)],
+                                    )  # fmt: skip
+                            except psycopg.Error as exc:
+                                if getattr(exc, "sqlstate", None) != GUARD_STATE:
+                                    raise
+                                skip.add(project)
+                                refusal = refusal or guarded(exc, project)
+                                break
                             stored += cursor.rowcount
+                            taken.append(item.id)
                 except psycopg.errors.InsufficientPrivilege as exc:
                     skip.add(project)
                     try:
@@ -94,11 +106,22 @@ def publish(
                     except SharedError as error:
                         refusal = refusal or error
                     continue
-                sent += [item.id for item in items]
+                sent += taken
             outbox.mark_published(sent)
     if refusal:
         raise refusal
     return stored
+
+
+def guarded(exc: Exception, project: str) -> SharedError:
+    """The one line for a change set the server's wipe guard refused: it waits here."""
+    diag = getattr(exc, "diag", None)
+    said = getattr(diag, "message_primary", None) or str(exc).splitlines()[0]
+    return SharedError(
+        f"the server refused a change set of {project} ({said}): it waits in the outbox "
+        f"(sent the next UTC day), or its owner raises the bound with `deerflow-nb team "
+        f"limit {project} N --url URL`"
+    )
 
 
 def membership(url: str, project: str, conn: psycopg.Connection | None = None) -> tuple[str, bool]:

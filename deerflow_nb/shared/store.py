@@ -43,7 +43,7 @@ from ..storage.contract import (
     StaleRevision,
 )
 from .connect import CONNECT_SECONDS, SharedError, connection_error, member_role, no_member
-from .migrations import REVISION_LOCK
+from .migrations import GUARD_STATE, REVISION_LOCK
 
 if TYPE_CHECKING:
     import psycopg
@@ -134,10 +134,27 @@ class PostgresStore:
     def commit(self, changes: Changes, *, base: Revision, origin: str | None = None) -> Revision:
         """``changes`` as one transaction with its events and the next revision, if
         ``base`` is still the database's revision; ``origin`` (user, model, fold,
-        maintenance) is kept with the role and the time as the revision's provenance."""
-        from psycopg.types.json import Json
+        maintenance) is kept with the role and the time as the revision's provenance. A
+        removal past the server's wipe guard is the one-line ``SharedError``, nothing
+        written."""
+        import psycopg
 
         changes.check()
+        try:
+            return self._commit(changes, base, origin)
+        except psycopg.Error as exc:
+            if getattr(exc, "sqlstate", None) != GUARD_STATE:
+                raise
+            diag = getattr(exc, "diag", None)
+            said = getattr(diag, "message_primary", None) or str(exc).splitlines()[0]
+            raise SharedError(
+                f"the server's wipe guard refused the commit ({said}): a project's owner "
+                "raises the bound with `deerflow-nb team limit PROJECT N --url URL`"
+            ) from None
+
+    def _commit(self, changes: Changes, base: Revision, origin: str | None) -> Revision:
+        from psycopg.types.json import Json
+
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", [REVISION_LOCK])
             current = conn.execute("SELECT deerflow.revision()").fetchone()[0]  # type: ignore[index]
