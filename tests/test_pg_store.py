@@ -18,6 +18,7 @@ from test_team_postgres import Team, shared  # noqa: F401  (a database per test)
 
 from deerflow_nb.cli import main
 from deerflow_nb.memory import Memory
+from deerflow_nb.memory.scopes import project_summary
 from deerflow_nb.memory.updates.team_changes import team_id
 from deerflow_nb.shared import team
 from deerflow_nb.shared.connect import SharedError
@@ -65,6 +66,8 @@ def test_a_shared_projects_facts_on_the_server_are_what_the_homes_hold(
         alice.sync()
         alice.edit_fact(kept[0]["id"], "Table 0 holds the cleaned events")
         alice.forget(kept[1]["id"])
+        context = {"summary": "A churn model for the third quarter", "shouldUpdate": True}
+        alice.apply({"newFacts": [], "projectContext": context}, source="thread-1", project=PROJECT)
         alice.sync()
         bob.sync()
         assert at_home(alice) == at_home(bob)
@@ -73,6 +76,10 @@ def test_a_shared_projects_facts_on_the_server_are_what_the_homes_hold(
         store = PostgresStore.open(bob_url)
         try:
             snap = store.snapshot(Scope.everywhere())
+            summary = "A churn model for the third quarter"
+            assert dict(snap.summaries) == {f"projects.{PROJECT}": summary}
+            assert project_summary(alice.data, PROJECT) == project_summary(bob.data, PROJECT)
+            assert project_summary(bob.data, PROJECT) == summary
             assert "Prefers polars over pandas" not in {f.content for f in snap.facts}
             by = {f.content: f.extra.get("person") for f in snap.facts}
             assert by["Sales data comes from the orders warehouse"] == f"bob_{shared.suffix}"
