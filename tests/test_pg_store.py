@@ -88,6 +88,39 @@ def test_a_shared_projects_facts_on_the_server_are_what_the_homes_hold(
             store.close()
 
 
+def test_a_store_commit_to_a_team_project_reaches_the_members_homes(
+    shared: Team,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    alice_url, bob_url = shared.member(PROJECT, "alice"), shared.member(PROJECT, "bob")
+    store = PostgresStore.open(alice_url)
+    try:
+        with Memory(tmp_path / "bob") as bob:
+            bob.join(PROJECT, bob_url)
+            target = Fact("t1", "The target column is churned_90d", "knowledge", 0.9, PROJECT)
+            put(store, target, **{f"projects.{PROJECT}": "A churn model"})
+            assert bob.sync().applied == 1
+            assert at_home(bob) == on_server(bob_url) == {"t1": (target.content, "knowledge")}
+            assert project_summary(bob.data, PROJECT) == "A churn model"
+            edited = Fact("t1", "The target column is churned_60d", "knowledge", 0.8, PROJECT)
+            revision = store.commit(
+                Changes("edit", put=(edited,)), base=store.snapshot(Scope()).revision
+            )
+            assert bob.sync().applied == 1
+            assert at_home(bob) == on_server(bob_url) == {"t1": (edited.content, "knowledge")}
+            store.commit(Changes("forget", remove=frozenset({"t1"})), base=revision)
+            bob.sync()
+            assert at_home(bob) == on_server(bob_url) == {}
+        with psycopg.connect(bob_url) as conn:
+            rows = conn.execute(
+                "SELECT v.version, c.person, c.origin FROM deerflow.versions v"
+                " JOIN deerflow.change_sets c ON c.id = v.change_set ORDER BY v.version"
+            ).fetchall()
+        assert rows == [(n, f"alice_{shared.suffix}", "user") for n in (1, 2, 3)]
+    finally:
+        store.close()
+
+
 def test_every_table_of_the_store_keeps_projects_and_roles_apart(shared: Team) -> None:  # noqa: F811
     carol_url, dave_url = shared.member("project_a", "carol"), shared.member("project_b", "dave")
     student_url = shared.member("project_a", "student", read_only=True)

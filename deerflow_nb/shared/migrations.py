@@ -156,7 +156,7 @@ def m002_materialised_store(conn: psycopg.Connection) -> None:
             "CREATE POLICY member_reads ON deerflow.revisions FOR SELECT USING"
             " (person = current_user OR deerflow.is_member(project, current_user, false))",
             "CREATE POLICY member_inserts ON deerflow.revisions FOR INSERT"
-            " WITH CHECK (person = current_user AND change_set IS NULL)",
+            " WITH CHECK (person = current_user)",
             f"CREATE POLICY own_rows ON deerflow.threads FOR ALL USING {mine} WITH CHECK {mine}",
             f"CREATE POLICY own_rows ON deerflow.messages FOR ALL USING {mine} WITH CHECK {mine}",
             f"CREATE POLICY own_rows ON deerflow.queue FOR ALL USING {mine} WITH CHECK {mine}",
@@ -196,11 +196,12 @@ _STORE_TABLES = (
     " DEFAULT '', key text NOT NULL, text text NOT NULL, raw json, person name NOT NULL DEFAULT"
     " current_user, updated timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (project, owner,"
     " key), CHECK ((project = '') <> (owner = '')))",
-    # One row per commit or published change set: the revision and its provenance.
+    # One row per transaction that changed memory (a commit, a publish): the revision
+    # and its provenance.
     "CREATE TABLE deerflow.revisions (revision bigint PRIMARY KEY, project text,"
-    " change_set uuid UNIQUE REFERENCES deerflow.change_sets(id),"
     " person name NOT NULL DEFAULT current_user, origin text, reason text, source text,"
-    " created timestamptz NOT NULL DEFAULT now())",
+    " created timestamptz NOT NULL DEFAULT now(),"
+    " xact xid8 NOT NULL UNIQUE DEFAULT pg_current_xact_id())",
     "CREATE TABLE deerflow.events (revision bigint NOT NULL REFERENCES deerflow.revisions,"
     " seq integer NOT NULL, project text NOT NULL DEFAULT '', owner name NOT NULL DEFAULT '',"
     " event json NOT NULL, PRIMARY KEY (revision, seq))",
@@ -259,7 +260,7 @@ _STORE_FUNCTIONS = (
     " FOR e IN SELECT * FROM jsonb_array_elements(d->'edits') LOOP"
     " CONTINUE WHEN jsonb_typeof(e) IS DISTINCT FROM 'object';"
     " UPDATE deerflow.facts SET content = CASE WHEN btrim(coalesce(e->>'content', '')) <> ''"
-    " THEN btrim(e->>'content') ELSE content END,"
+    " THEN e->>'content' ELSE content END,"
     f" category = CASE WHEN e->>'category' IN {_CATEGORIES} THEN e->>'category'"
     " ELSE category END, confidence = CASE WHEN jsonb_typeof(e->'confidence') = 'number'"
     " THEN least(greatest((e->>'confidence')::float8, 0), 1) ELSE confidence END,"
@@ -283,11 +284,15 @@ _STORE_FUNCTIONS = (
     " END LOOP; END IF;"
     " IF jsonb_typeof(d->'projectContext') = 'object' THEN"
     " t := coalesce(d->'projectContext'->>'summary', '');"
+    " IF NOT EXISTS (SELECT 1 FROM deerflow.summaries WHERE project = p AND owner = ''"
+    " AND key = 'projects.' || p AND text = t) THEN"
     " DELETE FROM deerflow.summaries WHERE project = p AND owner = '' AND key = 'projects.' || p;"
     " IF t <> '' THEN INSERT INTO deerflow.summaries (project, key, text, person)"
-    " VALUES (p, 'projects.' || p, t, who); END IF; END IF; END $$",
+    " VALUES (p, 'projects.' || p, t, who); END IF; END IF; END IF; END $$",
     # Replaces m001's: the advisory lock first (the store's commit takes it before any
-    # project row), then the version, the revision, and the change set applied.
+    # project row), then the version, the transaction's revision (one per transaction: a
+    # publish of several, or a store commit that made this change set), and the change set
+    # applied (after a store commit's own writes, a no-op).
     "CREATE OR REPLACE FUNCTION deerflow.change_set_published() RETURNS trigger"
     f" LANGUAGE plpgsql {_DEFINER} AS $$ DECLARE v bigint; BEGIN"
     f" PERFORM pg_advisory_xact_lock({REVISION_LOCK});"
@@ -295,9 +300,9 @@ _STORE_FUNCTIONS = (
     " RETURNING version INTO v;"
     " INSERT INTO deerflow.versions (project, version, change_set)"
     " VALUES (NEW.project, v, NEW.id);"
-    " INSERT INTO deerflow.revisions (revision, project, change_set, person, origin, reason,"
-    " source) VALUES (deerflow.revision() + 1, NEW.project, NEW.id, NEW.person, NEW.origin,"
-    " NEW.payload->>'reason', 'team');"
+    " INSERT INTO deerflow.revisions (revision, project, person, origin, reason, source)"
+    " VALUES (deerflow.revision() + 1, NEW.project, NEW.person, NEW.origin,"
+    " NEW.payload->>'reason', 'team') ON CONFLICT (xact) DO NOTHING;"
     " PERFORM deerflow.apply_change_set(NEW.project, NEW.person, NEW.payload);"
     f" PERFORM pg_notify('{CHANNEL}', ''); RETURN NULL; END $$",
 )

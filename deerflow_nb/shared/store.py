@@ -68,6 +68,40 @@ def _summary_place(key: str) -> str:
     return name if group == PROJECTS_GROUP else ""
 
 
+def team_diff(
+    changes: Changes, found: dict[str, list[tuple[str, int]]], project: str
+) -> dict[str, Any]:
+    """What ``changes`` does to ``project``'s facts and summary, in the shape members
+    publish (``memory/updates/team_changes.shared_effect``), its texts without NUL (a
+    change set is ``jsonb``); ``found``: where each id lived before."""
+
+    def clean(text: str) -> str:
+        return text.replace("\x00", "")
+
+    before = {fid for fid, places in found.items() if any(p == project for p, _ in places)}
+    diff: dict[str, Any] = {}
+    gone = sorted(before & changes.remove)
+    gone += sorted(f.id for f in changes.put if f.id in before and f.project != project)
+    for fact in changes.put:
+        if fact.project != project:
+            continue
+        if fact.id in before:
+            edit = {"id": fact.id, "content": clean(fact.content), "category": fact.category}
+            diff.setdefault("edits", []).append({**edit, "confidence": fact.confidence})
+            continue
+        kept = {k: fact.extra[k] for k in ("createdAt", "addedBy", "person") if k in fact.extra}
+        new = {"id": fact.id, "content": clean(fact.content), "category": fact.category}
+        new |= {"confidence": fact.confidence, **kept, "scope": "project", "project": project}
+        diff.setdefault("newFacts", []).append(new)
+    if gone:
+        diff["factsToRemove"] = gone
+    summary = changes.summaries.get(f"{PROJECTS_GROUP}.{project}")
+    if summary is not None:
+        context = {"summary": clean(summary), "shouldUpdate": True, "project": project}
+        diff["projectContext"] = context
+    return diff
+
+
 class PostgresStore:
     """A ``Store`` on a PostgreSQL database set up by ``deerflow-nb team init``, read and
     written as the URL's role: row-level security decides which projects it sees, and a
@@ -205,7 +239,40 @@ class PostgresStore:
                     f" VALUES (%s, %s, %s, CASE WHEN %s = '' THEN {ME} ELSE '' END, %s)",
                     [revision, seq, place, place, Json(dataclasses.asdict(event))],
                 )
+            self._publish(conn, changes, found, projects, origin)
         return Revision(revision)
+
+    @staticmethod
+    def _publish(
+        conn: psycopg.Connection,
+        changes: Changes,
+        found: dict[str, list[tuple[str, int]]],
+        projects: list[str],
+        origin: str | None,
+    ) -> None:
+        """The commit's effect on each team project (one in ``deerflow.projects``) as a
+        change set, in the commit's transaction: the project's next version, which the
+        members' homes pull as a teammate's change (its trigger re-applies it: a no-op)."""
+        from psycopg.types.json import Jsonb
+
+        from ..schema.changes import ChangeSet
+
+        team = conn.execute(
+            "SELECT name FROM deerflow.projects WHERE name = ANY(%s)", [projects]
+        ).fetchall()
+        for (project,) in team:
+            diff = team_diff(changes, found, project)
+            if not diff:
+                continue
+            change = ChangeSet(
+                origin=origin or "user", reason=changes.reason, source="team", diff=diff,
+                project=project,
+            )  # fmt: skip
+            conn.execute(
+                "INSERT INTO deerflow.change_sets (id, project, origin, created, payload)"
+                " VALUES (gen_random_uuid(), %s, %s, now(), %s)",
+                [project, change.origin, Jsonb(change.model_dump(mode="json", exclude_none=True))],
+            )
 
     def _may_write(self, conn: psycopg.Connection, projects: set[str]) -> None:
         """Refuse, before anything is written, a change to a project this role may not
