@@ -8,9 +8,11 @@ advisory lock, so two ``deerflow-nb team init`` at once cannot run one twice.
 Who may do what is the database's job, not our Python's: every member is a login role in
 the group ``deerflow_member``; row-level security lets a role read the rows of the
 projects it is a member of and insert change sets only into those it may write, as
-itself; no member may update or delete anything (change sets are append-only), nor write
-who sent a change set or when it was published. The owner
-of the tables (the role that ran ``team init``) is not limited by the policies.
+itself; no member may update or delete a change set (they are append-only), nor write
+who sent a change set or when it was published. Since m002 a writer member may also
+change its projects' current facts and summary (``store.py``), within the wipe guard, and
+every role has rows of its own that only it reads. The owner of the tables (the role that
+ran ``team init``) is not limited by the policies.
 """
 
 from __future__ import annotations

@@ -1,21 +1,23 @@
 """The store contract on PostgreSQL (``storage/contract.py``): ``PostgresStore``.
 
-A shared project's facts and summary live in the server's tables (``migrations.py``,
-m002), kept current two ways, both under the same policies: a commit through this store,
-and every change set a member publishes (a trigger applies its effect to the project's
-facts in the publishing transaction, so what members' homes hold after a sync is what a
-snapshot reads). A role's own facts, summaries, threads, messages and fold queue are its
-own rows (``owner``): no other member reads them. ``Memory``'s sharing puts none of those
-on the server; they are here so that a whole home can live on the server (JupyterHub) and
-so that the contract's suite runs unchanged.
+A shared project's facts and summary live in the server's tables (``migrations.py``, m002),
+kept current two ways, both under the same policies: a commit through this store (which is
+also the project's change set, so members' homes pull it), and every change set a member
+publishes (a trigger applies its effect to the project's facts in the publishing
+transaction, so what members' homes hold after a sync is what a snapshot reads). A role's
+own facts, summaries, threads, messages and fold queue are its own rows (``owner``): no
+other member reads them. ``Memory``'s sharing puts none of those on the server; they are
+here so that a whole home can live on the server (JupyterHub) and so that the contract's
+suite runs unchanged.
 
-**Revision.** One counter per database (``deerflow.revisions``): every commit here and
-every published change set, of any project, takes the next one under one advisory lock.
-So a ``base`` read from any scope is stale after anyone's commit (a busy server means
-more retries, never a lost update), and a revision names one state of everything a role
-may see. A project's own order is its ``version`` (``projects.version``), which members'
-pulls follow. A revision row keeps the provenance: the role (``person``, the server's
-``current_user``), the origin, reason and source, and the server's time.
+**Revision.** One counter per database (``deerflow.revisions``): every commit here and every
+published change set, of any project, takes the next one under one advisory lock. So a
+``base`` read from any scope is stale after anyone's commit (a busy server means more
+retries, never a lost update), and a revision names one state of everything a role may see
+(a publish of several change sets, or a commit with its change sets, is one). A project's
+own order is its ``version`` (``projects.version``), which members' pulls follow. A revision
+row keeps the provenance: the role (``person``, the server's ``current_user``), the origin,
+reason and source, and the server's time.
 
 psycopg is imported inside functions; one connection serves a store, one call at a time.
 """
