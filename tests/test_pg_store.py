@@ -149,6 +149,16 @@ def test_every_table_of_the_store_keeps_projects_and_roles_apart(shared: Team) -
             for table in ("facts", "summaries", "events", "threads", "messages", "queue"):
                 owners = {r[0] for r in conn.execute(f"SELECT owner FROM deerflow.{table}")}
                 assert f"dave_{shared.suffix}" not in owners, table
+        with psycopg.connect(carol_url, autocommit=True) as conn:  # provenance is the server's
+            conn.execute(
+                "INSERT INTO deerflow.facts (project, id, content, category, confidence, person)"
+                " VALUES ('project_a', 'a2', 'x', 'context', 1, %s)",
+                [f"dave_{shared.suffix}"],
+            )
+            by = conn.execute("SELECT person FROM deerflow.facts WHERE id = 'a2'").fetchone()
+            assert by == (f"carol_{shared.suffix}",)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                conn.execute("INSERT INTO deerflow.revisions (revision) VALUES (1000000)")
         with pytest.raises(SharedError, match="is no member of project project_b"):
             put(carol, Fact("x", "into b", project="project_b"))
         with pytest.raises(SharedError, match="read-only member of project project_a"):
@@ -167,7 +177,10 @@ def test_every_table_of_the_store_keeps_projects_and_roles_apart(shared: Team) -
             ):
                 assert conn.execute(statement).rowcount == 0, statement
         assert on_server(dave_url, "project_b") == {"b1": ("b's fact", "context")}
-        assert on_server(carol_url, "project_a") == {"a1": ("a's fact", "context")}
+        assert on_server(carol_url, "project_a") == {
+            "a1": ("a's fact", "context"),
+            "a2": ("x", "context"),
+        }
     finally:
         for store in (carol, dave, student):
             store.close()

@@ -158,7 +158,7 @@ def m002_materialised_store(conn: psycopg.Connection) -> None:
             "CREATE POLICY member_reads ON deerflow.revisions FOR SELECT USING"
             " (person = current_user OR deerflow.is_member(project, current_user, false))",
             "CREATE POLICY member_inserts ON deerflow.revisions FOR INSERT"
-            " WITH CHECK (person = current_user)",
+            " WITH CHECK (person = current_user AND revision = deerflow.revision() + 1)",
             f"CREATE POLICY own_rows ON deerflow.threads FOR ALL USING {mine} WITH CHECK {mine}",
             f"CREATE POLICY own_rows ON deerflow.messages FOR ALL USING {mine} WITH CHECK {mine}",
             f"CREATE POLICY own_rows ON deerflow.queue FOR ALL USING {mine} WITH CHECK {mine}",
@@ -228,6 +228,11 @@ _STORE_FUNCTIONS = (
     "CREATE FUNCTION deerflow.writes(project text, owner name) RETURNS boolean LANGUAGE sql"
     " STABLE AS $$ SELECT CASE WHEN $1 = '' THEN $2 = current_user"
     " ELSE $2 = '' AND deerflow.is_member($1, current_user, true) END $$",
+    # Who wrote a row and when are the server's to say: a member's write is stamped with
+    # its role and the time (the owner's, applying a change set, keeps its sender).
+    "CREATE FUNCTION deerflow.stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " IF NEW.owner = current_user OR deerflow.is_member(NEW.project, current_user, false)"
+    " THEN NEW.person := current_user; NEW.updated := now(); END IF; RETURN NEW; END $$",
     # The database's revision: the newest, whoever made it (no row of it is shown).
     f"CREATE FUNCTION deerflow.revision() RETURNS bigint LANGUAGE sql STABLE {_DEFINER} AS $$"
     " SELECT coalesce(max(revision), 0) FROM deerflow.revisions $$",
@@ -309,6 +314,10 @@ _STORE_FUNCTIONS = (
     f" PERFORM pg_notify('{CHANNEL}', ''); RETURN NULL; END $$",
 )
 _STORE_TRIGGERS = (
+    "CREATE TRIGGER facts_stamped BEFORE INSERT OR UPDATE ON deerflow.facts"
+    " FOR EACH ROW EXECUTE FUNCTION deerflow.stamp()",
+    "CREATE TRIGGER summaries_stamped BEFORE INSERT OR UPDATE ON deerflow.summaries"
+    " FOR EACH ROW EXECUTE FUNCTION deerflow.stamp()",
     "CREATE TRIGGER facts_removed AFTER DELETE OR UPDATE OF project, owner ON deerflow.facts"
     " FOR EACH ROW EXECUTE FUNCTION deerflow.fact_removed()",
 )
