@@ -248,7 +248,7 @@ def test_a_refused_publish_waits_in_the_outbox_and_other_projects_publish(
         (problem,) = report.problems
         assert "the server refused a change set of churn" in problem
         assert "team limit churn N --url URL" in problem and "waits in the outbox" in problem
-        assert report.waiting == 1 and report.published == 0  # the other project's went first
+        assert report.waiting == 1 and report.published == 1  # the other project's went
         assert "The other project uses duckdb" in {
             c for c, _ in on_server(alice_url, "other").values()
         }
@@ -314,4 +314,39 @@ def test_connections_committing_at_once_lose_no_commit(postgres: PgCluster) -> N
     snap = stores[0].snapshot(Scope())
     assert len(snap.facts) == 20 and snap.revision == 20
     for store in stores:
+        store.close()
+
+
+def test_a_failure_inside_a_commit_writes_nothing(postgres: PgCluster) -> None:
+    """The database refuses the commit's event row after its facts, summary and revision
+    went in: none of them is kept, and the next commit takes the same revision."""
+    url = migrated_database(postgres)
+    store = PostgresStore.open(url)
+    try:
+        base = put(store, Fact("u1", "kept"), **{"user.workContext": "before"})
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
+                " $$ BEGIN RAISE EXCEPTION 'the disk said no'; END $$"
+            )
+            conn.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON deerflow.events"
+                " FOR EACH ROW EXECUTE FUNCTION refuse()"
+            )
+        changes = Changes(
+            "edit",
+            put=(Fact("u2", "lost"),),
+            remove=frozenset({"u1"}),
+            summaries={"user.workContext": "after"},
+            events=(Event("add", "u2"),),
+        )
+        with pytest.raises(psycopg.errors.RaiseException, match="the disk said no"):
+            store.commit(changes, base=base)
+        snap = store.snapshot(Scope())
+        assert snap.revision == base and [f.id for f in snap.facts] == ["u1"]
+        assert dict(snap.summaries) == {"user.workContext": "before"}
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP TRIGGER refuse ON deerflow.events")
+        assert store.commit(changes, base=base) == base + 1
+    finally:
         store.close()

@@ -109,8 +109,17 @@ def publish(
                 sent += taken
             outbox.mark_published(sent)
     if refusal:
-        raise refusal
+        raise PartlyRefused(str(refusal), stored)
     return stored
+
+
+class PartlyRefused(SharedError):
+    """A publish the database refused for some project: ``stored`` counts the change sets
+    it did take (of the other projects, and of that one before the refused change set)."""
+
+    def __init__(self, message: str, stored: int) -> None:
+        super().__init__(message)
+        self.stored = stored
 
 
 def guarded(exc: Exception, project: str) -> SharedError:
