@@ -186,3 +186,12 @@ def migrated_database(cluster: PgCluster) -> str:
         name = f"store_{secrets.token_hex(6)}"
         conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
     return cluster.url_for(SUPERUSER, cluster.password, name)
+
+
+def drop_database(cluster: PgCluster, url: str) -> None:
+    """Remove the database of ``url`` (one of ``migrated_database``'s), its sessions closed."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(cluster.url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

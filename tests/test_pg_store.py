@@ -350,3 +350,14 @@ def test_a_failure_inside_a_commit_writes_nothing(postgres: PgCluster) -> None:
         assert store.commit(changes, base=base) == base + 1
     finally:
         store.close()
+
+
+def test_a_database_without_the_store_tables_is_one_line_naming_the_fix(
+    postgres: PgCluster,
+) -> None:
+    database = "bare_" + migrated_database(postgres).rsplit("_", 1)[1]
+    with psycopg.connect(postgres.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    url = postgres.url_for("deerflow_admin", postgres.password, database)
+    with pytest.raises(SharedError, match="no store tables .* `deerflow-nb team init URL`"):
+        PostgresStore.open(url)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pg_cluster import PgCluster, migrated_database
+from pg_cluster import PgCluster, drop_database, migrated_database
 from reference_store import ReferenceStore
 
 from deerflow_nb import Memory
@@ -62,11 +62,14 @@ def _lazy_postgres(request: pytest.FixtureRequest) -> None:
 def _postgres(tmp_path: Path) -> Iterator[Store]:
     """A ``PostgresStore`` on a database of its own, as the superuser (the owner of the
     schema: the policies are tested apart, in ``test_pg_store.py``)."""
-    store = PostgresStore.open(migrated_database(_CLUSTER["get"]()))
+    cluster = _CLUSTER["get"]()
+    url = migrated_database(cluster)
+    store = PostgresStore.open(url)
     try:
         yield store
     finally:
         store.close()
+        drop_database(cluster, url)
 
 
 STORES: dict[str, Callable[[Path], Iterator[Store]]] = {

@@ -7,6 +7,9 @@ steps stores nothing twice. ``pull`` reads a project's change sets after a versi
 the member's role sees them (row-level security decides which). ``incoming`` yields the
 ones this home has not applied yet, in version order. ``Listener`` waits for the
 server's NOTIFY on a new change set, so a kernel need not poll (a timeout is the fallback).
+
+``team_diff`` is what a ``PostgresStore`` commit publishes to a team project: the same
+shape a home's gate publishes (``memory/updates/team_changes.shared_effect``).
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..storage.contract import PROJECTS_GROUP
 from .connect import SharedError, connect, member_role, no_member, refused, where
 from .migrations import CHANNEL, GUARD_STATE
 
@@ -25,9 +29,44 @@ if TYPE_CHECKING:
     import psycopg
 
     from ..schema.changes import ChangeSet
+    from ..storage.contract import Changes
     from ..storage.outbox import Outbox
 
 BATCH = 500  # change sets read from the outbox, or pulled, at a time
+
+
+def team_diff(
+    changes: Changes, found: dict[str, list[tuple[str, int]]], project: str
+) -> dict[str, Any]:
+    """What ``changes`` does to ``project``'s facts and summary, in the shape members
+    publish (``memory/updates/team_changes.shared_effect``), its texts without NUL (a
+    change set is ``jsonb``); ``found``: where each id lived before."""
+
+    def clean(text: str) -> str:
+        return text.replace("\x00", "")
+
+    before = {fid for fid, places in found.items() if any(p == project for p, _ in places)}
+    diff: dict[str, Any] = {}
+    gone = sorted(before & changes.remove)
+    gone += sorted(f.id for f in changes.put if f.id in before and f.project != project)
+    for fact in changes.put:
+        if fact.project != project:
+            continue
+        if fact.id in before:
+            edit = {"id": fact.id, "content": clean(fact.content), "category": fact.category}
+            diff.setdefault("edits", []).append({**edit, "confidence": fact.confidence})
+            continue
+        kept = {k: fact.extra[k] for k in ("createdAt", "addedBy", "person") if k in fact.extra}
+        new = {"id": fact.id, "content": clean(fact.content), "category": fact.category}
+        new |= {"confidence": fact.confidence, **kept, "scope": "project", "project": project}
+        diff.setdefault("newFacts", []).append(new)
+    if gone:
+        diff["factsToRemove"] = gone
+    summary = changes.summaries.get(f"{PROJECTS_GROUP}.{project}")
+    if summary is not None:
+        context = {"summary": clean(summary), "shouldUpdate": True, "project": project}
+        diff["projectContext"] = context
+    return diff
 
 
 @dataclass(frozen=True)

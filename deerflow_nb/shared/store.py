@@ -44,7 +44,15 @@ from ..storage.contract import (
     Snapshot,
     StaleRevision,
 )
-from .connect import CONNECT_SECONDS, SharedError, connection_error, member_role, no_member
+from .connect import (
+    CONNECT_SECONDS,
+    SharedError,
+    connection_error,
+    member_role,
+    no_member,
+    where,
+)
+from .exchange import team_diff
 from .migrations import GUARD_STATE, REVISION_LOCK
 
 if TYPE_CHECKING:
@@ -68,40 +76,6 @@ def _text(text: str) -> tuple[str, Any]:
 def _summary_place(key: str) -> str:
     group, _, name = key.partition(".")
     return name if group == PROJECTS_GROUP else ""
-
-
-def team_diff(
-    changes: Changes, found: dict[str, list[tuple[str, int]]], project: str
-) -> dict[str, Any]:
-    """What ``changes`` does to ``project``'s facts and summary, in the shape members
-    publish (``memory/updates/team_changes.shared_effect``), its texts without NUL (a
-    change set is ``jsonb``); ``found``: where each id lived before."""
-
-    def clean(text: str) -> str:
-        return text.replace("\x00", "")
-
-    before = {fid for fid, places in found.items() if any(p == project for p, _ in places)}
-    diff: dict[str, Any] = {}
-    gone = sorted(before & changes.remove)
-    gone += sorted(f.id for f in changes.put if f.id in before and f.project != project)
-    for fact in changes.put:
-        if fact.project != project:
-            continue
-        if fact.id in before:
-            edit = {"id": fact.id, "content": clean(fact.content), "category": fact.category}
-            diff.setdefault("edits", []).append({**edit, "confidence": fact.confidence})
-            continue
-        kept = {k: fact.extra[k] for k in ("createdAt", "addedBy", "person") if k in fact.extra}
-        new = {"id": fact.id, "content": clean(fact.content), "category": fact.category}
-        new |= {"confidence": fact.confidence, **kept, "scope": "project", "project": project}
-        diff.setdefault("newFacts", []).append(new)
-    if gone:
-        diff["factsToRemove"] = gone
-    summary = changes.summaries.get(f"{PROJECTS_GROUP}.{project}")
-    if summary is not None:
-        context = {"summary": clean(summary), "shouldUpdate": True, "project": project}
-        diff["projectContext"] = context
-    return diff
 
 
 class PostgresStore:
@@ -128,7 +102,14 @@ class PostgresStore:
             conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
         except psycopg.Error as exc:
             raise connection_error(url, exc) from None
-        return cls(conn)
+        try:
+            return cls(conn)
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            conn.close()
+            raise SharedError(
+                f"no store tables in the database at {where(url)}: its owner runs "
+                "`deerflow-nb team init URL` (again, after an upgrade) first"
+            ) from None
 
     def close(self) -> None:
         self.conn.close()
