@@ -8,6 +8,7 @@ whose files, if any, live under ``tmp_path``) and must pass every test here unch
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +26,7 @@ from reference_store import ReferenceStore
 
 from deerflow_nb import Memory
 from deerflow_nb.memory import SQLiteHome
+from deerflow_nb.shared import team
 from deerflow_nb.shared.store import PostgresStore
 from deerflow_nb.storage.contract import (
     Changes,
@@ -72,10 +75,30 @@ def _postgres(tmp_path: Path) -> Iterator[Store]:
         drop_database(cluster, url)
 
 
+def _postgres_member(tmp_path: Path) -> Iterator[Store]:
+    """A ``PostgresStore`` as a login role that is a writer member of the suite's projects
+    (a, b, c, default), on a database of its own: every read and write under the policies,
+    the wipe guard, and each commit's change sets to those team projects."""
+    cluster = _CLUSTER["get"]()
+    url = migrated_database(cluster)
+    role, password = f"member_{secrets.token_hex(4)}", secrets.token_hex(8)
+    for project in ("a", "b", "c", "default"):
+        team.add_member(url, project, role, password=password)
+    store = PostgresStore.open(cluster.url_for(role, password, url.rsplit("/", 1)[1]))
+    try:
+        yield store
+    finally:
+        store.close()
+        drop_database(cluster, url)
+        with psycopg.connect(cluster.url, autocommit=True) as conn:
+            conn.execute(f"DROP ROLE {role}")
+
+
 STORES: dict[str, Callable[[Path], Iterator[Store]]] = {
     "sqlite": _sqlite,
     "reference": _reference,
     "postgres": _postgres,
+    "postgres_member": _postgres_member,
 }
 
 
