@@ -167,7 +167,7 @@ def guarded(exc: Exception, project: str) -> SharedError:
     said = getattr(diag, "message_primary", None) or str(exc).splitlines()[0]
     return SharedError(
         f"the server refused a change set of {project} ({said}): it waits in the outbox "
-        f"(sent the next UTC day), or its owner raises the bound with `deerflow-nb team "
+        f"until a day's bound allows it; its owner raises the bound with `deerflow-nb team "
         f"limit {project} N --url URL`"
     )
 
