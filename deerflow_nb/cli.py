@@ -171,6 +171,14 @@ def _member_target(target: list[str], url: str | None) -> tuple[str, str, str]:
     raise ValueError("team add needs URL PROJECT ROLE (or PROJECT ROLE --url URL)")
 
 
+def _team_limit(args: argparse.Namespace) -> int:
+    """Set how many of PROJECT's facts its members may remove in one UTC day."""
+    from .shared.team import set_bound
+
+    _say(set_bound(args.url, args.project, args.removals, args.share))
+    return 0
+
+
 def _team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     team = sub.add_parser("team", help="set up team memory on PostgreSQL (docs/team.md)")
     chores = team.add_subparsers(dest="team_command", required=True, metavar="COMMAND")
@@ -185,6 +193,15 @@ def _team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     add.add_argument("--url", help="the shared store (instead of the first argument)")
     add.add_argument("--read-only", action="store_true", help="may read, not change")
     add.set_defaults(func=_team_add)
+    limit = chores.add_parser(
+        "limit",
+        help="let PROJECT's members remove at most max(N, --share of its facts) a UTC day",
+    )
+    limit.add_argument("project")
+    limit.add_argument("removals", type=int, metavar="N")
+    limit.add_argument("--share", type=float, help="a share of the project's facts, 0 to 1")
+    limit.add_argument("--url", required=True, help="the shared store, as the project's owner")
+    limit.set_defaults(func=_team_limit)
 
 
 def _sync_report(report: object) -> int:

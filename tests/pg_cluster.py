@@ -166,3 +166,32 @@ def postgres() -> Iterator[PgCluster]:
     finally:
         cluster.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+TEMPLATE = "deerflow_store_template"
+
+
+def migrated_database(cluster: PgCluster) -> str:
+    """The superuser's URL of a new database with the shared schema (copied from a template
+    migrated once per cluster, so a test or a hypothesis example gets its own quickly)."""
+    import psycopg
+
+    from deerflow_nb.shared import team
+
+    with psycopg.connect(cluster.url, autocommit=True) as conn:
+        made = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [TEMPLATE]).fetchone()
+        if not made:
+            conn.execute(f"CREATE DATABASE {TEMPLATE}")
+            team.init(cluster.url_for(SUPERUSER, cluster.password, TEMPLATE))
+        name = f"store_{secrets.token_hex(6)}"
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    return cluster.url_for(SUPERUSER, cluster.password, name)
+
+
+def drop_database(cluster: PgCluster, url: str) -> None:
+    """Remove the database of ``url`` (one of ``migrated_database``'s), its sessions closed."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(cluster.url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

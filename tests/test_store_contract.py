@@ -8,6 +8,7 @@ whose files, if any, live under ``tmp_path``) and must pass every test here unch
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import sqlite3
 import subprocess
 import sys
@@ -16,13 +17,17 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pg_cluster import PgCluster, drop_database, migrated_database
 from reference_store import ReferenceStore
 
 from deerflow_nb import Memory
 from deerflow_nb.memory import SQLiteHome
+from deerflow_nb.shared import team
+from deerflow_nb.shared.store import PostgresStore
 from deerflow_nb.storage.contract import (
     Changes,
     Event,
@@ -48,9 +53,52 @@ def _reference(tmp_path: Path) -> Iterator[Store]:
     yield ReferenceStore()
 
 
+_CLUSTER: dict[str, Callable[[], PgCluster]] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lazy_postgres(request: pytest.FixtureRequest) -> None:
+    """The session's PostgreSQL, started only when a ``postgres`` store is first opened."""
+    _CLUSTER["get"] = lambda: request.getfixturevalue("postgres")
+
+
+def _postgres(tmp_path: Path) -> Iterator[Store]:
+    """A ``PostgresStore`` on a database of its own, as the superuser (the owner of the
+    schema: the policies are tested apart, in ``test_pg_store.py``)."""
+    cluster = _CLUSTER["get"]()
+    url = migrated_database(cluster)
+    store = PostgresStore.open(url)
+    try:
+        yield store
+    finally:
+        store.close()
+        drop_database(cluster, url)
+
+
+def _postgres_member(tmp_path: Path) -> Iterator[Store]:
+    """A ``PostgresStore`` as a login role that is a writer member of the suite's projects
+    (a, b, c, default), on a database of its own: every read and write under the policies,
+    the wipe guard, and each commit's change sets to those team projects."""
+    cluster = _CLUSTER["get"]()
+    url = migrated_database(cluster)
+    role, password = f"member_{secrets.token_hex(4)}", secrets.token_hex(8)
+    for project in ("a", "b", "c", "default"):
+        team.add_member(url, project, role, password=password)
+    store = PostgresStore.open(cluster.url_for(role, password, url.rsplit("/", 1)[1]))
+    try:
+        yield store
+    finally:
+        store.close()
+        drop_database(cluster, url)
+        with psycopg.connect(cluster.url, autocommit=True) as conn:
+            conn.execute(f"DROP ROLE {role}")
+
+
 STORES: dict[str, Callable[[Path], Iterator[Store]]] = {
     "sqlite": _sqlite,
     "reference": _reference,
+    "postgres": _postgres,
+    "postgres_member": _postgres_member,
 }
 
 
@@ -465,6 +513,7 @@ def test_a_journal_failure_mid_commit_leaves_memory_json_alone(home: Path) -> No
 CLAIMER = """
 import sys
 from deerflow_nb.memory import SQLiteHome
+from deerflow_nb.shared.store import PostgresStore
 store = SQLiteHome.open(sys.argv[1])
 while (lease := store.claim(sys.argv[2], 60.0)) is not None:
     print(lease.thread, flush=True)

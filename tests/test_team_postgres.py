@@ -7,6 +7,7 @@ member roles (roles are the cluster's, so their names carry the test's suffix).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import signal
@@ -64,11 +65,12 @@ def outbox_at(folder: Path) -> Outbox:
 
 
 def fact(text: str) -> ChangeSet:
+    fact_id = "f" + hashlib.sha256(text.encode()).hexdigest()[:12]  # the team's id of it
     return ChangeSet(
         origin="user",
         reason="add",
         source="manual",
-        diff={"newFacts": [{"content": text, "category": "context", "confidence": 0.9}]},
+        diff={"newFacts": [{"id": fact_id, "content": text, "category": "context"}]},
         project="churn",
     )
 
@@ -136,6 +138,8 @@ def test_a_member_of_one_project_reads_no_row_of_another(shared: Team, tmp_path:
             ("versions", "project"),
             ("members", "project"),
             ("projects", "name"),
+            ("facts", "project"),  # m002: the projects' current facts, from the change sets
+            ("revisions", "project"),
         ):
             seen = {row[0] for row in conn.execute(f"SELECT {column} FROM deerflow.{table}")}
             assert seen == {"project_a"}, table

@@ -231,6 +231,7 @@ class Sharing:
                 self._refresh(project, stored, *roster(url, project, conn))
             report.published += publish(self.outbox, url, only=projects, conn=conn)
         except SharedError as exc:
+            report.published += getattr(exc, "stored", 0)  # the other projects' went
             report.problems.append(str(exc))
         for project in projects:
             if deadline is not None and time.monotonic() > deadline:

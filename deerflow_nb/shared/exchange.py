@@ -7,6 +7,9 @@ steps stores nothing twice. ``pull`` reads a project's change sets after a versi
 the member's role sees them (row-level security decides which). ``incoming`` yields the
 ones this home has not applied yet, in version order. ``Listener`` waits for the
 server's NOTIFY on a new change set, so a kernel need not poll (a timeout is the fallback).
+
+``team_diff`` is what a ``PostgresStore`` commit publishes to a team project: the same
+shape a home's gate publishes (``memory/updates/team_changes.shared_effect``).
 """
 
 from __future__ import annotations
@@ -16,18 +19,54 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..storage.contract import PROJECTS_GROUP
 from .connect import SharedError, connect, member_role, no_member, refused, where
-from .migrations import CHANNEL
+from .migrations import CHANNEL, GUARD_STATE
 
 if TYPE_CHECKING:
     import psycopg
 
     from ..schema.changes import ChangeSet
+    from ..storage.contract import Changes
     from ..storage.outbox import Outbox
 
 BATCH = 500  # change sets read from the outbox, or pulled, at a time
+
+
+def team_diff(
+    changes: Changes, found: dict[str, list[tuple[str, int]]], project: str
+) -> dict[str, Any]:
+    """What ``changes`` does to ``project``'s facts and summary, in the shape members
+    publish (``memory/updates/team_changes.shared_effect``), its texts without NUL (a
+    change set is ``jsonb``); ``found``: where each id lived before."""
+
+    def clean(text: str) -> str:
+        return text.replace("\x00", "")
+
+    before = {fid for fid, places in found.items() if any(p == project for p, _ in places)}
+    diff: dict[str, Any] = {}
+    gone = sorted(before & changes.remove)
+    gone += sorted(f.id for f in changes.put if f.id in before and f.project != project)
+    for fact in changes.put:
+        if fact.project != project:
+            continue
+        if fact.id in before:
+            edit = {"id": fact.id, "content": clean(fact.content), "category": fact.category}
+            diff.setdefault("edits", []).append({**edit, "confidence": fact.confidence})
+            continue
+        kept = {k: fact.extra[k] for k in ("createdAt", "addedBy", "person") if k in fact.extra}
+        new = {"id": fact.id, "content": clean(fact.content), "category": fact.category}
+        new |= {"confidence": fact.confidence, **kept, "scope": "project", "project": project}
+        diff.setdefault("newFacts", []).append(new)
+    if gone:
+        diff["factsToRemove"] = gone
+    summary = changes.summaries.get(f"{PROJECTS_GROUP}.{project}")
+    if summary is not None:
+        context = {"summary": clean(summary), "shouldUpdate": True, "project": project}
+        diff["projectContext"] = context
+    return diff
 
 
 @dataclass(frozen=True)
@@ -64,8 +103,10 @@ def publish(
 ) -> int:
     """Send every change set waiting in ``outbox`` (of the projects in ``only``, when
     given) to the shared store at ``url`` (on ``conn`` when given), one transaction per
-    project; how many the store did not hold yet. A project this role may not write is
-    the one-line ``SharedError`` after the others are sent (its change sets keep waiting)."""
+    project; how many the store did not hold yet. A project this role may not write, or
+    whose change set the server's wipe guard refuses (a day's removals bounded across all
+    members; the ones before it are sent), is the one-line ``SharedError`` after the
+    other projects are sent: its change sets keep waiting, in order."""
     import psycopg
 
     stored = 0
@@ -76,17 +117,27 @@ def publish(
             sent = []
             for project, group in groupby(waiting, key=lambda item: item.project):
                 items = list(group)
+                taken: list[str] = []
                 try:
                     with conn.transaction():
                         for item in items:
-                            cursor = conn.execute(
-                                "INSERT INTO deerflow.change_sets (id, project, origin, turn,"
-                                " created, payload) VALUES (%s, %s, %s, %s, %s, %s)"
-                                " ON CONFLICT (id) DO NOTHING",
-                                [item.id, project, item.origin, item.turn, item.created_at,
-                                 psycopg.types.json.Jsonb(item.payload)],
-                            )  # fmt: skip
+                            try:
+                                with conn.transaction():  # a savepoint: the guard stops here
+                                    cursor = conn.execute(
+                                        "INSERT INTO deerflow.change_sets (id, project, origin,"
+                                        " turn, created, payload) VALUES (%s, %s, %s, %s, %s, %s)"
+                                        " ON CONFLICT (id) DO NOTHING",
+                                        [item.id, project, item.origin, item.turn,
+                                         item.created_at, psycopg.types.json.Jsonb(item.payload)],
+                                    )  # fmt: skip
+                            except psycopg.Error as exc:
+                                if getattr(exc, "sqlstate", None) != GUARD_STATE:
+                                    raise
+                                skip.add(project)
+                                refusal = refusal or guarded(exc, project)
+                                break
                             stored += cursor.rowcount
+                            taken.append(item.id)
                 except psycopg.errors.InsufficientPrivilege as exc:
                     skip.add(project)
                     try:
@@ -94,11 +145,31 @@ def publish(
                     except SharedError as error:
                         refusal = refusal or error
                     continue
-                sent += [item.id for item in items]
+                sent += taken
             outbox.mark_published(sent)
     if refusal:
-        raise refusal
+        raise PartlyRefused(str(refusal), stored)
     return stored
+
+
+class PartlyRefused(SharedError):
+    """A publish the database refused for some project: ``stored`` counts the change sets
+    it did take (of the other projects, and of that one before the refused change set)."""
+
+    def __init__(self, message: str, stored: int) -> None:
+        super().__init__(message)
+        self.stored = stored
+
+
+def guarded(exc: Exception, project: str) -> SharedError:
+    """The one line for a change set the server's wipe guard refused: it waits here."""
+    diag = getattr(exc, "diag", None)
+    said = getattr(diag, "message_primary", None) or str(exc).splitlines()[0]
+    return SharedError(
+        f"the server refused a change set of {project} ({said}): it waits in the outbox "
+        f"until a day's bound allows it; its owner raises the bound with `deerflow-nb team "
+        f"limit {project} N --url URL`"
+    )
 
 
 def membership(url: str, project: str, conn: psycopg.Connection | None = None) -> tuple[str, bool]:

@@ -1,4 +1,5 @@
-"""Setting up a team's PostgreSQL: ``deerflow-nb team init URL`` and ``team add``.
+"""Setting up a team's PostgreSQL: ``deerflow-nb team init URL``, ``team add`` and
+``team limit`` (the bound of the server's wipe guard).
 
 ``init`` creates the ``deerflow`` schema, its tables and policies (``migrations.py``);
 ``add_member`` makes a role a member of a project, creating the project and the login
@@ -44,6 +45,35 @@ def add_member(
             )
     with connect(url) as conn:
         return _as_admin(lambda: _add(conn, project, role, read_only, password))
+
+
+def set_bound(url: str, project: str, removals: int, share: float | None = None) -> str:
+    """Let ``project``'s members remove at most max(``removals``, ``share`` of its facts)
+    of its facts in one UTC day, all together (the server's wipe guard); as the project's
+    owner or the schema's; what the bound now is, in one line."""
+    if removals < 0 or (share is not None and not 0 <= share <= 1):
+        raise SharedError("the bound: a count of facts (0 or more) and a share from 0 to 1")
+    with connect(url) as conn:
+        return _as_admin(lambda: _bound(conn, project, removals, share))
+
+
+def _bound(conn: psycopg.Connection, project: str, removals: int, share: float | None) -> str:
+    with conn.transaction():
+        row = conn.execute(
+            "UPDATE deerflow.projects SET max_removals = %s,"
+            " max_removal_share = coalesce(%s, max_removal_share) WHERE name = %s"
+            " RETURNING max_removals, max_removal_share",
+            [removals, share, project],
+        ).fetchone()
+    if row is None:
+        raise SharedError(
+            f"no project {project} that this role owns: its owner, or the role that ran "
+            "`deerflow-nb team init`, sets its bound"
+        )
+    return (
+        f"project {project}: its members may remove at most max({row[0]}, {row[1]:.0%} of its "
+        "facts) of its facts in one UTC day, all together"
+    )
 
 
 def _add(
