@@ -778,3 +778,111 @@ def test_the_scope_filter_scan_finds_planted_filters() -> None:
         "line 6 reads a fact's scope",
         "line 9 filters by owner",
     ]
+
+
+# -- one door for a conversation (issue 38) --------------------------------------------------
+# The journal's writes of messages, turns, summaries and queue rows: outside memory/ and
+# storage/ they go through ``Memory.conversation`` / ``Memory.add_messages`` / ``enqueue``.
+JOURNAL_WRITES = {
+    "add_message",
+    "add_messages",
+    "begin_turn",
+    "start_turn",
+    "end_turn",
+    "keep_partial",
+    "add_summary",
+    "ensure_thread",
+    "thread_for",
+    "interrupt_orphan_turns",
+    "enqueue",
+}
+# storage modules whose functions write those rows; one read is allowed (see UI_STORAGE_READS)
+JOURNAL_WRITE_MODULES = ("deerflow_nb.storage.queue", "deerflow_nb.storage.threads")
+
+
+def _journal_names(tree: ast.AST) -> set[str]:
+    """Names bound to a journal: a parameter annotated ``Journal``, or a name assigned
+    anything that mentions a journal (``j = Journal(path)``, ``j = self.memory.journal``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            if "journal" in ast.unparse(node.annotation).lower():
+                names.add(node.arg)
+        elif isinstance(node, ast.Assign) and "journal" in ast.unparse(node.value).lower():
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif (
+            isinstance(node, ast.withitem)
+            and isinstance(node.optional_vars, ast.Name)
+            and "journal(" in ast.unparse(node.context_expr).lower()
+        ):
+            names.add(node.optional_vars.id)
+    return names
+
+
+def journal_writes_in(source: str, module: str) -> list[str]:
+    """Calls in ``source`` that write a conversation to the journal without memory's door:
+    a journal write method on something that is a journal, or an import of the storage
+    functions that write threads and queue rows."""
+    tree = ast.parse(source)
+    aliases = _journal_names(tree)
+    found = [
+        f"line {line} imports {target}"
+        for line, target in imports_in(source, module)
+        if target.startswith(JOURNAL_WRITE_MODULES) and (module, target) not in UI_STORAGE_READS
+    ]
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in JOURNAL_WRITES:
+            continue
+        receiver = node.func.value
+        text = ast.unparse(receiver)
+        if "journal" in text.lower() or (isinstance(receiver, ast.Name) and text in aliases):
+            found.append(f"line {node.lineno}: {text}.{node.func.attr}()")
+    return sorted(found, key=lambda hit: int(hit.split()[1].rstrip(":")))
+
+
+def test_only_memory_writes_a_conversation_to_the_journal() -> None:
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if module.startswith(("deerflow_nb.memory", "deerflow_nb.storage")):
+            continue
+        wrong += [
+            f"{path.relative_to(REPO)}: {hit}"
+            for hit in journal_writes_in(path.read_text(), module)
+        ]
+    assert not wrong, (
+        "conversation written to the journal outside memory/ (use Memory.conversation or "
+        "Memory.add_messages):\n" + "\n".join(wrong)
+    )
+
+
+def test_the_journal_write_scan_finds_planted_writes() -> None:
+    planted = (
+        "from ..storage.queue import put\n"
+        "def f(self, store: Journal, path):\n"
+        "    self.journal.begin_turn('t', {}, model='m')\n"
+        "    self.memory.journal.add_message('t', {})\n"
+        "    store.end_turn('x', status='ok')\n"
+        "    j = Journal(path)\n"
+        "    j.enqueue('t')\n"
+        "    with Journal(path) as k:\n"
+        "        k.add_summary('t', 1, 'x', model='m')\n"
+    )
+    assert journal_writes_in(planted, "deerflow_nb.agent.middleware") == [
+        "line 1 imports deerflow_nb.storage.queue",
+        "line 3: self.journal.begin_turn()",
+        "line 4: self.memory.journal.add_message()",
+        "line 5: store.end_turn()",
+        "line 7: j.enqueue()",
+        "line 9: k.add_summary()",
+    ]
+    innocent = (
+        "def g(self, memory, rows):\n"
+        "    self.conversation.begin_turn('t', {}, model='m')\n"
+        "    memory.add_messages('t', [])\n"
+        "    self.memory.enqueue('t')\n"
+        "    rows.append(self.journal.turns('t'))\n"
+    )
+    assert journal_writes_in(innocent, "deerflow_nb.agent.core") == []
