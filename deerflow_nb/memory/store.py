@@ -312,6 +312,7 @@ class MemoryStore:
                 fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
+            _fsync_dir(target.parent)  # the temp's name is durable: the change's evidence
         except BaseException as exc:
             if tmp is not None:
                 with contextlib.suppress(OSError):
@@ -323,7 +324,9 @@ class MemoryStore:
         return Path(tmp)
 
     def install(self, tmp: Path) -> None:
-        """Rename a prepared temp file over the target, durably."""
+        """Rename a prepared temp file over the target. Not fsynced again: ``prepare`` made
+        the temp's name durable, so a rename a power cut loses leaves the temp behind, which
+        the ledger's roll-forward installs again (``Ledger.settle``)."""
         target = self.target
         prepared, self._prepared = self._prepared, None
         try:
@@ -334,7 +337,6 @@ class MemoryStore:
             raise _io_error(target, exc) from None
         if prepared is not None and prepared[0] == Path(tmp):
             self._checked = prepared[1]
-        _fsync_dir(target.parent)
 
     def discard(self, tmp: Path) -> None:
         with contextlib.suppress(OSError):
@@ -348,13 +350,30 @@ class MemoryStore:
         """Delete temp files a killed writer left (``memory.json.*.tmp``); call under
         ``locked()``, when no writer of any process can be mid-write. How many."""
         removed = 0
-        folders = {self.path.parent, self.target.parent}
-        for folder in folders:
-            for stale in folder.glob(self.target.name + ".*.tmp"):
-                with contextlib.suppress(OSError):
-                    stale.unlink()
-                    removed += 1
+        for stale in self.stale_temps():
+            with contextlib.suppress(OSError):
+                stale.unlink()
+                removed += 1
         return removed
+
+    def stale_temps(self) -> list[Path]:
+        """Temp files beside memory.json (or the file it links to) that no rename took:
+        under ``locked()``, each was left by a writer killed before its rename."""
+        folders = {self.path.parent, self.target.parent}
+        return sorted(p for folder in folders for p in folder.glob(self.target.name + ".*.tmp"))
+
+    def holds(self, path: Path, data: dict[str, Any]) -> bool:
+        """Whether the file at ``path`` reads as ``data`` (False when it cannot be read)."""
+        try:
+            return loads_document(path.read_bytes()) == data
+        except (OSError, ValueError):
+            return False
+
+    def current(self, *, private: bool) -> dict[str, Any]:
+        """The document now (call under ``locked()``): the shared one when the file has not
+        changed since it was parsed (no read), unless ``private`` asks for a copy to edit
+        in place."""
+        return self.read() if private else self.read_shared()[1]
 
 
 def _io_error(path: Path, exc: OSError) -> Exception:

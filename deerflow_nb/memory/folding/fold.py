@@ -262,9 +262,10 @@ class Folding:
             error = redact(f"{type(exc).__name__}: {exc}", self._secrets())
             self.last_error = error
             report.failed[thread_id] = error
-            schedule.fail(self.journal, row, error)
-            with contextlib.suppress(Exception), self.journal.transaction() as db:
-                fold_log.record(db, source=thread_id, outcome=fold_log.FAILED, error=error)
+            with self.journal.transaction() as db:  # the row's retry and the fold's record
+                schedule.record_failure(db, row, error)
+                with contextlib.suppress(Exception):
+                    fold_log.record(db, source=thread_id, outcome=fold_log.FAILED, error=error)
             return
         except BaseException:  # Ctrl-C mid-fold: hand the row back now, not when the lease ends
             schedule.release(self.journal, row)

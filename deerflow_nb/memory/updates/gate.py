@@ -134,7 +134,13 @@ class Gate:
         read = self._read_tolerant if change.document is not None else None
         always = change.document is not None
         result, _ = self.ledger.commit(
-            change.reason, change.source, mutate, done, always=always, read=read
+            change.reason,
+            change.source,
+            mutate,
+            done,
+            always=always,
+            read=read,
+            private=change.edit is not None,  # only an edit changes the document in place
         )
         outcome.result = result
         if outcome.pending_id is not None:

@@ -2,10 +2,18 @@
 
 Only the gate (``gate.py``) calls ``commit``: every change (fold, manual edit, forget,
 rollback, import, reset, approval) is one unit: under the memory.json lock, re-read the
-file, compute, write the new file aside, record one ``memory_versions`` row and its
-``memory_events`` in a single journal transaction, then rename the file into place. So
-two kernels never lose each other's changes, and any past state can be shown, diffed and
-restored.
+file (unless it is unchanged since it was parsed), compute, write the new file aside
+(fsynced, its name too), record one ``memory_versions`` row and its ``memory_events`` —
+with whatever the caller journals alongside (a fold's record and its queue row's end) —
+in a single journal transaction, then rename the file into place. So two kernels never
+lose each other's changes, and any past state can be shown, diffed and restored.
+
+A fold opens two journal transactions in all: its claim, and this one. The file's
+rename needs none after it: a writer killed between the journal's commit and the rename
+leaves the temp file, whose document is the newest journaled version, and the next
+``settle`` (or commit) renames that version into place; a temp holding anything else was
+never journaled and is deleted. (Journals from before this protocol marked each version
+``written = 0`` until the rename; such a version is still rolled forward.)
 """
 
 from __future__ import annotations
@@ -49,10 +57,8 @@ class Ledger:
         with self._settle_lock:
             if self._settled:
                 return
-            temps = self.store.path.parent.glob(self.store.target.name + ".*.tmp")
-            if self.unwritten() is not None or any(temps):
+            if self.unwritten() is not None or self.store.stale_temps():
                 with self.store.locked():
-                    self.store.remove_stale_temps()
                     self._roll_forward()
             self._settled = True
 
@@ -71,11 +77,22 @@ class Ledger:
         return rows.unwritten_version(self.journal.db)
 
     def _roll_forward(self) -> None:
-        """Under the store lock: write that version, so memory.json matches the journal."""
-        version = self.unwritten()
+        """Under the store lock: finish a change a killed writer journaled but did not
+        rename into place, so memory.json matches the journal; delete its temp files."""
+        version = self.unwritten()  # a journal from before: the version says so itself
         if version is not None:
             self.store.write(versions.read(self.journal.db, version))
             self._mark_written()
+        temps = self.store.stale_temps()
+        newest = rows.newest_version(self.journal.db) if temps else None
+        if newest is not None:
+            journaled = versions.read(self.journal.db, newest)
+            if any(self.store.holds(t, journaled) for t in temps) and not self.store.holds(
+                self.store.path, journaled
+            ):
+                self.store.write(journaled)
+        if temps:
+            self.store.remove_stale_temps()
 
     def _mark_written(self) -> None:
         with self.journal.transaction() as db:
@@ -91,6 +108,7 @@ class Ledger:
         *,
         always: bool = False,
         read: Callable[[], dict[str, Any]] | None = None,
+        private: bool = True,
     ) -> tuple[UpdateResult, int | None]:
         """Lock, re-read, compute, journal the version and events, then write memory.json.
 
@@ -98,11 +116,13 @@ class Ledger:
         place: a crash in between leaves a version that the next change (or load) writes,
         not a memory.json change with no history that a re-fold would then apply again.
         ``finish`` runs inside the journal transaction (also when nothing changed).
+        ``private=False``: ``mutate`` leaves its input as it is, so it may be given the
+        document shared with readers (not read again when the file has not changed).
         """
         self.settle()
         with self.store.locked():
             self._roll_forward()
-            current = (read or self.store.read)()
+            current = read() if read else self.store.current(private=private)
             result = mutate(current)
             changed = bool(result.events) or always
             version = None
@@ -126,7 +146,6 @@ class Ledger:
                 raise
             if tmp is not None:
                 self.store.install(tmp)
-                self._mark_written()
         if changed:
             self._changed({"reason": reason, "version": version, "source": source})
         return result, version
