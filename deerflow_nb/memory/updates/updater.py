@@ -88,7 +88,7 @@ def apply_diff(
     max_new: int | None = MAX_NEW_FACTS_PER_FOLD,
     added_by: str | None = None,
     eviction: str = "blend",
-    usage: Mapping[str, Mapping[str, Any]] | Callable[[], Mapping[str, Any]] | None = None,
+    usage: Mapping[str, Mapping[str, Any]] | None = None,
     project: str | None = None,
     over_limit: str | None = None,
 ) -> UpdateResult:
@@ -98,8 +98,8 @@ def apply_diff(
     the rest are left out (else: the per-fold limit); ``added_by`` marks the facts
     it adds or reinforces (``"user"`` for facts stated by hand, which folds do not drop
     without review). ``eviction`` is the policy over ``max_facts`` (``"blend"`` or
-    ``"confidence"``), ``usage`` the facts' use records (``usage.read``), or a function
-    returning them, called only when something must be evicted.
+    ``"confidence"``), ``usage`` the facts' use records (``usage.read``; None: none, as the
+    caller passes when nothing can be evicted).
 
     Besides DeerFlow's keys the diff may hold ``merges`` (``[{"from": [ids], "content",
     "category", "confidence"}]``, applied after removals) and ``stale`` (``[{"id", "reason"}]``:
@@ -236,7 +236,7 @@ def apply_diff(
         events.append(_fact_event("add", fact, new=True))
 
     if len(out["facts"]) > max_facts:
-        records = usage() if callable(usage) else usage
+        records = usage
         places = evictable(out["facts"], grown) if grown else list(range(len(out["facts"])))
         pool = [out["facts"][i] for i in places]
         order = eviction_order(pool, records or {}, policy=eviction, now=now)
