@@ -53,7 +53,7 @@ def refresh_summaries(
     after = [f for f in out.get("facts") or [] if isinstance(f, dict)]
     old = {f.get("id"): f for f in before if isinstance(f, dict)}
     new = {f.get("id"): f for f in after}
-    changed, touched = _differences(old, new)
+    changed, touched, new_texts = _differences(old, new)
     texts: list[str] | None = None  # built once, and only when a summary may be recomposed
     now_facts: dict[str, list[Fact]] | None = None
 
@@ -67,8 +67,8 @@ def refresh_summaries(
         ]
         text = summary if key in written else _scrubbed(summary, gone)
         if composed and (key in touched or key in written):
-            if texts is None:
-                texts = [*(str(f.get("content", "")) for f in [*before, *after]), *proposed]
+            if texts is None:  # every text before and after the change, each once
+                texts = [*(str(f.get("content", "")) for f in before), *new_texts, *proposed]
             if _composed_of(summary, texts):
                 if now_facts is None:
                     now_facts = _by_section(after)
@@ -81,14 +81,20 @@ def refresh_summaries(
     return events
 
 
-def _differences(old: dict[Any, Fact], new: dict[Any, Fact]) -> tuple[list[Fact], set[str]]:
-    """The facts a change removed or changed (their text or project), as they were, and the
-    summaries whose facts it changed (one came or went, or its text changed): one pass, so
-    a change of a few facts in a large memory recomposes only the summaries it touched."""
+def _differences(
+    old: dict[Any, Fact], new: dict[Any, Fact]
+) -> tuple[list[Fact], set[str], list[str]]:
+    """The facts a change removed or changed (their text or project), as they were; the
+    summaries whose facts it changed (one came or went, or its text changed); and the texts
+    it brought (new facts', changed ones'): one pass, so a change of a few facts in a large
+    memory recomposes only the summaries it touched."""
     changed: list[Fact] = []
     touched: set[str] = set()
+    texts = [str(f.get("content", "")) for i, f in new.items() if i not in old]
     for fact_id, fact in old.items():
         now = new.get(fact_id)
+        if now == fact:  # untouched (one comparison in C): most facts of most changes
+            continue
         if now is None:
             changed.append(fact)
             touched.add(_key(fact))
@@ -98,10 +104,11 @@ def _differences(old: dict[Any, Fact], new: dict[Any, Fact]) -> tuple[list[Fact]
         ):
             changed.append(fact)
             touched |= {_key(fact), _key(now)}
+            texts.append(str(now.get("content", "")))
         elif now.get("category") != fact.get("category") and _key(now) != _key(fact):
             touched |= {_key(fact), _key(now)}
     touched |= {_key(f) for fact_id, f in new.items() if fact_id not in old}
-    return changed, touched
+    return changed, touched, texts
 
 
 def _key(fact: Fact) -> str:
