@@ -30,7 +30,7 @@ from ...scrub import encodable_deep
 from ...storage import ledger as rows
 from ...storage.db import now_iso
 from ...storage.journal import Journal
-from ..store import MemoryFileError, MemoryStore, empty_memory, encodable_document
+from ..store import MemoryFileError, MemoryStore, empty_memory, encodable_document, quiet_gc
 from . import fact_use as usage
 from . import versions
 from .events import event_row
@@ -126,7 +126,7 @@ class Ledger:
         """
         self.settle()
         commit = Commit({})
-        with self.store.locked():
+        with self.store.locked(), quiet_gc():  # the document is acyclic: see quiet_gc
             self._roll_forward()
             try:
                 commit.current = self.store.current(private=private)
