@@ -358,6 +358,19 @@ class MemoryStore:
         if prepared is not None and prepared[0] == Path(tmp):
             self._checked = prepared[1]
 
+    def adopt(self, data: dict[str, Any]) -> None:
+        """After ``install``: ``data`` (the document just written, which no one changes
+        afterwards) is the shared one for the file's new revision, so the next read of it
+        (the next fold's prompt, the next turn's ranking) parses nothing."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return
+        self._shared = (
+            (str(self.path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns),
+            data,
+        )
+
     def discard(self, tmp: Path) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -176,6 +176,7 @@ class Ledger:
             raise
         if tmp is not None:
             self.store.install(tmp)
+            self.store.adopt(result.data)
         if changed:
             commit.news = {"reason": reason, "version": commit.version, "source": source}
 
