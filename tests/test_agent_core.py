@@ -275,7 +275,7 @@ def executor_for(agent: Agent, model: OfflineModel, settings: Settings) -> Subag
     """Sub-agents on ``model`` for the lead thread ``default``, journaled with ``agent``."""
     return SubagentExecutor(
         model,
-        agent.journal,
+        agent.memory.conversation,
         NotebookTools({}),
         settings.subagents,
         settings.summarization,

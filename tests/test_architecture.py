@@ -293,9 +293,10 @@ def test_modules_and_classes_stay_small() -> None:
 # commit, and rolling a journaled version forward after a crash); the rules are applied by
 # the gate alone.
 WRITE_DOORS = {
-    # ledger.commit: the one write path; the store contract's SQLite adapter commits
+    # ledger.recording: the one write path; the store contract's SQLite adapter records
     # through it, and only the gate may call a store's commit (``home.commit``)
     "commit": {"memory/updates/gate.py", "memory/sqlite_home.py"},
+    "recording": {"memory/updates/gate.py", "memory/sqlite_home.py"},
     "apply": {"memory/updates/gate.py"},  # rules.apply: the update rules, run by the gate
     "prepare": {
         "memory/updates/write_protocol.py",
@@ -308,6 +309,7 @@ WRITE_DOORS = {
 # ``self.store.write``); a list's ``insert`` or a file's ``write`` is not one.
 WRITE_RECEIVERS = {
     "commit": ("ledger", "home"),
+    "recording": "ledger",
     "apply": "rules",
     "prepare": "store",
     "install": "store",
@@ -350,6 +352,7 @@ def test_the_gate_scan_finds_a_planted_side_door() -> None:
     planted = (
         "def f(self, data, diff, settings):\n"
         "    self.ledger.commit('add', 'manual', lambda d: d)\n"
+        "    self.ledger.recording(commit, 'add', 'manual', result)\n"
         "    self.home.commit(changes, base=0)\n"
         "    self.rules.apply(data, diff, 'x')\n"
         "    apply_diff(data, diff, source='x', threshold=0, max_facts=9)\n"
@@ -358,6 +361,7 @@ def test_the_gate_scan_finds_a_planted_side_door() -> None:
     )
     assert [door for door, _ in memory_writes_in(planted)] == [
         "commit",
+        "recording",
         "commit",
         "apply",
         "apply",
@@ -778,3 +782,210 @@ def test_the_scope_filter_scan_finds_planted_filters() -> None:
         "line 6 reads a fact's scope",
         "line 9 filters by owner",
     ]
+
+
+# -- one door for a conversation (issue 38) --------------------------------------------------
+# The journal's writes of messages, turns, summaries and queue rows: outside memory/ and
+# storage/ they go through ``Memory.conversation`` / ``Memory.add_messages`` / ``enqueue``.
+JOURNAL_WRITES = {
+    "add_message",
+    "add_messages",
+    "begin_turn",
+    "start_turn",
+    "end_turn",
+    "keep_partial",
+    "add_summary",
+    "ensure_thread",
+    "thread_for",
+    "interrupt_orphan_turns",
+    "enqueue",
+}
+# storage modules whose functions write those rows; one read is allowed (see UI_STORAGE_READS)
+JOURNAL_WRITE_MODULES = ("deerflow_nb.storage.queue", "deerflow_nb.storage.threads")
+
+
+def _journal_names(tree: ast.AST) -> set[str]:
+    """Names bound to a journal: a parameter annotated ``Journal``, or a name assigned
+    anything that mentions a journal (``j = Journal(path)``, ``j = self.memory.journal``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            if "journal" in ast.unparse(node.annotation).lower():
+                names.add(node.arg)
+        elif isinstance(node, ast.Assign) and "journal" in ast.unparse(node.value).lower():
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif (
+            isinstance(node, ast.withitem)
+            and isinstance(node.optional_vars, ast.Name)
+            and "journal(" in ast.unparse(node.context_expr).lower()
+        ):
+            names.add(node.optional_vars.id)
+    return names
+
+
+def journal_writes_in(source: str, module: str) -> list[str]:
+    """Calls in ``source`` that write a conversation to the journal without memory's door:
+    a journal write method on something that is a journal, or an import of the storage
+    functions that write threads and queue rows."""
+    tree = ast.parse(source)
+    aliases = _journal_names(tree)
+    found = [
+        f"line {line} imports {target}"
+        for line, target in imports_in(source, module)
+        if target.startswith(JOURNAL_WRITE_MODULES) and (module, target) not in UI_STORAGE_READS
+    ]
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in JOURNAL_WRITES:
+            continue
+        receiver = node.func.value
+        text = ast.unparse(receiver)
+        if "journal" in text.lower() or (isinstance(receiver, ast.Name) and text in aliases):
+            found.append(f"line {node.lineno}: {text}.{node.func.attr}()")
+    return sorted(found, key=lambda hit: int(hit.split()[1].rstrip(":")))
+
+
+def test_only_memory_writes_a_conversation_to_the_journal() -> None:
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if module.startswith(("deerflow_nb.memory", "deerflow_nb.storage")):
+            continue
+        wrong += [
+            f"{path.relative_to(REPO)}: {hit}"
+            for hit in journal_writes_in(path.read_text(), module)
+        ]
+    assert not wrong, (
+        "conversation written to the journal outside memory/ (use Memory.conversation or "
+        "Memory.add_messages):\n" + "\n".join(wrong)
+    )
+
+
+def test_the_journal_write_scan_finds_planted_writes() -> None:
+    planted = (
+        "from ..storage.queue import put\n"
+        "def f(self, store: Journal, path):\n"
+        "    self.journal.begin_turn('t', {}, model='m')\n"
+        "    self.memory.journal.add_message('t', {})\n"
+        "    store.end_turn('x', status='ok')\n"
+        "    j = Journal(path)\n"
+        "    j.enqueue('t')\n"
+        "    with Journal(path) as k:\n"
+        "        k.add_summary('t', 1, 'x', model='m')\n"
+    )
+    assert journal_writes_in(planted, "deerflow_nb.agent.middleware") == [
+        "line 1 imports deerflow_nb.storage.queue",
+        "line 3: self.journal.begin_turn()",
+        "line 4: self.memory.journal.add_message()",
+        "line 5: store.end_turn()",
+        "line 7: j.enqueue()",
+        "line 9: k.add_summary()",
+    ]
+    innocent = (
+        "def g(self, memory, rows):\n"
+        "    self.conversation.begin_turn('t', {}, model='m')\n"
+        "    memory.add_messages('t', [])\n"
+        "    self.memory.enqueue('t')\n"
+        "    rows.append(self.journal.turns('t'))\n"
+    )
+    assert journal_writes_in(innocent, "deerflow_nb.agent.core") == []
+
+
+# -- the write path reads top-down at run time (issue 38) ------------------------------------
+# No function is handed down the write path: a caller's own journaling runs in the body of
+# the gate's and the ledger's context managers (``Gate.committing``, ``Ledger.reading`` /
+# ``recording``), and what a rule needs is passed as data.
+WRITE_PATH = ("memory/updates/", "memory/folding/", "storage/", "memory/sqlite_home.py")
+# Higher-order helpers that take a key or a thread's target, not a step of a write.
+PURE_HIGHER_ORDER = {"sorted", "sort", "min", "max", "sub", "Thread"}
+# What stays, and why: a rule's test seam, and the team sync of issue 39 (memory/sharing.py,
+# another change's files), whose commit still hands its rows down as a function.
+KEPT_CALLABLES = {
+    ("memory/updates/updater.py", "apply_diff", "id_factory"): "fact ids a test fixes",
+    ("memory/updates/updater.py", "_apply_merge", "id_factory"): "fact ids a test fixes",
+    ("memory/updates/team_changes.py", "watch", "mutate"): "team sync (issue 39)",
+    ("memory/updates/team_changes.py", "apply_team", "cap"): "team sync (issue 39)",
+    ("memory/updates/gate.py", "submit_all", "finish"): "team sync (issue 39)",
+}
+KEPT_PASSES = {("memory/updates/gate.py", "watch"), ("memory/updates/gate.py", "apply_team")}
+
+
+def functions_handed_down(source: str, where: str = "") -> list[str]:
+    """Functions passed as arguments in ``source`` (a lambda, a ``partial``, a nested
+    function, or a name bound to one of those), and parameters typed as functions outside
+    an ``__init__`` (wiring a part at construction is not a step of a write)."""
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if fn.name != "__init__":
+            for arg in [*fn.args.args, *fn.args.kwonlyargs]:
+                text = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                kept = (where, fn.name, arg.arg) in KEPT_CALLABLES
+                if re.search(r"\b(Callable|Finish|Mutate|Changed)\b", text) and not kept:
+                    found.append(f"line {arg.lineno}: {fn.name}({arg.arg}: {text})")
+        inner = {n.name for n in ast.walk(fn) if n is not fn and isinstance(n, ast.FunctionDef)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and _is_function(node.value, inner):
+                inner |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        for call in ast.walk(fn):
+            if not isinstance(call, ast.Call):
+                continue
+            callee = _name(call.func)
+            if callee in PURE_HIGHER_ORDER or (where, callee) in KEPT_PASSES:
+                continue
+            for arg in [*call.args, *(k.value for k in call.keywords)]:
+                if _is_function(arg, inner):
+                    found.append(f"line {arg.lineno}: {ast.unparse(arg)[:40]} passed to {callee}")
+    return sorted(set(found), key=lambda hit: (int(hit.split()[1].rstrip(":")), hit))
+
+
+def _is_function(node: ast.expr, inner: set[str]) -> bool:
+    """A lambda, a ``partial(...)``, or the name of a nested function (or of one of these)."""
+    if isinstance(node, ast.Lambda):
+        return True
+    if isinstance(node, ast.Call) and _name(node.func) == "partial":
+        return True
+    return isinstance(node, ast.Name) and node.id in inner
+
+
+def test_no_function_is_handed_down_the_write_path() -> None:
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if where.startswith(WRITE_PATH):
+            wrong += [f"{where}: {hit}" for hit in functions_handed_down(path.read_text(), where)]
+    assert not wrong, (
+        "functions handed down the write path (run the step in a context manager's body, or "
+        "pass data):\n" + "\n".join(wrong)
+    )
+
+
+def test_the_hand_down_scan_finds_planted_callbacks() -> None:
+    planted = (
+        "def apply(self, diff, finish: Callable[[Any], None]):\n"
+        "    def done(db):\n"
+        "        finish(db)\n"
+        "    step = partial(self._guarded, diff)\n"
+        "    self.ledger.commit('fold', 'x', step, done)\n"
+        "    self.gate.submit(change, lambda db, _: rename(db))\n"
+        "    apply_diff(data, diff, usage=lambda: read(db))\n"
+    )
+    assert functions_handed_down(planted) == [
+        "line 1: apply(finish: Callable[[Any], None])",
+        "line 5: done passed to commit",
+        "line 5: step passed to commit",
+        "line 6: lambda db, _: rename(db) passed to submit",
+        "line 7: lambda: read(db) passed to apply_diff",
+    ]
+    innocent = (
+        "def f(self, rows, change: ChangeSet):\n"
+        "    rows.sort(key=lambda r: r['id'])\n"
+        "    with self.gate.committing(change) as committed:\n"
+        "        mark(committed.db)\n"
+        "    return sorted(rows, key=lambda r: r['at'])\n"
+        "def __init__(self, warm: Callable[[dict], None]):\n"
+        "    self.warm = warm\n"
+    )
+    assert functions_handed_down(innocent) == []

@@ -385,9 +385,7 @@ def test_apply_diff_journals_each_eviction_with_policy_reason_and_score() -> Non
     )
     diff = {"newFacts": [{"content": "Knows Rust", "category": "knowledge", "confidence": 0.75}]}
     usage = {"f_used": {"last_used": ago(2), "used": 12}}
-    result = apply_diff(
-        data, diff, source="t", threshold=0.7, max_facts=3, now=ago(0), usage=lambda: usage
-    )
+    result = apply_diff(data, diff, source="t", threshold=0.7, max_facts=3, now=ago(0), usage=usage)
     (evicted,) = [e for e in result.events if e.kind == "evict"]
     assert evicted.fact_id == "f_old"
     assert evicted.details["policy"] == "blend" and evicted.details["score"] > 0

@@ -183,3 +183,43 @@ def test_pending_fold_is_flushed_when_the_interpreter_exits(home: Path) -> None:
     assert journal.db["memory_queue"].count == 0  # folded at exit, not left for later
     facts = json.loads((home / "memory.json").read_text())["facts"]
     assert [f["content"] for f in facts] == ["Prefers polars over pandas"]
+
+
+DYING_INSIDE_THE_JOURNAL_CHILD = textwrap.dedent(
+    """
+    import os
+    from deerflow_nb import Memory
+    from deerflow_nb.memory.updates import versions
+
+    mem = Memory()
+    mem.add_fact("Prefers polars")
+    # The process dies inside the journal's transaction: the new file is written aside,
+    # nothing of the change is journaled.
+    versions.record = lambda *args, **kwargs: os._exit(9)
+    mem.add_fact("Uses scikit-learn")
+    """
+)
+
+
+def test_a_temp_file_the_journal_never_took_is_deleted_not_installed(home: Path) -> None:
+    child = spawn(home, DYING_INSIDE_THE_JOURNAL_CHILD)
+    assert child.wait(timeout=120) == 9
+    assert list(home.glob("memory.json.*.tmp"))  # the unjournaled change, written aside
+    with Memory(home) as mem:
+        assert [f["content"] for f in mem.data["facts"]] == ["Prefers polars"]
+        assert not list(home.glob("memory.json.*.tmp"))
+        assert [v["reason"] for v in mem.versions()] == ["add"]
+
+
+def test_a_deleted_memory_json_stays_reset_after_folds(home: Path) -> None:
+    """No version is ever "waiting to be written" after a change that finished: deleting
+    memory.json (DeerFlow's reset) is never undone by a roll-forward."""
+    with Memory(home) as mem:
+        mem.add_messages("t", [{"role": "user", "content": "I work on project Heron."}])
+        mem.add_messages("t", [{"role": "assistant", "content": "Noted."}])
+        assert mem.flush().folded == ["t"]
+    (home / "memory.json").unlink()
+    with Memory(home) as mem:
+        assert mem.data["facts"] == []
+        mem.add_fact("Prefers polars")
+        assert [f["content"] for f in mem.data["facts"]] == ["Prefers polars"]

@@ -152,9 +152,7 @@ class Agent:
     def thread_id(self, thread: str, project: str | None = None) -> str:
         """The journal id of thread ``thread`` in ``project`` (None: the default project):
         the name normalised (``projects.thread_name``), then ``Journal.thread_for``."""
-        from ..projects import thread_name
-
-        return self.journal.thread_for(thread_name(thread), project)
+        return self.memory.conversation.thread_id(thread, project)
 
     def journaled_turn(
         self, thread: str, project: str | None = None, *, asking: str | None = None
@@ -263,7 +261,7 @@ class Agent:
         if use_subagents and self.settings.subagents.enabled:
             executor = SubagentExecutor(
                 self.model,
-                self.journal,
+                self.memory.conversation,
                 tools,
                 self.settings.subagents,
                 self.settings.summarization,
@@ -370,14 +368,16 @@ class Agent:
                 settings.summarization,
                 self._summary_model,
                 self.window,
-                self.journal,
+                self.memory.conversation,
                 on_event,
             )
         ]
         # The journal opens the turn first, so a turn whose injection fails is still kept.
         title = _title(state.user_message["content"])
         chain.append(
-            JournalMiddleware(self.journal, title=title, private=not memory_on, project=label)
+            JournalMiddleware(
+                self.memory.conversation, title=title, private=not memory_on, project=label
+            )
         )
         if memory_on and settings.memory.injection_enabled:
             budget = settings.memory.max_injection_tokens

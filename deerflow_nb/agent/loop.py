@@ -8,10 +8,11 @@ middlewares' ``after_agent`` hooks run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +47,7 @@ class CancelToken:
 
 class Middleware:
     """Base class of the middleware around the model call (``middleware.py``): override
-    the hooks you need; the loop calls them in chain order."""
+    the hooks you need; the loop calls each of them by name, explicitly, in chain order."""
 
     def before_agent(self, state: TurnState) -> None:
         """Runs once, before the first model call."""
@@ -151,7 +152,9 @@ def run_turn(
     ``after_agent`` always runs, with ``state.status`` set to ok, error or interrupted.
     """
     try:
-        _hook(state, middlewares, "before_agent")
+        for middleware in middlewares:
+            with _timed(state, middleware):
+                middleware.before_agent(state)
         state.reply = _loop(
             state, middlewares, tools, dispatch, max_turns, on_text, on_step, cancel
         )
@@ -174,7 +177,9 @@ def run_turn(
         _close_open_calls(state)
         raise
     finally:
-        _hook(state, middlewares, "after_agent")
+        for middleware in middlewares:
+            with _timed(state, middleware):
+                middleware.after_agent(state)
 
 
 def _loop(
@@ -191,7 +196,9 @@ def _loop(
         state.partial += delta
         if on_text is not None:
             on_text(delta)
-        _hook(state, middlewares, "after_text")
+        for middleware in middlewares:
+            with _timed(state, middleware):
+                middleware.after_text(state)
 
     schema_tokens = count_tokens(json.dumps(tools)) if tools else 0  # the same every call
     step = 0
@@ -203,7 +210,9 @@ def _loop(
             on_step(step)
         offered = tools if step < max_turns else []
         state.tool_tokens = schema_tokens if offered else 0
-        _hook(state, middlewares, "before_model")
+        for middleware in middlewares:
+            with _timed(state, middleware):
+                middleware.before_model(state)
         state.last_view = state.view()
         state.partial = ""
         started = time.perf_counter()
@@ -221,13 +230,13 @@ def _loop(
         state.new_messages.extend(dispatch(result.tool_calls))
 
 
-def _hook(state: TurnState, middlewares: list[Middleware], name: str) -> None:
-    """Run one hook along the chain, adding each middleware's time to ``state.timings``."""
-    for middleware in middlewares:
-        started = time.perf_counter()
-        getattr(middleware, name)(state)
-        key = type(middleware).__name__
-        state.timings[key] = state.timings.get(key, 0.0) + time.perf_counter() - started
+@contextlib.contextmanager
+def _timed(state: TurnState, middleware: Middleware) -> Iterator[None]:
+    """Add the time of one middleware's hook, called in the body, to ``state.timings``."""
+    started = time.perf_counter()
+    yield
+    key = type(middleware).__name__
+    state.timings[key] = state.timings.get(key, 0.0) + time.perf_counter() - started
 
 
 def _close_open_calls(state: TurnState) -> None:

@@ -31,8 +31,7 @@ from .summarization import (
 )
 
 if TYPE_CHECKING:
-    from ..memory import Memory
-    from ..storage.journal import Journal
+    from ..memory import Conversation, Memory
 
 CONTEXT_MESSAGES = 4  # earlier messages, besides the new one, that steer memory selection
 PARTIAL_SECONDS = 0.5  # how often a streaming reply is copied into the journal
@@ -46,13 +45,13 @@ class SummarizationMiddleware(Middleware):
         config: SummarizationConfig,
         model: ChatModel,
         window: int,
-        journal: Journal,
+        conversation: Conversation,
         on_event: OnEvent | None = None,
     ) -> None:
         self.config = config
         self.model = model
         self.window = window
-        self.journal = journal
+        self.conversation = conversation  # memory's door: where the summary is kept
         self.on_event = on_event
 
     def before_model(self, state: TurnState) -> None:
@@ -78,7 +77,7 @@ class SummarizationMiddleware(Middleware):
         text, usage = summarize(self.model, self.config, state.history[:cut], state.summary)
         state.model_seconds += time.perf_counter() - started
         state.usage = state.usage + usage
-        self.journal.add_summary(
+        self.conversation.add_summary(
             state.thread_id, state.history_seqs[cut - 1], text, model=self.model.name
         )
         state.apply_summary(cut, text)
@@ -130,17 +129,18 @@ class MemoryInjectionMiddleware(Middleware):
 
 
 class JournalMiddleware(Middleware):
-    """Writes the turn to the journal: the user message first, the rest at the end."""
+    """Writes the turn to the journal through memory's conversation door: the user message
+    first, the rest at the end."""
 
     def __init__(
         self,
-        journal: Journal,
+        conversation: Conversation,
         *,
         title: str | None = None,
         private: bool = False,
         project: str | None = None,
     ) -> None:
-        self.journal = journal
+        self.conversation = conversation
         self.title = title
         self.private = private  # a --no-memory turn: journaled, never read by memory
         self.project = project  # recorded on the thread: its folds go to this project
@@ -158,14 +158,14 @@ class JournalMiddleware(Middleware):
             return
         self._partial_at = now
         try:
-            self._partial_seq = self.journal.keep_partial(
+            self._partial_seq = self.conversation.keep_partial(
                 state.turn_id, self._partial_seq, state.partial
             )
         except HomeError:
             return
 
     def before_agent(self, state: TurnState) -> None:
-        state.turn_id = self.journal.begin_turn(
+        state.turn_id = self.conversation.begin_turn(
             state.thread_id,
             state.user_message,
             model=state.model.name,
@@ -180,7 +180,7 @@ class JournalMiddleware(Middleware):
         if state.turn_id is None:
             return
         try:
-            self.journal.end_turn(
+            self.conversation.end_turn(
                 state.turn_id,
                 messages=state.new_messages[1:],  # the user message went in before_agent
                 status=state.status,

@@ -31,7 +31,7 @@ from .notebook_tools import NotebookTools
 from .tools import MAX_RESULT_TOKENS, SUBAGENT_TYPES, ToolError, parse_arguments, tool_specs
 
 if TYPE_CHECKING:
-    from ..storage.journal import Journal
+    from ..memory import Conversation
 
 POLL_SECONDS = 0.05
 SUBAGENT_PROMPT = (
@@ -75,7 +75,7 @@ class SubagentExecutor:
     def __init__(
         self,
         model: ChatModel,
-        journal: Journal,
+        conversation: Conversation,
         tools: NotebookTools,
         config: SubagentsConfig,
         summarization: SummarizationConfig,
@@ -85,7 +85,7 @@ class SubagentExecutor:
         project: str | None = None,
     ) -> None:
         self.model = model
-        self.journal = journal
+        self.conversation = conversation
         self.tools = tools.read_only()
         self.config = config
         self.summarization = summarization
@@ -212,8 +212,8 @@ class SubagentExecutor:
             parent_id=self.parent_thread,
         )
         middlewares = [
-            SummarizationMiddleware(self.summarization, self.model, self.window, self.journal),
-            JournalMiddleware(self.journal, title=run.description, project=self.project),
+            SummarizationMiddleware(self.summarization, self.model, self.window, self.conversation),
+            JournalMiddleware(self.conversation, title=run.description, project=self.project),
         ]
 
         def on_step(step: int) -> None:
@@ -234,7 +234,7 @@ class SubagentExecutor:
             return ""
         finally:
             run.seconds = time.monotonic() - started
-            self.journal.close()  # this worker thread's connection
+            self.conversation.close()  # this worker thread's connection
 
     def _dispatch(self, calls: list[ToolCall]) -> list[dict[str, Any]]:
         messages = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .api import RECALL_K, Memory
+from .conversation import Conversation
 from .fact_query import FactQuery
 from .fact_query import Sort as FactSort
 from .folding.fold_log import summary as fold_summary
@@ -46,6 +47,7 @@ __all__ = [
     "MAX_FACT_CHARS",
     "RECALL_K",
     "ApplyReport",
+    "Conversation",
     "ExtractionError",
     "FactQuery",
     "FactSort",

@@ -21,7 +21,7 @@ from ..projects import project_name
 from ..schema.changes import ChangeSet
 from ..schema.diff import ExtractionDiff
 from ..storage.journal import Journal
-from .conversation import journal_conversation
+from .conversation import Conversation
 from .fact_query import FactQuery
 from .folding import fold_log, worker
 from .folding.extraction import check_diff
@@ -65,6 +65,7 @@ class Memory(TeamMemory):
                 f"point {HOME_ENV} (or --home) at a folder you can write to"
             ) from None
         self.journal = Journal(self.settings.journal_path)
+        self.conversation = Conversation(self.journal)  # the one door for messages (writes)
         self.path = self.settings.memory_path
         self.store = MemoryStore(self.path)
         self._changed = Listeners()
@@ -325,9 +326,8 @@ class Memory(TeamMemory):
     def add_messages(
         self, thread: str, messages: Iterable[dict[str, Any]], project: str | None = None
     ) -> str:
-        """The one door for a conversation from outside the agent: journal ``messages`` in
-        ``project``'s thread ``thread`` (``conversation.py``), queue its fold; its id."""
-        thread_id = journal_conversation(self.journal, thread, messages, project)
+        """Journal ``messages`` in ``project``'s thread ``thread``, queue its fold; its id."""
+        thread_id = self.conversation.add(thread, messages, project)
         self.enqueue(thread_id)
         return thread_id
 

@@ -74,15 +74,14 @@ class SQLiteHome:
 
     def commit(self, changes: Changes, *, base: Revision) -> Revision:
         changes.check()
-
-        def mutate(current: dict[str, Any]) -> UpdateResult:
+        with self.ledger.reading() as commit:
             now = self._revision()  # under the memory.json lock every commit holds
             if now != base:
                 raise StaleRevision(f"base revision {base} is stale: the store is at {now}")
-            return UpdateResult(_applied(current, changes), list(changes.events))
-
-        _, version = self.ledger.commit(changes.reason, changes.source, mutate, always=True)
-        return Revision(version or 0)
+            result = UpdateResult(_applied(commit.current, changes), list(changes.events))
+            with self.ledger.recording(commit, changes.reason, changes.source, result, always=True):
+                pass
+        return Revision(commit.version or 0)
 
     def events(self, revision: Revision) -> list[Event]:
         names = {f.name for f in dataclasses.fields(Event)}

@@ -10,6 +10,7 @@ every read raises ``MemoryFileError`` until the user restores a version or reset
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -187,6 +188,23 @@ def encodable_document(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+@contextlib.contextmanager
+def quiet_gc() -> Iterator[None]:
+    """No cyclic garbage collection in the body (restored after, if it was on).
+
+    memory.json's document is acyclic (reference counting frees it), yet every collection
+    of the oldest generation walks all of its objects: at 10,000 facts a fold's parse and
+    rules triggered enough of them to double its time. A fold's few milliseconds without
+    them change nothing else; nested and concurrent uses leave it on at the end."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 class MemoryStore:
     """Reads and writes one memory.json (``keep_aside=False``: a reader that writes nothing,
     not even the copy of a damaged file)."""
@@ -246,9 +264,11 @@ class MemoryStore:
         except FileNotFoundError:
             return empty_memory()
         if raw == self._checked:  # bytes this store wrote or checked: not checked again
-            return loads_document(raw)
+            with quiet_gc():
+                return loads_document(raw)
         try:
-            data = loads_document(raw)
+            with quiet_gc():
+                data = loads_document(raw)
             problem = check_schema(data)
         except UnicodeDecodeError as exc:
             problem = f"it is not valid UTF-8 ({exc.reason} at byte {exc.start})"
@@ -312,6 +332,7 @@ class MemoryStore:
                 fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
+            _fsync_dir(target.parent)  # the temp's name is durable: the change's evidence
         except BaseException as exc:
             if tmp is not None:
                 with contextlib.suppress(OSError):
@@ -323,7 +344,9 @@ class MemoryStore:
         return Path(tmp)
 
     def install(self, tmp: Path) -> None:
-        """Rename a prepared temp file over the target, durably."""
+        """Rename a prepared temp file over the target. Not fsynced again: ``prepare`` made
+        the temp's name durable, so a rename a power cut loses leaves the temp behind, which
+        the ledger's roll-forward installs again (``Ledger.settle``)."""
         target = self.target
         prepared, self._prepared = self._prepared, None
         try:
@@ -334,7 +357,19 @@ class MemoryStore:
             raise _io_error(target, exc) from None
         if prepared is not None and prepared[0] == Path(tmp):
             self._checked = prepared[1]
-        _fsync_dir(target.parent)
+
+    def adopt(self, data: dict[str, Any]) -> None:
+        """After ``install``: ``data`` (the document just written, which no one changes
+        afterwards) is the shared one for the file's new revision, so the next read of it
+        (the next fold's prompt, the next turn's ranking) parses nothing."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return
+        self._shared = (
+            (str(self.path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns),
+            data,
+        )
 
     def discard(self, tmp: Path) -> None:
         with contextlib.suppress(OSError):
@@ -348,13 +383,30 @@ class MemoryStore:
         """Delete temp files a killed writer left (``memory.json.*.tmp``); call under
         ``locked()``, when no writer of any process can be mid-write. How many."""
         removed = 0
-        folders = {self.path.parent, self.target.parent}
-        for folder in folders:
-            for stale in folder.glob(self.target.name + ".*.tmp"):
-                with contextlib.suppress(OSError):
-                    stale.unlink()
-                    removed += 1
+        for stale in self.stale_temps():
+            with contextlib.suppress(OSError):
+                stale.unlink()
+                removed += 1
         return removed
+
+    def stale_temps(self) -> list[Path]:
+        """Temp files beside memory.json (or the file it links to) that no rename took:
+        under ``locked()``, each was left by a writer killed before its rename."""
+        folders = {self.path.parent, self.target.parent}
+        return sorted(p for folder in folders for p in folder.glob(self.target.name + ".*.tmp"))
+
+    def holds(self, path: Path, data: dict[str, Any]) -> bool:
+        """Whether the file at ``path`` reads as ``data`` (False when it cannot be read)."""
+        try:
+            return loads_document(path.read_bytes()) == data
+        except (OSError, ValueError):
+            return False
+
+    def current(self, *, private: bool) -> dict[str, Any]:
+        """The document now (call under ``locked()``): the shared one when the file has not
+        changed since it was parsed (no read), unless ``private`` asks for a copy to edit
+        in place."""
+        return self.read() if private else self.read_shared()[1]
 
 
 def _io_error(path: Path, exc: OSError) -> Exception:

@@ -15,7 +15,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ...config import Settings
@@ -75,41 +74,24 @@ class Folding:
         self,
         diff: ExtractionDiff,
         source: str,
-        finish: Callable[[Any], None] | None = None,
+        row: dict[str, Any] | None = None,
         project: str | None = None,
     ) -> ApplyReport:
-        """Apply a checked diff as a fold, through the gate; ``finish`` runs in the same
-        journal transaction. ``project`` takes the items labelled ``scope: project``."""
+        """Apply a checked diff as a fold, through the gate, its record journaled in the same
+        transaction, and, for a queued ``row``, the row's end. ``project`` takes the items
+        labelled ``scope: project``."""
         project = project or DEFAULT_PROJECT
         left_out = [item.to_dict() for item in diff.left_out]
         clean = diff.to_dict()
         kept, unpaired = paired_removals(diff, self._seen(project))
         clean["factsToRemove"], left_out = kept, left_out + unpaired
-        reports: list[ApplyReport] = []
-
-        def finish_fold(db: Any, outcome: Passed) -> None:
-            result = outcome.result
-            report = ApplyReport.from_result(result, outcome.version)
-            report.left_out = left_out + report.left_out
-            report.left_out += [
-                {"item": "factsToRemove", "reason": "names no stored fact", "value": i}
-                for i in result.ignored_removals
-            ]
-            report.pending_id, report.held = outcome.pending_id, outcome.held
-            report.left_out = fold_log.bounded(report.left_out)
-            report.outcome = fold_log.outcome_of(
-                report.to_dict(), version=outcome.version, held_all=outcome.held_all
-            )
-            _record_fold(db, source, report)
-            reports.append(report)
-            if finish:
-                finish(db)
-
-        self.gate.submit(
-            ChangeSet(origin="fold", reason="fold", source=source, diff=clean, project=project),
-            finish_fold,
-        )
-        return reports[0]
+        change = ChangeSet(origin="fold", reason="fold", source=source, diff=clean, project=project)
+        with self.gate.committing(change) as committed:
+            report = fold_report(committed.outcome, left_out)
+            _record_fold(committed.db, source, report)
+            if row is not None:
+                self._finish_fold(committed.db, row)
+        return report
 
     # -- the queue -----------------------------------------------------------------------
     def enqueue(self, thread_id: str) -> bool:
@@ -242,9 +224,7 @@ class Folding:
             )
             check_holdable(reply.content)
             diff = parse(reply.content, handles)
-            outcome = self.apply(
-                diff, thread_id, lambda db: self._finish_fold(db, row), project=project
-            )
+            outcome = self.apply(diff, thread_id, row, project=project)
         except GiveWay:  # the user's turn needs the server: the row waits, no attempt spent
             self.waiting_for_user = True
             schedule.defer(self.journal, row, GIVE_WAY_SECONDS)
@@ -262,9 +242,10 @@ class Folding:
             error = redact(f"{type(exc).__name__}: {exc}", self._secrets())
             self.last_error = error
             report.failed[thread_id] = error
-            schedule.fail(self.journal, row, error)
-            with contextlib.suppress(Exception), self.journal.transaction() as db:
-                fold_log.record(db, source=thread_id, outcome=fold_log.FAILED, error=error)
+            with self.journal.transaction() as db:  # the row's retry and the fold's record
+                schedule.record_failure(db, row, error)
+                with contextlib.suppress(Exception):
+                    fold_log.record(db, source=thread_id, outcome=fold_log.FAILED, error=error)
             return
         except BaseException:  # Ctrl-C mid-fold: hand the row back now, not when the lease ends
             schedule.release(self.journal, row)
@@ -303,6 +284,23 @@ def unfolded(journal: Journal, thread_id: str) -> tuple[list[dict[str, Any]], in
     private = journal.private_turn_ids(thread_id)
     kept = [row_to_message(r) for r in rows if r["turn_id"] not in private]
     return filter_messages(kept), last_seq
+
+
+def fold_report(outcome: Passed, left_out: list[dict[str, Any]]) -> ApplyReport:
+    """What a fold did, from the gate's outcome and the items the diff's check left out."""
+    result = outcome.result
+    report = ApplyReport.from_result(result, outcome.version)
+    report.left_out = left_out + report.left_out
+    report.left_out += [
+        {"item": "factsToRemove", "reason": "names no stored fact", "value": i}
+        for i in result.ignored_removals
+    ]
+    report.pending_id, report.held = outcome.pending_id, outcome.held
+    report.left_out = fold_log.bounded(report.left_out)
+    report.outcome = fold_log.outcome_of(
+        report.to_dict(), version=outcome.version, held_all=outcome.held_all
+    )
+    return report
 
 
 def _record_fold(db: Any, source: str, report: ApplyReport) -> None:

@@ -180,18 +180,23 @@ def mark_folded(db: Any, thread_id: str, seq: int) -> None:
 
 def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
     """Keep the row, note the error, back off; after MAX_ATTEMPTS it waits for a manual flush."""
+    with journal.transaction() as db:
+        record_failure(db, row, error)
+
+
+def record_failure(db: Any, row: dict[str, Any], error: str) -> None:
+    """``fail`` inside the caller's journal transaction (the fold's record goes with it)."""
     attempts = int(row.get("attempts") or 0) + 1
     status = "failed" if attempts >= MAX_ATTEMPTS else "pending"
     delay = BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]
-    with journal.transaction() as db:
-        rows.record_failure(
-            db,
-            row,
-            attempts=attempts,
-            error=redact(encodable(error[:2000])),
-            status=status,
-            due_at=clock() + delay,
-        )
+    rows.record_failure(
+        db,
+        row,
+        attempts=attempts,
+        error=redact(encodable(error[:2000])),
+        status=status,
+        due_at=clock() + delay,
+    )
 
 
 def is_queued(journal: Journal, thread_id: str) -> bool:

@@ -25,8 +25,9 @@ what used to live on each path:
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -48,7 +49,6 @@ from ...storage.db import now_iso
 from ...storage.journal import Journal
 from ..reports import changes_anything
 from ..scopes import pin_projects
-from ..store import MemoryFileError, empty_memory
 from .edits import apply_edit
 from .events import replacement_events
 from .review import propose
@@ -84,7 +84,12 @@ class Passed:
     skipped: bool = False  # an approval another kernel decided meanwhile
 
 
-Finish = Callable[[Any, Passed], None]
+@dataclass
+class Committed:
+    """A change inside its journal transaction, for the caller's own rows (``committing``)."""
+
+    db: Any
+    outcome: Passed
 
 
 class Gate:
@@ -109,39 +114,51 @@ class Gate:
         self._warm = warm
         self.tap: Tap | None = None  # the team's share of each commit (memory/sharing.py)
 
-    def submit(self, change: ChangeSet, finish: Finish | None = None) -> Passed:
-        """Check ``change`` and commit what may apply now; ``finish`` runs in the same
-        journal transaction. Raises ``Refused`` (a ValueError) for a change that may not
-        happen at all, ``KeyError`` for an edit of a fact that is gone."""
+    def submit(self, change: ChangeSet) -> Passed:
+        """Check ``change`` and commit what may apply now. Raises ``Refused`` (a ValueError)
+        for a change that may not happen at all, ``KeyError`` for an edit of a fact that is
+        gone."""
+        with self.committing(change) as committed:
+            pass
+        return committed.outcome
+
+    @contextlib.contextmanager
+    def committing(self, change: ChangeSet) -> Iterator[Committed]:
+        """``submit``, with the caller's own journaling in the body: it runs in the change's
+        journal transaction (``Committed.db``), seeing what the gate did
+        (``Committed.outcome``); whatever it raises leaves nothing of the change."""
         if change.origin != "user" and (change.document is not None or change.edit is not None):
             raise Refused(f"only a person may {change.reason} memory as a whole or edit a fact")
         self._check_turn(change)
         change = pinned(change)
-        if why := self._waits(change):
-            return self._hold(change, finish, why)
+        if why := self._waits(change):  # the whole change waits: the journal alone
+            with self.journal.transaction() as db:
+                committed = Committed(db, self._held(db, change, why))
+                yield committed
+            if committed.outcome.pending_id is not None:
+                self._changed({"reason": "proposed", "pending_id": committed.outcome.pending_id})
+            return
         outcome = Passed(UpdateResult({}, []))
-        mutate = self._mutation(change, outcome)
         shares = self.tap(change) if self.tap else None
-        mutate = shares.watch(mutate) if shares else mutate
-
-        def done(db: Any) -> None:
-            self._journal(db, change, outcome)
-            if shares:
-                shares.queue(db)
-            if finish:
-                finish(db, outcome)
-
-        read = self._read_tolerant if change.document is not None else None
-        always = change.document is not None
-        result, _ = self.ledger.commit(
-            change.reason, change.source, mutate, done, always=always, read=read
-        )
+        whole = change.document is not None
+        with self.ledger.reading(private=change.edit is not None, tolerant=whole) as commit:
+            if shares:  # the team's share watches the change (memory/sharing.py)
+                result = shares.watch(partial(self._mutate, change, outcome))(commit.current)
+            else:
+                result = self._mutate(change, outcome, commit.current)
+            with self.ledger.recording(
+                commit, change.reason, change.source, result, always=whole
+            ) as db:
+                self._journal(db, change, outcome, commit.version)
+                if shares:
+                    shares.queue(db)
+                committed = Committed(db, outcome)
+                yield committed
         outcome.result = result
         if outcome.pending_id is not None:
             self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
-        if result.events and change.document is None:
+        if result.events and not whole:
             self._warm(result.data)
-        return outcome
 
     def submit_all(
         self, changes: list[ChangeSet], finish: Callable[[Any, list[Passed]], None]
@@ -159,34 +176,33 @@ class Gate:
         outcomes = [Passed(UpdateResult({}, [])) for _ in changes]
         waiting = zip(changes, outcomes, waits, strict=True)
         steps = [(c, o, self.tap(c) if self.tap else None) for c, o, why in waiting if not why]
-
-        def mutate(data: dict[str, Any]) -> UpdateResult:
-            events = []
-            for n, (change, outcome, shares) in enumerate(steps):
-                prior = [o for _, o, _ in steps[:n]]
-                step = partial(self._guarded, change=change, outcome=outcome, prior=prior)
-                data = (shares.watch(step) if shares else step)(data).data
-                events += outcome.result.events
-            return UpdateResult(data, events)
-
-        def done(db: Any) -> None:
+        result = UpdateResult({}, [])
+        with contextlib.ExitStack() as stack:
+            if steps:
+                commit = stack.enter_context(self.ledger.reading())
+                data, events = commit.current, []
+                for n, (change, outcome, shares) in enumerate(steps):
+                    prior = [o for _, o, _ in steps[:n]]
+                    step = partial(self._guarded, change=change, outcome=outcome, prior=prior)
+                    data = (shares.watch(step) if shares else step)(data).data
+                    events += outcome.result.events
+                result = UpdateResult(data, events)
+                sources = ", ".join(dict.fromkeys(change.source for change, _, _ in steps))
+                db = stack.enter_context(
+                    self.ledger.recording(commit, steps[0][0].reason, sources, result)
+                )
+                version = commit.version
+            else:  # all wait for review: nothing to read or write but the journal
+                db, version = stack.enter_context(self.journal.transaction()), None
             for n, (change, why) in enumerate(zip(changes, waits, strict=True)):
                 if why:
                     outcomes[n] = self._held(db, change, why)
                 else:
-                    self._journal(db, change, outcomes[n])
+                    self._journal(db, change, outcomes[n], version)
             for _, _, shares in steps:
                 if shares:
                     shares.queue(db)
             finish(db, outcomes)
-
-        if steps:
-            sources = ", ".join(dict.fromkeys(change.source for change, _, _ in steps))
-            result, _ = self.ledger.commit(steps[0][0].reason, sources, mutate, done)
-        else:  # all wait for review: nothing to read or write but the journal
-            result = UpdateResult({}, [])
-            with self.journal.transaction() as db:
-                done(db)
         for outcome in outcomes:
             if outcome.pending_id is not None:
                 self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
@@ -203,21 +219,19 @@ class Gate:
         return "review mode is on" if change.origin != "user" and self.review_on() else ""
 
     # -- what a change does ------------------------------------------------------------
-    def _mutation(self, change: ChangeSet, outcome: Passed) -> Callable[[dict], UpdateResult]:
-        def mutate(data: dict[str, Any]) -> UpdateResult:
-            if change.document is not None:
-                new = change.document
-                events = replacement_events(data, new, change.reason)
-                outcome.result = UpdateResult(copy.deepcopy(new), events)
-                return outcome.result
-            if change.edit is not None:
-                outcome.result = apply_edit(data, change.edit)
-                return outcome.result
-            if change.origin == "user" and change.reason != "remember":
-                return self._direct(data, change, outcome)
-            return self._guarded(data, change, outcome)
-
-        return mutate
+    def _mutate(self, change: ChangeSet, outcome: Passed, data: dict[str, Any]) -> UpdateResult:
+        """What ``change`` does to ``data`` (under the ledger's lock), by its kind."""
+        if change.document is not None:
+            new = change.document
+            events = replacement_events(data, new, change.reason)
+            outcome.result = UpdateResult(copy.deepcopy(new), events)
+            return outcome.result
+        if change.edit is not None:
+            outcome.result = apply_edit(data, change.edit)
+            return outcome.result
+        if change.origin == "user" and change.reason != "remember":
+            return self._direct(data, change, outcome)
+        return self._guarded(data, change, outcome)
 
     def _direct(self, data: dict[str, Any], change: ChangeSet, outcome: Passed) -> UpdateResult:
         """A person's change: applied as asked (a removal of an unknown fact is a KeyError,
@@ -347,16 +361,6 @@ class Gate:
         outcome.lost, outcome.result = lost, result
         return result
 
-    def _hold(self, change: ChangeSet, finish: Finish | None, why: str) -> Passed:
-        """The whole change waits as one pending change (none when it changes nothing)."""
-        with self.journal.transaction() as db:
-            outcome = self._held(db, change, why)
-            if finish:
-                finish(db, outcome)
-        if outcome.pending_id is not None:
-            self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
-        return outcome
-
     def _held(self, db: Any, change: ChangeSet, why: str) -> Passed:
         """Inside a journal transaction: ``change`` proposed as one pending change, and
         journaled."""
@@ -383,11 +387,12 @@ class Gate:
                     "tell the user which facts you would keep, they can add them"
                 )
 
-    def _journal(self, db: Any, change: ChangeSet, outcome: Passed) -> None:
-        """Inside the commit's transaction: the version ``change`` made, what it left
-        waiting, the approval it carries out, and its ``memory_changes`` row."""
+    def _journal(self, db: Any, change: ChangeSet, outcome: Passed, version: int | None) -> None:
+        """Inside the commit's transaction: the version ``change`` made (``version``, the
+        commit's, when it changed anything), what it left waiting, the approval it carries
+        out, and its ``memory_changes`` row."""
         if outcome.result.events:  # journaled just now, in this transaction
-            outcome.version = ledger_rows.newest_version(db)
+            outcome.version = version
         if outcome.held_diff:
             outcome.pending_id = propose(db, change.source, outcome.held_diff)
         if change.pending_id is not None and not outcome.skipped:
@@ -415,12 +420,6 @@ class Gate:
                 "pending_id": outcome.pending_id,
             },
         )
-
-    def _read_tolerant(self) -> dict[str, Any]:
-        try:
-            return self.ledger.store.read()
-        except MemoryFileError:  # the bad copy is already kept aside
-            return empty_memory()
 
 
 _ORIGIN_ADDED_BY = {

@@ -71,10 +71,9 @@ class Projects:
         diff = {"renameProject": {"from": old, "to": new}}
         # Facts, summary, threads and the alias that keeps folder-found notebooks on the
         # project (``threads.rename_project``) commit in one transaction.
-        self.gate.submit(
-            ChangeSet(origin="user", reason="rename", source=old, diff=diff),
-            lambda db, _: rename_project(db, old, new),
-        )
+        change = ChangeSet(origin="user", reason="rename", source=old, diff=diff)
+        with self.gate.committing(change) as committed:
+            rename_project(committed.db, old, new)
         return moved
 
     def forget(self, name: str, *, review: bool = False) -> dict[str, Any]:

@@ -286,7 +286,7 @@ class Review:
             same = row is not None and row["status"] == "pending"
             return same and json.loads(row["diff"]) == change["diff"]
 
-        def mark(db: Any, *_: Any) -> None:
+        def mark(db: Any) -> None:
             part = rows.insert_pending(
                 db,
                 created_at=change["created_at"],
@@ -299,10 +299,11 @@ class Review:
         if not unchanged():
             return 0
         if verdict == "approve":
-            gate.submit(
-                ChangeSet(origin="user", reason="approve", source=change["source"], diff=chosen),
-                mark,
+            approval = ChangeSet(
+                origin="user", reason="approve", source=change["source"], diff=chosen
             )
+            with gate.committing(approval) as committed:
+                mark(committed.db)
         else:
             with self.ledger.store.locked(), self.journal.transaction() as db:
                 if not unchanged():

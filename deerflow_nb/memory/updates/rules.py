@@ -30,8 +30,9 @@ class Rules:
         within_room: bool = False,
     ) -> UpdateResult:
         """``diff`` applied to ``data`` (changed in place); the use records are read only
-        when a change must evict. ``within_room`` (a person's import): as many new facts
-        as memory has room for, none evicted, instead of the per-fold limit."""
+        when the change may evict (data handed down, not a function). ``within_room`` (a
+        person's import): as many new facts as memory has room for, none evicted, instead
+        of the per-fold limit."""
         memory = self.settings.memory
         limit: dict[str, Any] = {}
         if within_room:
@@ -49,7 +50,12 @@ class Rules:
             max_facts=memory.max_facts,
             added_by=added_by,
             eviction=memory.eviction,
-            usage=lambda: usage.read(self.journal.db),
+            usage=usage.read(self.journal.db) if _may_evict(data, diff, memory.max_facts) else None,
             project=project,
             **limit,
         )
+
+
+def _may_evict(data: dict[str, Any], diff: dict[str, Any], max_facts: int) -> bool:
+    """Whether ``diff``'s new facts could take ``data`` past ``max_facts`` (eviction)."""
+    return len(data.get("facts") or []) + len(diff.get("newFacts") or []) > max_facts

@@ -47,21 +47,15 @@ def refresh_summaries(
     module's doc). ``before`` are the facts before the change, ``written`` the sections the
     change set itself (``user.workContext``, ``projects.NAME``), ``proposed`` the texts it
     proposed; one ``section`` event per summary changed."""
-    after = [f for f in out.get("facts") or [] if isinstance(f, dict)]
-    old = {f.get("id"): f for f in before if isinstance(f, dict)}
-    new = {f.get("id"): f for f in after}
-    changed = [
-        f
-        for i, f in old.items()
-        if i not in new
-        or new[i].get("content") != f.get("content")
-        or fact_project(new[i]) != fact_project(f)
-    ]
     sections = [s for s in _sections(out) if str(s[1].get("summary") or "").strip()]
     if not sections:
         return []
-    then, now_facts = _by_section(old.values()), _by_section(after)
-    texts = [*(str(f.get("content", "")) for f in [*before, *after]), *proposed]
+    after = [f for f in out.get("facts") or [] if isinstance(f, dict)]
+    old = {f.get("id"): f for f in before if isinstance(f, dict)}
+    new = {f.get("id"): f for f in after}
+    changed, touched, new_texts = _differences(old, new)
+    texts: list[str] | None = None  # built once, and only when a summary may be recomposed
+    now_facts: dict[str, list[Fact]] | None = None
 
     events: list[Event] = []
     for key, entry, composed, owner in sections:
@@ -72,15 +66,55 @@ def refresh_summaries(
             if fact_project(f) == owner or f.get("id") not in new
         ]
         text = summary if key in written else _scrubbed(summary, gone)
-        facts = now_facts.get(key, [])
-        different = _texts(then.get(key, [])) != _texts(facts)
-        if composed and (different or key in written) and _composed_of(summary, texts):
-            ranks = [_confidence(f) for f in facts]
-            text = compose([str(f.get("content", "")) for f in facts], ranks)
+        if composed and (key in touched or key in written):
+            if texts is None:  # every text before and after the change, each once
+                texts = [*(str(f.get("content", "")) for f in before), *new_texts, *proposed]
+            if _composed_of(summary, texts):
+                if now_facts is None:
+                    now_facts = _by_section(after)
+                facts = now_facts.get(key, [])
+                ranks = [_confidence(f) for f in facts]
+                text = compose([str(f.get("content", "")) for f in facts], ranks)
         if text != summary:
             entry["summary"], entry["updatedAt"] = text, now
             events.append(Event("section", section=key, old_content=summary, new_content=text))
     return events
+
+
+def _differences(
+    old: dict[Any, Fact], new: dict[Any, Fact]
+) -> tuple[list[Fact], set[str], list[str]]:
+    """The facts a change removed or changed (their text or project), as they were; the
+    summaries whose facts it changed (one came or went, or its text changed); and the texts
+    it brought (new facts', changed ones'): one pass, so a change of a few facts in a large
+    memory recomposes only the summaries it touched."""
+    changed: list[Fact] = []
+    touched: set[str] = set()
+    texts = [str(f.get("content", "")) for i, f in new.items() if i not in old]
+    for fact_id, fact in old.items():
+        now = new.get(fact_id)
+        if now == fact:  # untouched (one comparison in C): most facts of most changes
+            continue
+        if now is None:
+            changed.append(fact)
+            touched.add(_key(fact))
+        elif now.get("content") != fact.get("content") or (
+            (now.get("scope"), now.get("project")) != (fact.get("scope"), fact.get("project"))
+            and fact_project(now) != fact_project(fact)
+        ):
+            changed.append(fact)
+            touched |= {_key(fact), _key(now)}
+            texts.append(str(now.get("content", "")))
+        elif now.get("category") != fact.get("category") and _key(now) != _key(fact):
+            touched |= {_key(fact), _key(now)}
+    touched |= {_key(f) for fact_id, f in new.items() if fact_id not in old}
+    return changed, touched, texts
+
+
+def _key(fact: Fact) -> str:
+    """The summary composed from ``fact``: its project's, else its user section."""
+    owner = fact_project(fact)
+    return f"{PROJECTS_KEY}.{owner}" if owner else f"user.{section_of(fact.get('category'))}"
 
 
 def _composed_of(summary: str, texts: list[str]) -> bool:
@@ -100,14 +134,8 @@ def _by_section(facts: Iterable[Fact]) -> dict[str, list[Fact]]:
     category), a project fact's project (``projects.NAME``); in order, in one pass."""
     out: dict[str, list[Fact]] = {}
     for fact in facts:
-        owner = fact_project(fact)
-        key = f"{PROJECTS_KEY}.{owner}" if owner else f"user.{section_of(fact.get('category'))}"
-        out.setdefault(key, []).append(fact)
+        out.setdefault(_key(fact), []).append(fact)
     return out
-
-
-def _texts(facts: list[Fact]) -> list[tuple[Any, Any]]:
-    return [(f.get("id"), f.get("content")) for f in facts]
 
 
 def _sections(out: dict[str, Any]) -> list[tuple[str, dict[str, Any], bool, str | None]]:

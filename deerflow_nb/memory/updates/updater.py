@@ -88,7 +88,7 @@ def apply_diff(
     max_new: int | None = MAX_NEW_FACTS_PER_FOLD,
     added_by: str | None = None,
     eviction: str = "blend",
-    usage: Mapping[str, Mapping[str, Any]] | Callable[[], Mapping[str, Any]] | None = None,
+    usage: Mapping[str, Mapping[str, Any]] | None = None,
     project: str | None = None,
     over_limit: str | None = None,
 ) -> UpdateResult:
@@ -98,8 +98,8 @@ def apply_diff(
     the rest are left out (else: the per-fold limit); ``added_by`` marks the facts
     it adds or reinforces (``"user"`` for facts stated by hand, which folds do not drop
     without review). ``eviction`` is the policy over ``max_facts`` (``"blend"`` or
-    ``"confidence"``), ``usage`` the facts' use records (``usage.read``), or a function
-    returning them, called only when something must be evicted.
+    ``"confidence"``), ``usage`` the facts' use records (``usage.read``; None: none, as the
+    caller passes when nothing can be evicted).
 
     Besides DeerFlow's keys the diff may hold ``merges`` (``[{"from": [ids], "content",
     "category", "confidence"}]``, applied after removals) and ``stale`` (``[{"id", "reason"}]``:
@@ -161,12 +161,18 @@ def apply_diff(
                 {"item": f"merges[{j}]", "reason": problem, "value": str(merge.get("content"))[:80]}
             )
 
-    by_text = {(fact_project(f), normalize_text(f["content"])): f for f in out["facts"]}
+    by_text = {}
     by_sig = {}
+    # Each scope's facts whose words another statement may restate with more (``_restated``),
+    # in order, with their words: found in the same pass, not once per new fact.
+    restatable: dict[str | None, list[tuple[frozenset[str], dict[str, Any]]]] = {}
     for fact in out["facts"]:
-        sig = signature(fact["content"])
+        scope, sig = fact_project(fact), signature(fact["content"])
+        by_text[(scope, normalize_text(fact["content"]))] = fact
         if sig:
-            by_sig.setdefault((fact_project(fact), sig), fact)
+            by_sig.setdefault((scope, sig), fact)
+        if len(sig) >= MIN_RESTATED:
+            restatable.setdefault(scope, []).append((sig, fact))
     added = 0
     grown: set[str | None] = set()
     for i, candidate in enumerate(diff.get("newFacts") or []):
@@ -188,7 +194,7 @@ def apply_diff(
         owner = candidate_owner(candidate, project)
         match = by_text.get((owner, normalize_text(content))) or by_sig.get((owner, sig))
         if match is None:
-            match = _restated(sig, [f for f in out["facts"] if fact_project(f) == owner])
+            match = _restated(sig, restatable.get(owner, []))
         if match is not None:
             old_conf = float(match.get("confidence", 0.0))
             bumped = round(min(REINFORCE_CAP, old_conf + REINFORCE_BUMP), 4)
@@ -233,10 +239,12 @@ def apply_diff(
         by_text[(owner, normalize_text(content))] = fact
         if sig:
             by_sig.setdefault((owner, sig), fact)
+        if len(sig) >= MIN_RESTATED:
+            restatable.setdefault(owner, []).append((sig, fact))
         events.append(_fact_event("add", fact, new=True))
 
     if len(out["facts"]) > max_facts:
-        records = usage() if callable(usage) else usage
+        records = usage
         places = evictable(out["facts"], grown) if grown else list(range(len(out["facts"])))
         pool = [out["facts"][i] for i in places]
         order = eviction_order(pool, records or {}, policy=eviction, now=now)
@@ -339,13 +347,15 @@ MAX_EXTRA_WORDS = 2
 MIN_RESTATED = 3
 
 
-def _restated(sig: frozenset[str], facts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The stored fact ``sig`` restates with a detail or two more (see above), if any."""
+def _restated(
+    sig: frozenset[str], facts: list[tuple[frozenset[str], dict[str, Any]]]
+) -> dict[str, Any] | None:
+    """The stored fact ``sig`` restates with a detail or two more (see above), if any;
+    ``facts`` are the scope's (words, fact) of at least ``MIN_RESTATED`` words."""
     if len(sig) < MIN_RESTATED:
         return None
-    for fact in facts:
-        stored = signature(fact["content"])
-        if len(stored) >= MIN_RESTATED and stored < sig and len(sig - stored) <= MAX_EXTRA_WORDS:
+    for stored, fact in facts:
+        if stored < sig and len(sig) - len(stored) <= MAX_EXTRA_WORDS:
             return fact
     return None
 

@@ -114,16 +114,17 @@ def record(
     created_at: str,
     previous: tuple[int, dict[str, Any]] | None = None,
 ) -> int:
-    """Inside a journal transaction: add the version holding ``data`` (unwritten) and
-    return its id. ``previous`` is the newest version's id and document when the caller
-    knows them (it saves rebuilding that version from its deltas)."""
+    """Inside a journal transaction: add the version holding ``data`` and return its id
+    (``written`` at once: the ledger's temp file, not this row, tells a change a crash cut
+    short before its rename, ``write_protocol.py``). ``previous`` is the newest version's
+    id and document when the caller knows them (it saves rebuilding that version)."""
     newest = rows.newest_version(db)
     row: dict[str, Any] = {
         "created_at": created_at,
         "reason": reason,
         "source": source,
         "fact_count": len(data.get("facts", [])),
-        "written": 0,
+        "written": 1,
     }
     delta = None
     if (

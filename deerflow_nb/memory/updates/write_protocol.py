@@ -1,24 +1,36 @@
 """The journal-first write protocol for memory.json, and the history it leaves.
 
-Only the gate (``gate.py``) calls ``commit``: every change (fold, manual edit, forget,
-rollback, import, reset, approval) is one unit: under the memory.json lock, re-read the
-file, compute, write the new file aside, record one ``memory_versions`` row and its
-``memory_events`` in a single journal transaction, then rename the file into place. So
-two kernels never lose each other's changes, and any past state can be shown, diffed and
-restored.
+Only the gate (``gate.py``) records changes (``reading`` then ``recording``, both context
+managers: the caller's code runs in their bodies, no function is handed down). Every
+change (fold, manual edit, forget, rollback, import, reset, approval) is one unit: under
+the memory.json lock, re-read the file (unless it is unchanged since it was parsed),
+compute, write the new file aside
+(fsynced, its name too), record one ``memory_versions`` row and its ``memory_events`` —
+with whatever the caller journals alongside (a fold's record and its queue row's end) —
+in a single journal transaction, then rename the file into place. So two kernels never
+lose each other's changes, and any past state can be shown, diffed and restored.
+
+A fold opens two journal transactions in all: its claim, and this one. The file's
+rename needs none after it: a writer killed between the journal's commit and the rename
+leaves the temp file, whose document is the newest journaled version, and the next
+``settle`` (or commit) renames that version into place; a temp holding anything else was
+never journaled and is deleted. (Journals from before this protocol marked each version
+``written = 0`` until the rename; such a version is still rolled forward.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ...scrub import encodable_deep
 from ...storage import ledger as rows
 from ...storage.db import now_iso
 from ...storage.journal import Journal
-from ..store import MemoryStore, encodable_document
+from ..store import MemoryFileError, MemoryStore, empty_memory, encodable_document, quiet_gc
 from . import fact_use as usage
 from . import versions
 from .events import event_row
@@ -27,8 +39,19 @@ from .updater import UpdateResult
 Changed = Callable[[dict[str, Any]], None]
 
 
+@dataclass
+class Commit:
+    """One change under way, as the ledger hands it to its caller: the document read under
+    the lock, then the version recorded (None: nothing changed) and the listeners' news."""
+
+    current: dict[str, Any]
+    version: int | None = None
+    news: dict[str, Any] | None = None
+
+
 class Ledger:
-    """Writes memory.json only through ``commit``, journal first; reads its history."""
+    """Writes memory.json only through ``reading`` and ``recording``, journal first; reads
+    its history."""
 
     def __init__(self, journal: Journal, store: MemoryStore, changed: Changed) -> None:
         self.journal = journal
@@ -49,10 +72,8 @@ class Ledger:
         with self._settle_lock:
             if self._settled:
                 return
-            temps = self.store.path.parent.glob(self.store.target.name + ".*.tmp")
-            if self.unwritten() is not None or any(temps):
+            if self.unwritten() is not None or self.store.stale_temps():
                 with self.store.locked():
-                    self.store.remove_stale_temps()
                     self._roll_forward()
             self._settled = True
 
@@ -71,65 +92,93 @@ class Ledger:
         return rows.unwritten_version(self.journal.db)
 
     def _roll_forward(self) -> None:
-        """Under the store lock: write that version, so memory.json matches the journal."""
-        version = self.unwritten()
+        """Under the store lock: finish a change a killed writer journaled but did not
+        rename into place, so memory.json matches the journal; delete its temp files."""
+        version = self.unwritten()  # a journal from before: the version says so itself
         if version is not None:
             self.store.write(versions.read(self.journal.db, version))
             self._mark_written()
+        temps = self.store.stale_temps()
+        newest = rows.newest_version(self.journal.db) if temps else None
+        if newest is not None:
+            journaled = versions.read(self.journal.db, newest)
+            if any(self.store.holds(t, journaled) for t in temps) and not self.store.holds(
+                self.store.path, journaled
+            ):
+                self.store.write(journaled)
+        if temps:
+            self.store.remove_stale_temps()
 
     def _mark_written(self) -> None:
         with self.journal.transaction() as db:
             rows.mark_written(db)
 
     # -- the one write path --------------------------------------------------------------
-    def commit(
-        self,
-        reason: str,
-        source: str,
-        mutate: Callable[[dict[str, Any]], UpdateResult],
-        finish: Callable[[Any], None] | None = None,
-        *,
-        always: bool = False,
-        read: Callable[[], dict[str, Any]] | None = None,
-    ) -> tuple[UpdateResult, int | None]:
-        """Lock, re-read, compute, journal the version and events, then write memory.json.
+    @contextlib.contextmanager
+    def reading(self, *, private: bool = True, tolerant: bool = False) -> Iterator[Commit]:
+        """Hold memory.json's lock for one change: the caller computes its result from
+        ``Commit.current`` (the document as of now) and records it with ``recording``, both
+        in the body; the listeners are told once the lock is let go.
 
-        The journal goes first, with the version marked unwritten until the file is in
-        place: a crash in between leaves a version that the next change (or load) writes,
-        not a memory.json change with no history that a re-fold would then apply again.
-        ``finish`` runs inside the journal transaction (also when nothing changed).
+        ``private=False``: the caller leaves the document as it is, so it may be the one
+        shared with readers (not read again when the file has not changed). ``tolerant``: a
+        memory.json that does not parse reads as empty (a replacement of the whole file).
         """
         self.settle()
-        with self.store.locked():
+        commit = Commit({})
+        with self.store.locked(), quiet_gc():  # the document is acyclic: see quiet_gc
             self._roll_forward()
-            current = (read or self.store.read)()
-            result = mutate(current)
-            changed = bool(result.events) or always
-            version = None
-            # The new file is written (not yet renamed) before anything is journaled: a full
-            # disk or a read-only folder fails here, with nothing to roll forward later.
-            tmp = None
-            if changed:
-                result.data = encodable_document(result.data)
-                tmp = self.store.prepare(result.data)
             try:
-                if changed or finish:
-                    with self.journal.transaction() as db:
-                        if changed:
-                            version = self._record(db, reason, source, result)
-                        if finish:
-                            finish(db)
-            except BaseException:
-                if tmp is not None:
-                    self.store.discard(tmp)
-                self._latest = None
-                raise
-            if tmp is not None:
-                self.store.install(tmp)
-                self._mark_written()
+                commit.current = self.store.current(private=private)
+            except MemoryFileError:
+                if not tolerant:
+                    raise
+                commit.current = empty_memory()  # the bad copy is already kept aside
+            yield commit
+        if commit.news is not None:
+            self._changed(commit.news)
+
+    @contextlib.contextmanager
+    def recording(
+        self,
+        commit: Commit,
+        reason: str,
+        source: str,
+        result: UpdateResult,
+        *,
+        always: bool = False,
+    ) -> Iterator[Any]:
+        """Inside ``reading``: write ``result``'s file aside, then journal its version and
+        events, and whatever the caller journals in the body on the connection this yields,
+        in one transaction; then rename the file into place (``always``: even when nothing
+        changed). ``commit.version`` is the version made (None: nothing changed).
+
+        The journal goes first: a crash before the rename leaves the temp file of the
+        newest journaled version, which the next change (or load) renames into place, not
+        a memory.json change with no history that a re-fold would then apply again.
+        """
+        changed = bool(result.events) or always
+        # The new file is written (not yet renamed) before anything is journaled: a full
+        # disk or a read-only folder fails here, with nothing to roll forward later.
+        tmp = None
         if changed:
-            self._changed({"reason": reason, "version": version, "source": source})
-        return result, version
+            result.data = encodable_document(result.data)
+            tmp = self.store.prepare(result.data)
+        try:
+            with self.journal.transaction() as db:
+                if changed:
+                    commit.version = self._record(db, reason, source, result)
+                yield db
+        except BaseException:
+            if tmp is not None:
+                self.store.discard(tmp)
+            self._latest = None
+            raise
+        if tmp is not None:
+            self.store.install(tmp)
+            self.store.adopt(result.data)
+        if changed:
+            commit.news = {"reason": reason, "version": commit.version, "source": source}
 
     def _record(self, db: Any, reason: str, source: str, result: UpdateResult) -> int:
         """Journal one change: its version (a delta, or a full snapshot now and then) and
