@@ -775,6 +775,11 @@ def test_fact_rows_and_diff_view_models():
     assert [r["id"] for r in view_models.fact_rows(memory, categories=["goal"], text="ALP")] == [
         "b"
     ]
+    memory["facts"][0]["person"] = "alice"  # a teammate's fact, edited by bob and by you
+    by = {
+        r["id"]: r["by"] for r in view_models.fact_rows(memory, changers={"a": "bob", "b": "you"})
+    }
+    assert by == {"a": "alice → bob", "b": "you", "c": "you"}
     new = {"facts": [{"id": "b", "content": "Alpha", "category": "goal", "confidence": 0.9}]}
     diff = view_models.diff_snapshots(memory, new)
     assert [f["id"] for f in diff["removed"]] == ["a", "c"] and diff["added"] == []

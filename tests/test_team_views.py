@@ -78,6 +78,7 @@ def test_projects_history_and_inspector_name_the_team(
     assert facts.loc[EDITED, "added by"] == f"alice_{s}"
     assert facts.loc[EDITED, "changed by"] == f"alice_{s}"
     assert facts.loc["The churn notebook runs nightly", "added by"] == "you"
+    assert facts.loc[EDITED, "by"] == f"alice_{s}"  # added and changed by one person
     log = table(at, "kind", "fact", "by", "change")
     assert set(log["by"]) == {f"alice_{s}", "you"}
     alice.close()

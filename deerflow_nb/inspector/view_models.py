@@ -83,8 +83,9 @@ def fact_rows(
                 "content": fact.get("content", ""),
                 "project": fact_project(fact) or USER_SCOPE,
                 "category": fact.get("category", ""),
-                "added by": added_by(fact),
-                "changed by": (changers or {}).get(str(fact.get("id")), ""),
+                "added by": (added := added_by(fact)),
+                "changed by": (changed := (changers or {}).get(str(fact.get("id")), "")),
+                "by": added if changed in ("", added) else f"{added} → {changed}",
                 "confidence": round(float(fact.get("confidence") or 0.0), 3),
                 "source": " ".join(
                     [str(fact.get("source", ""))]

@@ -59,8 +59,7 @@ def facts_page(home: Path, memory: dict[str, Any] | None, reader: Any = None) ->
                 "content",
                 "project",
                 "category",
-                "added by",
-                "changed by",
+                "by",
                 "confidence",
                 "updatedAt",
                 "createdAt",
@@ -68,18 +67,20 @@ def facts_page(home: Path, memory: dict[str, Any] | None, reader: Any = None) ->
                 "id",
             ),
             column_config={
-                "content": st.column_config.TextColumn("content", width=320),
-                "project": st.column_config.TextColumn("project", width=100),
-                "category": st.column_config.TextColumn("category", width=90),
-                "added by": st.column_config.TextColumn("added by", width=90),
-                "changed by": st.column_config.TextColumn("changed by", width=90),
-                "confidence": st.column_config.ProgressColumn(
-                    "confidence", min_value=0.0, max_value=1.0, format="%.2f", width=100
+                # 1,110 px in all: the table fits a 1280 px window beside the sidebar
+                "content": st.column_config.TextColumn("content", width=300),
+                "project": st.column_config.TextColumn("project", width=85),
+                "category": st.column_config.TextColumn("category", width=85),
+                "by": st.column_config.TextColumn(
+                    "by", width=100, help="who added it (→ who last changed it)"
                 ),
-                "updatedAt": time_column("updatedAt"),
-                "createdAt": time_column("createdAt"),
-                "source": st.column_config.TextColumn("source", width=110),
-                "id": st.column_config.TextColumn("id", width=110),
+                "confidence": st.column_config.ProgressColumn(
+                    "confidence", min_value=0.0, max_value=1.0, format="%.2f", width=90
+                ),
+                "updatedAt": time_column("updatedAt", 125),
+                "createdAt": time_column("createdAt", 125),
+                "source": st.column_config.TextColumn("source", width=100),
+                "id": st.column_config.TextColumn("id", width=100),
             },
         )
     else:
