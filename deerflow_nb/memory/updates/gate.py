@@ -53,7 +53,7 @@ from .edits import apply_edit
 from .events import replacement_events
 from .review import propose
 from .rules import Rules
-from .team_changes import TEAM, Tap, apply_team
+from .team_changes import TEAM, Tap, TeamIndex, apply_team
 from .updater import WIPE_MIN_FACTS, WIPE_SHARE, UpdateResult, wipe_limit
 from .write_protocol import Changed, Ledger
 
@@ -160,11 +160,13 @@ class Gate:
         waiting = zip(changes, outcomes, waits, strict=True)
         steps = [(c, o, self.tap(c) if self.tap else None) for c, o, why in waiting if not why]
 
+        day: dict[str, Any] = {}  # the day's journaled losses and growth, read once
+
         def mutate(data: dict[str, Any]) -> UpdateResult:
             events = []
             for n, (change, outcome, shares) in enumerate(steps):
                 prior = [o for _, o, _ in steps[:n]]
-                step = partial(self._guarded, change=change, outcome=outcome, prior=prior)
+                step = partial(self._guarded, change=change, outcome=outcome, prior=prior, day=day)
                 data = (shares.watch(step) if shares else step)(data).data
                 events += outcome.result.events
             return UpdateResult(data, events)
@@ -248,10 +250,18 @@ class Gate:
         outcome.lost, outcome.result = lost_count(result), result
         return result
 
-    def _apply(self, data: dict[str, Any], change: ChangeSet, diff: dict[str, Any]) -> Any:
+    def _apply(
+        self,
+        data: dict[str, Any],
+        change: ChangeSet,
+        diff: dict[str, Any],
+        index: TeamIndex | None = None,
+    ) -> Any:
         if diff.get(TEAM):  # a teammate's change: facts keep their team ids and provenance
             cap = self.settings.memory.max_facts
-            return apply_team(data, diff, lambda d: self.rules.apply(d, {}, change.source), cap)
+            return apply_team(
+                data, diff, lambda d: self.rules.apply(d, {}, change.source), cap, index
+            )
         return self.rules.apply(
             data,
             diff,
@@ -263,15 +273,23 @@ class Gate:
         )
 
     def _guarded(
-        self, data: dict[str, Any], change: ChangeSet, outcome: Passed, prior: Sequence[Passed] = ()
+        self,
+        data: dict[str, Any],
+        change: ChangeSet,
+        outcome: Passed,
+        prior: Sequence[Passed] = (),
+        day: dict[str, Any] | None = None,
     ) -> UpdateResult:
         """A fold's, the model's or upkeep's change, through the wipe guard (counting the
-        ``prior`` changes of the same commit as the day's journaled ones)."""
+        ``prior`` changes of the same commit as the day's journaled ones; ``day`` keeps
+        what the journal says of the day for the commit's next change: none of them is
+        journaled before the commit, so one read serves them all)."""
         diff = dict(change.diff or {})
         if change.reason == "remember":  # the model's tool only adds facts
             diff = {"newFacts": diff.get("newFacts") or []}
         before = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
-        result = self._apply(data, change, diff)
+        index = None if day is None else day.setdefault("team", TeamIndex())
+        result = self._apply(data, change, diff, index)
         protected = [
             i
             for i in result.ids("remove")
@@ -304,15 +322,18 @@ class Gate:
             )
         lost = lost_count(result)
         rewritten = wholesale_sections(data, diff)
-        since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
-        since = since.replace("+00:00", "Z")
-        window = change_rows.lost_since(self.journal.db, since, GUARDED, ("remember",))
-        window += sum(p.lost for p in prior)
+        if day is None or "window" not in day:
+            day = {} if day is None else day
+            since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
+            since = since.replace("+00:00", "Z")
+            day["window"] = change_rows.lost_since(self.journal.db, since, GUARDED, ("remember",))
+            day["grown"] = change_rows.added_since(self.journal.db, since, GUARDED, ("remember",))
+        window = day["window"] + sum(p.lost for p in prior)
         # What memory held before the day's first change: facts guarded changes added since
         # (and still stored) do not count, so 40 filler facts cannot let the next fold
         # remove 10 learned ones; the user's own additions do.
-        grown = change_rows.added_since(self.journal.db, since, GUARDED, ("remember",))
-        grown |= {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
+        added = {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
+        grown = day["grown"] | added
         start = len(before) + window - len(grown & before.keys())
         limit = wipe_limit(start)
         evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]

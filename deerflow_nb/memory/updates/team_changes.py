@@ -101,24 +101,43 @@ def shared_effect(
     return {name: diff for name, diff in effect.items() if diff}
 
 
+class TeamIndex:
+    """``apply_team``'s lookups, kept for the next change set of the same commit while it
+    applies to the very list the last one returned (a sync's batch of additions): one
+    pass over memory per commit instead of one per change set."""
+
+    def __init__(self) -> None:
+        self.facts: list[dict[str, Any]] | None = None  # the list the lookups describe
+        self.project: Any = None
+        self.by_team: dict[str, dict[str, Any]] = {}
+        self.taken: set[Any] = set()
+        self.said: set[Any] = set()
+
+
 def apply_team(
     data: dict[str, Any],
     diff: dict[str, Any],
     cap: Callable[[dict[str, Any]], UpdateResult],
     max_facts: int,
+    index: TeamIndex | None = None,
 ) -> UpdateResult:
     """A teammate's change (``diff``, marked ``team``) applied to ``data`` (not changed):
     removals and edits by team id, new facts with their ids (a fact already here is not
     added twice), the project's summary; over ``max_facts``, ``cap`` evicts as a fold's
     change would. Only the facts of the change set's project (``diff["team"]["project"]``)
     are touched, whatever its items name: a teammate never reaches the user's own facts
-    nor another project's."""
+    nor another project's. ``index``: the commit's lookups (``TeamIndex``), if any."""
     out = dict(data)  # copied where changed only: a sync's batch applies many in a row
-    facts: list[dict[str, Any]] = [f for f in data.get("facts") or [] if isinstance(f, dict)]
+    given_facts = data.get("facts") or []
+    facts: list[dict[str, Any]] = [f for f in given_facts if isinstance(f, dict)]
     marker = diff.get(TEAM) or {}
     project, person = marker.get("project"), marker.get("person")
     events: list[Event] = []
-    by_team = {team_id(f): f for f in facts if fact_project(f) == project}
+    adds_only = not diff.get("factsToRemove") and not diff.get("edits")
+    if index is not None and adds_only and index.facts is given_facts and index.project == project:
+        by_team, taken, said = index.by_team, index.taken, index.said
+    else:
+        by_team, taken, said = _index(facts, project)
     gone = {str(i) for i in diff.get("factsToRemove") or []}
     for fact in [f for i, f in by_team.items() if i in gone]:
         facts.remove(fact)
@@ -137,16 +156,21 @@ def apply_team(
         if isinstance(edit.get("confidence"), (int, float)):
             fact["confidence"] = min(max(float(edit["confidence"]), 0.0), 1.0)
         events.append(_event("update", fact, old, fact["content"]))
-    taken = {f.get("id") for f in facts}
+    if events:  # removed or edited: the ids and texts left
+        _, taken, said = _index(facts, project)
+    fresh: list[dict[str, Any]] = []
     for given in diff.get("newFacts") or []:
         fact = _incoming(given, project, person)
-        if fact is None or fact["id"] in by_team or _said(facts, fact):
-            continue
+        if fact is None or fact["id"] in by_team or fact["content"] in said:
+            continue  # a fact already here, or this very text said here too: kept once
         if fact["id"] in taken:  # a fact of this home has that id: the team's is sharedId
             fact["sharedId"], fact["id"] = fact["id"], new_fact_id(taken)
         taken.add(fact["id"])
+        said.add(fact["content"])
         facts.append(fact)
         events.append(_event("add", fact, None, fact["content"]))
+        fresh.append(fact)
+    by_team.update((team_id(f), f) for f in fresh)  # as the next change set's pass finds them
     out["facts"] = facts
     context = diff.get("projectContext")
     if isinstance(context, dict) and project:
@@ -155,7 +179,12 @@ def apply_team(
     else:
         context = None
     events += _project_context(out, context, None, now_iso())
+    if index is not None:  # what the next change set of the commit may start from
+        index.project, index.by_team, index.taken, index.said = project, by_team, taken, said
+        index.facts = facts if adds_only else None
     if not events:
+        if index is not None:
+            index.facts = given_facts if adds_only else None
         return UpdateResult(data, [])
     if len(facts) <= max_facts:
         return UpdateResult(out, events)
@@ -192,11 +221,19 @@ def _incoming(given: Any, project: Any, person: Any) -> dict[str, Any] | None:
     return fact
 
 
-def _said(facts: list[dict[str, Any]], fact: dict[str, Any]) -> bool:
-    """Whether the project already holds this very text (said here too): kept once."""
-    return any(
-        f.get("content") == fact["content"] and fact_project(f) == fact["project"] for f in facts
-    )
+def _index(
+    facts: list[dict[str, Any]], project: Any
+) -> tuple[dict[str, dict[str, Any]], set[Any], set[Any]]:
+    """(``project``'s facts by team id, every fact's id, ``project``'s texts) in one pass."""
+    by_team: dict[str, dict[str, Any]] = {}
+    taken: set[Any] = set()
+    said: set[Any] = set()
+    for fact in facts:
+        taken.add(fact.get("id"))
+        if fact_project(fact) == project:
+            by_team[team_id(fact)] = fact
+            said.add(fact.get("content"))
+    return by_team, taken, said
 
 
 def _event(kind: str, fact: dict[str, Any], old: Any, new: Any) -> Event:
