@@ -58,7 +58,9 @@ OTHER = "clinic"  # the outsider's project
 GOAL_LAG_S = 2.0
 GOAL_RATIO = 2.0
 INJECTION_TOKENS = 100_000  # the whole project in every <memory>: a turn sees every change
-QUESTION = "Which table keeps the churn labels for the weekly model?"
+# A question on a few of the facts: the offline model quotes every injected fact sharing
+# a word with it, and quoting a thousand would burn the CPU a real model spends elsewhere.
+QUESTION = "What should the xenon chart show next week?"
 _WORD_TEXT = """
     amber basil cedar delta ember fjord garnet harbor indigo jasper kelp lumen maple nectar
     onyx pepper quartz raven sierra tundra umber violet willow xenon yarrow zephyr anchor
@@ -136,12 +138,24 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
     seen: dict[str, float] = {}
     turns: list[dict[str, float]] = []
 
+    injection = memory.injection
+    built: list[float] = []
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        """The turn's own injection, noting when its <memory> block was built."""
+        block = injection(*args, **kwargs)
+        built.append(time.time())
+        return block
+
+    memory.injection = timed  # type: ignore[method-assign]
+
     def turn(thread: str) -> float:
-        """A turn in the project; what its injected <memory> held is seen when it ends."""
+        """A turn in the project: what its injected <memory> held (``last_turn.injected``)
+        is seen at the moment that block was built."""
+        built.clear()
         agent.run(QUESTION, thread=thread, project=PROJECT)
-        at = time.time()
         for text in expected.intersection(agent.last_turn.injected):
-            seen.setdefault(text, at)
+            seen.setdefault(text, built[0])
         return agent.last_turn.overhead_seconds
 
     for k in range(changes):
