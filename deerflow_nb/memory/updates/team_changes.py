@@ -107,11 +107,16 @@ class TeamIndex:
     pass over memory per commit instead of one per change set."""
 
     def __init__(self) -> None:
-        self.facts: list[dict[str, Any]] | None = None  # the list the lookups describe
-        self.project: Any = None
-        self.by_team: dict[str, dict[str, Any]] = {}
-        self.taken: set[Any] = set()
-        self.said: set[Any] = set()
+        # {project: (the facts list described, its facts by team id, ids, its texts)}
+        self.kept: dict[Any, tuple[list[dict[str, Any]], dict[str, Any], set[Any], set[Any]]]
+        self.kept = {}
+
+    def lookups(
+        self, facts: Any, project: Any
+    ) -> tuple[dict[str, dict[str, Any]], set[Any], set[Any]] | None:
+        """The kept lookups when they describe this very ``facts`` list, else None."""
+        kept = self.kept.get(project)
+        return kept[1:] if kept is not None and kept[0] is facts else None
 
 
 def apply_team(
@@ -134,10 +139,8 @@ def apply_team(
     project, person = marker.get("project"), marker.get("person")
     events: list[Event] = []
     adds_only = not diff.get("factsToRemove") and not diff.get("edits")
-    if index is not None and adds_only and index.facts is given_facts and index.project == project:
-        by_team, taken, said = index.by_team, index.taken, index.said
-    else:
-        by_team, taken, said = _index(facts, project)
+    kept = index.lookups(given_facts, project) if index is not None and adds_only else None
+    by_team, taken, said = kept if kept is not None else _index(facts, project)
     gone = {str(i) for i in diff.get("factsToRemove") or []}
     for fact in [f for i, f in by_team.items() if i in gone]:
         facts.remove(fact)
@@ -180,11 +183,9 @@ def apply_team(
         context = None
     events += _project_context(out, context, None, now_iso())
     if index is not None:  # what the next change set of the commit may start from
-        index.project, index.by_team, index.taken, index.said = project, by_team, taken, said
-        index.facts = facts if adds_only else None
+        described = facts if events else given_facts
+        index.kept = {project: (described, by_team, taken, said)} if adds_only else {}
     if not events:
-        if index is not None:
-            index.facts = given_facts if adds_only else None
         return UpdateResult(data, [])
     if len(facts) <= max_facts:
         return UpdateResult(out, events)
