@@ -52,6 +52,7 @@ class TeamSync:
         self._thread: threading.Thread | None = None
         self._pool: dict[str, Any] = {}  # stored URL -> an open connection
         self._listeners: dict[str, Any] = {}  # stored URL -> exchange.Listener
+        self._pipe = threading.Lock()  # no write to a closed (maybe reused) descriptor
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
@@ -64,8 +65,9 @@ class TeamSync:
 
     def nudge(self) -> None:
         """Wake the thread for a sync now (from any thread)."""
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._write, b"!")
+        with self._pipe, contextlib.suppress(BlockingIOError, OSError):
+            if self._write >= 0:
+                os.write(self._write, b"!")
 
     @property
     def running(self) -> bool:
@@ -88,13 +90,17 @@ class TeamSync:
         """Stop the thread (a sync under way finishes first) and stop listening."""
         self._stop.set()
         self.nudge()
+        self._unsubscribe()
         if self._thread is not None:
             self._thread.join(timeout=30)
+            if self._thread.is_alive():  # still in a sync: it reads the pipe yet; leave it
+                return
             self._thread = None
-        self._unsubscribe()
-        for fd in (self._read, self._write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        with self._pipe:
+            for fd in (self._read, self._write):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._read = self._write = -1
 
     def _run(self) -> None:
         from ..shared.connect import close_all
