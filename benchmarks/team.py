@@ -182,7 +182,7 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
     memory.close()
     out = {
         "made": made, "seen": seen, "turns": turns, "facts": contents, "applied": applied,
-        "syncs": status["syncs"], "extra_turns": k - changes,
+        "syncs": status["syncs"], "extra_turns": k - changes, "cpu_s": time.process_time(),
     }  # fmt: skip
     (run / f"member-{index}.json").write_text(json.dumps(out))
 
@@ -213,7 +213,8 @@ def run_single(run: Path, members: int, changes: int, pace: float) -> None:
         time.sleep(pace)
     count = sum(1 for f in memory.data["facts"] if f.get("project") == PROJECT)
     memory.close()
-    (run / "single.json").write_text(json.dumps({"turns": turns, "facts": count}))
+    out = {"turns": turns, "facts": count, "cpu_s": time.process_time()}
+    (run / "single.json").write_text(json.dumps(out))
 
 
 def start(run: Path, role: str, args: argparse.Namespace, env: dict[str, str]) -> Any:
@@ -332,6 +333,8 @@ def summarise(args: argparse.Namespace, got: dict[str, Any]) -> dict[str, Any]:
         "add_ms": statistics.median(adds), "single_add_ms": statistics.median(single_adds),
         "single_turn_ms": statistics.median(single_turns),
         "syncs_per_member": statistics.mean(m["syncs"] for m in members),
+        "member_cpu_s": statistics.median(m["cpu_s"] for m in members),
+        "single_cpu_s": got["single"]["cpu_s"],
         "ratio": statistics.median(member_total) / base,
         "turn_ratio": statistics.median(member_turns) / statistics.median(single_turns),
         "changes": len(every), "elapsed_s": got["elapsed"],
@@ -366,6 +369,10 @@ def report(args: argparse.Namespace, f: dict[str, Any]) -> None:
         f"(p95 {f['member_p95_ms']:.2f}; its change with the outbox row {f['add_ms']:.2f} "
         f"ms + turn {f['member_turn_ms']:.2f} ms; no sync on the turn: "
         f"{f['syncs_per_member']:.0f} background syncs a member)"
+    )
+    print(
+        f"CPU a process used                        member {f['member_cpu_s']:.1f} s "
+        f"(median), single-user {f['single_cpu_s']:.1f} s"
     )
     print(
         f"member / single-user                      {f['ratio']:8.2f}x   "

@@ -7,8 +7,10 @@ arrives from ANY shared project's server (it LISTENs on each), and every ``inter
 seconds anyway (the polling fallback when no NOTIFY arrives). It waits on all of them at
 once (``select`` on the listeners' sockets and a wake-up pipe), so a wake costs no slice
 of polling. Its connections stay open across syncs; a lost one is made again on the next
-sync (a server that cannot be reached is tried after ``interval``). Notices that arrive
-during a sync are read before the next one, which pulls them all as one batch. The last
+sync (a server that cannot be reached is tried after ``interval``). A NOTIFY waits
+``GATHER`` seconds for its fellows (a team's changes come in bursts) and notices that
+arrive during a sync are read before the next one, which pulls them all as one batch,
+one gate commit: a sync costs a memory.json write whatever it applies. The last
 report is kept for ``%memory sync`` to show, and the totals since ``start``.
 ``Memory.sync`` stays the explicit way, and the only one outside a kernel.
 """
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
+GATHER = 0.1  # seconds a teammate's NOTIFY waits for more before the pull
 
 
 class Syncs(Protocol):
@@ -45,6 +48,7 @@ class TeamSync:
     def __init__(self, sharing: Syncs, on_change: Callable[[Any], Callable[[], None]]) -> None:
         self.sharing = sharing
         self.interval = 30.0
+        self.gather = GATHER
         self.last: Any = None  # the last SyncReport
         self.syncs = 0  # syncs made since start
         self.applied = 0  # teammates' change sets applied since start
@@ -135,25 +139,33 @@ class TeamSync:
             with contextlib.suppress(SharedError):
                 self._listeners[stored] = Listener.open(self.sharing.url_for(stored))
 
-    def _drain(self) -> bool:
-        """Read the nudges and notices that came (the coming sync covers them); whether any."""
-        woke = False
+    def _drain(self) -> tuple[bool, bool]:
+        """Read the nudges and notices that came (the coming sync covers them): whether
+        this home was nudged, and whether a server noticed a change set."""
+        nudged = noticed = False
         with contextlib.suppress(BlockingIOError, OSError):
             while os.read(self._read, 4096):
-                woke = True
+                nudged = True
         for stored, listener in list(self._listeners.items()):
             try:
-                woke = listener.drain() or woke
+                noticed = listener.drain() or noticed
             except Exception:  # the server went away: listen again before the next sync
                 self._listeners.pop(stored).close()
-                woke = True
-        return woke
+                noticed = True
+        return nudged, noticed
 
     def _wait(self) -> None:
-        """Until a NOTIFY from any server, a nudge, a stop or ``interval`` seconds."""
+        """Until a nudge, a NOTIFY from any server (then ``gather`` seconds more, cut short
+        by a nudge, so the teammates' change sets of that moment come as one commit), a
+        stop or ``interval`` seconds."""
         deadline = time.monotonic() + self.interval
         while not self._stop.is_set():
-            if self._drain():  # a notice already read into a connection's buffer
+            nudged, noticed = self._drain()  # a notice may wait in a connection's buffer
+            if nudged:
+                return
+            if noticed:
+                with contextlib.suppress(OSError, ValueError):
+                    select.select([self._read], [], [], self.gather)
                 return
             left = deadline - time.monotonic()
             if left <= 0:
@@ -163,6 +175,10 @@ class TeamSync:
                 ready, _, _ = select.select(waiting, [], [], left)
             except (OSError, ValueError):  # a listener closed under us: sync and listen again
                 return
-            if ready:
-                self._drain()
+            if not ready:
                 return
+            if self._read in ready:
+                return
+            with contextlib.suppress(OSError, ValueError):
+                select.select([self._read], [], [], self.gather)
+            return
