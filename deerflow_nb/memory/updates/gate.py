@@ -29,7 +29,7 @@ import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from ...config import Settings
@@ -287,13 +287,19 @@ class Gate:
         diff = dict(change.diff or {})
         if change.reason == "remember":  # the model's tool only adds facts
             diff = {"newFacts": diff.get("newFacts") or []}
-        before = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
+        facts = data.get("facts", [])
+        held = sum(1 for f in facts if isinstance(f, dict))
+        before = cache(lambda: {f.get("id"): f for f in facts if isinstance(f, dict)})  # if asked
+
+        if not diff.get(TEAM):  # the rules change ``data`` in place: see it first
+            before()  # (a teammate's change copies what it changes: asked only if needed)
         index = None if day is None else day.setdefault("team", TeamIndex())
         result = self._apply(data, change, diff, index)
         protected = [
             i
             for i in result.ids("remove")
-            if is_user_fact(before.get(i, {})) and not (diff.get(TEAM) and before[i].get("person"))
+            if is_user_fact(before().get(i, {}))
+            and not (diff.get(TEAM) and before()[i].get("person"))
         ]  # a teammate's removal of a teammate's fact is theirs to make
         if protected:
             keep = [i for i in diff.get("factsToRemove") or [] if i not in protected]
@@ -308,7 +314,7 @@ class Gate:
                 {
                     "item": f"remove {i}",
                     "reason": "a fact you added by hand; only you can approve removing it",
-                    "value": str(before[i].get("content", ""))[:80],
+                    "value": str(before()[i].get("content", ""))[:80],
                 }
                 for i in protected
             ]
@@ -322,32 +328,33 @@ class Gate:
             )
         lost = lost_count(result)
         rewritten = wholesale_sections(data, diff)
-        if day is None or "window" not in day:
-            day = {} if day is None else day
+        day = {} if day is None else day
+        if "window" not in day:  # the journal's word on the day: once per commit
             since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
-            since = since.replace("+00:00", "Z")
-            day["window"] = change_rows.lost_since(self.journal.db, since, GUARDED, ("remember",))
-            day["grown"] = change_rows.added_since(self.journal.db, since, GUARDED, ("remember",))
+            day.update(change_rows.the_day(self.journal.db, since, GUARDED, ("remember",)))
         window = day["window"] + sum(p.lost for p in prior)
         # What memory held before the day's first change: facts guarded changes added since
         # (and still stored) do not count, so 40 filler facts cannot let the next fold
         # remove 10 learned ones; the user's own additions do.
-        added = {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
-        grown = day["grown"] | added
-        start = len(before) + window - len(grown & before.keys())
-        limit = wipe_limit(start)
-        evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
+        # (Counted only when the day's losses pass the floor no count lowers.)
+        start = limit = 0
+        if window + lost > WIPE_MIN_FACTS:
+            added = {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
+            grown = day["grown"] | added
+            start = held + window - len(grown & before().keys())
+            limit = wipe_limit(start)
+        evicted_user = [i for i in result.ids("evict") if is_user_fact(before().get(i, {}))]
         why = ""
         if evicted_user:
             why = f"it would evict {len(evicted_user)} fact(s) you added by hand"
-        elif lost + len(rewritten) > wipe_limit(len(before)):
+        elif lost + len(rewritten) > wipe_limit(held):
             why = (
-                f"it would remove or evict {lost} of {len(before)} facts"
+                f"it would remove or evict {lost} of {held} facts"
                 + (f" and rewrite {len(rewritten)} profile section(s)" if rewritten else "")
                 + f" (more than max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = "
-                f"{wipe_limit(len(before))})"
+                f"{wipe_limit(held)})"
             )
-        elif window + lost > limit:
+        elif window + lost > WIPE_MIN_FACTS and window + lost > limit:
             why = (
                 f"with the {window} fact(s) lost in the last day it would lose {window + lost}"
                 f" of the {start} held before the day's changes (more than "
