@@ -142,3 +142,32 @@ def test_the_background_sync_listens_on_every_shared_server(
             assert arrives(bob, TARGET)
         finally:
             bob.stop_team_sync()
+
+
+def test_the_background_sync_connects_again_after_its_connections_are_cut(
+    shared: Team,  # noqa: F811
+    pgpass: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The server ends the sync's kept connection and its listener (a restart, an admin):
+    the next sync connects again, and the next NOTIFY still brings a change."""
+    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
+    with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
+        alice.share(PROJECT, alice_url)
+        bob.join(PROJECT, bob_url)
+        role = bob.shared_projects()[PROJECT]["role"]
+        assert bob.start_team_sync(NEVER)
+        try:
+            time.sleep(0.5)
+            with psycopg.connect(shared.url, autocommit=True) as admin:
+                cut = admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                    [role],
+                ).fetchall()
+            assert len(cut) == 2  # the kept connection and the listener
+            time.sleep(1.0)  # the listener's end wakes the thread, which listens again
+            alice.add_fact(TARGET, project=PROJECT)
+            alice.sync()
+            assert arrives(bob, TARGET)
+        finally:
+            bob.stop_team_sync()

@@ -111,8 +111,8 @@ class TeamSync:
 
         try:
             while not self._stop.is_set():
+                self._drain()  # the coming sync covers what came (a lost listener dropped)
                 self._listen()  # before the sync: no NOTIFY falls between
-                self._drain()
                 try:
                     report = self.sharing.sync(timeout=self.interval, pool=self._pool)
                     self.last, self.syncs = report, self.syncs + 1
