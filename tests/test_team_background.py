@@ -5,6 +5,7 @@ never syncs, and projects on a second server are listened to as well as the firs
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,11 +87,12 @@ def test_a_turn_reads_local_memory_and_never_syncs(
     with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
         alice.share(PROJECT, alice_url)
         bob.join(PROJECT, bob_url)
-        calls: list[str] = []
+        calls: list[tuple[str, str]] = []  # (the kind of sync, the thread that called it)
         real = Sharing.sync
 
         def counted(self: Sharing, *args: object, **kwargs: object) -> object:
-            calls.append("background" if kwargs.get("pool") is not None else "explicit")
+            kind = "background" if kwargs.get("pool") is not None else "explicit"
+            calls.append((kind, threading.current_thread().name))
             return real(self, *args, **kwargs)  # type: ignore[arg-type]
 
         monkeypatch.setattr(Sharing, "sync", counted)
@@ -103,10 +105,12 @@ def test_a_turn_reads_local_memory_and_never_syncs(
             before = len(calls)
             agent.run("Which column is the target?", thread="t", project=PROJECT)
             assert TARGET in agent.last_turn.injected
-            assert calls[before:] == []  # the turn synced nothing, in any thread
+            turn = threading.current_thread().name
+            assert [c for c in calls[before:] if c[1] == turn] == []  # the turn synced nothing
         finally:
             bob.stop_team_sync()
-    assert "explicit" in calls and "background" in calls
+    assert {kind for kind, _ in calls} == {"explicit", "background"}
+    assert {who for kind, who in calls if kind == "background"} == {"deerflow-team-sync"}
 
 
 def test_the_background_sync_listens_on_every_shared_server(
