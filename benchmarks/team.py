@@ -8,22 +8,26 @@ Usage::
 It starts a PostgreSQL in a temporary folder (``tests/pg_cluster.py``'s cluster), sets up
 the shared store (``team init``, ``team add``) and starts ``--members`` processes (20),
 each on a home of its own, joined to project ``churn`` through the real sharing path
-(``Memory.join``, the gate's outbox, ``Memory.sync``). Each makes ``--changes`` changes
-(50): a project fact added through the gate, then a turn of the offline model after a
-``sync`` that publishes it and pulls the team's (the kernel has no background sync yet,
-so a member syncs on its turn's path), then ``--pace`` seconds of the user reading.
-Beside them, in the same run, a single-user home makes the same turns with no sharing,
-its memory growing at the team's rate (the other members' facts as one fold a turn), and
-an outsider is a member of another project only. It prints:
+(``Memory.join``, the gate's outbox) and syncing as a kernel does: in the background
+(``Memory.start_team_sync``: published at once after a commit, woken by the server's
+NOTIFY), never on a turn's path. Each makes ``--changes`` changes (50): a project fact
+added through the gate (its outbox row in the same commit), then a turn of the offline
+model in the project, which reads local memory only (every project fact fits its
+``<memory>`` block), then ``--pace`` seconds of the user reading; after its changes it
+keeps taking turns until it has seen every teammate's. Beside them, in the same run, a
+single-user home makes the same changes and turns with no sharing, its memory growing at
+the team's rate (the other members' facts as one fold a turn), and an outsider is a
+member of another project only. It prints:
 
 - changes lost (a change on no server or missing from a member's memory at the end): 0;
 - changes applied twice (a fact twice in a memory, a teammate's change set applied more
   than once, a change stored twice on the server): 0;
 - rows of one project readable by a member of the other (its change sets, versions and
   members, read through the package as a member would): 0;
-- p95 time from a member's change to another member's next turn seeing it: goal <= 2 s;
-- a member's turn overhead (its sync plus the turn outside the model call) against the
-  single-user home's turn overhead: goal <= 2x.
+- p95 time from a member's change (committed at its home) to the first turn of another
+  member whose injected ``<memory>`` holds it (when that block was built): goal <= 2 s;
+- a member's turn overhead (its change, with the outbox row, plus the turn outside the
+  model call) against the single-user home's (its change plus the turn): goal <= 2x.
 
 The figures go to ``benchmarks/results/team.json``. ``--quick``: 3 members x 4 changes.
 It needs PostgreSQL's server (Debian's ``postgresql``; ``make test`` installs it).
@@ -57,7 +61,10 @@ PROJECT = "churn"
 OTHER = "clinic"  # the outsider's project
 GOAL_LAG_S = 2.0
 GOAL_RATIO = 2.0
-QUESTION = "Which table keeps the churn labels for the weekly model?"
+INJECTION_TOKENS = 100_000  # the whole project in every <memory>: a turn sees every change
+# A question on a few of the facts: the offline model quotes every injected fact sharing
+# a word with it, and quoting a thousand would burn the CPU a real model spends elsewhere.
+QUESTION = "What should the xenon chart show next week?"
 _WORD_TEXT = """
     amber basil cedar delta ember fjord garnet harbor indigo jasper kelp lumen maple nectar
     onyx pepper quartz raven sierra tundra umber violet willow xenon yarrow zephyr anchor
@@ -101,7 +108,10 @@ def prepare(home: Path) -> Any:
     from deerflow_nb.memory import Memory
 
     home.mkdir(parents=True, exist_ok=True)
-    (home / "config.yaml").write_text("memory:\n  debounce_seconds: 3600\n  max_facts: 5000\n")
+    (home / "config.yaml").write_text(
+        "memory:\n  debounce_seconds: 3600\n  max_facts: 5000\n"
+        f"  max_injection_tokens: {INJECTION_TOKENS}\n"
+    )
     memory = Memory(home)
     return memory
 
@@ -114,14 +124,16 @@ def wait_for(path: Path, deadline: float) -> None:
 
 
 def run_member(run: Path, index: int, members: int, changes: int, pace: float) -> None:
-    """One member's process (``--member``): join, wait for the start, change and turn."""
+    """One member's process (``--member``): join, start the background sync as a kernel
+    does, wait for the start, then change and turn; a turn never syncs."""
     from deerflow_nb import Agent
 
     url = os.environ["TEAM_MEMBER_URL"]
     memory = prepare(run / f"home-{index}")
     applied = memory.join(PROJECT, url).applied
     agent = Agent(settings=memory.settings, model="offline", memory=memory)
-    agent.run(QUESTION, thread="warmup")
+    agent.run(QUESTION, thread="warmup", project=PROJECT)
+    memory.start_team_sync()
     (run / f"ready-{index}").touch()
     wait_for(run / "go", time.monotonic() + 300)
     own = {fact_text(index, k) for k in range(changes)}
@@ -130,31 +142,48 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
     seen: dict[str, float] = {}
     turns: list[dict[str, float]] = []
 
-    def look(at: float) -> None:
-        for fact in memory.data["facts"]:
-            if fact.get("content") in expected:
-                seen.setdefault(fact["content"], at)
+    injection = memory.injection
+    built: list[float] = []
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        """The turn's own injection, noting when its <memory> block was built."""
+        block = injection(*args, **kwargs)
+        built.append(time.time())
+        return block
+
+    memory.injection = timed  # type: ignore[method-assign]
+
+    def turn(thread: str) -> float:
+        """A turn in the project: what its injected <memory> held (``last_turn.injected``)
+        is seen at the moment that block was built."""
+        built.clear()
+        agent.run(QUESTION, thread=thread, project=PROJECT)
+        for text in expected.intersection(agent.last_turn.injected):
+            seen.setdefault(text, built[0])
+        return agent.last_turn.overhead_seconds
 
     for k in range(changes):
-        memory.add_fact(fact_text(index, k), project=PROJECT)
-        made[fact_text(index, k)] = time.time()
         started = time.perf_counter()
-        report = memory.sync()
-        synced = time.perf_counter() - started
-        applied += report.applied
-        look(time.time())  # what this turn's <memory> is chosen from
-        agent.run(QUESTION, thread=f"turn-{k}")
-        turn = agent.last_turn.overhead_seconds
-        turns.append({"sync": synced, "turn": turn, "pulled": report.pulled})
+        memory.add_fact(fact_text(index, k), project=PROJECT)  # its outbox row, same commit
+        added = time.perf_counter() - started
+        made[fact_text(index, k)] = time.time()
+        turns.append({"add": added, "turn": turn(f"turn-{k}")})
         time.sleep(pace)
     deadline = time.monotonic() + 120
+    k = changes
     while set(seen) != expected and time.monotonic() < deadline:
-        applied += memory.sync().applied
-        look(time.time())
-        time.sleep(0.1)
+        time.sleep(pace or 0.05)  # more turns of reading: the last changes still arrive
+        turn(f"turn-{k}")
+        k += 1
+    status = memory.team_sync_status()
+    memory.stop_team_sync()
+    applied += status["applied"]
     contents = [f["content"] for f in memory.data["facts"] if f.get("project") == PROJECT]
     memory.close()
-    out = {"made": made, "seen": seen, "turns": turns, "facts": contents, "applied": applied}
+    out = {
+        "made": made, "seen": seen, "turns": turns, "facts": contents, "applied": applied,
+        "syncs": status["syncs"], "extra_turns": k - changes, "cpu_s": time.process_time(),
+    }  # fmt: skip
     (run / f"member-{index}.json").write_text(json.dumps(out))
 
 
@@ -165,24 +194,27 @@ def run_single(run: Path, members: int, changes: int, pace: float) -> None:
 
     memory = prepare(run / "home-single")
     agent = Agent(settings=memory.settings, model="offline", memory=memory)
-    agent.run(QUESTION, thread="warmup")
+    agent.run(QUESTION, thread="warmup", project=PROJECT)
     (run / "ready-single").touch()
     wait_for(run / "go", time.monotonic() + 300)
     turns = []
     for k in range(changes):
+        started = time.perf_counter()
         memory.add_fact(fact_text(0, k), project=PROJECT)
+        added = time.perf_counter() - started
         others = [
             {"content": fact_text(m, k), "category": "context", "confidence": 0.9,
              "scope": "project"}
             for m in range(1, members)
         ]  # fmt: skip
-        memory.apply({"newFacts": others}, source=f"fold-{k}")
-        agent.run(QUESTION, thread=f"turn-{k}")
-        turns.append({"turn": agent.last_turn.overhead_seconds})
+        memory.apply({"newFacts": others}, source=f"fold-{k}", project=PROJECT)
+        agent.run(QUESTION, thread=f"turn-{k}", project=PROJECT)
+        turns.append({"add": added, "turn": agent.last_turn.overhead_seconds})
         time.sleep(pace)
     count = sum(1 for f in memory.data["facts"] if f.get("project") == PROJECT)
     memory.close()
-    (run / "single.json").write_text(json.dumps({"turns": turns, "facts": count}))
+    out = {"turns": turns, "facts": count, "cpu_s": time.process_time()}
+    (run / "single.json").write_text(json.dumps(out))
 
 
 def start(run: Path, role: str, args: argparse.Namespace, env: dict[str, str]) -> Any:
@@ -286,10 +318,11 @@ def summarise(args: argparse.Namespace, got: dict[str, Any]) -> dict[str, Any]:
     made = {t: at for m in members for t, at in m["made"].items()}
     lags = [at - made[t] for m in members for t, at in m["seen"].items()]
     member_turns = [t["turn"] * 1000 for m in members for t in m["turns"]]
-    member_total = [(t["turn"] + t["sync"]) * 1000 for m in members for t in m["turns"]]
-    syncs = [t["sync"] * 1000 for m in members for t in m["turns"]]
-    pulled = [t["pulled"] for m in members for t in m["turns"]]
-    single = [t["turn"] * 1000 for t in got["single"]["turns"]]
+    member_total = [(t["turn"] + t["add"]) * 1000 for m in members for t in m["turns"]]
+    adds = [t["add"] * 1000 for m in members for t in m["turns"]]
+    single = [(t["turn"] + t["add"]) * 1000 for t in got["single"]["turns"]]
+    single_adds = [t["add"] * 1000 for t in got["single"]["turns"]]
+    single_turns = [t["turn"] * 1000 for t in got["single"]["turns"]]
     base = statistics.median(single)
     return {
         "lost": len(lost), "applied_twice": twice, "cross_project_rows": got["leaks"],
@@ -297,9 +330,13 @@ def summarise(args: argparse.Namespace, got: dict[str, Any]) -> dict[str, Any]:
         "lags": len(lags), "single_ms": base, "single_p95_ms": pct(single, 0.95),
         "member_turn_ms": statistics.median(member_turns),
         "member_ms": statistics.median(member_total), "member_p95_ms": pct(member_total, 0.95),
-        "sync_ms": statistics.median(syncs), "pulled_per_sync": statistics.mean(pulled),
+        "add_ms": statistics.median(adds), "single_add_ms": statistics.median(single_adds),
+        "single_turn_ms": statistics.median(single_turns),
+        "syncs_per_member": statistics.mean(m["syncs"] for m in members),
+        "member_cpu_s": statistics.median(m["cpu_s"] for m in members),
+        "single_cpu_s": got["single"]["cpu_s"],
         "ratio": statistics.median(member_total) / base,
-        "turn_ratio": statistics.median(member_turns) / base,
+        "turn_ratio": statistics.median(member_turns) / statistics.median(single_turns),
         "changes": len(every), "elapsed_s": got["elapsed"],
         "single_facts": got["single"]["facts"],
     }  # fmt: skip
@@ -324,12 +361,18 @@ def report(args: argparse.Namespace, f: dict[str, Any]) -> None:
     )
     print(
         f"turn overhead, single-user home           {f['single_ms']:8.2f} ms median "
-        f"(p95 {f['single_p95_ms']:.2f}; {f['single_facts']} facts at the end)"
+        f"(p95 {f['single_p95_ms']:.2f}; its change {f['single_add_ms']:.2f} ms + turn "
+        f"{f['single_turn_ms']:.2f} ms; {f['single_facts']} facts at the end)"
     )
     print(
-        f"turn overhead, member: sync + turn        {f['member_ms']:8.2f} ms median "
-        f"(p95 {f['member_p95_ms']:.2f}; sync {f['sync_ms']:.2f} ms pulling "
-        f"{f['pulled_per_sync']:.1f} change sets on average, turn {f['member_turn_ms']:.2f} ms)"
+        f"turn overhead, member: change + turn      {f['member_ms']:8.2f} ms median "
+        f"(p95 {f['member_p95_ms']:.2f}; its change with the outbox row {f['add_ms']:.2f} "
+        f"ms + turn {f['member_turn_ms']:.2f} ms; no sync on the turn: "
+        f"{f['syncs_per_member']:.0f} background syncs a member)"
+    )
+    print(
+        f"CPU a process used                        member {f['member_cpu_s']:.1f} s "
+        f"(median), single-user {f['single_cpu_s']:.1f} s"
     )
     print(
         f"member / single-user                      {f['ratio']:8.2f}x   "

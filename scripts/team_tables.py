@@ -22,10 +22,23 @@ def team_table(results_dir: Path | None = None) -> str:
     ratio_goal = bench.goals.get("overhead_ratio_max", 2.0)
     f = figure
     lag = f"p50 {f['lag_p50_s']:.2f} s, **p95 {f['lag_p95_s']:.2f} s**, max {f['lag_max_s']:.2f} s"
-    member = (
-        f"**{f['member_ms']:.1f} ms** (sync {f['sync_ms']:.1f} ms pulling "
-        f"{f['pulled_per_sync']:.1f} change sets, turn {f['member_turn_ms']:.1f} ms)"
-    )
+    if "add_ms" in f:  # since the background sync: a turn never syncs
+        member = (
+            f"**{f['member_ms']:.1f} ms** (its change with the outbox row {f['add_ms']:.1f} "
+            f"ms, turn {f['member_turn_ms']:.1f} ms; syncing in the background)"
+        )
+        single = (
+            f"{f['single_ms']:.1f} ms (change {f['single_add_ms']:.1f} ms, turn "
+            f"{f['single_turn_ms']:.1f} ms)"
+        )
+        label = "a member's turn overhead: change + turn (median)"
+    else:  # the runs before it: a sync on the turn's path
+        member = (
+            f"**{f['member_ms']:.1f} ms** (sync {f['sync_ms']:.1f} ms pulling "
+            f"{f['pulled_per_sync']:.1f} change sets, turn {f['member_turn_ms']:.1f} ms)"
+        )
+        single = f"{f['single_ms']:.1f} ms"
+        label = "a member's turn overhead: sync + turn (median)"
     rows = [
         ("changes lost", f"**{f['lost']}**", "0", f["lost"] == 0),
         ("changes applied twice", f"**{f['applied_twice']}**", "0", f["applied_twice"] == 0),
@@ -42,8 +55,8 @@ def team_table(results_dir: Path | None = None) -> str:
             f["lag_p95_s"] <= lag_goal,
         ),
         (
-            "a member's turn overhead: sync + turn (median)",
-            f"{member}: **{f['ratio']:.2f}×** the single user's {f['single_ms']:.1f} ms",
+            label,
+            f"{member}: **{f['ratio']:.2f}×** the single user's {single}",
             f"≤ {ratio_goal:g}×",
             f["ratio"] <= ratio_goal,
         ),

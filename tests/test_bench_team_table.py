@@ -39,3 +39,20 @@ def test_the_team_table_says_each_goal_met_or_missed(tmp_path: Path) -> None:
     assert "**p95 2.50 s**, max 3.00 s | p95 ≤ 2 s: missed |" in table
     assert "**1.50×** the single user's 10.0 ms | ≤ 2×: met |" in table
     assert "Measured 2026-01-01 (2 CPUs, Python 3.11.7" in table
+
+
+def test_the_team_table_names_the_change_and_turn_since_the_background_sync(
+    tmp_path: Path,
+) -> None:
+    figures = {**FIGURES, "add_ms": 5.0, "single_add_ms": 4.0, "single_turn_ms": 6.0}
+    results = Results(
+        "team", about="test", date="2026-01-01T10:00:00Z",
+        machine_info={"cpus": 2, "python": "3.11.7", "load_average": [0.5, 0.4, 0.3]},
+        goals={"lag_p95_max_s": 2.0, "overhead_ratio_max": 2.0},
+        options={"members": 20, "changes": 50, "pace_s": 0.5},
+    )  # fmt: skip
+    results.add("team", **figures)
+    results.write(tmp_path)
+    table = team_tables.team_table(tmp_path)
+    assert "| a member's turn overhead: change + turn (median) | **15.0 ms**" in table
+    assert "the single user's 10.0 ms (change 4.0 ms, turn 6.0 ms) | ≤ 2×: met |" in table

@@ -14,7 +14,7 @@ from test_team_postgres import shared  # noqa: F401  (the fixture: a database pe
 from test_team_sharing import PROJECT, Pair, contents, pair, pgpass  # noqa: F401
 
 from deerflow_nb.memory import Memory
-from deerflow_nb.memory.updates.team_changes import apply_team
+from deerflow_nb.memory.updates.team_changes import TeamIndex, apply_team
 from deerflow_nb.memory.updates.updater import UpdateResult
 from deerflow_nb.storage import outbox as outbox_rows
 
@@ -136,3 +136,35 @@ def test_a_teammates_change_leaves_the_memory_it_was_applied_to_as_it_was() -> N
     assert [e.kind for e in result.events] == ["remove", "update", "add", "section"]
     got = {f["id"]: f for f in result.data["facts"]}
     assert (got["t1"]["content"], got["t9"]["person"]) == ("Table one moved to the lake", "alice")
+
+
+def test_a_batch_sharing_one_index_ends_as_change_sets_applied_one_by_one() -> None:
+    """``TeamIndex`` (one pass over memory per commit) changes nothing a fresh pass per
+    change set would decide: a fact sent again, a text said twice, a removal, a re-add
+    and a step that returned the memory unchanged."""
+    mine = {"id": "t0", "content": "Prefers polars", "category": "preference", "confidence": 0.9}
+    diffs: list[dict[str, Any]] = [
+        {"newFacts": [{"id": "t0", "content": TEXTS[0]}, {"id": "t1", "content": TEXTS[1]}]},
+        {"newFacts": [{"id": "t1", "content": TEXTS[1]}]},  # sent again
+        {"newFacts": [{"id": "t2", "content": TEXTS[1]}]},  # the same text, another id
+        {"factsToRemove": ["t1"]},
+        {"newFacts": [{"id": "t1", "content": TEXTS[1]}, {"id": "t3", "content": TEXTS[3]}]},
+        {"newFacts": [{"id": "t4", "content": TEXTS[4]}]},
+    ]
+    start = {"facts": [mine]}
+
+    def run(index: TeamIndex | None) -> list[dict[str, Any]]:
+        data = start
+        for diff in diffs:
+            marked = {**diff, "team": {"project": PROJECT, "person": "alice"}}
+            data = apply_team(data, marked, lambda d: UpdateResult(d, []), 100, index).data
+        local = {"createdAt", "id"}  # a clash's new local id is random: its sharedId stays
+        return [
+            {k: v for k, v in f.items() if k not in local or "sharedId" not in f and k == "id"}
+            for f in data["facts"]
+        ]
+
+    assert run(TeamIndex()) == run(None)
+    got = run(TeamIndex())
+    assert [f["content"] for f in got].count(TEXTS[1]) == 1 and len(got) == 5
+    assert [f.get("id") for f in got][0] == "t0" and any(f.get("sharedId") == "t0" for f in got)

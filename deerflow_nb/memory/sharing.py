@@ -191,11 +191,17 @@ class Sharing:
             self.outbox.add(project, change)
         return self.sync(timeout, only=[project])
 
-    def sync(self, timeout: float | None = None, only: list[str] | None = None) -> SyncReport:
+    def sync(
+        self,
+        timeout: float | None = None,
+        only: list[str] | None = None,
+        pool: dict[str, Connection] | None = None,
+    ) -> SyncReport:
         """Publish what waits in the outbox, then pull and apply each shared project's new
         change sets through the gate, on one connection per server (``timeout`` seconds
-        at most: projects not reached by then wait for the next sync)."""
-        from ..shared.connect import SharedError, connect
+        at most: projects not reached by then wait for the next sync). With ``pool`` (the
+        background sync's) the connections stay open for the next sync."""
+        from ..shared.connect import SharedError, connect, kept
 
         deadline = None if timeout is None else time.monotonic() + timeout
         report = SyncReport()
@@ -206,7 +212,7 @@ class Sharing:
         for stored, projects in by_url.items():
             url = self.url_for(stored)
             try:
-                with connect(url) as conn:
+                with connect(url) if pool is None else kept(pool, url) as conn:
                     self._sync_on(conn, url, stored, projects, report, deadline)
             except SharedError as exc:  # the server does not answer, or went away
                 report.problems.append(str(exc))
@@ -322,7 +328,7 @@ class TeamMemory:
 
     def start_team_sync(self, interval: float = 30.0) -> bool:
         """Sync in a background thread (``team_sync.py``) when a project is shared: at
-        once, within a second of a change here or a teammate's NOTIFY, and every
+        once, right after a change here or a teammate's NOTIFY, and every
         ``interval`` seconds; whether it runs. ``stop_team_sync`` before ``close``."""
         from .team_sync import TeamSync
 
@@ -335,6 +341,19 @@ class TeamMemory:
         if self._team_sync is not None:
             self._team_sync.stop()
             self._team_sync = None
+
+    def team_sync_status(self) -> dict[str, Any]:
+        """The background sync's ``{"running", "syncs", "applied", "last"}`` since start
+        (``applied``: teammates' change sets; ``last``: the last SyncReport or None)."""
+        sync = self._team_sync
+        if sync is None:
+            return {"running": False, "syncs": 0, "applied": 0, "last": None}
+        return {
+            "running": sync.running,
+            "syncs": sync.syncs,
+            "applied": sync.applied,
+            "last": sync.last,
+        }
 
     def shared_projects(self) -> dict[str, dict[str, Any]]:
         """``{project: {"url", "role", "read_only", "members"}}`` for every shared project

@@ -1,30 +1,41 @@
 """Syncing shared projects in the background, as a kernel does (issue 39).
 
 One daemon thread per ``Memory`` that shares a project: it syncs at once (what a killed
-kernel left in the outbox is published), then again within about a second of a change
-here (``on_change``) or of the team's NOTIFY on the server, and every ``interval``
-seconds anyway (the polling fallback when no NOTIFY arrives). A server that cannot be
-reached is tried again after ``interval``; the last report is kept for ``%memory sync``
-to show. ``Memory.sync`` stays the explicit way, and the only one outside a kernel.
+kernel left in the outbox is published), then again as soon as a change here is
+committed (``on_change`` nudges it: published without waiting for a poll) or a NOTIFY
+arrives from ANY shared project's server (it LISTENs on each), and every ``interval``
+seconds anyway (the polling fallback when no NOTIFY arrives). It waits on all of them at
+once (``select`` on the listeners' sockets and a wake-up pipe), so a wake costs no slice
+of polling. Its connections stay open across syncs; a lost one is made again on the next
+sync (a server that cannot be reached is tried after ``interval``). A NOTIFY waits
+``GATHER`` seconds for its fellows (a team's changes come in bursts) and notices that
+arrive during a sync are read before the next one, which pulls them all as one batch,
+one gate commit: a sync costs a memory.json write whatever it applies. The last
+report is kept for ``%memory sync`` to show, and the totals since ``start``.
+``Memory.sync`` stays the explicit way, and the only one outside a kernel.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import select
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
-SLICE = 1.0  # seconds between looks at a local change or a stop while listening
+GATHER = 0.1  # seconds a teammate's NOTIFY waits for more before the pull
 
 
 class Syncs(Protocol):
     """What the thread needs of ``sharing.Sharing``."""
 
-    def sync(self, timeout: float | None = None) -> Any: ...
+    def sync(
+        self, timeout: float | None = None, only: list[str] | None = None, pool: Any = None
+    ) -> Any: ...
 
     def projects(self) -> dict[str, dict[str, Any]]: ...
 
@@ -37,16 +48,40 @@ class TeamSync:
     def __init__(self, sharing: Syncs, on_change: Callable[[Any], Callable[[], None]]) -> None:
         self.sharing = sharing
         self.interval = 30.0
+        self.gather = GATHER
         self.last: Any = None  # the last SyncReport
-        self._wake = threading.Event()
+        self.syncs = 0  # syncs made since start
+        self.applied = 0  # teammates' change sets applied since start
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._unsubscribe = on_change(lambda info: self._wake.set())
+        self._pool: dict[str, Any] = {}  # stored URL -> an open connection
+        self._listeners: dict[str, Any] = {}  # stored URL -> exchange.Listener
+        self._pipe = threading.Lock()  # no write to a closed (maybe reused) descriptor
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        self._unsubscribe = on_change(self._changed)
+
+    def _changed(self, info: Any = None) -> None:
+        """After a commit here: sync now (a teammate's change, applied, is not sent back)."""
+        if not (isinstance(info, dict) and info.get("reason") == "team"):
+            self.nudge()
+
+    def nudge(self) -> None:
+        """Wake the thread for a sync now (from any thread)."""
+        with self._pipe, contextlib.suppress(BlockingIOError, OSError):
+            if self._write >= 0:
+                os.write(self._write, b"!")
+
+    @property
+    def running(self) -> bool:
+        """Whether the thread runs."""
+        return self._thread is not None and self._thread.is_alive()
 
     def start(self, interval: float = 30.0) -> bool:
         """Run in the background when a project is shared; whether it runs."""
         self.interval = interval
-        if self._thread is not None and self._thread.is_alive():
+        if self.running:
             return True
         if not self.sharing.projects():
             return False
@@ -58,48 +93,92 @@ class TeamSync:
     def stop(self) -> None:
         """Stop the thread (a sync under way finishes first) and stop listening."""
         self._stop.set()
+        self.nudge()
+        self._unsubscribe()
         if self._thread is not None:
             self._thread.join(timeout=30)
+            if self._thread.is_alive():  # still in a sync: it reads the pipe yet; leave it
+                return
             self._thread = None
-        self._unsubscribe()
+        with self._pipe:
+            for fd in (self._read, self._write):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._read = self._write = -1
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            with contextlib.ExitStack() as stack:
-                listener = self._listen(stack)  # before the sync: no NOTIFY falls between
+        from ..shared.connect import close_all
+
+        try:
+            while not self._stop.is_set():
+                self._drain()  # the coming sync covers what came (a lost listener dropped)
+                self._listen()  # before the sync: no NOTIFY falls between
                 try:
-                    self.last = self.sharing.sync(timeout=self.interval)
+                    report = self.sharing.sync(timeout=self.interval, pool=self._pool)
+                    self.last, self.syncs = report, self.syncs + 1
+                    self.applied += report.applied
                 except Exception:  # a closed or busy journal: said in the log, tried again
                     log.warning("background team sync failed", exc_info=True)
-                self._wait(listener)
+                self._wait()
+        finally:
+            close_all(self._pool)
+            for listener in self._listeners.values():
+                listener.close()
+            self._listeners.clear()
 
-    def _listen(self, stack: contextlib.ExitStack) -> Any:
-        """A LISTENing connection to the first shared project's server, or None (the
-        server is down or nothing is shared: then the sync polls)."""
+    def _listen(self) -> None:
+        """A LISTENing connection to every shared project's server that has none (one
+        that is down is tried again on the next sync; meanwhile the sync polls it)."""
         from ..shared.connect import SharedError
-        from ..shared.exchange import listen
+        from ..shared.exchange import Listener
 
         urls = {entry["url"] for entry in self.sharing.projects().values()}
-        if not urls:
-            return None
-        try:
-            return stack.enter_context(listen(self.sharing.url_for(min(urls))))
-        except SharedError:
-            return None
+        for stored in set(self._listeners) - urls:
+            self._listeners.pop(stored).close()
+        for stored in urls - set(self._listeners):
+            with contextlib.suppress(SharedError):
+                self._listeners[stored] = Listener.open(self.sharing.url_for(stored))
 
-    def _wait(self, listener: Any) -> None:
-        """Until a NOTIFY, a local change, a stop or ``interval`` seconds."""
+    def _drain(self) -> tuple[bool, bool]:
+        """Read the nudges and notices that came (the coming sync covers them): whether
+        this home was nudged, and whether a server noticed a change set."""
+        nudged = noticed = False
+        with contextlib.suppress(BlockingIOError, OSError):
+            while os.read(self._read, 4096):
+                nudged = True
+        for stored, listener in list(self._listeners.items()):
+            try:
+                noticed = listener.drain() or noticed
+            except Exception:  # the server went away: listen again before the next sync
+                self._listeners.pop(stored).close()
+                noticed = True
+        return nudged, noticed
+
+    def _wait(self) -> None:
+        """Until a nudge, a NOTIFY from any server (then ``gather`` seconds more, cut short
+        by a nudge, so the teammates' change sets of that moment come as one commit), a
+        stop or ``interval`` seconds."""
         deadline = time.monotonic() + self.interval
-        while not self._stop.is_set() and not self._wake.is_set():
+        while not self._stop.is_set():
+            nudged, noticed = self._drain()  # a notice may wait in a connection's buffer
+            if nudged:
+                return
+            if noticed:
+                with contextlib.suppress(OSError, ValueError):
+                    select.select([self._read], [], [], self.gather)
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            if listener is None:
-                self._stop.wait(min(SLICE, left))
-                continue
+            waiting = [self._read, *self._listeners.values()]
             try:
-                if listener.wait(min(SLICE, left)):
-                    return
-            except Exception:  # the server went away: poll until the next sync
-                listener = None
+                ready, _, _ = select.select(waiting, [], [], left)
+            except (OSError, ValueError):  # a listener closed under us: sync and listen again
+                return
+            if not ready:
+                return
+            if self._read in ready:
+                return
+            with contextlib.suppress(OSError, ValueError):
+                select.select([self._read], [], [], self.gather)
+            return

@@ -106,6 +106,39 @@ def connect(url: str) -> Iterator[psycopg.Connection]:
             ) from None
 
 
+@contextmanager
+def kept(pool: dict[str, psycopg.Connection], url: str) -> Iterator[psycopg.Connection]:
+    """``url``'s connection in ``pool`` (a background sync's, open across syncs), made when
+    missing or broken; a lost one is closed, dropped and ``SharedError``: the next use
+    connects again. Saves a connection's setup (and its authentication) on every sync."""
+    import psycopg
+
+    conn = pool.get(url)
+    if conn is None or conn.closed or conn.broken:
+        try:
+            conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
+        except psycopg.Error as exc:
+            raise connection_error(url, exc) from None
+        pool[url] = conn
+    try:
+        yield conn
+    except psycopg.OperationalError as exc:
+        if not (conn.broken or conn.closed):
+            raise
+        pool.pop(url, None)
+        conn.close()
+        raise SharedError(
+            f"lost the connection to PostgreSQL at {where(url)} ({_first_line(str(exc))}): "
+            "what was not committed is sent again on the next try"
+        ) from None
+
+
+def close_all(pool: dict[str, psycopg.Connection]) -> None:
+    """Close every connection of ``pool`` and empty it."""
+    while pool:
+        pool.popitem()[1].close()
+
+
 def refused(conn: psycopg.Connection, exc: Exception, project: str) -> NoReturn:
     """Raise the one line for a write the database refused (``exc``; its transaction rolled
     back): a read-only member, or a role that is no member of ``project``; ``exc`` itself

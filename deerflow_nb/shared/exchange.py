@@ -22,7 +22,16 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from ..storage.contract import PROJECTS_GROUP
-from .connect import SharedError, connect, member_role, no_member, refused, where
+from .connect import (
+    CONNECT_SECONDS,
+    SharedError,
+    connect,
+    connection_error,
+    member_role,
+    no_member,
+    refused,
+    where,
+)
 from .migrations import CHANNEL, GUARD_STATE
 
 if TYPE_CHECKING:
@@ -289,20 +298,50 @@ def incoming(outbox: Outbox, url: str, project: str) -> Iterator[SharedChange]:
 
 class Listener:
     """A connection LISTENing for published change sets (any project: the notice carries
-    nothing, and the member pulls what its role may read)."""
+    nothing, and the member pulls what its role may read). Its ``fileno`` lets a
+    background sync wait on several servers and a wake-up at once (``select``)."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
         self.conn = conn
+
+    @classmethod
+    def open(cls, url: str) -> Listener:
+        """A new ``Listener`` on ``url`` (``close`` it); ``SharedError`` when unreachable."""
+        import psycopg
+
+        try:
+            conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
+        except psycopg.Error as exc:
+            raise connection_error(url, exc) from None
+        try:
+            conn.execute(f"LISTEN {CHANNEL}")
+        except psycopg.Error as exc:
+            conn.close()
+            raise connection_error(url, exc) from None
+        return cls(conn)
+
+    def fileno(self) -> int:
+        return self.conn.pgconn.socket
 
     def wait(self, timeout: float) -> bool:
         """Whether a change set was published since the last wait, waiting up to
         ``timeout`` seconds for one; False after the timeout (then poll anyway)."""
         return any(True for _ in self.conn.notifies(timeout=timeout, stop_after=1))
 
+    def drain(self) -> bool:
+        """Whether any notice arrived, reading all of them without waiting; an
+        ``OperationalError`` when the server went away."""
+        return any(True for _ in self.conn.notifies(timeout=0.0))
+
+    def close(self) -> None:
+        self.conn.close()
+
 
 @contextmanager
 def listen(url: str) -> Iterator[Listener]:
     """A ``Listener`` on ``url``, closed afterwards."""
-    with connect(url) as conn:
-        conn.execute(f"LISTEN {CHANNEL}")
-        yield Listener(conn)
+    listener = Listener.open(url)
+    try:
+        yield listener
+    finally:
+        listener.close()

@@ -41,10 +41,25 @@ def added_since(
     ``since`` by changes of ``origins`` or of ``reasons``: what such changes grew memory by."""
     marks = ", ".join("?" * len(origins))
     kinds = ", ".join("?" * len(reasons))
+    # Each version once: a batch commit (a sync's) is one version of many change rows,
+    # and a join would read its events once per row (n x n for a batch of n).
     sql = (
-        "SELECT e.fact_id FROM memory_events e JOIN memory_changes c "
-        "ON c.version_id = e.version_id WHERE c.at >= ? AND e.kind = 'add' "
+        "SELECT e.fact_id FROM memory_events e WHERE e.kind = 'add' "
         "AND COALESCE(e.details, '') NOT LIKE '%merged_from%' "
-        f"AND (c.origin IN ({marks}) OR c.reason IN ({kinds}))"
+        "AND e.version_id IN (SELECT c.version_id FROM memory_changes c WHERE c.at >= ? "
+        f"AND (c.origin IN ({marks}) OR c.reason IN ({kinds})))"
     )
     return {row[0] for row in db.execute(sql, [since, *origins, *reasons])}
+
+
+def the_day(
+    db: Any, since: str, origins: tuple[str, ...], reasons: tuple[str, ...]
+) -> dict[str, Any]:
+    """What the wipe guard reads of the day since ``since`` (ISO, UTC): ``window``, the
+    facts such changes lost, and ``grown``, the facts they added (``lost_since``,
+    ``added_since``)."""
+    since = since.replace("+00:00", "Z")
+    return {
+        "window": lost_since(db, since, origins, reasons),
+        "grown": added_since(db, since, origins, reasons),
+    }

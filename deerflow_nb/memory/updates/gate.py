@@ -19,8 +19,8 @@ what used to live on each path:
   ``addedBy: "model"`` (its suggestion), a fold's ``"fold"``, the user's by hand
   ``addedBy: "user"``;
 - **journaling**: each change set is one ``memory_changes`` row, in the same transaction
-  as its version (``Ledger.commit``, called from here only); the change sets a team sync
-  pulls share one version and one memory.json write (``submit_all``).
+  as its version (``Ledger.recording``, entered from here only); a team sync's pulled
+  change sets share one version and one memory.json write (``submit_all``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from ...config import Settings
@@ -53,7 +53,7 @@ from .edits import apply_edit
 from .events import replacement_events
 from .review import propose
 from .rules import Rules
-from .team_changes import TEAM, Tap, apply_team, hold_conflicts
+from .team_changes import TEAM, Tap, TeamIndex, apply_team, hold_conflicts
 from .updater import WIPE_MIN_FACTS, WIPE_SHARE, UpdateResult, wipe_limit
 from .write_protocol import Changed, Ledger
 
@@ -177,13 +177,16 @@ class Gate:
         waiting = zip(changes, outcomes, waits, strict=True)
         steps = [(c, o, self.tap(c) if self.tap else None) for c, o, why in waiting if not why]
         result = UpdateResult({}, [])
+        day: dict[str, Any] = {}  # the day's journaled losses and growth, read once
         with contextlib.ExitStack() as stack:
             if steps:
                 commit = stack.enter_context(self.ledger.reading())
                 data, events = commit.current, []
                 for n, (change, outcome, shares) in enumerate(steps):
                     prior = [o for _, o, _ in steps[:n]]
-                    step = partial(self._guarded, change=change, outcome=outcome, prior=prior)
+                    step = partial(
+                        self._guarded, change=change, outcome=outcome, prior=prior, day=day
+                    )
                     data = (shares.watch(step) if shares else step)(data).data
                     events += outcome.result.events
                 result = UpdateResult(data, events)
@@ -262,10 +265,17 @@ class Gate:
         outcome.lost, outcome.result = lost_count(result), result
         return result
 
-    def _apply(self, data: dict[str, Any], change: ChangeSet, diff: dict[str, Any]) -> Any:
+    def _apply(
+        self,
+        data: dict[str, Any],
+        change: ChangeSet,
+        diff: dict[str, Any],
+        index: TeamIndex | None = None,
+    ) -> Any:
         if diff.get(TEAM):  # a teammate's change: facts keep their team ids and provenance
             cap = self.settings.memory.max_facts
-            return apply_team(data, diff, lambda d: self.rules.apply(d, {}, change.source), cap)
+            evict = lambda d: self.rules.apply(d, {}, change.source)  # noqa: E731
+            return apply_team(data, diff, evict, cap, index)
         return self.rules.apply(
             data,
             diff,
@@ -277,21 +287,34 @@ class Gate:
         )
 
     def _guarded(
-        self, data: dict[str, Any], change: ChangeSet, outcome: Passed, prior: Sequence[Passed] = ()
+        self,
+        data: dict[str, Any],
+        change: ChangeSet,
+        outcome: Passed,
+        prior: Sequence[Passed] = (),
+        day: dict[str, Any] | None = None,
     ) -> UpdateResult:
         """A fold's, the model's or upkeep's change, through the wipe guard (counting the
-        ``prior`` changes of the same commit as the day's journaled ones)."""
+        ``prior`` changes of the same commit as the day's journaled ones; ``day`` keeps
+        what the journal says of the day for the commit's next change: none of them is
+        journaled before the commit, so one read serves them all)."""
         diff = dict(change.diff or {})
         if change.reason == "remember":  # the model's tool only adds facts
             diff = {"newFacts": diff.get("newFacts") or []}
         if diff.get(TEAM):  # a teammate's edit that would undo a newer one here waits
             diff, outcome.held_diff, outcome.held = hold_conflicts(data, diff)
-        before = {f.get("id"): f for f in data.get("facts", []) if isinstance(f, dict)}
-        result = self._apply(data, change, diff)
+        facts = data.get("facts", [])
+        held = sum(1 for f in facts if isinstance(f, dict))
+        before = cache(lambda: {f.get("id"): f for f in facts if isinstance(f, dict)})  # if asked
+        if not diff.get(TEAM):  # the rules change ``data`` in place: see it first
+            before()  # (a teammate's change copies what it changes: asked only if needed)
+        index = None if day is None else day.setdefault("team", TeamIndex())
+        result = self._apply(data, change, diff, index)
         protected = [
             i
             for i in result.ids("remove")
-            if is_user_fact(before.get(i, {})) and not (diff.get(TEAM) and before[i].get("person"))
+            if is_user_fact(before().get(i, {}))
+            and not (diff.get(TEAM) and before()[i].get("person"))
         ]  # a teammate's removal of a teammate's fact is theirs to make
         if protected:
             keep = [i for i in diff.get("factsToRemove") or [] if i not in protected]
@@ -306,7 +329,7 @@ class Gate:
                 {
                     "item": f"remove {i}",
                     "reason": "a fact you added by hand; only you can approve removing it",
-                    "value": str(before[i].get("content", ""))[:80],
+                    "value": str(before()[i].get("content", ""))[:80],
                 }
                 for i in protected
             ]
@@ -320,29 +343,33 @@ class Gate:
             )
         lost = lost_count(result)
         rewritten = wholesale_sections(data, diff)
-        since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
-        since = since.replace("+00:00", "Z")
-        window = change_rows.lost_since(self.journal.db, since, GUARDED, ("remember",))
-        window += sum(p.lost for p in prior)
+        day = {} if day is None else day
+        if "window" not in day:  # the journal's word on the day: once per commit
+            since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
+            day.update(change_rows.the_day(self.journal.db, since, GUARDED, ("remember",)))
+        window = day["window"] + sum(p.lost for p in prior)
         # What memory held before the day's first change: facts guarded changes added since
         # (and still stored) do not count, so 40 filler facts cannot let the next fold
         # remove 10 learned ones; the user's own additions do.
-        grown = change_rows.added_since(self.journal.db, since, GUARDED, ("remember",))
-        grown |= {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
-        start = len(before) + window - len(grown & before.keys())
-        limit = wipe_limit(start)
-        evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
+        # (Counted only when the day's losses pass the floor no count lowers.)
+        start = limit = 0
+        if window + lost > WIPE_MIN_FACTS:
+            added = {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
+            grown = day["grown"] | added
+            start = held + window - len(grown & before().keys())
+            limit = wipe_limit(start)
+        evicted_user = [i for i in result.ids("evict") if is_user_fact(before().get(i, {}))]
         why = ""
         if evicted_user:
             why = f"it would evict {len(evicted_user)} fact(s) you added by hand"
-        elif lost + len(rewritten) > wipe_limit(len(before)):
+        elif lost + len(rewritten) > wipe_limit(held):
             why = (
-                f"it would remove or evict {lost} of {len(before)} facts"
+                f"it would remove or evict {lost} of {held} facts"
                 + (f" and rewrite {len(rewritten)} profile section(s)" if rewritten else "")
                 + f" (more than max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = "
-                f"{wipe_limit(len(before))})"
+                f"{wipe_limit(held)})"
             )
-        elif window + lost > limit:
+        elif window + lost > WIPE_MIN_FACTS and window + lost > limit:
             why = (
                 f"with the {window} fact(s) lost in the last day it would lose {window + lost}"
                 f" of the {start} held before the day's changes (more than "

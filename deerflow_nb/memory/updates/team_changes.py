@@ -156,24 +156,46 @@ def _newer_here(here: dict[str, Any], edit: dict[str, Any], was: dict[str, Any])
     return edited_at(here) > str(edit.get("at") or "")
 
 
+class TeamIndex:
+    """``apply_team``'s lookups, kept for the next change set of the same commit while it
+    applies to the very list the last one returned (a sync's batch of additions): one
+    pass over memory per commit instead of one per change set."""
+
+    def __init__(self) -> None:
+        # {project: (the facts list described, its facts by team id, ids, its texts)}
+        self.kept: dict[Any, tuple[list[dict[str, Any]], dict[str, Any], set[Any], set[Any]]]
+        self.kept = {}
+
+    def lookups(
+        self, facts: Any, project: Any
+    ) -> tuple[dict[str, dict[str, Any]], set[Any], set[Any]] | None:
+        """The kept lookups when they describe this very ``facts`` list, else None."""
+        kept = self.kept.get(project)
+        return kept[1:] if kept is not None and kept[0] is facts else None
+
+
 def apply_team(
     data: dict[str, Any],
     diff: dict[str, Any],
     cap: Callable[[dict[str, Any]], UpdateResult],
     max_facts: int,
+    index: TeamIndex | None = None,
 ) -> UpdateResult:
     """A teammate's change (``diff``, marked ``team``) applied to ``data`` (not changed):
     removals and edits by team id, new facts with their ids (a fact already here is not
     added twice), the project's summary; over ``max_facts``, ``cap`` evicts as a fold's
     change would. Only the facts of the change set's project (``diff["team"]["project"]``)
     are touched, whatever its items name: a teammate never reaches the user's own facts
-    nor another project's."""
+    nor another project's. ``index``: the commit's lookups (``TeamIndex``), if any."""
     out = dict(data)  # copied where changed only: a sync's batch applies many in a row
-    facts: list[dict[str, Any]] = [f for f in data.get("facts") or [] if isinstance(f, dict)]
+    given_facts = data.get("facts") or []
+    facts: list[dict[str, Any]] = [f for f in given_facts if isinstance(f, dict)]
     marker = diff.get(TEAM) or {}
     project, person = marker.get("project"), marker.get("person")
     events: list[Event] = []
-    by_team = {team_id(f): f for f in facts if fact_project(f) == project}
+    adds_only = not diff.get("factsToRemove") and not diff.get("edits")
+    kept = index.lookups(given_facts, project) if index is not None and adds_only else None
+    by_team, taken, said = kept if kept is not None else _index(facts, project)
     gone = {str(i) for i in diff.get("factsToRemove") or []}
     for fact in [f for i, f in by_team.items() if i in gone]:
         facts.remove(fact)
@@ -197,16 +219,21 @@ def apply_team(
             made = None if diff.get(CONFLICT) else edit.get("at")  # now: a choice made here
             fact["updatedAt"] = str(made or now_iso())[:40]
         events.append(_event("update", fact, old, fact["content"], person))
-    taken = {f.get("id") for f in facts}
+    if events:  # removed or edited: the ids and texts left
+        _, taken, said = _index(facts, project)
+    fresh: list[dict[str, Any]] = []
     for given in diff.get("newFacts") or []:
         fact = _incoming(given, project, person)
-        if fact is None or fact["id"] in by_team or _said(facts, fact):
-            continue
+        if fact is None or fact["id"] in by_team or fact["content"] in said:
+            continue  # a fact already here, or this very text said here too: kept once
         if fact["id"] in taken:  # a fact of this home has that id: the team's is sharedId
             fact["sharedId"], fact["id"] = fact["id"], new_fact_id(taken)
         taken.add(fact["id"])
+        said.add(fact["content"])
         facts.append(fact)
         events.append(_event("add", fact, None, fact["content"]))
+        fresh.append(fact)
+    by_team.update((team_id(f), f) for f in fresh)  # as the next change set's pass finds them
     out["facts"] = facts
     context = diff.get("projectContext")
     if isinstance(context, dict) and project:
@@ -215,6 +242,9 @@ def apply_team(
     else:
         context = None
     events += _project_context(out, context, None, now_iso())
+    if index is not None:  # what the next change set of the commit may start from
+        described = facts if events else given_facts
+        index.kept = {project: (described, by_team, taken, said)} if adds_only else {}
     if not events:
         return UpdateResult(data, [])
     if len(facts) <= max_facts:
@@ -252,11 +282,19 @@ def _incoming(given: Any, project: Any, person: Any) -> dict[str, Any] | None:
     return fact
 
 
-def _said(facts: list[dict[str, Any]], fact: dict[str, Any]) -> bool:
-    """Whether the project already holds this very text (said here too): kept once."""
-    return any(
-        f.get("content") == fact["content"] and fact_project(f) == fact["project"] for f in facts
-    )
+def _index(
+    facts: list[dict[str, Any]], project: Any
+) -> tuple[dict[str, dict[str, Any]], set[Any], set[Any]]:
+    """(``project``'s facts by team id, every fact's id, ``project``'s texts) in one pass."""
+    by_team: dict[str, dict[str, Any]] = {}
+    taken: set[Any] = set()
+    said: set[Any] = set()
+    for fact in facts:
+        taken.add(fact.get("id"))
+        if fact_project(fact) == project:
+            by_team[team_id(fact)] = fact
+            said.add(fact.get("content"))
+    return by_team, taken, said
 
 
 def _event(kind: str, fact: dict[str, Any], old: Any, new: Any, person: Any = None) -> Event:
