@@ -30,7 +30,7 @@ import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cache, partial
+from functools import partial
 from typing import Any
 
 from ...config import Settings
@@ -305,16 +305,14 @@ class Gate:
             diff, outcome.held_diff, outcome.held = hold_conflicts(data, diff)
         facts = data.get("facts", [])
         held = sum(1 for f in facts if isinstance(f, dict))
-        before = cache(lambda: {f.get("id"): f for f in facts if isinstance(f, dict)})  # if asked
-        if not diff.get(TEAM):  # the rules change ``data`` in place: see it first
-            before()  # (a teammate's change copies what it changes: asked only if needed)
+        # the facts as they were: the rules change ``data`` in place (a teammate's does not)
+        before = {f.get("id"): f for f in facts if isinstance(f, dict)}
         index = None if day is None else day.setdefault("team", TeamIndex())
         result = self._apply(data, change, diff, index)
         protected = [
             i
             for i in result.ids("remove")
-            if is_user_fact(before().get(i, {}))
-            and not (diff.get(TEAM) and before()[i].get("person"))
+            if is_user_fact(before.get(i, {})) and not (diff.get(TEAM) and before[i].get("person"))
         ]  # a teammate's removal of a teammate's fact is theirs to make
         if protected:
             keep = [i for i in diff.get("factsToRemove") or [] if i not in protected]
@@ -329,7 +327,7 @@ class Gate:
                 {
                     "item": f"remove {i}",
                     "reason": "a fact you added by hand; only you can approve removing it",
-                    "value": str(before()[i].get("content", ""))[:80],
+                    "value": str(before[i].get("content", ""))[:80],
                 }
                 for i in protected
             ]
@@ -356,9 +354,9 @@ class Gate:
         if window + lost > WIPE_MIN_FACTS:
             added = {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
             grown = day["grown"] | added
-            start = held + window - len(grown & before().keys())
+            start = held + window - len(grown & before.keys())
             limit = wipe_limit(start)
-        evicted_user = [i for i in result.ids("evict") if is_user_fact(before().get(i, {}))]
+        evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
         why = ""
         if evicted_user:
             why = f"it would evict {len(evicted_user)} fact(s) you added by hand"
