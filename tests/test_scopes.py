@@ -125,3 +125,22 @@ def test_no_read_falls_back_to_a_project_set_on_memory(home: Path) -> None:
         }
     finally:
         mem.close()
+
+
+def test_a_turn_on_unchanged_memory_reuses_its_scopes_view(tmp_path: Path) -> None:
+    """The snapshot a scope sees is filtered once per revision (a scan of every fact), and
+    filtered again once memory changes."""
+    mem = Memory(tmp_path)
+    mem.add_fact("Prefers polars over pandas")
+    mem.add_fact("The target column is churned_90d", project="churn")
+    first = mem.snapshot(Scope.of("churn"))
+    assert mem.snapshot(Scope.of("churn")) is first
+    assert mem.snapshot(Scope.of("clinic")) is not first
+    mem.add_fact("The labels table is churn_labels_v2", project="churn")
+    again = mem.snapshot(Scope.of("churn"))
+    assert again is not first and again.revision != first.revision
+    assert "The labels table is churn_labels_v2" in [f["content"] for f in again.facts]
+    assert "The labels table is churn_labels_v2" not in [
+        f["content"] for f in mem.snapshot(Scope.of("clinic")).facts
+    ]
+    mem.close()

@@ -30,7 +30,7 @@ from .listeners import Listeners
 from .reader import MemoryReader
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
 from .retrieval.vectors import FactVectors
-from .scopes import ALL_PROJECTS, Scope, Snapshot, asked, view
+from .scopes import ALL_PROJECTS, Scope, Snapshot, Views, asked
 from .sharing import Sharing, TeamMemory
 from .store import MemoryStore
 from .updates import fact_use as usage
@@ -71,6 +71,7 @@ class Memory(TeamMemory):
         self._changed = Listeners()
         self._callbacks = self._changed.callbacks
         self._vectors = FactVectors(self.settings, self.journal)
+        self._views = Views()
         self._started = False
         self._start_lock = threading.Lock()
         self._ledger = ledger = Ledger(self.journal, self.store, self._changed)
@@ -154,7 +155,7 @@ class Memory(TeamMemory):
         """The current revision as ``scope`` sees it (filtered before any ranking), read-only,
         named by its revision so ranking need not fingerprint it."""
         revision, data = self.reader.shared()
-        return view(data, scope, revision)
+        return self._views.of(data, scope, revision)
 
     def search(
         self,

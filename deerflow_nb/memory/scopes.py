@@ -14,6 +14,7 @@ the ranking, so they can never be injected or found.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +99,32 @@ def view(data: Mapping[str, Any], scope: Scope, revision: Hashable | None = None
     else:
         out.pop("projectContext", None)
     return Snapshot(out, scope, revision)
+
+
+class Views:
+    """One home's latest views by (revision, scope): a turn on an unchanged memory reuses
+    its scope's snapshot instead of scanning every fact again (10 ms at 10,000 facts)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._kept: dict[tuple[Hashable, Scope], Snapshot] = {}
+        self._lock = threading.Lock()
+
+    def of(self, data: Mapping[str, Any], scope: Scope, revision: Hashable | None) -> Snapshot:
+        """``view(data, scope, revision)``, kept while ``revision`` names ``data``."""
+        if revision is None:
+            return view(data, scope, revision)
+        key = (revision, scope)
+        with self._lock:
+            found = self._kept.get(key)
+        if found is not None:
+            return found
+        found = view(data, scope, revision)
+        with self._lock:
+            if len(self._kept) >= self._size:
+                self._kept.pop(next(iter(self._kept)))
+            self._kept[key] = found
+        return found
 
 
 def seen(memory: Mapping[str, Any] | Snapshot | None) -> Snapshot:
