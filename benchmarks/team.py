@@ -26,6 +26,9 @@ member of another project only. It prints:
   members, read through the package as a member would): 0;
 - p95 time from a member's change (committed at its home) to the first turn of another
   member whose injected ``<memory>`` holds it (when that block was built): goal <= 2 s;
+  beside it, the time to that member's memory holding it (after the commit that applied
+  it there): any turn from then on injects it, so the difference is the wait for the
+  member's next turn to start;
 - a member's turn overhead (its change, with the outbox row, plus the turn outside the
   model call) against the single-user home's (its change plus the turn): goal <= 2x.
 
@@ -133,19 +136,30 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
     """One member's process (``--member``): join, start the background sync as a kernel
     does, wait for the start, then change and turn; a turn never syncs."""
     from deerflow_nb import Agent
+    from deerflow_nb.memory import Scope
 
     url = os.environ["TEAM_MEMBER_URL"]
     memory = prepare(run / f"home-{index}")
     applied = memory.join(PROJECT, url).applied
     agent = Agent(settings=memory.settings, model="offline", memory=memory)
     agent.run(QUESTION, thread="warmup", project=PROJECT)
-    memory.start_team_sync()
-    (run / f"ready-{index}").touch()
-    wait_for(run / "go", time.monotonic() + 300)
     own = {fact_text(index, k) for k in range(changes)}
     expected = {fact_text(m, k) for m in range(members) for k in range(changes)} - own
     made: dict[str, float] = {}
     seen: dict[str, float] = {}
+    held: dict[str, float] = {}  # when this memory first held each teammate's change
+
+    def arrived(_news: Any = None) -> None:
+        """After each commit here (a pulled batch): the teammates' facts now in memory."""
+        now = time.time()
+        for fact in memory.snapshot(Scope.of(PROJECT)).facts:
+            if fact.get("content") in expected:
+                held.setdefault(fact["content"], now)
+
+    memory.on_change(arrived)
+    memory.start_team_sync()
+    (run / f"ready-{index}").touch()
+    wait_for(run / "go", time.monotonic() + 300)
     turns: list[dict[str, float]] = []
 
     injection = memory.injection
@@ -187,8 +201,9 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
     contents = [f["content"] for f in memory.data["facts"] if f.get("project") == PROJECT]
     memory.close()
     out = {
-        "made": made, "seen": seen, "turns": turns, "facts": contents, "applied": applied,
-        "syncs": status["syncs"], "extra_turns": k - changes, "cpu_s": time.process_time(),
+        "made": made, "seen": seen, "held": held, "turns": turns, "facts": contents,
+        "applied": applied, "syncs": status["syncs"], "extra_turns": k - changes,
+        "cpu_s": time.process_time(),
     }  # fmt: skip
     (run / f"member-{index}.json").write_text(json.dumps(out))
 
@@ -323,6 +338,7 @@ def summarise(args: argparse.Namespace, got: dict[str, Any]) -> dict[str, Any]:
     twice += max(0, len(got["stored"]) - len(every))
     made = {t: at for m in members for t, at in m["made"].items()}
     lags = [at - made[t] for m in members for t, at in m["seen"].items()]
+    arrivals = [at - made[t] for m in members for t, at in m["held"].items() if t in made]
     member_turns = [t["turn"] * 1000 for m in members for t in m["turns"]]
     member_total = [(t["turn"] + t["add"]) * 1000 for m in members for t in m["turns"]]
     adds = [t["add"] * 1000 for m in members for t in m["turns"]]
@@ -333,7 +349,9 @@ def summarise(args: argparse.Namespace, got: dict[str, Any]) -> dict[str, Any]:
     return {
         "lost": len(lost), "applied_twice": twice, "cross_project_rows": got["leaks"],
         "lag_p50_s": pct(lags, 0.5), "lag_p95_s": pct(lags, 0.95), "lag_max_s": max(lags),
-        "lags": len(lags), "single_ms": base, "single_p95_ms": pct(single, 0.95),
+        "lags": len(lags), "held_p50_s": pct(arrivals, 0.5),
+        "held_p95_s": pct(arrivals, 0.95), "held_max_s": max(arrivals, default=float("nan")),
+        "single_ms": base, "single_p95_ms": pct(single, 0.95),
         "member_turn_ms": statistics.median(member_turns),
         "member_ms": statistics.median(member_total), "member_p95_ms": pct(member_total, 0.95),
         "add_ms": statistics.median(adds), "single_add_ms": statistics.median(single_adds),
@@ -364,6 +382,11 @@ def report(args: argparse.Namespace, f: dict[str, Any]) -> None:
         f"change -> a teammate's next turn sees it  p50 {f['lag_p50_s']:.2f} s, "
         f"p95 {f['lag_p95_s']:.2f} s, max {f['lag_max_s']:.2f} s over {f['lags']} "
         f"({verdict(f['lag_p95_s'] <= GOAL_LAG_S)} the {GOAL_LAG_S:g} s goal at p95)"
+    )
+    print(
+        f"change -> in a teammate's memory          p50 {f['held_p50_s']:.2f} s, "
+        f"p95 {f['held_p95_s']:.2f} s, max {f['held_max_s']:.2f} s (any turn from then on "
+        "injects it; the line above adds the wait for that member's next turn to start)"
     )
     print(
         f"turn overhead, single-user home           {f['single_ms']:8.2f} ms median "

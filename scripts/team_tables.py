@@ -54,6 +54,19 @@ def team_table(results_dir: Path | None = None) -> str:
             f"p95 ≤ {lag_goal:g} s",
             f["lag_p95_s"] <= lag_goal,
         ),
+        *(
+            [
+                (
+                    "a change to a teammate's memory holding it (any turn from then on injects it)",
+                    f"p50 {f['held_p50_s']:.2f} s, p95 {f['held_p95_s']:.2f} s, "
+                    f"max {f['held_max_s']:.2f} s",
+                    "",
+                    None,
+                )
+            ]
+            if "held_p95_s" in f
+            else []
+        ),
         (
             label,
             f"{member}: **{f['ratio']:.2f}×** the single user's {single}",
@@ -69,7 +82,10 @@ def team_table(results_dir: Path | None = None) -> str:
         "",
         "| figure | measured | goal |",
         "|---|---|---|",
-        *(f"| {label} | {value} | {_goal_cell(goal, met)} |" for label, value, goal, met in rows),
+        *(
+            f"| {label} | {value} | {_goal_cell(goal, met) if goal else 'no goal of its own'} |"
+            for label, value, goal, met in rows
+        ),
         "",
         *Provenance(bench, [figure]).lines(),
     ]

@@ -45,6 +45,7 @@ def test_the_team_table_names_the_change_and_turn_since_the_background_sync(
     tmp_path: Path,
 ) -> None:
     figures = {**FIGURES, "add_ms": 5.0, "single_add_ms": 4.0, "single_turn_ms": 6.0}
+    figures |= {"held_p50_s": 0.3, "held_p95_s": 0.9, "held_max_s": 1.4}
     results = Results(
         "team", about="test", date="2026-01-01T10:00:00Z",
         machine_info={"cpus": 2, "python": "3.11.7", "load_average": [0.5, 0.4, 0.3]},
@@ -56,3 +57,7 @@ def test_the_team_table_names_the_change_and_turn_since_the_background_sync(
     table = team_tables.team_table(tmp_path)
     assert "| a member's turn overhead: change + turn (median) | **15.0 ms**" in table
     assert "the single user's 10.0 ms (change 4.0 ms, turn 6.0 ms) | ≤ 2×: met |" in table
+    assert (
+        "| a change to a teammate's memory holding it (any turn from then on injects it) "
+        "| p50 0.30 s, p95 0.90 s, max 1.40 s | no goal of its own |"
+    ) in table
