@@ -133,6 +133,9 @@ def machine() -> dict[str, Any]:
     }
 
 
+AT_START = machine()  # when a benchmark imports this, before its own work adds load
+
+
 def rounded(value: Any, digits: int = 6) -> Any:
     """``value`` with its floats rounded (nested dicts and lists too), so the file reads
     well; NaN becomes None (JSON has no NaN). Six decimals, so that rendering a figure to
@@ -164,7 +167,7 @@ class Results:
         self.goals = goals
         self.options = options
         self.date = date or now_stamp()
-        self.machine = machine_info if machine_info is not None else machine()
+        self.machine = machine_info if machine_info is not None else AT_START
         self.figures: dict[str, dict[str, Any]] = {}
 
     def add(self, key: str, **values: Any) -> None:

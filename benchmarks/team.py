@@ -61,7 +61,6 @@ sys.path.insert(0, str(ROOT / "tests"))  # pg_cluster.py: the tests' PostgreSQL,
 from benchlib import (  # noqa: E402
     Results,
     add_results_options,
-    machine,
     report_written,
     results_dir,
 )
@@ -429,7 +428,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.single:
         run_single(args.run, args.members, args.changes, args.pace)
         return 0
-    at_start = machine()  # the load before the run's own processes add to it
     with cluster() as server, tempfile.TemporaryDirectory(prefix="deerflow-team-") as tmp:
         figures = summarise(args, simulate(args, server, Path(tmp)))
     report(args, figures)
@@ -438,7 +436,6 @@ def main(argv: list[str] | None = None) -> int:
         about="A team on one shared PostgreSQL project: losses, leaks, lag, turn overhead",
         goals={"lag_p95_max_s": GOAL_LAG_S, "overhead_ratio_max": GOAL_RATIO},
         options={"members": args.members, "changes": args.changes, "pace_s": args.pace},
-        machine_info=at_start,
     )
     results.add("team", **figures)
     report_written(results.write(results_dir(args)))
