@@ -23,17 +23,22 @@ FIGURES = {
 }  # fmt: skip
 
 
-def test_the_team_table_says_each_goal_met_or_missed(tmp_path: Path) -> None:
-    assert team_tables.team_table(tmp_path) == NOT_MEASURED
+def table_of(figures: dict, folder: Path) -> str:
+    """The docs table of one run with ``figures``, written to ``folder`` as the script does."""
     results = Results(
         "team", about="test", date="2026-01-01T10:00:00Z",
         machine_info={"cpus": 2, "python": "3.11.7", "load_average": [0.5, 0.4, 0.3]},
         goals={"lag_p95_max_s": 2.0, "overhead_ratio_max": 2.0},
         options={"members": 20, "changes": 50, "pace_s": 0.5},
     )  # fmt: skip
-    results.add("team", **FIGURES)
-    results.write(tmp_path)
-    table = team_tables.team_table(tmp_path)
+    results.add("team", **figures)
+    results.write(folder)
+    return team_tables.team_table(folder)
+
+
+def test_the_team_table_says_each_goal_met_or_missed(tmp_path: Path) -> None:
+    assert team_tables.team_table(tmp_path) == NOT_MEASURED
+    table = table_of(FIGURES, tmp_path)
     assert table.startswith("20 members × 50 changes on one project (1,000 changes")
     assert "| changes lost | **0** | 0: met |" in table
     assert "**p95 2.50 s**, max 3.00 s | p95 ≤ 2 s: missed |" in table
@@ -46,15 +51,7 @@ def test_the_team_table_names_the_change_and_turn_since_the_background_sync(
 ) -> None:
     figures = {**FIGURES, "add_ms": 5.0, "single_add_ms": 4.0, "single_turn_ms": 6.0}
     figures |= {"held_p50_s": 0.3, "held_p95_s": 0.9, "held_max_s": 1.4}
-    results = Results(
-        "team", about="test", date="2026-01-01T10:00:00Z",
-        machine_info={"cpus": 2, "python": "3.11.7", "load_average": [0.5, 0.4, 0.3]},
-        goals={"lag_p95_max_s": 2.0, "overhead_ratio_max": 2.0},
-        options={"members": 20, "changes": 50, "pace_s": 0.5},
-    )  # fmt: skip
-    results.add("team", **figures)
-    results.write(tmp_path)
-    table = team_tables.team_table(tmp_path)
+    table = table_of(figures, tmp_path)
     assert "| a member's turn overhead: change + turn (median) | **15.0 ms**" in table
     assert "the single user's 10.0 ms (change 4.0 ms, turn 6.0 ms) | ≤ 2×: met |" in table
     assert (

@@ -4,7 +4,6 @@ never syncs, and projects on a second server are listened to as well as the firs
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -14,13 +13,12 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 from pg_cluster import PgCluster
-from test_team_postgres import Team, shared  # noqa: F401  (the fixture: a database per test)
+from test_team_postgres import Team, new_team, shared  # noqa: F401  (the fixture: a database per test)
 from test_team_sharing import PROJECT, TARGET, contents, member, pgpass  # noqa: F401
 
 from deerflow_nb import Agent
 from deerflow_nb.memory import Memory
 from deerflow_nb.memory.sharing import Sharing
-from deerflow_nb.shared import team
 from deerflow_nb.shared.connect import without_password
 
 NEVER = 3600.0  # a poll interval no test waits for: only a NOTIFY or a nudge syncs
@@ -48,13 +46,7 @@ def enrol(team_: Team, pgpass: Path, project: str, name: str) -> str:  # noqa: F
 @pytest.fixture
 def second(postgres: PgCluster) -> Iterator[Team]:
     """Another team database on the cluster: a second shared server, as a home sees it."""
-    suffix = secrets.token_hex(4)
-    database = f"team_{suffix}"
-    with psycopg.connect(postgres.url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {database}")
-    url = postgres.url_for("deerflow_admin", postgres.password, database)
-    team.init(url)
-    yield Team(postgres, database, url, suffix)
+    yield new_team(postgres)
 
 
 def test_a_teammates_change_arrives_by_notify_with_no_sync_called(

@@ -49,15 +49,20 @@ class Team:
         return self.cluster.url_for(role, password, self.database)
 
 
-@pytest.fixture
-def shared(postgres: PgCluster) -> Iterator[Team]:
+def new_team(postgres: PgCluster) -> Team:
+    """A new team database on the cluster, its schema set up by ``team init``."""
     suffix = secrets.token_hex(4)
     database = f"team_{suffix}"
     with psycopg.connect(postgres.url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {database}")
     url = postgres.url_for("deerflow_admin", postgres.password, database)
     team.init(url)
-    yield Team(postgres, database, url, suffix)
+    return Team(postgres, database, url, suffix)
+
+
+@pytest.fixture
+def shared(postgres: PgCluster) -> Iterator[Team]:
+    yield new_team(postgres)
 
 
 def outbox_at(folder: Path) -> Outbox:
