@@ -116,6 +116,27 @@ class Beacon:
         self.httpd.server_close()
 
 
+# What tornado logs when the browser leaves while the server still writes to its websocket
+# (the page closes at the end of a test): the client went away, nothing of ours failed.
+CLIENT_GONE = ("tornado.websocket.WebSocketClosedError", "tornado.iostream.StreamClosedError")
+
+
+def server_failures(log: str) -> list[str]:
+    """The exception that ends each traceback in a server's log, except a client gone."""
+    lines = log.splitlines()
+    failures = []
+    for start, line in enumerate(lines):
+        if not line.startswith("Traceback (most recent call last):"):
+            continue
+        last = next(
+            (text for text in lines[start + 1 :] if text and not text[0].isspace()),
+            "(traceback cut off)",
+        )
+        if not last.startswith(CLIENT_GONE):
+            failures.append(last)
+    return failures
+
+
 def wait_for_idle_kernel(port: int, timeout: float = 120) -> None:
     """Until the server lists the notebook's kernel as started and idle."""
     deadline = time.monotonic() + timeout

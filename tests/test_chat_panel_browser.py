@@ -34,6 +34,7 @@ from jupyterlab_harness import (
     Beacon,
     chromium_page,
     hostile_text,
+    server_failures,
     start_lab,
 )
 from loopback import ServerHandle, start_server
@@ -71,7 +72,8 @@ RECORD_STATES = """needle => {
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The server's root with the project folder ``churn/`` and an empty chat file in it;
     the home (``start_lab``'s) folds a chat's turn half a second after it (not 30 s).
-    Afterwards, JupyterLab's log has no traceback (no turn failed, nothing broke at exit)."""
+    Afterwards, JupyterLab's log has no traceback (no turn failed, nothing broke at exit)
+    but tornado's when the closing page leaves while a websocket write is under way."""
     home = tmp_path / "deerflow-home"
     home.mkdir()
     (home / "config.yaml").write_text("memory:\n  debounce_seconds: 0.5\n", encoding="utf-8")
@@ -82,7 +84,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             monkeypatch.setenv(name, value)
     yield tmp_path / "root"
     log = (tmp_path / "lab.log").read_text(errors="replace")
-    assert "Traceback" not in log, log
+    assert not server_failures(log), log
 
 
 @pytest.fixture
