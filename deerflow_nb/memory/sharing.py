@@ -30,6 +30,10 @@ from .scopes import project_summary
 from .updates.gate import Refused
 from .updates.team_changes import CONFLICT, TEAM, Mutate, public_fact, shared_effect
 
+# How often the background sync asks the database for a project's role and members (the
+# views' ``members`` column; the database itself enforces who may write, at once).
+ROSTER_SECONDS = 10.0
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -131,6 +135,7 @@ class Sharing:
         self.outbox = Outbox(journal)
         self._current = current
         self._urls: dict[str, str] = {}  # stored URL -> the one given (maybe with a password)
+        self._roster_due: dict[str, float] = {}  # project -> when the background asks again
         gate.tap = self.tap
 
     def projects(self) -> dict[str, dict[str, Any]]:
@@ -213,7 +218,7 @@ class Sharing:
             url = self.url_for(stored)
             try:
                 with connect(url) if pool is None else kept(pool, url) as conn:
-                    self._sync_on(conn, url, stored, projects, report, deadline)
+                    self._sync_on(conn, url, stored, projects, report, deadline, pool is None)
             except SharedError as exc:  # the server does not answer, or went away
                 report.problems.append(str(exc))
         report.waiting = sum(self.outbox.unpublished(p) for v in by_url.values() for p in v)
@@ -227,14 +232,19 @@ class Sharing:
         projects: list[str],
         report: SyncReport,
         deadline: float | None,
+        asked: bool = True,
     ) -> None:
-        """``sync``'s steps for the projects of one server, all on ``conn``."""
+        """``sync``'s steps for the projects of one server, all on ``conn``: the database's
+        word on the role and members each time one is ``asked`` for (``sync()``), at most
+        every ``ROSTER_SECONDS`` in the background (its syncs follow every change)."""
         from ..shared.connect import SharedError
         from ..shared.exchange import publish, roster, unapplied
 
         try:
-            for project in projects:  # the database's word on the role and members, each time
-                self._refresh(project, stored, *roster(url, project, conn))
+            for project in projects:
+                if asked or time.monotonic() >= self._roster_due.get(project, 0.0):
+                    self._refresh(project, stored, *roster(url, project, conn))
+                    self._roster_due[project] = time.monotonic() + ROSTER_SECONDS
             report.published += publish(self.outbox, url, only=projects, conn=conn)
         except SharedError as exc:
             report.published += getattr(exc, "stored", 0)  # the other projects' went

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from functools import lru_cache
 from typing import Any
 
 from ..similarity import STOPWORDS as SHARED_STOPWORDS
@@ -66,12 +67,19 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> list[str]:
     """Stemmed words of ``text`` without stopwords, in order, without repeats."""
+    return list(_content_words(text))
+
+
+@lru_cache(maxsize=16384)
+def _content_words(text: str) -> tuple[str, ...]:
+    """``content_words``, kept per text: a turn quotes from every injected fact, and most
+    facts are the ones the last turn read."""
     seen: dict[str, None] = {}
     for word in WORD_RE.findall(text):
         if word.lower() in STOPWORDS or len(word) < 2:
             continue
         seen.setdefault(_stem(word), None)
-    return list(seen)
+    return tuple(seen)
 
 
 def hashed_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:

@@ -81,17 +81,31 @@ def _legend_year(dates: list[str | None]) -> str | None:
 def _line(
     index: FactIndex, facts: list[dict[str, Any]], i: int
 ) -> tuple[str, str | None, str, int]:
-    """Fact ``i``'s tag, date, line and line cost (cached for the revision)."""
+    """Fact ``i``'s tag, date, line and line cost (cached for the revision, and across
+    revisions for the same text: a teammate's or a fold's commit changes a few facts)."""
     cached = index.line_cache.get(i)
     if cached is None:
-        line = fact_line(facts[i])
-        cached = index.line_cache[i] = (
-            fact_tag(facts[i]),
-            fact_date(facts[i]),
-            line,
-            line_cost(line),
-        )
+        fact = facts[i]
+        key = tuple(fact.get(name) for name in _LINE_FIELDS)
+        try:
+            cached = _parts(*key)
+        except TypeError:  # a value no cache can key (a list): worked out each time
+            cached = _worked_out(dict(zip(_LINE_FIELDS, key, strict=True)))
+        index.line_cache[i] = cached
     return cached
+
+
+_LINE_FIELDS = ("content", "category", "confidence", "createdAt")  # all a line shows
+
+
+@lru_cache(maxsize=32768, typed=True)
+def _parts(*values: Any) -> tuple[str, str | None, str, int]:
+    return _worked_out(dict(zip(_LINE_FIELDS, values, strict=True)))
+
+
+def _worked_out(fact: dict[str, Any]) -> tuple[str, str | None, str, int]:
+    line = fact_line(fact)
+    return fact_tag(fact), fact_date(fact), line, line_cost(line)
 
 
 @lru_cache(maxsize=8192)

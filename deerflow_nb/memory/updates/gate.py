@@ -51,6 +51,7 @@ from ..reports import changes_anything
 from ..scopes import pin_projects
 from .edits import apply_edit
 from .events import replacement_events
+from .held_facts import HeldFacts
 from .review import propose
 from .rules import Rules
 from .team_changes import TEAM, Tap, TeamIndex, apply_team, hold_conflicts
@@ -303,16 +304,15 @@ class Gate:
             diff = {"newFacts": diff.get("newFacts") or []}
         if diff.get(TEAM):  # a teammate's edit that would undo a newer one here waits
             diff, outcome.held_diff, outcome.held = hold_conflicts(data, diff)
-        facts = data.get("facts", [])
-        held = sum(1 for f in facts if isinstance(f, dict))
         # the facts as they were: the rules change ``data`` in place (a teammate's does not)
-        before = {f.get("id"): f for f in facts if isinstance(f, dict)}
+        before = HeldFacts(data.get("facts", []))
         index = None if day is None else day.setdefault("team", TeamIndex())
         result = self._apply(data, change, diff, index)
+        was = before.by_id if result.ids("remove") else {}
         protected = [
             i
             for i in result.ids("remove")
-            if is_user_fact(before.get(i, {})) and not (diff.get(TEAM) and before[i].get("person"))
+            if is_user_fact(was.get(i, {})) and not (diff.get(TEAM) and was[i].get("person"))
         ]  # a teammate's removal of a teammate's fact is theirs to make
         if protected:
             keep = [i for i in diff.get("factsToRemove") or [] if i not in protected]
@@ -327,7 +327,7 @@ class Gate:
                 {
                     "item": f"remove {i}",
                     "reason": "a fact you added by hand; only you can approve removing it",
-                    "value": str(before[i].get("content", ""))[:80],
+                    "value": str(before.by_id[i].get("content", ""))[:80],
                 }
                 for i in protected
             ]
@@ -354,18 +354,18 @@ class Gate:
         if window + lost > WIPE_MIN_FACTS:
             added = {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
             grown = day["grown"] | added
-            start = held + window - len(grown & before.keys())
+            start = before.count + window - len(grown & before.by_id.keys())
             limit = wipe_limit(start)
-        evicted_user = [i for i in result.ids("evict") if is_user_fact(before.get(i, {}))]
+        evicted_user = [i for i in result.ids("evict") if is_user_fact(before.by_id.get(i, {}))]
         why = ""
         if evicted_user:
             why = f"it would evict {len(evicted_user)} fact(s) you added by hand"
-        elif lost + len(rewritten) > wipe_limit(held):
+        elif lost + len(rewritten) > wipe_limit(before.count):
             why = (
-                f"it would remove or evict {lost} of {held} facts"
+                f"it would remove or evict {lost} of {before.count} facts"
                 + (f" and rewrite {len(rewritten)} profile section(s)" if rewritten else "")
                 + f" (more than max({WIPE_MIN_FACTS}, {WIPE_SHARE:.0%}) = "
-                f"{wipe_limit(held)})"
+                f"{wipe_limit(before.count)})"
             )
         elif window + lost > WIPE_MIN_FACTS and window + lost > limit:
             why = (

@@ -120,6 +120,8 @@ def hold_conflicts(
     the text that replaced it here, applies (the later edit wins). The held part is marked
     ``CONFLICT``: approving it is this home's choice between two texts, so it is sent to
     the team (which then converges on it) where a teammate's change applied here is not."""
+    if not diff.get("edits"):  # only an edit can undo one
+        return diff, {}, []
     marker = diff.get(TEAM) or {}
     project = marker.get("project")
     by_team = {team_id(f): f for f in data.get("facts") or [] if fact_project(f) == project}
