@@ -360,7 +360,7 @@ class Gate:
         why = ""
         if evicted_user:
             why = f"it would evict {len(evicted_user)} fact(s) you added by hand"
-        elif lost + len(rewritten) > wipe_limit(before.count):
+        elif before.wiped_by(lost + len(rewritten)):
             why = (
                 f"it would remove or evict {lost} of {before.count} facts"
                 + (f" and rewrite {len(rewritten)} profile section(s)" if rewritten else "")

@@ -7,6 +7,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
+from .updater import WIPE_MIN_FACTS, wipe_limit
+
 
 class HeldFacts:
     """The facts memory held before one change: by id, and how many."""
@@ -23,3 +25,8 @@ class HeldFacts:
     def count(self) -> int:
         """How many facts memory held."""
         return sum(1 for f in self._facts if isinstance(f, dict))
+
+    def wiped_by(self, lost: int) -> bool:
+        """Whether losing ``lost`` of these facts is more than the wipe limit allows (they
+        are counted only past the floor, which no count lowers)."""
+        return lost > WIPE_MIN_FACTS and lost > wipe_limit(self.count)
