@@ -905,10 +905,9 @@ KEPT_CALLABLES = {
     ("memory/updates/updater.py", "apply_diff", "id_factory"): "fact ids a test fixes",
     ("memory/updates/updater.py", "_apply_merge", "id_factory"): "fact ids a test fixes",
     ("memory/updates/team_changes.py", "watch", "mutate"): "team sync (issue 39)",
-    ("memory/updates/team_changes.py", "apply_team", "cap"): "team sync (issue 39)",
     ("memory/updates/gate.py", "submit_all", "finish"): "team sync (issue 39)",
 }
-KEPT_PASSES = {("memory/updates/gate.py", "watch"), ("memory/updates/gate.py", "apply_team")}
+KEPT_PASSES = {("memory/updates/gate.py", "watch")}
 
 
 def functions_handed_down(source: str, where: str = "") -> list[str]:

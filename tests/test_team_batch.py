@@ -15,7 +15,6 @@ from test_team_sharing import PROJECT, Pair, contents, pair, pgpass  # noqa: F40
 
 from deerflow_nb.memory import Memory
 from deerflow_nb.memory.updates.team_changes import TeamIndex, apply_team
-from deerflow_nb.memory.updates.updater import UpdateResult
 from deerflow_nb.storage import outbox as outbox_rows
 
 TEXTS = [f"Table number {i} holds the weekly churn labels of region {i}" for i in range(5)]
@@ -131,7 +130,7 @@ def test_a_teammates_change_leaves_the_memory_it_was_applied_to_as_it_was() -> N
         "newFacts": [{"id": "t9", "content": "The model retrains every Monday"}],
         "projectContext": {"summary": "Churn, weekly", "shouldUpdate": True},
     }
-    result = apply_team(data, diff, lambda d: UpdateResult(d, []), max_facts=100)
+    result = apply_team(data, diff)
     assert data == before
     assert [e.kind for e in result.events] == ["remove", "update", "add", "section"]
     got = {f["id"]: f for f in result.data["facts"]}
@@ -157,7 +156,7 @@ def test_a_batch_sharing_one_index_ends_as_change_sets_applied_one_by_one() -> N
         data = start
         for diff in diffs:
             marked = {**diff, "team": {"project": PROJECT, "person": "alice"}}
-            data = apply_team(data, marked, lambda d: UpdateResult(d, []), 100, index).data
+            data = apply_team(data, marked, index).data
         local = {"createdAt", "id"}  # a clash's new local id is random: its sharedId stays
         return [
             {k: v for k, v in f.items() if k not in local or "sharedId" not in f and k == "id"}

@@ -82,6 +82,17 @@ def _first_line(text: str) -> str:
     return line.removeprefix("FATAL:").strip()
 
 
+def opened(url: str) -> psycopg.Connection:
+    """A new autocommit connection to ``url`` (the caller closes it), within
+    ``CONNECT_SECONDS``; ``SharedError`` naming the fix when it cannot be made."""
+    import psycopg
+
+    try:
+        return psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
+    except psycopg.Error as exc:
+        raise connection_error(url, exc) from None
+
+
 @contextmanager
 def connect(url: str) -> Iterator[psycopg.Connection]:
     """A connection to ``url``, closed afterwards; ``SharedError`` when it cannot be made,
@@ -90,10 +101,7 @@ def connect(url: str) -> Iterator[psycopg.Connection]:
     only at close, after the caller has believed it done)."""
     import psycopg
 
-    try:
-        conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
-    except psycopg.Error as exc:
-        raise connection_error(url, exc) from None
+    conn = opened(url)
     with conn:
         try:
             yield conn
@@ -115,11 +123,7 @@ def kept(pool: dict[str, psycopg.Connection], url: str) -> Iterator[psycopg.Conn
 
     conn = pool.get(url)
     if conn is None or conn.closed or conn.broken:
-        try:
-            conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
-        except psycopg.Error as exc:
-            raise connection_error(url, exc) from None
-        pool[url] = conn
+        conn = pool[url] = opened(url)
     try:
         yield conn
     except psycopg.OperationalError as exc:

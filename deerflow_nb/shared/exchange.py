@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..storage.contract import PROJECTS_GROUP
 from .connect import (
-    CONNECT_SECONDS,
     SharedError,
     connect,
     connection_error,
     member_role,
     no_member,
+    opened,
     refused,
     where,
 )
@@ -309,10 +309,7 @@ class Listener:
         """A new ``Listener`` on ``url`` (``close`` it); ``SharedError`` when unreachable."""
         import psycopg
 
-        try:
-            conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
-        except psycopg.Error as exc:
-            raise connection_error(url, exc) from None
+        conn = opened(url)
         try:
             conn.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error as exc:

@@ -45,11 +45,10 @@ from ..storage.contract import (
     StaleRevision,
 )
 from .connect import (
-    CONNECT_SECONDS,
     SharedError,
-    connection_error,
     member_role,
     no_member,
+    opened,
     where,
 )
 from .exchange import team_diff
@@ -98,10 +97,7 @@ class PostgresStore:
         """A store on the database at ``url`` (``SharedError`` when it cannot connect)."""
         import psycopg
 
-        try:
-            conn = psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
-        except psycopg.Error as exc:
-            raise connection_error(url, exc) from None
+        conn = opened(url)
         try:
             return cls(conn)
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):

@@ -274,9 +274,7 @@ class Gate:
         index: TeamIndex | None = None,
     ) -> Any:
         if diff.get(TEAM):  # a teammate's change: facts keep their team ids and provenance
-            cap = self.settings.memory.max_facts
-            evict = lambda d: self.rules.apply(d, {}, change.source)  # noqa: E731
-            return apply_team(data, diff, evict, cap, index)
+            return self.rules.capped(apply_team(data, diff, index), change.source)
         return self.rules.apply(
             data,
             diff,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ...config import Settings
@@ -54,6 +55,14 @@ class Rules:
             project=project,
             **limit,
         )
+
+    def capped(self, result: UpdateResult, source: str) -> UpdateResult:
+        """``result`` (a teammate's change applied) within ``memory.max_facts``: rarely over
+        it, then evicted as a fold's change would, on a copy."""
+        if len(result.data.get("facts") or []) <= self.settings.memory.max_facts:
+            return result
+        capped = self.apply(copy.deepcopy(result.data), {}, source)
+        return UpdateResult(capped.data, result.events + capped.events)
 
 
 def _may_evict(data: dict[str, Any], diff: dict[str, Any], max_facts: int) -> bool:

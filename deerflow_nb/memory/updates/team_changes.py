@@ -14,7 +14,6 @@ facts keep the ids they have on the team (a later removal or edit names them), t
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
@@ -179,14 +178,12 @@ class TeamIndex:
 def apply_team(
     data: dict[str, Any],
     diff: dict[str, Any],
-    cap: Callable[[dict[str, Any]], UpdateResult],
-    max_facts: int,
     index: TeamIndex | None = None,
 ) -> UpdateResult:
     """A teammate's change (``diff``, marked ``team``) applied to ``data`` (not changed):
     removals and edits by team id, new facts with their ids (a fact already here is not
-    added twice), the project's summary; over ``max_facts``, ``cap`` evicts as a fold's
-    change would. Only the facts of the change set's project (``diff["team"]["project"]``)
+    added twice), the project's summary (the gate then keeps memory within ``max_facts``,
+    ``Rules.capped``). Only the facts of the change set's project (``diff["team"]["project"]``)
     are touched, whatever its items name: a teammate never reaches the user's own facts
     nor another project's. ``index``: the commit's lookups (``TeamIndex``), if any."""
     out = dict(data)  # copied where changed only: a sync's batch applies many in a row
@@ -247,12 +244,7 @@ def apply_team(
     if index is not None:  # what the next change set of the commit may start from
         described = facts if events else given_facts
         index.kept = {project: (described, by_team, taken, said)} if adds_only else {}
-    if not events:
-        return UpdateResult(data, [])
-    if len(facts) <= max_facts:
-        return UpdateResult(out, events)
-    capped = cap(copy.deepcopy(out))  # rarely: memory is over max_facts
-    return UpdateResult(capped.data, events + capped.events)
+    return UpdateResult(out, events) if events else UpdateResult(data, [])
 
 
 def _incoming(given: Any, project: Any, person: Any) -> dict[str, Any] | None:
