@@ -167,3 +167,17 @@ def test_a_batch_sharing_one_index_ends_as_change_sets_applied_one_by_one() -> N
     got = run(TeamIndex())
     assert [f["content"] for f in got].count(TEXTS[1]) == 1 and len(got) == 5
     assert [f.get("id") for f in got][0] == "t0" and any(f.get("sharedId") == "t0" for f in got)
+
+
+def test_teammates_facts_past_max_facts_are_left_out_as_a_folds_would(pair: Pair) -> None:  # noqa: F811
+    alice, bob = joined(pair)
+    for text in TEXTS:
+        alice.add_fact(text, project=PROJECT)
+    alice.sync()
+    bob.settings.memory.max_facts = 3  # read at each commit
+
+    report = bob.sync()
+
+    assert report.pulled == len(TEXTS) and len(applied_ids(bob)) == len(TEXTS)
+    assert len(bob.data["facts"]) == 3  # within the limit: the newest left out, as a fold's
+    assert [event["kind"] for event in bob.events(limit=50)] == ["add"] * 3
