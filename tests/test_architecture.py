@@ -896,18 +896,16 @@ def test_the_journal_write_scan_finds_planted_writes() -> None:
 # No function is handed down the write path: a caller's own journaling runs in the body of
 # the gate's and the ledger's context managers (``Gate.committing``, ``Ledger.reading`` /
 # ``recording``), and what a rule needs is passed as data.
-WRITE_PATH = ("memory/updates/", "memory/folding/", "storage/", "memory/sqlite_home.py")
+WRITE_PATH = (
+    "memory/updates/", "memory/folding/", "storage/", "memory/sqlite_home.py", "memory/sharing.py",
+)  # fmt: skip
 # Higher-order helpers that take a key or a thread's target, not a step of a write.
 PURE_HIGHER_ORDER = {"sorted", "sort", "min", "max", "sub", "Thread"}
-# What stays, and why: a rule's test seam, and the team sync of issue 39 (memory/sharing.py,
-# another change's files), whose commit still hands its rows down as a function.
+# What stays, and why: a rule's test seam.
 KEPT_CALLABLES = {
     ("memory/updates/updater.py", "apply_diff", "id_factory"): "fact ids a test fixes",
     ("memory/updates/updater.py", "_apply_merge", "id_factory"): "fact ids a test fixes",
-    ("memory/updates/team_changes.py", "watch", "mutate"): "team sync (issue 39)",
-    ("memory/updates/gate.py", "submit_all", "finish"): "team sync (issue 39)",
 }
-KEPT_PASSES = {("memory/updates/gate.py", "watch")}
 
 
 def functions_handed_down(source: str, where: str = "") -> list[str]:
@@ -932,7 +930,7 @@ def functions_handed_down(source: str, where: str = "") -> list[str]:
             if not isinstance(call, ast.Call):
                 continue
             callee = _name(call.func)
-            if callee in PURE_HIGHER_ORDER or (where, callee) in KEPT_PASSES:
+            if callee in PURE_HIGHER_ORDER:
                 continue
             for arg in [*call.args, *(k.value for k in call.keywords)]:
                 if _is_function(arg, inner):

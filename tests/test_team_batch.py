@@ -91,23 +91,20 @@ def test_a_failure_mid_batch_applies_and_records_none_of_it(
         alice.add_fact(text, project=PROJECT)
     alice.sync()
     versions, before = count(bob, "memory_versions"), applied_ids(bob)
-    record = outbox_rows.record_applied_in
-    calls: list[str] = []
+    record = outbox_rows.record_applied_all
 
-    def crash_at_the_third(db: Any, project: str, change_id: str, version: int) -> None:
-        calls.append(change_id)
-        if len(calls) == 3:
-            raise RuntimeError("killed mid-batch")
-        record(db, project, change_id, version)
+    def crash_at_the_third(db: Any, project: str, applied: Any) -> None:
+        record(db, project, list(applied)[:2])  # two recorded, then the process dies
+        raise RuntimeError("killed mid-batch")
 
-    monkeypatch.setattr(outbox_rows, "record_applied_in", crash_at_the_third)
+    monkeypatch.setattr(outbox_rows, "record_applied_all", crash_at_the_third)
     with pytest.raises(RuntimeError, match="killed mid-batch"):
         bob.sync()
     assert (contents(bob), applied_ids(bob)) == ({}, before)  # records and facts agree
     assert count(bob, "memory_versions") == versions
     assert not [f for f in bob.store.read()["facts"] if f.get("project")]  # nor on disk
 
-    monkeypatch.setattr(outbox_rows, "record_applied_in", record)
+    monkeypatch.setattr(outbox_rows, "record_applied_all", record)
     report = bob.sync()
     assert (report.pulled, report.applied) == (len(TEXTS), len(TEXTS))
     assert sorted(contents(bob)) == sorted(TEXTS) and len(applied_ids(bob)) == len(TEXTS)

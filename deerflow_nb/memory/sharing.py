@@ -28,7 +28,7 @@ from ..storage.outbox import Outbox
 from ..untrusted import clean_text, escape_markdown
 from .scopes import project_summary
 from .updates.gate import Refused
-from .updates.team_changes import CONFLICT, TEAM, Mutate, public_fact, shared_effect
+from .updates.team_changes import CONFLICT, TEAM, public_fact, shared_effect
 
 # How often the background sync asks the database for a project's role and members (the
 # views' ``members`` column; the database itself enforces who may write, at once).
@@ -86,29 +86,30 @@ class _Commit:
         self.change = change
         self.shared = shared
         self.effect: dict[str, dict[str, Any]] = {}
+        self._before: dict[Any, dict[str, Any]] = {}
 
-    def watch(self, mutate: Mutate) -> Mutate:
-        def seen(data: dict[str, Any]) -> UpdateResult:
-            before = {
-                f.get("id"): dict(f)
-                for f in data.get("facts") or []
-                if isinstance(f, dict) and fact_project(f) in self.shared
-            }
-            result = mutate(data)
-            effect = shared_effect(before, result, self.shared)
-            for project in [p for p in effect if self.shared[p].get("read_only")]:
-                if self.change.origin == "user":  # the database would refuse it: say so now
-                    role = self.shared[project].get("role") or "this role"
-                    raise Refused(
-                        f"{role} is a read-only member of shared project {project}: ask its "
-                        f"owner to run `deerflow-nb team add {project} {role}` (without "
-                        "--read-only), or keep the fact in your own memory (--user)"
-                    )
-                del effect[project]  # a fold's note on a course project stays here
-            self.effect = effect
-            return result
+    def before(self, data: dict[str, Any]) -> None:
+        """The shared projects' facts before the change (copies: the rules change them)."""
+        self._before = {
+            f.get("id"): dict(f)
+            for f in data.get("facts") or []
+            if isinstance(f, dict) and fact_project(f) in self.shared
+        }
 
-        return seen
+    def after(self, result: UpdateResult) -> None:
+        """What the change did to the shared projects; a person's change to a project this
+        role may only read is refused now, as the database would refuse it."""
+        effect = shared_effect(self._before, result, self.shared)
+        for project in [p for p in effect if self.shared[p].get("read_only")]:
+            if self.change.origin == "user":
+                role = self.shared[project].get("role") or "this role"
+                raise Refused(
+                    f"{role} is a read-only member of shared project {project}: ask its "
+                    f"owner to run `deerflow-nb team add {project} {role}` (without "
+                    "--read-only), or keep the fact in your own memory (--user)"
+                )
+            del effect[project]  # a fold's note on a course project stays here
+        self.effect = effect
 
     def queue(self, db: Any) -> None:
         for project, diff in self.effect.items():
@@ -283,16 +284,13 @@ class Sharing:
         known = self.outbox.applied(change.id for change in pulled)
         new = [change for change in pulled if change.id not in known]
 
-        def recorded(db: Any, _: Any = None) -> None:
-            for change in pulled:
-                rows.record_applied_in(db, project, change.id, change.version)
-
         if not new:
             if pulled:
                 with self.journal.transaction() as db:
-                    recorded(db)
+                    rows.record_applied_all(db, project, [(c.id, c.version) for c in pulled])
             return
-        passed = self.gate.submit_all([_team_change(project, c) for c in new], recorded)
+        with self.gate.committing_all([_team_change(project, c) for c in new]) as (db, passed):
+            rows.record_applied_all(db, project, [(c.id, c.version) for c in pulled])
         report.pulled += len(new)
         for outcome in passed:
             if outcome.pending_id is not None:

@@ -92,7 +92,7 @@ class Outbox:
     def record_applied(self, project: str, change_id: str, version: int) -> None:
         """``change_id`` is applied here, as the project's ``version`` on the server."""
         with self.journal.transaction() as db:
-            record_applied_in(db, project, change_id, version)
+            record_applied_all(db, project, [(change_id, version)])
 
     def unpublished(self, project: str) -> int:
         """How many of ``project``'s change sets wait to be published."""
@@ -130,13 +130,15 @@ def add_in(db: Any, project: str, change: ChangeSet, *, change_id: str | None = 
     return change_id
 
 
-def record_applied_in(db: Any, project: str, change_id: str, version: int) -> None:
-    """``Outbox.record_applied`` inside the caller's transaction ``db`` (the gate's commit
-    of the pulled change set: applied and recorded together, or neither)."""
-    db.execute(
+def record_applied_all(db: Any, project: str, applied: Iterable[tuple[str, int]]) -> None:
+    """``Outbox.record_applied`` for each (change set id, version) ``applied``, inside the
+    caller's transaction ``db`` (the gate's commit of the pulled change sets: applied and
+    recorded together, or neither)."""
+    at = now_iso()
+    db.conn.executemany(
         "INSERT INTO shared_applied (id, project, version, applied_at)"
         " VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET version = excluded.version",
-        [change_id, project, version, now_iso()],
+        [[change_id, project, version, at] for change_id, version in applied],
     )
 
 

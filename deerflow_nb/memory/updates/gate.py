@@ -20,7 +20,7 @@ what used to live on each path:
   ``addedBy: "user"``;
 - **journaling**: each change set is one ``memory_changes`` row, in the same transaction
   as its version (``Ledger.recording``, entered from here only); a team sync's pulled
-  change sets share one version and one memory.json write (``submit_all``).
+  change sets share one version and one memory.json write (``committing_all``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
 from ...config import Settings
@@ -143,10 +142,11 @@ class Gate:
         shares = self.tap(change) if self.tap else None
         whole = change.document is not None
         with self.ledger.reading(private=change.edit is not None, tolerant=whole) as commit:
-            if shares:  # the team's share watches the change (memory/sharing.py)
-                result = shares.watch(partial(self._mutate, change, outcome))(commit.current)
-            else:
-                result = self._mutate(change, outcome, commit.current)
+            if shares:  # the team's share looks before and after (memory/sharing.py)
+                shares.before(commit.current)
+            result = self._mutate(change, outcome, commit.current)
+            if shares:
+                shares.after(result)
             with self.ledger.recording(
                 commit, change.reason, change.source, result, always=whole
             ) as db:
@@ -161,14 +161,13 @@ class Gate:
         if result.events and not whole:
             self._warm(result.data)
 
-    def submit_all(
-        self, changes: list[ChangeSet], finish: Callable[[Any, list[Passed]], None]
-    ) -> list[Passed]:
+    @contextlib.contextmanager
+    def committing_all(self, changes: list[ChangeSet]) -> Iterator[tuple[Any, list[Passed]]]:
         """Several guarded change sets (a sync's pulled ones) as ONE commit: one version and
         one memory.json write instead of one each. Each is checked in order as if alone
         (validation, the wipe guard counting the ones before it, held on its own in review
-        mode) and journaled as its own change; ``finish`` runs in the same transaction.
-        Whatever fails leaves none of them applied."""
+        mode) and journaled as its own change; the body runs in the same transaction, with
+        the journal and the outcomes. Whatever fails leaves none of them applied."""
         alone = [c for c in changes if c.origin not in GUARDED or c.reason == "remember"]
         if alone or any(c.document is not None or c.edit is not None for c in changes):
             raise Refused("only teammates', folds' and upkeep's change sets go together")
@@ -184,11 +183,13 @@ class Gate:
                 commit = stack.enter_context(self.ledger.reading())
                 data, events = commit.current, []
                 for n, (change, outcome, shares) in enumerate(steps):
+                    if shares:
+                        shares.before(data)
                     prior = [o for _, o, _ in steps[:n]]
-                    step = partial(
-                        self._guarded, change=change, outcome=outcome, prior=prior, day=day
-                    )
-                    data = (shares.watch(step) if shares else step)(data).data
+                    applied = self._guarded(data, change, outcome, prior, day)
+                    if shares:
+                        shares.after(applied)
+                    data = applied.data
                     events += outcome.result.events
                 result = UpdateResult(data, events)
                 sources = ", ".join(dict.fromkeys(change.source for change, _, _ in steps))
@@ -206,13 +207,12 @@ class Gate:
             for _, _, shares in steps:
                 if shares:
                     shares.queue(db)
-            finish(db, outcomes)
+            yield db, outcomes
         for outcome in outcomes:
             if outcome.pending_id is not None:
                 self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
         if result.events:
             self._warm(result.data)
-        return outcomes
 
     def _waits(self, change: ChangeSet) -> str:
         """Why ``change`` waits for review as a whole before anything applies ("": not)."""

@@ -33,14 +33,14 @@ CONFLICT = "conflict"  # a held diff's mark: its approval is this home's choice,
 FACT_KEYS = ("content", "category", "confidence", "createdAt", "addedBy", "person")
 
 
-Mutate = Callable[[dict[str, Any]], UpdateResult]
-
-
 class Shares(Protocol):
-    """One commit's way to the team: ``watch`` sees the facts before the change,
-    ``queue`` puts the shared projects' part in the outbox in the commit's transaction."""
+    """One commit's way to the team: ``before`` and ``after`` see the facts on each side of
+    the change, ``queue`` puts the shared projects' part in the outbox in the commit's
+    transaction."""
 
-    def watch(self, mutate: Mutate) -> Mutate: ...
+    def before(self, data: dict[str, Any]) -> None: ...
+
+    def after(self, result: UpdateResult) -> None: ...
 
     def queue(self, db: Any) -> None: ...
 
