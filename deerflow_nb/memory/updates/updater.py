@@ -30,9 +30,10 @@ from ...schema.constants import ADDED_BY_USER, is_user_fact
 from ...schema.sections import MAX_SUMMARY_CHARS
 from ...similarity import normalize_text, signature
 from ...storage.db import now_iso
+from ..readside.activity import eviction_order
 from ..scopes import PROJECTS_KEY, candidate_owner, evictable, stamp
 from ..store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
-from .aging import MAX_MERGE_SOURCES, eviction_order
+from .aging import MAX_MERGE_SOURCES
 from .events import Event
 from .scope_changes import apply_scope_changes
 from .summaries import refresh_summaries
