@@ -1,6 +1,6 @@
 """The reader's ranked reads: facts found for a query (``search``, as ``Memory.search``
-ranks them) and the block a turn injects (``injection``, ``preview``, ``explain``), over a
-snapshot of the scope asked, with the home's embedder read-only.
+ranks them) and the block a turn injects (``preview``, and why: ``explain``), over a snapshot
+of the scope asked, with the home's embedder read-only.
 
 ``MemoryReader`` inherits them: it gives ``settings``, ``shared`` (memory.json's revision and
 document) and ``embedder`` (a new read-only embedder). The ranking itself is
@@ -11,10 +11,10 @@ turn injects.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...config import Settings
-from ..scopes import Scope, Snapshot, Views, asked
+from ..scopes import USER, Scope, Snapshot, Views, asked
 
 if TYPE_CHECKING:
     from ..retrieval.ranking import Context
@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 #: ``embedder``'s default in the ranked reads: the home's own (``memory.embeddings``), made
 #: once per reader, reading the vector cache read-only.
 HOME_EMBEDDER: Any = object()
+
+
+class Explained(NamedTuple):
+    """A turn's block and why: ``why`` holds ``explain_injection``'s rows (the fact and its
+    score parts, in the block's order), ``seen`` how many facts the turn's scope holds."""
+
+    block: str
+    why: list[dict[str, Any]]
+    seen: int
 
 
 class RankedReads:
@@ -50,35 +59,20 @@ class RankedReads:
         query: str,
         k: int = 10,
         *,
-        project: str | None = None,
-        everywhere: bool = False,
+        scope: Scope = USER,
         relevant_only: bool = True,
         embedder: Any = HOME_EMBEDDER,
     ) -> list[tuple[dict[str, Any], float]]:
-        """``Memory.search``'s facts, best first, scored (``retrieval.injection.rank_facts``
-        over this read's snapshot), without recording their use: a reader writes nothing."""
+        """The facts ``Memory.search`` finds for ``query`` in ``scope`` (its ``project`` and
+        ``everywhere`` name one: ``scopes.asked``), best first, scored by the same ranking
+        (``retrieval.injection.rank_facts``), without recording their use."""
         from ..retrieval.injection import rank_facts
 
-        snapshot = self.snapshot(asked(project, everywhere))
+        ranker = self._ranker(embedder)
         found = rank_facts(
-            snapshot, query, embedder=self._ranker(embedder), relevant_only=relevant_only
+            self.snapshot(scope), query, embedder=ranker, relevant_only=relevant_only
         )
         return found[:k]
-
-    def injection(
-        self,
-        context: Context = None,
-        max_tokens: int | None = None,
-        *,
-        project: str | None = None,
-        embedder: Any = HOME_EMBEDDER,
-    ) -> tuple[str, list[dict[str, Any]]]:
-        """The block a turn in ``project`` injects (None: outside any project, the user's
-        facts only) and the facts it lists, as ``Memory.injection`` gives them."""
-        from ..retrieval.injection import inject
-
-        snapshot = self.snapshot(asked(project))
-        return inject(snapshot, self._budget(max_tokens), context, embedder=self._ranker(embedder))
 
     def preview(
         self,
@@ -88,8 +82,9 @@ class RankedReads:
         project: str | None = None,
         embedder: Any = HOME_EMBEDDER,
     ) -> str:
-        """Exactly the ``<memory>`` text the next turn in ``project`` would inject."""
-        return self.injection(context, max_tokens, project=project, embedder=embedder)[0]
+        """Exactly the ``<memory>`` text the next turn in ``project`` would inject (None:
+        outside any project, the user's facts only), as ``Memory.preview`` gives it."""
+        return self.explain(context, max_tokens, project=project, embedder=embedder).block
 
     def explain(
         self,
@@ -98,15 +93,15 @@ class RankedReads:
         *,
         project: str | None = None,
         embedder: Any = HOME_EMBEDDER,
-    ) -> tuple[str, list[dict[str, Any]], int]:
-        """``preview``'s block, why each fact is in it (``explain_injection``'s rows, in the
-        block's order) and how many facts the scope sees: the inspector's injection page."""
+    ) -> Explained:
+        """``preview``'s block with why each fact is in it and how many facts the turn's
+        scope holds (the inspector's injection page), from one ranking pass."""
         from ..retrieval.injection import explain_injection
 
         snapshot = self.snapshot(asked(project))
         ranker = self._ranker(embedder)
         block, why = explain_injection(snapshot, context, self._budget(max_tokens), embedder=ranker)
-        return block, why, len(snapshot.facts)
+        return Explained(block, why, len(snapshot.facts))
 
     def _budget(self, max_tokens: int | None) -> int:
         return self.settings.memory.max_injection_tokens if max_tokens is None else max_tokens
