@@ -9,10 +9,11 @@ no home folder, no migration, no temp file, no copy of a damaged memory.json, no
 read-only disk. A journal from an older version is read as far as its tables go; a read
 that needs a newer one says in one line that a writer must open it first.
 
-Facts are ranked as a turn ranks them: ``search`` is ``Memory.search`` without recording
-use, ``injection`` and ``preview`` the block a turn injects, ``explain`` why each fact is in
-it. This module and all it imports of ``memory/`` import nothing of the write side
-(``readside/`` holds the helpers both sides share; ``tests/test_architecture.py`` checks).
+Facts are ranked as a turn ranks them (``readside/ranked_reads.py``): ``search`` finds what
+``Memory.search`` finds without recording use, ``preview`` is the block a turn injects and
+``explain`` says why each fact is in it. This module and all it imports of ``memory/``
+import nothing of the write side (``readside/`` holds the helpers both sides share;
+``tests/test_architecture.py`` checks).
 """
 
 from __future__ import annotations
