@@ -99,8 +99,8 @@ def apply_diff(
     the rest are left out (else: the per-fold limit); ``added_by`` marks the facts
     it adds or reinforces (``"user"`` for facts stated by hand, which folds do not drop
     without review). ``eviction`` is the policy over ``max_facts`` (``"blend"`` or
-    ``"confidence"``), ``usage`` the facts' use records (``usage.read``; None: none, as the
-    caller passes when nothing can be evicted).
+    ``"confidence"``), ``usage`` the facts' use records (``readside.activity.read``; None:
+    none, as the caller passes when nothing can be evicted).
 
     Besides DeerFlow's keys the diff may hold ``merges`` (``[{"from": [ids], "content",
     "category", "confidence"}]``, applied after removals) and ``stale`` (``[{"id", "reason"}]``:
