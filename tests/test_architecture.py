@@ -986,3 +986,107 @@ def test_the_hand_down_scan_finds_planted_callbacks() -> None:
         "    self.warm = warm\n"
     )
     assert functions_handed_down(innocent) == []
+
+
+# -- a read door that imports nothing of the write side (issue 38) -------------------------
+# The write side of memory/: every module that changes memory or the journal, or serves
+# only what does. ``updates/`` (the gate, the ledger, the rules, edits, review decisions,
+# transfers, upkeep), ``folding/`` (the fold queue, the worker, a fold and its record),
+# ``api.py`` (``Memory``), ``sharing.py`` and ``team_sync.py`` (the team's changes),
+# ``conversation.py`` (journals turns and messages), ``sqlite_home.py`` (commits through the
+# ledger), ``listeners.py`` (called after a change), ``model_reply.py`` (a fold's reply,
+# parsed), ``reports.py`` (what a change reports) and ``retrieval/vectors.py`` (warms the
+# journal's vector cache). Outside memory/, storage/ holds the journal's reads and writes
+# side by side, each a function on the connection it is given: the reader's own is opened
+# read-only (``storage.db.open_read_only``), so storage is not scanned here.
+READ_DOOR = "deerflow_nb.memory.reader"
+WRITE_SIDE = (
+    "deerflow_nb.memory.updates",
+    "deerflow_nb.memory.folding",
+    "deerflow_nb.memory.api",
+    "deerflow_nb.memory.sharing",
+    "deerflow_nb.memory.team_sync",
+    "deerflow_nb.memory.conversation",
+    "deerflow_nb.memory.sqlite_home",
+    "deerflow_nb.memory.listeners",
+    "deerflow_nb.memory.model_reply",
+    "deerflow_nb.memory.reports",
+    "deerflow_nb.memory.retrieval.vectors",
+)
+
+
+def memory_imports(source: str, module: str, modules: set[str], is_package: bool) -> set[str]:
+    """The memory/ modules ``source`` imports anywhere (lazy and type-only imports too;
+    ``from package import submodule`` counts as the submodule). The packages a module sits
+    in are not counted: ``memory/__init__.py`` is the facade of both sides."""
+    found = set()
+    for _, target in imports_in(source, module, is_package=is_package):
+        found.add(target)
+    here = module.split(".")
+    package = here if is_package else here[:-1]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            found |= {f"{target}.{a.name}" for a in node.names}
+    return {m for m in found if m in modules and m.startswith("deerflow_nb.memory.")}
+
+
+def write_side_reached(sources: dict[str, str], packages: set[str], start: str) -> list[str]:
+    """``start`` and every memory/ module it reaches through imports, each import that
+    lands on the write side, as ``module imports target``."""
+    modules = set(sources)
+    seen, todo, found = {start}, [start], []
+    while todo:
+        module = todo.pop()
+        for target in sorted(memory_imports(sources[module], module, modules, module in packages)):
+            if any(target == w or target.startswith(w + ".") for w in WRITE_SIDE):
+                found.append(f"{module} imports {target}")
+            elif target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return sorted(found)
+
+
+def test_the_read_door_imports_nothing_of_the_write_side() -> None:
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    sources = {m: p.read_text() for m, p in paths.items()}
+    packages = {m for m, p in paths.items() if p.name == "__init__.py"}
+    found = write_side_reached(sources, packages, READ_DOOR)
+    assert not found, (
+        "the read door reaches the write side (move the helper to memory/readside/):\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_read_door_scan_finds_a_planted_write_import() -> None:
+    """The check itself: a lazy import two modules down, a type-only one and a submodule
+    named in ``from package import …`` are found; the write side importing the read side
+    is not a finding."""
+    sources = {
+        READ_DOOR: "from .readside import helper\nfrom .scopes import Scope\n",
+        "deerflow_nb.memory.readside": "",
+        "deerflow_nb.memory.readside.helper": "def f():\n    from ..updates.review import items\n",
+        "deerflow_nb.memory.scopes": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from .folding import fold_log\n"
+        ),
+        "deerflow_nb.memory.updates": "",
+        "deerflow_nb.memory.updates.review": "from ..readside import helper\n",
+        "deerflow_nb.memory.folding": "",
+        "deerflow_nb.memory.folding.fold_log": "",
+    }
+    packages = {
+        "deerflow_nb.memory.readside",
+        "deerflow_nb.memory.updates",
+        "deerflow_nb.memory.folding",
+    }
+    assert write_side_reached(sources, packages, READ_DOOR) == [
+        "deerflow_nb.memory.readside.helper imports deerflow_nb.memory.updates.review",
+        "deerflow_nb.memory.scopes imports deerflow_nb.memory.folding",
+        "deerflow_nb.memory.scopes imports deerflow_nb.memory.folding.fold_log",
+    ]
+    clean = dict(
+        sources, **{"deerflow_nb.memory.readside.helper": "", "deerflow_nb.memory.scopes": ""}
+    )
+    assert write_side_reached(clean, packages, READ_DOOR) == []

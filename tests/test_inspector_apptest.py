@@ -402,6 +402,7 @@ def test_status_shows_queue_last_fold_error_and_files(home, seeded, monkeypatch)
 
 def test_status_shows_the_last_fold_report_and_failures_in_a_row(home, seeded, monkeypatch):
     from deerflow_nb.memory.folding import fold_log as folds
+    from deerflow_nb.memory.readside.fold_records import FAILED
 
     with quiet_memory(home) as mem:
         mem.apply(
@@ -431,7 +432,7 @@ def test_status_shows_the_last_fold_report_and_failures_in_a_row(home, seeded, m
         for _ in range(2):
             with journal.transaction() as db:
                 folds.record(
-                    db, source="thread-notes", outcome=folds.FAILED, error="ModelError: timed out"
+                    db, source="thread-notes", outcome=FAILED, error="ModelError: timed out"
                 )
     finally:
         journal.close()

@@ -16,7 +16,12 @@ from journal_rows import memory_json
 
 from deerflow_nb import Agent, Memory
 from deerflow_nb.memory.folding.extraction import build_messages, parse
-from deerflow_nb.memory.updates.aging import TOPICAL_FACTOR, age_factor, eviction_order, keep_score
+from deerflow_nb.memory.readside.activity import (
+    TOPICAL_FACTOR,
+    age_factor,
+    eviction_order,
+    keep_score,
+)
 from deerflow_nb.memory.updates.updater import apply_diff
 from deerflow_nb.notebook.views.history import EventsView
 from deerflow_nb.notebook.views.review import ConsolidationView, StaleView, summarize_diff

@@ -22,6 +22,7 @@ from journal_rows import journal_turn
 from deerflow_nb import Memory
 from deerflow_nb.llm.base import ChatResult
 from deerflow_nb.memory.folding import fold_log as folds
+from deerflow_nb.memory.readside import fold_records
 from deerflow_nb.memory.store import empty_memory
 from deerflow_nb.memory.updates.updater import MAX_NEW_FACTS_PER_FOLD, apply_diff, wipe_limit
 from deerflow_nb.notebook.views.history import EventsView
@@ -236,19 +237,19 @@ def test_fold_reports_read_on_any_connection_and_on_an_old_journal(home: Path) -
     mem = Memory(home)
     mem.apply({"newFacts": [{"content": "Knows SQL", "confidence": 0.9}]}, "t1")
     with mem.journal.transaction() as db:
-        folds.record(db, source="t2", outcome=folds.FAILED, error="ModelError: timed out")
+        folds.record(db, source="t2", outcome=fold_records.FAILED, error="ModelError: timed out")
     mem.close()
     uri = f"{(home / 'journal.db').resolve().as_uri()}?mode=ro"
     with closing(sqlite3.connect(uri, uri=True)) as conn:
-        recent = folds.recent(conn, 5)
+        recent = fold_records.recent(conn, 5)
         assert [(f["source"], f["outcome"]) for f in recent] == [
             ("t2", "failed"),
             ("t1", "applied"),
         ]
         assert recent[1]["added"] and recent[0]["error"] == "ModelError: timed out"
-        assert folds.consecutive_failures(conn) == 1
+        assert fold_records.consecutive_failures(conn) == 1
     with closing(sqlite3.connect(home / "old.db")) as old:
-        assert folds.recent(old) == [] and folds.consecutive_failures(old) == 0
+        assert fold_records.recent(old) == [] and fold_records.consecutive_failures(old) == 0
 
 
 def test_review_mode_reports_the_fold_as_held(mem: Memory) -> None:

@@ -24,11 +24,12 @@ import pytest
 
 from deerflow_nb.cli import main as cli_main
 from deerflow_nb.config import HomeError
-from deerflow_nb.memory import Memory, MemoryReader, open_reader
+from deerflow_nb.memory import Memory, MemoryReader, Scope, open_reader
 from deerflow_nb.storage.db import connect
 from deerflow_nb.storage.migrations import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[1]
+ALL = Scope.everywhere()
 
 
 def tree(folder: Path) -> dict[str, tuple[int, bytes | None]]:
@@ -76,6 +77,9 @@ def every_read(reader: MemoryReader) -> dict[str, Any]:
         "sizes": len(reader.version_sizes()),
         "queue": len(reader.queue()),
         "recall": [hit["content"] for hit in reader.recall("duckdb at work", 5)],
+        "search": [f["content"] for f, _ in reader.search("polars", scope=ALL)],
+        "preview": reader.preview("which dataframe library?"),
+        "explain": [w["fact"]["id"] for w in reader.explain("churn", 200)[1]],
     }
 
 

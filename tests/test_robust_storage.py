@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from deerflow_nb import Memory
 from deerflow_nb.config import HomeError
 from deerflow_nb.memory import MemoryFileError
+from deerflow_nb.memory.readside.version_rebuild import apply_delta
 from deerflow_nb.memory.store import MemoryStore, empty_memory
 from deerflow_nb.memory.updates import versions
 from deerflow_nb.memory.updates.transfer import MAX_IMPORT_BYTES
@@ -423,6 +424,6 @@ def test_a_delta_always_rebuilds_the_new_document(
     rnd.shuffle(new["facts"])
     delta = versions.make_delta(old, new)
     assert delta is not None
-    rebuilt = versions.apply_delta(old, json.loads(versions.dumps(delta)))
+    rebuilt = apply_delta(old, json.loads(versions.dumps(delta)))
     assert rebuilt == new
     assert [f["id"] for f in rebuilt["facts"]] == [f["id"] for f in new["facts"]]

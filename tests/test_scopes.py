@@ -107,7 +107,7 @@ def test_every_listing_agrees_on_a_project_fact_without_a_name(
         data = mem.data
         assert ids(fact_rows(data, project="default")) == ids(here.facts)
         assert ids(fact_rows(data, project=USER_ONLY)) == ids(mine.facts)
-        preview = injection_preview(data, None, 2000, project="default")
+        preview = injection_preview(*mem.reader.explain(None, 2000, project="default"))
         assert {f["id"] for f in preview["facts"]} == ids(injected)
     finally:
         mem.close()

@@ -69,6 +69,21 @@ def recall(home: Path, query: str, k: int, embedder: Any = None) -> list[dict[st
         return reader.recall(query, k, embedder=embedder)
 
 
+def injection(
+    home: Path,
+    context: str | None,
+    max_tokens: int,
+    *,
+    project: str | None = None,
+    embedder: Any = None,
+) -> tuple[str, list[dict[str, Any]], int]:
+    """The block a turn in ``project`` (None: outside any project) injects for ``context``,
+    why each fact is in it, and how many facts the turn's scope sees
+    (``MemoryReader.explain``: the turn's own ranking, memory.json only read)."""
+    with open_reader(home, journal=False) as reader:
+        return reader.explain(context, max_tokens, project=project, embedder=embedder)
+
+
 # -- journal.db --------------------------------------------------------------------------
 @contextmanager
 def open_home(home: Path, *, journal: bool = True) -> Iterator[MemoryReader]:

@@ -15,7 +15,6 @@ from ..memory import (
     added_by,
     changed_by,
     project_names,
-    scoped_view,
 )
 from ..projects import fact_project
 from ..schema.constants import (
@@ -145,28 +144,23 @@ def section_rows(
     return rows
 
 
-def injection_preview(
-    memory: dict[str, Any],
-    context: str | None,
-    max_tokens: int,
-    *,
-    embedder: Any = None,
-    project: str | None = None,
-) -> dict[str, Any]:
-    """The exact block a turn in ``project`` (None or ``USER_ONLY``: the user's facts only)
-    injects for ``context``, its token count, and why: the user's facts and that project's
-    ranked together (``Scope.of``, as ``Memory.injection`` does), never another's.
+def turn_project(project: str | None) -> str | None:
+    """The project a turn runs in for a ``project_choices`` option (``USER_ONLY``: none)."""
+    return None if project == USER_ONLY else project
+
+
+def injection_preview(block: str, why: list[dict[str, Any]], seen: int) -> dict[str, Any]:
+    """What ``MemoryReader.explain`` gives, for the page: the exact block a turn injects,
+    its token count, and why each fact is in it, the ``seen`` facts of the turn's scope
+    (the user's and its project's) ranked together as the turn ranks them.
 
     ``facts`` lists each injected fact, in the block's order, with the score parts the
     ranking gave it: relevance (lexical BM25 fused with dense similarity when embeddings
     are on, plus the date match when the context names a date), confidence, recency,
     specificity, and the total.
     """
-    from ..memory import explain_injection
     from ..tokens import count_tokens
 
-    scoped = scoped_view(memory, chosen_scope(project))
-    block, why = explain_injection(scoped, context, max_tokens, embedder=embedder)
     return {
         "block": block,
         "tokens": count_tokens(block) if block else 0,
@@ -185,7 +179,7 @@ def injection_preview(
             }
             for w in why
         ],
-        "total_facts": len(scoped.facts),
+        "total_facts": seen,
     }
 
 

@@ -11,10 +11,10 @@ from .api import RECALL_K, Memory
 from .conversation import Conversation
 from .fact_query import FactQuery
 from .fact_query import Sort as FactSort
-from .folding.fold_log import summary as fold_summary
 from .model_reply import ExtractionError
 from .people import added_by, changed_by
 from .reader import MemoryReader, open_reader
+from .readside.fold_records import summary as fold_summary
 from .reports import ApplyReport, FlushReport
 from .scopes import Scope, Snapshot, project_names
 from .scopes import view as scoped_view

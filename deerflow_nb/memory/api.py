@@ -28,6 +28,7 @@ from .folding.extraction import check_diff
 from .folding.fold import Folding
 from .listeners import Listeners
 from .reader import MemoryReader
+from .readside.review_items import ReviewItem
 from .reports import ApplyReport, ConsolidationReport, FlushReport, StaleReport
 from .retrieval.vectors import FactVectors
 from .scopes import ALL_PROJECTS, Scope, Snapshot, Views, asked
@@ -37,7 +38,7 @@ from .updates import fact_use as usage
 from .updates.edits import Edits
 from .updates.gate import Gate
 from .updates.project_admin import Projects
-from .updates.review import Review, ReviewItem, select
+from .updates.review import Review, select
 from .updates.rules import Rules
 from .updates.transfer import ImportReport, Transfer, read_import
 from .updates.upkeep import Upkeep

@@ -8,6 +8,12 @@ no home folder, no migration, no temp file, no copy of a damaged memory.json, no
 ``status`` and ``export`` and the doctor can read a home beside a live kernel, or on a
 read-only disk. A journal from an older version is read as far as its tables go; a read
 that needs a newer one says in one line that a writer must open it first.
+
+Facts are ranked as a turn ranks them (``readside/ranked_reads.py``): ``search`` finds what
+``Memory.search`` finds without recording use, ``preview`` is the block a turn injects and
+``explain`` says why each fact is in it. This module and all it imports of ``memory/``
+import nothing of the write side (``readside/`` holds the helpers both sides share;
+``tests/test_architecture.py`` checks).
 """
 
 from __future__ import annotations
@@ -28,18 +34,16 @@ from ..storage import servers as server_rows
 from ..storage.db import Connection, has_table, open_read_only
 from ..storage.migrations import applied
 from .fact_query import FactQuery, Sort
-from .folding import fold_log
 from .people import last_changed_by
+from .readside import activity, fold_records, version_rebuild
+from .readside.change_events import decode_event, version_diff
+from .readside.ranked_reads import RankedReads
+from .readside.review_items import REVIEW_KEY, ReviewItem, items
 from .scopes import ALL_PROJECTS, USER, Scope
 from .store import MemoryFileError, MemoryStore
-from .updates import fact_use as usage_rows
-from .updates import versions as version_rows
-from .updates.aging import POLICIES, eviction_order
-from .updates.events import decode_event, replacement_events
-from .updates.review import REVIEW_KEY, ReviewItem, items
 
 
-class MemoryReader:
+class MemoryReader(RankedReads):
     """Reads of one home; never a write. Without a journal every journal read is empty."""
 
     def __init__(
@@ -54,6 +58,7 @@ class MemoryReader:
         self.store = store
         self._db = db
         self._before = before or (lambda: None)  # the writer settles a crash's leftovers
+        super().__init__()
 
     @property
     def db(self) -> Connection | None:
@@ -138,7 +143,7 @@ class MemoryReader:
     def export(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write memory as an indented memory.json at ``path`` (never over the home's own
         files, nor, unless ``overwrite``, any existing file); the home is only read."""
-        from .updates.transfer import write_export
+        from .readside.export_file import write_export
 
         return write_export(self.settings, self.data, path, overwrite=overwrite)
 
@@ -221,7 +226,7 @@ class MemoryReader:
         db = self.db
         if db is None:
             raise KeyError(v)
-        return version_rows.read(db, v)
+        return version_rebuild.read(db, v)
 
     def newest(self) -> int:
         """The journal's last version (to rebuild memory.json from); LookupError if none."""
@@ -237,69 +242,32 @@ class MemoryReader:
     def diff(self, v1: int, v2: int | None = None) -> dict[str, Any]:
         """Facts added, removed and changed from version ``v1`` to ``v2`` (default: now)."""
         old = self.version(v1)
-        new = self.data if v2 is None else self.version(v2)
-        events = replacement_events(old, new, "diff")
-        old_by_id = {f.get("id"): f for f in old.get("facts", [])}
-        new_by_id = {f.get("id"): f for f in new.get("facts", [])}
-        return {
-            "from": v1,
-            "to": v2,
-            "added": [new_by_id[e.fact_id] for e in events if e.details.get("change") == "add"],
-            "removed": [
-                old_by_id[e.fact_id] for e in events if e.details.get("change") == "remove"
-            ],
-            "changed": [
-                {"id": e.fact_id, "old": old_by_id[e.fact_id], "new": new_by_id[e.fact_id]}
-                for e in events
-                if e.details.get("change") == "update"
-            ],
-            "sections": {
-                e.section: {"old": e.old_content, "new": e.new_content} for e in events if e.section
-            },
-        }
+        return version_diff(old, self.data if v2 is None else self.version(v2), v1, v2)
 
     def usage(self, fact_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """``fact_id -> {last_injected, injected, last_used, used, last_confirmed, confirmed}``."""
         db = self.db
-        return usage_rows.read(db, fact_ids) if db is not None else {}
+        return activity.read(db, fact_ids) if db is not None else {}
 
     def eviction_order(self, policy: str | None = None) -> list[dict[str, Any]]:
         """Every fact, the first to go over ``memory.max_facts`` first, each ``{"id",
         "content", "score", "reason"}``: what the home's eviction policy (or ``policy``,
         "blend" or "confidence") would do now, read without evicting anything."""
-        facts = self.facts(sort="none")
         chosen = policy or self.settings.memory.eviction
-        if chosen not in POLICIES:
-            raise ValueError(f"unknown eviction policy {chosen!r}: use 'blend' or 'confidence'")
-        return [
-            {
-                "id": facts[e.index].get("id"),
-                "content": facts[e.index].get("content"),
-                "score": round(e.score, 4),
-                "reason": e.reason,
-            }
-            for e in eviction_order(facts, self.usage(), policy=chosen)
-        ]
+        return activity.eviction_rows(self.facts(sort="none"), self.usage(), chosen)
 
     # -- folds and the queue ------------------------------------------------------------
     def folds(self, limit: int = 20) -> list[dict[str, Any]]:
-        """What the latest folds did, newest first (see ``folding.fold_log.decode``); a fold held
-        for review says what became of its change (``outcome`` "held for review, then
+        """What the latest folds did, newest first (see ``readside.fold_records.decode``); a fold
+        held for review says what became of its change (``outcome`` "held for review, then
         approved")."""
         db = self.db
-        if db is None:
-            return []
-        recent = fold_log.recent(db, limit)
-        for fold in recent:
-            change = ledger_rows.change(db, fold["pending_id"]) if fold.get("pending_id") else None
-            if fold.get("outcome") == fold_log.HELD and change and change["status"] != "pending":
-                fold["outcome"] = f"{fold_log.HELD}, then {_decided(db, change)}"
-        return recent
+        return fold_records.recent_decided(db, limit) if db is not None else []
 
     def consecutive_failures(self) -> int:
         """Failed folds since the memory model last answered with a diff."""
         db = self.db
-        return fold_log.consecutive_failures(db) if db is not None else 0
+        return fold_records.consecutive_failures(db) if db is not None else 0
 
     def queue(self, now: float | None = None) -> list[dict[str, Any]]:
         """The fold queue without snapshots, in the order threads were queued, each saying
@@ -444,12 +412,3 @@ def open_reader(
         return
     with open_read_only(settings.journal_path) as db:
         yield MemoryReader(settings, store, lambda: db)
-
-
-def _decided(db: Any, change: dict[str, Any]) -> str:
-    """What became of a held change: ``approved``, ``rejected``, or ``partly approved`` when
-    some of its items were approved one by one and the rest rejected (or the reverse)."""
-    statuses = {change["status"], *ledger_rows.part_statuses(db, change["id"])}
-    if {"approved", "rejected"} <= statuses:
-        return "partly approved"
-    return str(change["status"])

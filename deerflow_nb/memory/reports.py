@@ -9,25 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .readside.fold_records import HELD, NOTHING, REPORT_KEYS
+
 if TYPE_CHECKING:
     from .updates.updater import UpdateResult
-
-# A fold's outcome in words (``memory_folds.outcome``, ``%memory status``).
-APPLIED = "applied"
-PARTLY = "partly applied"
-HELD = "held for review"
-NOTHING = "nothing to keep"
-FAILED = "failed"
-REPORT_KEYS = (
-    "added",
-    "reinforced",
-    "removed",
-    "evicted",
-    "sections",
-    "ignored",
-    "left_out",
-    "held",
-)
 
 
 @dataclass

@@ -37,8 +37,8 @@ from ..storage.journal import Journal
 from .folding import schedule
 from .folding.fold import unfolded
 from .listeners import Listeners
+from .readside.change_events import decode_event
 from .store import MemoryStore, normalized
-from .updates.events import decode_event
 from .updates.updater import UpdateResult
 from .updates.write_protocol import Ledger
 

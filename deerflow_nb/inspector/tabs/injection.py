@@ -62,9 +62,9 @@ def injection_page(home: Path, memory: dict[str, Any] | None) -> None:
             "Nothing would be injected: there is no readable memory.json.", icon=":material/eco:"
         )
         return
-    preview = view_models.injection_preview(
-        memory, context or None, max_tokens, embedder=embedder, project=project
-    )
+    turn = view_models.turn_project(project)
+    explained = data.injection(home, context or None, max_tokens, project=turn, embedder=embedder)
+    preview = view_models.injection_preview(*explained)
     c1, c2 = st.columns(2)
     c1.metric("Tokens in the block", f"{preview['tokens']} / {max_tokens}")
     c2.metric("Facts included", f"{len(preview['facts'])} / {preview['total_facts']}")

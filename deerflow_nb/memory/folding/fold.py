@@ -28,6 +28,7 @@ from ...storage import queue as queue_rows
 from ...storage.contract import LeaseLost
 from ...storage.journal import Journal, row_to_message
 from ..model_reply import check_holdable
+from ..readside.fold_records import FAILED
 from ..reports import ApplyReport, FlushReport
 from ..scopes import Scope, view
 from ..store import MemoryFileError
@@ -245,7 +246,7 @@ class Folding:
             with self.journal.transaction() as db:  # the row's retry and the fold's record
                 schedule.record_failure(db, row, error)
                 with contextlib.suppress(Exception):
-                    fold_log.record(db, source=thread_id, outcome=fold_log.FAILED, error=error)
+                    fold_log.record(db, source=thread_id, outcome=FAILED, error=error)
             return
         except BaseException:  # Ctrl-C mid-fold: hand the row back now, not when the lease ends
             schedule.release(self.journal, row)

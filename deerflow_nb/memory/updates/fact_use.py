@@ -6,8 +6,8 @@ by ``Memory.search``), and last *confirmed* (the user said it again, so a fold r
 it, or edited it by hand). memory.json is never rewritten for this: a turn costs one
 logged row of its injected ids, plus an upsert for the few it used, in one short
 transaction (``storage/usage.py`` writes the rows and counts the log in at each ledger
-commit), and a failure to record is logged, never raised into the turn. ``aging.py``
-reads the rows for staleness and eviction.
+commit), and a failure to record is logged, never raised into the turn. The read side reads
+the rows back (``readside/activity.py``) for staleness, eviction and the views.
 """
 
 from __future__ import annotations
@@ -86,10 +86,3 @@ def inherit(db: Any, fact_id: str, sources: list[str]) -> None:
     """A merged fact starts with its sources' records: latest times, summed counts."""
     if sources:
         usage_rows.merge_into(db, fact_id, sources)
-
-
-def read(db: Any, fact_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
-    """``fact_id -> row`` for the given facts (all rows when None)."""
-    if fact_ids is None:
-        return usage_rows.rows(db)
-    return usage_rows.rows(db, list(dict.fromkeys(map(str, fact_ids))))

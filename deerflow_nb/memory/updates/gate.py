@@ -46,10 +46,10 @@ from ...storage import ledger as ledger_rows
 from ...storage import memory_changes as change_rows
 from ...storage.db import now_iso
 from ...storage.journal import Journal
+from ..readside.change_events import replacement_events
 from ..reports import changes_anything
 from ..scopes import pin_projects
 from .edits import apply_edit
-from .events import replacement_events
 from .held_facts import HeldFacts
 from .review import propose
 from .rules import Rules

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...config import Settings
 from ...storage.journal import Journal
-from . import fact_use as usage
+from ..readside import activity
 from .updater import UpdateResult, apply_diff
 
 
@@ -43,6 +43,8 @@ class Rules:
                 "raise it, then import again)"
             )
             limit = {"max_new": room, "over_limit": why}
+        evicts = _may_evict(data, diff, memory.max_facts)
+        used = activity.read(self.journal.db) if evicts else None
         return apply_diff(
             data,
             diff,
@@ -51,7 +53,7 @@ class Rules:
             max_facts=memory.max_facts,
             added_by=added_by,
             eviction=memory.eviction,
-            usage=usage.read(self.journal.db) if _may_evict(data, diff, memory.max_facts) else None,
+            usage=used,
             project=project,
             **limit,
         )

@@ -14,9 +14,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ...config import CONFIG_FILENAME, Settings
+from ...config import Settings
 from ...projects import PROJECT_SCOPE
 from ...schema.changes import ChangeSet
+from ..readside.export_file import write_export
 from ..scopes import PROJECTS_KEY, Scope
 from ..store import check_schema, empty_memory, loads_document
 from .gate import Gate
@@ -70,31 +71,6 @@ def _read_bounded(source: Path) -> bytes:
     if len(data) > MAX_IMPORT_BYTES:
         raise ValueError(f"{source}: cannot import, it grew past the cap while read ({limit})")
     return data
-
-
-def write_export(
-    settings: Settings, data: dict[str, Any], path: str | os.PathLike[str], *, overwrite: bool
-) -> Path:
-    """Write ``data`` as an indented memory.json at ``path``; returns the path.
-
-    Never overwrites the home's own files, nor (unless ``overwrite``) any existing file:
-    a mistyped path must not destroy the journal or another export.
-    """
-    target = Path(path)
-    home = settings.home
-    own = {settings.memory_path, settings.journal_path, home / CONFIG_FILENAME}
-    if target.resolve() in {p.resolve() for p in own}:
-        raise ValueError(f"{target} is this memory's own file; export to another path")
-    if target.is_dir():
-        raise ValueError(f"{target} is a folder; give a file path, say {target / 'memory.json'}")
-    if target.exists() and not overwrite:
-        raise ValueError(f"{target} exists; choose another path, or overwrite it with --force")
-    text = json.dumps(data, indent=2, ensure_ascii=False)
-    try:
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
-    return target
 
 
 def project_document(data: dict[str, Any], project: str) -> dict[str, Any]:

@@ -30,9 +30,10 @@ from ...schema.constants import ADDED_BY_USER, is_user_fact
 from ...schema.sections import MAX_SUMMARY_CHARS
 from ...similarity import normalize_text, signature
 from ...storage.db import now_iso
+from ..readside.activity import eviction_order
 from ..scopes import PROJECTS_KEY, candidate_owner, evictable, stamp
 from ..store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
-from .aging import MAX_MERGE_SOURCES, eviction_order
+from .aging import MAX_MERGE_SOURCES
 from .events import Event
 from .scope_changes import apply_scope_changes
 from .summaries import refresh_summaries
@@ -98,8 +99,8 @@ def apply_diff(
     the rest are left out (else: the per-fold limit); ``added_by`` marks the facts
     it adds or reinforces (``"user"`` for facts stated by hand, which folds do not drop
     without review). ``eviction`` is the policy over ``max_facts`` (``"blend"`` or
-    ``"confidence"``), ``usage`` the facts' use records (``usage.read``; None: none, as the
-    caller passes when nothing can be evicted).
+    ``"confidence"``), ``usage`` the facts' use records (``readside.activity.read``; None:
+    none, as the caller passes when nothing can be evicted).
 
     Besides DeerFlow's keys the diff may hold ``merges`` (``[{"from": [ids], "content",
     "category", "confidence"}]``, applied after removals) and ``stale`` (``[{"id", "reason"}]``:

@@ -7,9 +7,9 @@ from typing import Any
 from ...config import Settings
 from ...projects import DEFAULT_PROJECT, fact_project
 from ...schema.changes import ChangeSet
+from ..readside import activity
 from ..reports import ConsolidationReport, StaleReport
 from ..scopes import Scope
-from . import fact_use as usage
 from .gate import Gate
 from .review import Review
 from .write_protocol import Ledger
@@ -35,7 +35,7 @@ class Upkeep:
         limit = self.settings.memory.staleness_days if days is None else days
         data = self.ledger.shared()[1]
         ids = [str(f.get("id")) for f in data.get("facts", [])]
-        used = usage.read(self.ledger.journal.db, ids)
+        used = activity.read(self.ledger.journal.db, ids)
         threads = {
             row["project"] or DEFAULT_PROJECT: row["last_used"]
             for row in self.ledger.journal.project_threads()

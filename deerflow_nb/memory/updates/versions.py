@@ -13,7 +13,8 @@ edits of a 28 KB memory added 10 MB). Now a version row holds either
 
 Both are plain JSON text, so the table stays browsable with any SQLite tool. Reading a
 version starts from the nearest full snapshot at or before it and applies the deltas
-after it in order; rows written before deltas existed are all full snapshots.
+after it in order (``readside/version_rebuild.py``); rows written before deltas existed are
+all full snapshots.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 from typing import Any
 
 from ...storage import ledger as rows
+from ..readside.version_rebuild import natural_order, read
 
 FULL_EVERY = 50  # at most this many deltas between two full snapshots
 FULL_REASONS = frozenset({"import", "reset", "rollback"})
@@ -69,40 +71,11 @@ def make_delta(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | Non
         facts["put"] = put
     if drop:
         facts["drop"] = drop
-    if new_ids != _natural_order(old_ids, drop, put):
+    if new_ids != natural_order(old_ids, drop, put):
         facts["order"] = new_ids
     if facts:
         delta["facts"] = facts
     return delta
-
-
-def _natural_order(old_ids: list[str], drop: list[str], put: list[dict[str, Any]]) -> list[str]:
-    dropped = set(drop)
-    kept = [i for i in old_ids if i not in dropped]
-    known = set(kept)
-    return kept + [f["id"] for f in put if f["id"] not in known]
-
-
-def apply_delta(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``delta`` applied, as a new document (``base`` is not changed)."""
-    out = {k: v for k, v in base.items() if k not in delta.get("unset", ())}
-    out.update(delta.get("set", {}))
-    facts = delta.get("facts", {})
-    base_facts = base.get("facts", [])
-    if not facts:
-        out["facts"] = list(base_facts)
-        return out
-    by_id = {f["id"]: f for f in base_facts}
-    old_ids = [f["id"] for f in base_facts]
-    put = facts.get("put", [])
-    drop = facts.get("drop", [])
-    for fact_id in drop:
-        by_id.pop(fact_id, None)
-    for fact in put:
-        by_id[fact["id"]] = fact
-    order = facts.get("order") or _natural_order(old_ids, drop, put)
-    out["facts"] = [by_id[i] for i in order]
-    return out
 
 
 def record(
@@ -142,24 +115,3 @@ def record(
         row["delta"] = dumps(delta)
         row["base_id"] = newest
     return rows.insert_version(db, row)
-
-
-def read(db: Any, version: int) -> dict[str, Any]:
-    """The memory.json recorded as ``version``; KeyError when there is no such version.
-
-    Works on any connection to the journal (``sqlite_utils.Database`` or ``sqlite3``),
-    read-only ones included.
-    """
-    if not rows.version_exists(db, version):
-        raise KeyError(f"no memory version {version}")
-    full = rows.full_snapshot_at_or_before(db, version)
-    if full is None:
-        raise KeyError(f"memory version {version} has no full snapshot before it")
-    full_id, snapshot = full
-    data = json.loads(snapshot)
-    if full_id == version:
-        return data
-    for delta in rows.deltas_between(db, full_id, version):
-        if delta is not None:
-            data = apply_delta(data, json.loads(delta))
-    return data

@@ -30,6 +30,7 @@ from ...scrub import encodable_deep
 from ...storage import ledger as rows
 from ...storage.db import now_iso
 from ...storage.journal import Journal
+from ..readside import version_rebuild
 from ..store import MemoryFileError, MemoryStore, empty_memory, encodable_document, quiet_gc
 from . import fact_use as usage
 from . import versions
@@ -96,12 +97,12 @@ class Ledger:
         rename into place, so memory.json matches the journal; delete its temp files."""
         version = self.unwritten()  # a journal from before: the version says so itself
         if version is not None:
-            self.store.write(versions.read(self.journal.db, version))
+            self.store.write(version_rebuild.read(self.journal.db, version))
             self._mark_written()
         temps = self.store.stale_temps()
         newest = rows.newest_version(self.journal.db) if temps else None
         if newest is not None:
-            journaled = versions.read(self.journal.db, newest)
+            journaled = version_rebuild.read(self.journal.db, newest)
             if any(self.store.holds(t, journaled) for t in temps) and not self.store.holds(
                 self.store.path, journaled
             ):

@@ -1,0 +1,108 @@
+"""A fold's record as the journal keeps it (``memory_folds``): the outcomes in words, the
+report's keys, and the rows read back and said in one line.
+
+``folding/fold_log.py`` writes the rows; these reads take any connection, read-only ones
+too (the inspector, ``open_reader``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ...storage import folds as fold_rows
+from ...storage import ledger as ledger_rows
+
+# A fold's outcome in words (``memory_folds.outcome``, ``%memory status``).
+APPLIED = "applied"
+PARTLY = "partly applied"
+HELD = "held for review"
+NOTHING = "nothing to keep"
+FAILED = "failed"
+REPORT_KEYS = (
+    "added",
+    "reinforced",
+    "removed",
+    "evicted",
+    "sections",
+    "ignored",
+    "left_out",
+    "held",
+)
+
+
+def decode(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``memory_folds`` row as ``{at, source, outcome, version, pending_id, error, added,
+    reinforced, removed, evicted, sections, ignored, left_out, held}``."""
+    report = json.loads(row.get("report") or "{}")
+    return {
+        "id": row.get("id"),
+        "at": row.get("ts"),
+        "source": row.get("source"),
+        "outcome": row.get("outcome"),
+        "version": row.get("version_id"),
+        "pending_id": row.get("pending_id"),
+        "error": row.get("error"),
+        **{k: report.get(k) or [] for k in REPORT_KEYS},
+    }
+
+
+def recent(db: Any, limit: int = 20) -> list[dict[str, Any]]:
+    """The latest folds, newest first ([] on a journal from before ``memory_folds``)."""
+    return [decode(r) for r in fold_rows.latest(db, limit)]
+
+
+def consecutive_failures(db: Any) -> int:
+    """Failed folds since the last one that reached the memory model and got a diff."""
+    return fold_rows.trailing(db, FAILED)
+
+
+def summary(fold: Mapping[str, Any] | None, *, with_head: bool = True) -> str:
+    """One fold in a line: ``partly applied (t1): added 2, left out 1 (newFacts[0]: …)``."""
+    if not fold:
+        return "never"
+    head = str(fold.get("outcome") or "")
+    if fold.get("source"):
+        head += f" ({fold['source']})"
+    if not fold.get("outcome"):  # a fold journaled before fold reports existed
+        return str(fold.get("at") or "never")
+    if fold.get("outcome") == "failed":
+        body = str(fold.get("error") or "unknown error")
+    else:
+        parts = [
+            f"{key} {len(fold.get(key) or [])}"
+            for key in ("added", "reinforced", "removed", "evicted", "sections")
+            if fold.get(key)
+        ]
+        left = list(fold.get("left_out") or [])
+        if left:
+            reasons = "; ".join(f"{x.get('item')}: {x.get('reason')}" for x in left[:3])
+            more = f"; {len(left) - 3} more" if len(left) > 3 else ""
+            parts.append(f"left out {len(left)} ({reasons}{more})")
+        held = list(fold.get("held") or [])
+        if held:
+            change = f" as change #{fold['pending_id']}" if fold.get("pending_id") else ""
+            parts.append(f"held for review{change} ({held[0].get('reason')})")
+        body = ", ".join(parts) or "no change"
+    return f"{head}: {body}" if with_head else body
+
+
+def recent_decided(db: Any, limit: int = 20) -> list[dict[str, Any]]:
+    """``recent``, each fold held for review saying what became of its change (``outcome``
+    "held for review, then approved")."""
+    found = recent(db, limit)
+    for fold in found:
+        change = ledger_rows.change(db, fold["pending_id"]) if fold.get("pending_id") else None
+        if fold.get("outcome") == HELD and change and change["status"] != "pending":
+            fold["outcome"] = f"{HELD}, then {_decided(db, change)}"
+    return found
+
+
+def _decided(db: Any, change: dict[str, Any]) -> str:
+    """What became of a held change: ``approved``, ``rejected``, or ``partly approved`` when
+    some of its items were approved one by one and the rest rejected (or the reverse)."""
+    statuses = {change["status"], *ledger_rows.part_statuses(db, change["id"])}
+    if {"approved", "rejected"} <= statuses:
+        return "partly approved"
+    return str(change["status"])
