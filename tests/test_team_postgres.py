@@ -245,6 +245,29 @@ def test_a_listener_hears_a_published_change_set(shared: Team, tmp_path: Path) -
         assert time.monotonic() - started < 1
 
 
+def test_a_listener_wakes_for_a_teammates_change_set_not_its_own(
+    shared: Team, tmp_path: Path
+) -> None:
+    """The notice names the publisher only as md5 of its role: drain() is True for a
+    teammate's change set and False for this role's own (it pulls nothing new)."""
+    alice_url, bob_url = shared.member("churn", "alice"), shared.member("churn", "bob")
+    alice, bob = outbox_at(tmp_path / "alice"), outbox_at(tmp_path / "bob")
+    listener = exchange.Listener.open(bob_url)
+    try:
+        bob.add("churn", fact("bob's own note on the holdout"))
+        exchange.publish(bob, bob_url)
+        time.sleep(0.3)  # the notice has arrived
+        assert listener.drain() is False
+        alice.add("churn", fact("alice says the holdout is March"))
+        exchange.publish(alice, alice_url)
+        deadline = time.monotonic() + 5
+        while not (heard := listener.drain()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert heard
+    finally:
+        listener.close()
+
+
 def test_a_change_reaches_a_listening_member_within_seconds(shared: Team, tmp_path: Path) -> None:
     """Issue 39's goal is p95 <= 2 s from one member's change to another's seeing it; here
     from the publish call to the change set pulled by a member woken by NOTIFY."""

@@ -155,9 +155,10 @@ class TeamSync:
         return nudged, noticed
 
     def _wait(self) -> None:
-        """Until a nudge, a NOTIFY from any server (then ``gather`` seconds more, cut short
-        by a nudge, so the teammates' change sets of that moment come as one commit), a
-        stop or ``interval`` seconds."""
+        """Until a nudge, a NOTIFY from any server of another role's change set (then
+        ``gather`` seconds more, cut short by a nudge, so the teammates' change sets of that
+        moment come as one commit), a stop or ``interval`` seconds. A notice of this home's
+        own publish wakes no pull: its change sets come back, recorded only, with the next."""
         deadline = time.monotonic() + self.interval
         while not self._stop.is_set():
             nudged, noticed = self._drain()  # a notice may wait in a connection's buffer
@@ -175,10 +176,6 @@ class TeamSync:
                 ready, _, _ = select.select(waiting, [], [], left)
             except (OSError, ValueError):  # a listener closed under us: sync and listen again
                 return
-            if not ready:
+            if not ready or self._read in ready:
                 return
-            if self._read in ready:
-                return
-            with contextlib.suppress(OSError, ValueError):
-                select.select([self._read], [], [], self.gather)
-            return
+            # a server's notice: the loop's drain reads it (this home's own publish: wait on)

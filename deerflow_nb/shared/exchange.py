@@ -14,6 +14,7 @@ shape a home's gate publishes (``memory/updates/team_changes.shared_effect``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -298,11 +299,14 @@ def incoming(outbox: Outbox, url: str, project: str) -> Iterator[SharedChange]:
 
 class Listener:
     """A connection LISTENing for published change sets (any project: the notice carries
-    nothing, and the member pulls what its role may read). Its ``fileno`` lets a
-    background sync wait on several servers and a wake-up at once (``select``)."""
+    only ``md5`` of the publisher's role, and the member pulls what its role may read).
+    Its ``fileno`` lets a background sync wait on several servers and a wake-up at once
+    (``select``)."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
         self.conn = conn
+        # A notice of this role's own publish: its change sets are recorded already.
+        self.own = hashlib.md5(str(conn.info.user).encode(), usedforsecurity=False).hexdigest()
 
     @classmethod
     def open(cls, url: str) -> Listener:
@@ -326,9 +330,9 @@ class Listener:
         return any(True for _ in self.conn.notifies(timeout=timeout, stop_after=1))
 
     def drain(self) -> bool:
-        """Whether any notice arrived, reading all of them without waiting; an
-        ``OperationalError`` when the server went away."""
-        return any(True for _ in self.conn.notifies(timeout=0.0))
+        """Whether a notice of another role's change set arrived, reading all of them
+        without waiting; an ``OperationalError`` when the server went away."""
+        return any([n.payload != self.own for n in self.conn.notifies(timeout=0.0)])
 
     def close(self) -> None:
         self.conn.close()

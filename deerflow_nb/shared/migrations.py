@@ -323,6 +323,18 @@ _STORE_TRIGGERS = (
 )
 
 
+# m002's notice with who published it (as ``md5(role)``: a member of another project learns
+# no name), so a kernel does not pull again for the change sets it published itself.
+_NOTICE_OF = "md5(NEW.person::text)"
+
+
+@migration
+def m003_notice_names_the_publisher(conn: psycopg.Connection) -> None:
+    """The published-change-set notice carries ``md5`` of the publisher's role."""
+    silent = f"pg_notify('{CHANNEL}', '')"
+    conn.execute(_STORE_FUNCTIONS[-1].replace(silent, f"pg_notify('{CHANNEL}', {_NOTICE_OF})"))
+
+
 def migrate(conn: psycopg.Connection) -> list[str]:
     """In one transaction: create the ``deerflow`` schema if missing and run the migrations
     it has not had, in order; their names (none when it was up to date)."""
