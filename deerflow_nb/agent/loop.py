@@ -192,11 +192,15 @@ def _loop(
     on_step: Callable[[int], None] | None,
     cancel: CancelToken | None,
 ) -> str:
+    # Only the middleware that overrides after_text hears each streamed piece (a reply
+    # streams in hundreds: a hook call and its timing each is most of a turn's overhead).
+    hearing = [m for m in middlewares if type(m).after_text is not Middleware.after_text]
+
     def tee(delta: str) -> None:
         state.partial += delta
         if on_text is not None:
             on_text(delta)
-        for middleware in middlewares:
+        for middleware in hearing:
             with _timed(state, middleware):
                 middleware.after_text(state)
 
