@@ -12,6 +12,7 @@ from .conversation import Conversation
 from .fact_query import FactQuery
 from .fact_query import Sort as FactSort
 from .folding.fold_log import summary as fold_summary
+from .groups import ReadOnlyMemory
 from .model_reply import ExtractionError
 from .people import added_by, changed_by
 from .reader import MemoryReader, open_reader
@@ -55,6 +56,7 @@ __all__ = [
     "Memory",
     "MemoryFileError",
     "MemoryReader",
+    "ReadOnlyMemory",
     "SQLiteHome",
     "Scope",
     "Snapshot",
