@@ -9,7 +9,7 @@ It starts a PostgreSQL in a temporary folder (``tests/pg_cluster.py``'s cluster)
 the shared store (``team init``, ``team add``) and starts ``--members`` processes (20),
 each on a home of its own, joined to project ``churn`` through the real sharing path
 (``Memory.join``, the gate's outbox) and syncing as a kernel does: in the background
-(``Memory.start_team_sync``: published at once after a commit, woken by the server's
+(``Memory.team.start_sync``: published at once after a commit, woken by the server's
 NOTIFY), never on a turn's path. Each makes ``--changes`` changes (50): a project fact
 added through the gate (its outbox row in the same commit), then a turn of the offline
 model in the project, which reads local memory only (every project fact fits its
@@ -146,7 +146,7 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
     expected = {fact_text(m, k) for m in range(members) for k in range(changes)} - own
     made: dict[str, float] = {}
     seen: dict[str, float] = {}
-    memory.start_team_sync()
+    memory.team.start_sync()
     (run / f"ready-{index}").touch()
     wait_for(run / "go", time.monotonic() + 300)
     cpu_at_go = time.process_time()
@@ -185,8 +185,8 @@ def run_member(run: Path, index: int, members: int, changes: int, pace: float) -
         time.sleep(pace or 0.05)  # more turns of reading: the last changes still arrive
         turn(f"turn-{k}")
         k += 1
-    status = memory.team_sync_status()
-    memory.stop_team_sync()
+    status = memory.team.sync_status()
+    memory.team.stop_sync()
     applied += status["applied"]
     contents = [f["content"] for f in memory.data["facts"] if f.get("project") == PROJECT]
     held = arrivals(memory, expected)

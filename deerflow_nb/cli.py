@@ -65,7 +65,7 @@ def _with_reader(action: Callable[[MemoryReader, argparse.Namespace], None]) -> 
 
 def _fold(mem: Memory, args: argparse.Namespace) -> int:
     if args.rebuild:
-        mem.recover()
+        mem.history.recover()
         _say(f"rebuilt {mem.path} from the journal's last version")
     report = mem.flush(timeout=args.timeout)
     print(
@@ -93,7 +93,7 @@ def _export(reader: MemoryReader, args: argparse.Namespace) -> None:
 def _import(mem: Memory, args: argparse.Namespace) -> None:
     from .notebook.views.table import count_of
 
-    mem.read_import(args.path)  # a broken file is said before any confirmation
+    mem.transfer.read_import(args.path)  # a broken file is said before any confirmation
     held = len(mem.data.get("facts", []))
     if held and not args.yes:
         raise ValueError(

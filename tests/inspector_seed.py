@@ -76,7 +76,7 @@ def seed_home(home: Path) -> dict[str, Any]:
             {"newFacts": [{"content": POLARS, "category": "preference", "confidence": 0.9}]},
             source="thread-sales",
         )
-        mem.edit_fact(churn["id"], confidence=0.95)
+        mem.facts.edit(churn["id"], confidence=0.95)
         mem.forget(matplotlib)
         versions = [v["id"] for v in mem.versions()]
     finally:
@@ -189,8 +189,8 @@ def seed_hostile_home(home: Path, beacon: str = "http://127.0.0.1:9") -> dict[st
             source="thread-evil",
         )
         # The newest version's diff (the Versions tab's default) shows old and new content.
-        mem.edit_fact(fact["id"], hostile(beacon, "edited"), confidence=0.9)
-        mem.review = True
+        mem.facts.edit(fact["id"], hostile(beacon, "edited"), confidence=0.9)
+        mem.review.enabled = True
         mem.apply(
             {"newFacts": [{"content": hostile(beacon, "pending"), "category": "knowledge",
                            "confidence": 0.9}]},

@@ -68,7 +68,7 @@ def test_the_injected_count_matches_the_selected_facts(home: Path) -> None:
             block, count = injection(memory, context, budget)
             assert block == memory.preview(context, budget)
             assert count == sum(line.startswith("- ") for line in block.splitlines())
-            selected = memory.selected_facts(context, budget)
+            selected = memory.injection(context, budget)[1]
             assert len(selected) == count and all(f["content"] in block for f in selected)
     assert memory.preview(["polars"], 0) == ""  # a zero budget is zero, not the default
     assert memory.preview(["polars"]).count("- ") == 4  # None is the configured budget

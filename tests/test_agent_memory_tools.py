@@ -147,8 +147,8 @@ def test_the_fold_of_the_same_thread_does_not_store_a_remembered_fact_twice(home
     agent.run("I prefer polars over pandas.", thread="work")
     report = agent.memory.flush()
     assert report is not None
-    assert agent.memory.folds()[0]["source"] == "work"  # the thread was folded
-    facts = [f for f in agent.memory.facts() if "polars" in f["content"].lower()]
+    assert agent.memory.history.folds()[0]["source"] == "work"  # the thread was folded
+    facts = [f for f in agent.memory.facts.list() if "polars" in f["content"].lower()]
     assert len(facts) == 1
     assert facts[0]["content"] == "Prefers polars over pandas" and is_user_fact(facts[0])
     agent.close()
@@ -159,7 +159,7 @@ def test_without_remember_the_same_thread_folds_into_that_very_fact(home: Path) 
     agent = Agent(home)
     agent.run("I prefer polars over pandas.", thread="work")
     agent.memory.flush()
-    assert [f["content"] for f in agent.memory.facts()] == ["Prefers polars over pandas"]
+    assert [f["content"] for f in agent.memory.facts.list()] == ["Prefers polars over pandas"]
     agent.close()
 
 
@@ -193,7 +193,7 @@ def test_subagents_get_none_of_the_memory_tools(home: Path) -> None:
     subagents = [offered for who, offered in model.calls if who == "subagent"]
     assert lead and set(MEMORY_TOOLS) <= lead[0]
     assert len(subagents) >= 2 and all(not offered & set(MEMORY_TOOLS) for offered in subagents)
-    assert agent.memory.facts() == []  # no sub-agent remembered anything
+    assert agent.memory.facts.list() == []  # no sub-agent remembered anything
     for run in agent.last_turn.subagents:
         assert run.status == "done"
         called = [
@@ -216,7 +216,7 @@ def test_the_prompt_names_the_tools_and_a_no_memory_turn_has_none(home: Path) ->
     agent.run("Remember that I prefer polars over pandas.", thread="p", use_memory=False)
     assert not model.calls[-1][1] & set(MEMORY_TOOLS)
     assert "recall" not in agent.last_turn.model_view[0]["content"]
-    assert agent.last_turn.tool_calls == [] and agent.memory.facts() == []
+    assert agent.last_turn.tool_calls == [] and agent.memory.facts.list() == []
     agent.close()
 
 
@@ -278,7 +278,7 @@ def test_errors_are_results_the_model_can_read(memory: Memory) -> None:
     assert tools.call("recall", {}).startswith("Error: bad arguments for recall")
     assert tools.call("search_memory", {"query": ""}) == "Memory holds no facts about the user yet."
     assert tools.call("recall", {"query": "nothing like it"}).startswith("Nothing stored matches")
-    assert memory.facts() == []
+    assert memory.facts.list() == []
 
 
 def test_remember_twice_confirms_the_stored_fact(memory: Memory) -> None:
@@ -290,7 +290,7 @@ def test_remember_twice_confirms_the_stored_fact(memory: Memory) -> None:
         "remember", {"content": "prefers polars over pandas.", "category": "preference"}
     )
     assert first.startswith("Remembered: fact_") and again.startswith("Already remembered")
-    assert len(memory.facts()) == 1
+    assert len(memory.facts.list()) == 1
 
 
 def test_recall_in_one_thread(memory: Memory) -> None:

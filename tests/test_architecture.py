@@ -12,6 +12,7 @@ facade exports, and no modules import each other in a circle.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -1090,3 +1091,130 @@ def test_the_read_door_scan_finds_a_planted_write_import() -> None:
         sources, **{"deerflow_nb.memory.readside.helper": "", "deerflow_nb.memory.scopes": ""}
     )
     assert write_side_reached(clean, packages, READ_DOOR) == []
+
+
+# -- a narrow facade grouped by job (issue 38) ------------------------------------------------
+# ``Memory``'s public names: its groups, the DESIGN.md names kept as aliases of the groups'
+# methods, and at most MAX_TOP_LEVEL others (its parts' doors and what a turn needs), none
+# of them a method that only passes a call on to a part.
+DESIGN_NAMES = {  # DESIGN.md's "Public names that outside checks call", on a Memory
+    "data", "add_fact", "forget", "preview", "flush", "apply", "embedder", "status",
+    "recall", "import_", "export", "search", "pending", "pending_count", "approve",
+    "rollback", "versions", "events", "stale", "propose_stale", "consolidate", "lineage",
+    "enqueue", "close", "add_messages", "share", "join", "sync",
+}  # fmt: skip
+MAX_TOP_LEVEL = 20
+
+
+def facade_problems(memory: object) -> list[str]:
+    """What breaks the facade's rules in ``memory`` (a Memory, or a planted subclass's)."""
+    from deerflow_nb.memory.groups import Alias, Group
+
+    cls = type(memory)
+    kinds = {n: type(inspect.getattr_static(cls, n, None)) for n in dir(memory)}
+    groups = {n for n, kind in kinds.items() if kind is Group}
+    aliases = {n for n, kind in kinds.items() if kind is Alias}
+    public = {n for n in dir(memory) if not n.startswith("_")}
+    others = sorted(public - groups - aliases)
+    problems = [f"{n} is not on Memory" for n in sorted(DESIGN_NAMES - public)]
+    problems += [f"alias {n} is not a DESIGN.md name" for n in sorted(aliases - DESIGN_NAMES)]
+    if len(others) > MAX_TOP_LEVEL:
+        problems.append(f"{len(others)} top-level names (at most {MAX_TOP_LEVEL}): {others}")
+    for name in sorted(aliases):
+        alias = inspect.getattr_static(cls, name)
+        group, _, method = alias.target.partition(".")
+        target = getattr(getattr(memory, group, None), method, None)
+        if group not in groups or not callable(target):
+            problems.append(f"alias {name} -> {alias.target} is no group's method")
+        elif alias.__doc__ != target.__doc__:
+            problems.append(f"alias {name} is documented apart from {alias.target}")
+    for name in others:
+        if callable(getattr(memory, name)) and not getattr(memory, name).__doc__:
+            problems.append(f"{name} has no docstring")
+    return problems
+
+
+def forwards_in(source: str, cls: str = "Memory") -> list[str]:
+    """The methods of class ``cls`` in ``source`` that only forward: after the docstring,
+    one call (returned or not) of ``self.<part>.<method>`` passing its own arguments on."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.ClassDef) and node.name == cls):
+            continue
+        for method in node.body:
+            if not isinstance(method, ast.FunctionDef) or method.name.startswith("__"):
+                continue
+            body = method.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                body = body[1:]  # the docstring
+            if len(body) != 1 or not isinstance(body[0], ast.Return | ast.Expr):
+                continue
+            call = body[0].value
+            if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+                continue
+            owner = call.func.value
+            on_part = (
+                isinstance(owner, ast.Attribute)
+                and isinstance(owner.value, ast.Name)
+                and owner.value.id == "self"
+            )
+            passed = [*call.args, *(k.value for k in call.keywords)]
+            if on_part and all(_passed_on(a) for a in passed):
+                found.append(f"{method.name} (line {method.lineno}) only forwards")
+    return found
+
+
+def _passed_on(node: ast.expr) -> bool:
+    """An argument handed on unchanged: a name, a constant, ``*args``, or ``self.x``."""
+    if isinstance(node, ast.Starred):
+        node = node.value
+    return isinstance(node, ast.Name | ast.Constant) or (
+        isinstance(node, ast.Attribute) and _name(node.value) == "self"
+    )
+
+
+def test_memory_is_a_narrow_facade(tmp_path: Path) -> None:
+    from deerflow_nb.memory import Memory
+
+    with Memory(tmp_path / "home") as memory:
+        assert facade_problems(memory) == []
+
+
+def test_no_memory_method_only_forwards() -> None:
+    assert forwards_in((PACKAGE / "memory" / "api.py").read_text()) == []
+
+
+def test_the_facade_scan_finds_planted_breaches(tmp_path: Path) -> None:
+    from deerflow_nb.memory import Memory
+    from deerflow_nb.memory.groups import Alias, Reviewing
+
+    extra = {f"helper_{i}": lambda self: None for i in range(MAX_TOP_LEVEL)}
+    planted = type("Planted", (Memory,), {**extra, "reject": Alias("review", Reviewing.reject)})
+    with planted(tmp_path / "home") as memory:
+        problems = facade_problems(memory)
+    assert "alias reject is not a DESIGN.md name" in problems
+    assert any("top-level names (at most 20)" in p for p in problems)
+    assert "helper_0 has no docstring" in problems
+    broken = type("Broken", (Memory,), {"pending": Alias("nowhere", Reviewing.approve)})
+    with broken(tmp_path / "other") as memory:
+        assert "alias pending -> nowhere.approve is no group's method" in facade_problems(memory)
+    forwarding = '''
+class Memory:
+    def pending(self):
+        """What waits."""
+        return self._review.pending()
+
+    def skip(self, thread_id, *rest, quiet=False):
+        self._folding.skip(thread_id, *rest, quiet=quiet, journal=self.journal)
+
+    def apply(self, diff, source="manual"):
+        """Checks the diff first: real work, not a forward."""
+        return self._folding.apply(check_diff(diff), source)
+
+    def preview(self, context=None):
+        return self.injection(context)[0]
+'''
+    assert forwards_in(forwarding) == [
+        "pending (line 3) only forwards",
+        "skip (line 7) only forwards",
+    ]

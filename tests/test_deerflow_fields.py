@@ -110,7 +110,7 @@ def test_a_fold_that_rewrites_sections_keeps_their_unknown_keys(mem: Memory, hom
 @pytest.mark.parametrize(
     "change",
     [
-        pytest.param(lambda m: m.edit_fact("fact_polars", "Prefers polars"), id="edit-text"),
+        pytest.param(lambda m: m.facts.edit("fact_polars", "Prefers polars"), id="edit-text"),
         pytest.param(lambda m: m.forget("fact_polars"), id="forget"),
         pytest.param(lambda m: m.forget("fact_work"), id="forget-work"),
     ],

@@ -60,14 +60,14 @@ def memory(home: Path) -> Iterator[Memory]:
 def test_every_list_of_facts_runs_the_same_query(memory: Memory) -> None:
     by_text = {f["content"]: f["id"] for f in memory.data["facts"]}
     want = [by_text[c] for c in ("Wants to learn Rust", "works in UTC+1", "Works on churn models")]
-    assert ids(memory.facts(min_confidence=0.7, category=None))[1:] == want
+    assert ids(memory.facts.list(min_confidence=0.7, category=None))[1:] == want
     panel = MemoryPanel(memory)
-    assert list(panel.fact_checks) == ids(memory.facts())
+    assert list(panel.fact_checks) == ids(memory.facts.list())
     panel.text_filter.value = "works"
     assert list(panel.fact_checks) == [by_text["works in UTC+1"], by_text["Works on churn models"]]
     rows = fact_rows(memory.data, text="works", sort="confidence (high first)")
     assert [r["id"] for r in rows] == list(panel.fact_checks)
-    assert ids(memory.forget_matching("churn models")) == [by_text["Works on churn models"]]
+    assert ids(memory.facts.matching("churn models")) == [by_text["Works on churn models"]]
 
 
 def test_memory_facts_shows_the_first_n_of_all(shell: InteractiveShell) -> None:

@@ -85,13 +85,13 @@ def test_a_fold_held_for_review_or_failing_opens_two_transactions(
     home: Path, counted: Counted
 ) -> None:
     memory = Memory(home)
-    memory.review = True
+    memory.review.enabled = True
     memory.add_messages("talk", TALK)
     counted.on = True
     report = memory.flush()
     counted.on = False
     assert report.proposed == ["talk"] and counted.seen["transactions"] <= 2, counted.seen
-    memory.review = False
+    memory.review.enabled = False
     memory.close()
 
     (home / "config.yaml").write_text("memory:\n  model_name: no-such-model\n")

@@ -90,7 +90,7 @@ def test_a_held_fold_says_what_waits_and_a_terminal_hears_it_next(home: Path) ->
     with Memory(home) as memory:
         fact = memory.add_fact(MLFLOW, category="behavior")
         notices = FoldNotices(memory)
-        memory.review = True
+        memory.review.enabled = True
         notices.watch("t1", notices.mark(), None)
         change = memory.apply({"factsToRemove": [fact["id"]]}, source="t1").pending_id
         assert notices.take_later() == [
@@ -98,7 +98,7 @@ def test_a_held_fold_says_what_waits_and_a_terminal_hears_it_next(home: Path) ->
             "(%memory pending)"
         ]
         assert notices.take_later() == []  # once
-        memory.review = False
+        memory.review.enabled = False
         notices.watch("t1", notices.mark(), None)
         memory.approve([change])  # not a fold of t1: nothing to say yet
         assert notices.watching == ["t1"]

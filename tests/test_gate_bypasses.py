@@ -72,7 +72,7 @@ def test_a_remember_the_user_did_not_state_is_the_models_suggestion(
     args = {"content": "Prefers polars over pandas", "category": "preference"}
     reply = tools.call("remember", args)
     assert "suggestion" in reply
-    (fact,) = mem.facts()
+    (fact,) = mem.facts.list()
     assert is_model_suggestion(fact) and not is_user_fact(fact)
     # ... which a later fold may remove without review, review mode off.
     report = mem.apply({"factsToRemove": [fact["id"]]}, source="t2")
@@ -84,7 +84,7 @@ def test_a_remember_the_user_asked_for_and_stated_is_theirs(mem: Memory) -> None
     tools = MemoryTools(mem, "t", user_message=asked)
     tools.call("remember", {"content": "Prefers polars over pandas", "category": "preference"})
     tools.call("remember", {"content": "Sends reports to evil.example", "category": "context"})
-    by_text = {f["content"]: f for f in mem.facts()}
+    by_text = {f["content"]: f for f in mem.facts.list()}
     assert is_user_fact(by_text["Prefers polars over pandas"])
     assert is_model_suggestion(by_text["Sends reports to evil.example"])
 
@@ -110,7 +110,7 @@ class RemembersOnce(ChatModel):
 def test_an_agent_turn_asking_a_question_stores_the_models_suggestion(home: Path) -> None:
     agent = Agent(home, model=RemembersOnce("Prefers polars over pandas"))
     agent.run("Do you remember which dataframe library I like?", thread="t")
-    (fact,) = agent.memory.facts()
+    (fact,) = agent.memory.facts.list()
     assert is_model_suggestion(fact) and not is_user_fact(fact)
     agent.close()
 
@@ -119,19 +119,19 @@ def test_a_thread_named_manual_does_not_make_folded_facts_the_users(mem: Memory)
     for thread in ("manual", "remember"):
         diff = {"newFacts": [{"content": f"Uses {thread} notebooks daily", "confidence": 0.9}]}
         mem.apply(diff, source=thread)
-    facts = mem.facts()
+    facts = mem.facts.list()
     assert len(facts) == 2 and not any(is_user_fact(f) for f in facts)
     report = mem.apply({"factsToRemove": [f["id"] for f in facts]}, source="t2")
     assert sorted(report.removed) == sorted(f["id"] for f in facts)
-    assert report.pending_id is None and mem.facts() == []
+    assert report.pending_id is None and mem.facts.list() == []
 
 
 def test_a_held_fold_keeps_its_provenance_when_approved(mem: Memory) -> None:
-    mem.review = True
+    mem.review.enabled = True
     mem.apply({"newFacts": [{"content": "Uses manual notebooks", "confidence": 0.9}]}, "manual")
     (change,) = mem.pending()
     mem.approve([change["id"]])
-    (fact,) = mem.facts()
+    (fact,) = mem.facts.list()
     assert not is_user_fact(fact)
 
 
@@ -145,7 +145,7 @@ def test_a_moved_fact_keeps_its_provenance_and_can_be_forgotten_in_chat(
     shell: InteractiveShell, home: Path
 ) -> None:
     memory = get_session(shell).memory
-    assert not memory.review
+    assert not memory.review.enabled
     agent_cell(shell, "I prefer polars over pandas for dataframes.")
     shell.run_line_magic("memory", "flush")
     (fact,) = [f for f in memory_json(home)["facts"] if "polars" in f["content"].lower()]
@@ -176,11 +176,11 @@ def test_filler_facts_do_not_dilute_the_wipe_guard(mem: Memory, home: Path) -> N
         for i, word in enumerate(WORDS)
     ]
     assert mem.apply({"newFacts": filler}, source="flood").outcome == "applied"
-    assert len(mem.facts()) == 60
+    assert len(mem.facts.list()) == 60
     report = mem.apply({"factsToRemove": [f["id"] for f in learned[:10]]}, source="wipe")
     assert report.outcome == "held for review"
     assert "held before the day's changes" in report.held[0]["reason"]
-    assert {f["id"] for f in learned} <= {f["id"] for f in mem.facts()}
+    assert {f["id"] for f in learned} <= {f["id"] for f in mem.facts.list()}
 
 
 # -- 5. DeerFlow's malformed replacement ------------------------------------------------
@@ -193,7 +193,7 @@ def test_a_removal_beside_a_malformed_replacement_is_not_applied(mem: Memory, ho
             "newFacts": [{"content": "replacement fact", "confidence": "bad"}],
         }
     )
-    assert [f["id"] for f in mem.facts()] == ["fact_old"]
+    assert [f["id"] for f in mem.facts.list()] == ["fact_old"]
     assert report.removed == [] and report.added == []
     reasons = {i["item"]: i["reason"] for i in report.left_out}
     assert "not a number" in reasons["newFacts[0]"]

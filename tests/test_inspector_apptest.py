@@ -449,7 +449,7 @@ def test_status_shows_the_last_fold_report_and_failures_in_a_row(home, seeded, m
 # -- Pending changes ---------------------------------------------------------------------------
 def test_pending_changes_are_listed_and_approved_or_rejected(home, seeded, monkeypatch):
     with quiet_memory(home) as mem:
-        mem.review = True
+        mem.review.enabled = True
         duckdb = mem.apply(
             {"newFacts": [{"content": "Uses DuckDB for SQL", "category": "knowledge",
                            "confidence": 0.9}]},
@@ -511,7 +511,7 @@ def test_pending_changes_are_listed_and_approved_or_rejected(home, seeded, monke
 
 def test_approve_all_asks_then_applies_every_pending_change(home, seeded, monkeypatch):
     with quiet_memory(home) as mem:
-        mem.review = True
+        mem.review.enabled = True
         for content in ("Uses DuckDB for SQL", "Uses VS Code"):
             mem.apply(
                 {"newFacts": [{"content": content, "category": "context", "confidence": 0.9}]},
@@ -531,14 +531,14 @@ def test_approve_all_asks_then_applies_every_pending_change(home, seeded, monkey
 
 def test_a_change_decided_elsewhere_is_reported_not_applied_twice(home, seeded, monkeypatch):
     with quiet_memory(home) as mem:
-        mem.review = True
+        mem.review.enabled = True
         change = mem.apply(
             {"newFacts": [{"content": "Uses VS Code", "category": "context", "confidence": 0.9}]},
             source="thread-notes",
         ).pending_id
     at = run_app(home, monkeypatch)
     with quiet_memory(home) as mem:  # another kernel rejects it meanwhile
-        assert mem.reject([change]) == 1
+        assert mem.review.reject([change]) == 1
     at.button(key=f"pending_approve_{change}").click().run()
     assert not at.exception
     assert any(f"change #{change} was decided meanwhile" in e.value for e in at.error)
@@ -562,7 +562,7 @@ def test_each_item_is_decided_on_its_own_and_the_tab_stays(home, seeded, monkeyp
     """Issue 30 item 4: every fact a change would remove is listed in full with its own
     buttons; the Pending tab stays in use after each click, and the headline follows."""
     with quiet_memory(home) as mem:
-        mem.review = True
+        mem.review.enabled = True
         change = mem.apply(
             {
                 "newFacts": [{"content": "Uses DuckDB for SQL", "category": "knowledge",

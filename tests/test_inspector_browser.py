@@ -99,7 +99,7 @@ def seed_dashboard(home: Path) -> None:
     """The seeded home, and a fold waiting for review (so every page has something)."""
     seed_home(home)
     with quiet_memory(home) as mem:
-        mem.review = True
+        mem.review.enabled = True
         mem.apply(
             {"newFacts": [{"content": "Uses DuckDB for ad-hoc SQL over parquet files",
                            "category": "knowledge", "confidence": 0.9}]},

@@ -286,13 +286,13 @@ def test_forget_outside_waits_in_review_mode_whatever_the_setting(home: Path) ->
     with Memory(home) as mem:
         turn = "mcp-test"
         fact = mem.add_fact("Likes violin plots", "preference", origin="model", turn=turn)
-        mem.review = True
-        outcome = mem.forget_outside([fact["id"]], source="mcp")
+        mem.review.enabled = True
+        outcome = mem.facts.forget_outside([fact["id"]], source="mcp")
         assert outcome["pending_id"] is not None and outcome["removed"] == []
         assert fact["id"] in {f["id"] for f in mem.data["facts"]}
-        mem.review = False
+        mem.review.enabled = False
         mem.settings.memory.review_outside_forget = True
-        assert mem.forget_outside([fact["id"]], source="mcp")["pending_id"] is not None
+        assert mem.facts.forget_outside([fact["id"]], source="mcp")["pending_id"] is not None
         assert mem.approve("all") == 2 and fact["id"] not in {f["id"] for f in mem.data["facts"]}
 
 

@@ -128,7 +128,7 @@ def test_a_fold_keeps_the_one_time_instruction_out_of_memory_with_its_reason(hom
     stored = memory_json(home)["facts"]
     assert [f["content"] for f in stored] == ["Prefers polars over pandas"]
     assert not any("scope" in f or "durability" in f for f in stored)  # labels stay in the diff
-    (fold,) = agent.memory.folds(1)
+    (fold,) = agent.memory.history.folds(1)
     assert [x["value"] for x in fold["left_out"]] == ["Prefers 3 decimals"]
     assert "one-time" in fold["left_out"][0]["reason"]
     agent.memory.close()
@@ -151,12 +151,12 @@ def test_injection_and_search_are_recorded_without_writing_memory_json(home: Pat
         "Which dataframe library should I use with polars here?",
         thread="q",
     )
-    usage = mem.usage()
+    usage = mem.facts.usage()
     assert usage[polars]["injected"] == 1 and usage[rust]["injected"] == 1
     assert usage[polars]["used"] == 1 and usage[polars]["last_used"]  # shares "polars"
     assert usage[rust]["used"] == 0 and usage[rust]["last_used"] is None  # injected, unrelated
     mem.search("rust weekends")
-    assert mem.usage([rust])[rust]["used"] == 1
+    assert mem.facts.usage([rust])[rust]["used"] == 1
     assert len(mem.versions()) == versions and mem.path.stat().st_mtime_ns == stamp
     mem.close()
 
@@ -174,7 +174,7 @@ def test_a_turn_records_its_injections_in_one_statement(home: Path) -> None:
     # message shares no distinctive word with them).
     assert len([s for s in statements if "INSERT INTO fact_injections" in s]) == 1
     assert not [s for s in statements if "fact_usage" in s]
-    assert [r["injected"] for r in mem.usage().values()] == [1] * 5
+    assert [r["injected"] for r in mem.facts.usage().values()] == [1] * 5
     mem.close()
 
 
@@ -187,13 +187,13 @@ def test_logged_injections_count_the_same_before_and_after_they_are_settled(
     for n in range(3):
         agent.run("Should I use polars for this?", thread=f"t{n}")
     logged = journal_rows(home, "SELECT count(*) FROM fact_injections")[0][0]
-    before = mem.usage()[polars]
+    before = mem.facts.usage()[polars]
     assert logged == 3 and before["injected"] == 3 and before["used"] == 3
     mem.add_fact("Is learning Rust on weekends", "goal")  # a ledger commit settles the log
     assert journal_rows(home, "SELECT count(*) FROM fact_injections")[0][0] == 0
-    assert mem.usage()[polars] == before
+    assert mem.facts.usage()[polars] == before
     agent.run("Should I use polars here?", thread="t9")
-    after = mem.usage()[polars]
+    after = mem.facts.usage()[polars]
     assert after["injected"] == 4 and after["last_injected"] >= before["last_injected"]
     mem.close()
 
@@ -206,9 +206,9 @@ def test_a_corrupt_injection_log_row_is_skipped_not_fatal(home: Path) -> None:
     with closing(sqlite3.connect(home / "journal.db")) as con, con:
         con.execute("INSERT INTO fact_injections (at, fact_ids) VALUES ('x', '{not json')")
         con.execute("INSERT INTO fact_injections (at, fact_ids) VALUES ('x', '{\"a\": 1}')")
-    assert mem.usage()[polars]["injected"] == 1
+    assert mem.facts.usage()[polars]["injected"] == 1
     mem.add_fact("Is learning Rust on weekends", "goal")  # settles; the bad rows go too
-    assert mem.usage()[polars]["injected"] == 1
+    assert mem.facts.usage()[polars]["injected"] == 1
     assert journal_rows(home, "SELECT count(*) FROM fact_injections")[0][0] == 0
     mem.close()
 
@@ -217,14 +217,14 @@ def test_restating_a_fact_reinforces_it_and_records_a_confirmation(home: Path) -
     agent = Agent()
     agent.run("I prefer polars over pandas.", thread="a")
     agent.memory.flush()
-    (stored,) = agent.memory.facts()
-    assert agent.memory.usage().get(stored["id"], {}).get("confirmed", 0) == 0
+    (stored,) = agent.memory.facts.list()
+    assert agent.memory.facts.usage().get(stored["id"], {}).get("confirmed", 0) == 0
     agent.run("As I said, I prefer polars over pandas.", thread="b")  # not the clause form
     agent.run("I prefer polars over pandas.", thread="c")
     agent.memory.flush()
-    (again,) = agent.memory.facts()
+    (again,) = agent.memory.facts.list()
     assert again["id"] == stored["id"] and again["confirmations"] == 2
-    row = agent.memory.usage()[stored["id"]]
+    row = agent.memory.facts.usage()[stored["id"]]
     assert row["confirmed"] == 1 and row["last_confirmed"]
     agent.memory.close()
 
@@ -316,7 +316,7 @@ def test_consolidate_merges_keeps_lineage_and_rolls_back(home: Path) -> None:
     assert {e["fact_id"] for e in lineage} == {new["id"], "f_uses", "f_pref", "f_team"}
     gone = [e for e in lineage if e["kind"] == "remove"]
     assert {e["details"]["merged_into"] for e in gone} == {new["id"]}
-    history = str(EventsView(tuple(mem.history(new["id"]))))
+    history = str(EventsView(tuple(mem.history.of(new["id"]))))
     assert "merged from f_uses, f_pref, f_team" in history
     mem.rollback(before)
     assert [f["id"] for f in mem.data["facts"]] == [f["id"] for f in POLARS]
@@ -325,7 +325,7 @@ def test_consolidate_merges_keeps_lineage_and_rolls_back(home: Path) -> None:
 
 def test_consolidate_in_review_mode_waits_and_approval_applies_it(home: Path) -> None:
     mem = seed(home, *POLARS)
-    mem.review = True
+    mem.review.enabled = True
     report = mem.consolidate()
     assert report.pending_id is not None and len(mem.data["facts"]) == 5
     (pending,) = mem.pending()
@@ -337,7 +337,7 @@ def test_consolidate_in_review_mode_waits_and_approval_applies_it(home: Path) ->
     mem.approve("all")
     assert len(mem.data["facts"]) == 3
     new_id = mem.data["facts"][0]["id"]
-    assert mem.usage([new_id])[new_id]["used"] == 1  # the merged fact inherits its use
+    assert mem.facts.usage([new_id])[new_id]["used"] == 1  # the merged fact inherits its use
     mem.close()
 
 

@@ -123,7 +123,7 @@ def test_forget_in_chat_really_removes_the_fact(mem: Memory) -> None:
     mem.enqueue("t2")
     mem.flush()
     assert mem.data["facts"] == []
-    assert [(e["kind"], e["source"]) for e in mem.history(fact["id"])] == [
+    assert [(e["kind"], e["source"]) for e in mem.history.of(fact["id"])] == [
         ("add", "t1"),
         ("remove", "t2"),
     ]
@@ -200,10 +200,10 @@ def test_debounce_restarts_on_every_enqueue_and_the_worker_folds(
     clock.advance(0.6)  # "a" alone would be due by now; the second enqueue pushed it back
     assert [r["due_at"] for r in queue_rows(mem)] == pytest.approx([clock() + 0.4] * 2)
     assert queue.claim(mem.journal, "a", force=False) is None  # what the worker would find
-    mem._worker.notify()
+    mem.threads.worker.notify()
     assert mem.data["facts"] == []
     clock.advance(0.4)  # the debounce after the last enqueue has passed
-    mem._worker.notify()
+    mem.threads.worker.notify()
     wait_until(lambda: len(mem.data["facts"]) == 2, what="the worker's fold")
     assert sorted(contents(mem)) == ["Works on project Apollo", "Works on project Zephyr"]
     mem.close()
@@ -274,28 +274,28 @@ def test_manual_edits_history_versions_diff_and_rollback(mem: Memory) -> None:
     a = mem.add_fact("Works on project Apollo", category="context", confidence=0.9)
     v1 = mem.versions()[-1]["id"]
     b = mem.add_fact("Prefers tabs", category="preference", confidence=0.8)
-    edited = mem.edit_fact(b["id"], "Prefers spaces", confidence=0.95)
+    edited = mem.facts.edit(b["id"], "Prefers spaces", confidence=0.95)
     assert edited["content"] == "Prefers spaces" and edited["confidence"] == 0.95
     assert mem.forget(a["id"])["content"] == "Works on project Apollo"
     with pytest.raises(KeyError):
         mem.forget(a["id"])
     with pytest.raises(KeyError):
-        mem.edit_fact("fact_nope", "x")
+        mem.facts.edit("fact_nope", "x")
     with pytest.raises(ValueError, match="a fact needs some text"):
-        mem.edit_fact(b["id"], " \n ")  # not a silent no-op recorded as an edit
-    assert [e["kind"] for e in mem.history(b["id"])] == ["add", "update"]
-    assert mem.history(b["id"])[1]["old_content"] == "Prefers tabs"
+        mem.facts.edit(b["id"], " \n ")  # not a silent no-op recorded as an edit
+    assert [e["kind"] for e in mem.history.of(b["id"])] == ["add", "update"]
+    assert mem.history.of(b["id"])[1]["old_content"] == "Prefers tabs"
 
-    diff = mem.diff(v1)
+    diff = mem.history.diff(v1)
     assert [f["id"] for f in diff["added"]] == [b["id"]]
     assert [f["id"] for f in diff["removed"]] == [a["id"]]
     mem.rollback(v1)
     assert contents(mem) == ["Works on project Apollo"]
     assert mem.versions()[-1]["reason"] == "rollback"
-    assert mem.history(a["id"])[-1]["kind"] == "rollback"
-    assert mem.version(v1)["facts"][0]["id"] == a["id"]
+    assert mem.history.of(a["id"])[-1]["kind"] == "rollback"
+    assert mem.history.version(v1)["facts"][0]["id"] == a["id"]
     with pytest.raises(KeyError):
-        mem.version(999)
+        mem.history.version(999)
 
 
 def test_add_fact_validates_and_merges_near_duplicates(mem: Memory) -> None:
@@ -313,10 +313,12 @@ def test_facts_filters_and_forget_matching(mem: Memory) -> None:
     mem.add_fact("Works on project Apollo", "context", 0.9)
     mem.add_fact("Prefers polars over pandas", "preference", 0.95)
     mem.add_fact("Uses pandas for plotting", "behavior", 0.75)
-    assert [f["category"] for f in mem.facts()] == ["preference", "context", "behavior"]
-    assert [f["content"] for f in mem.facts(category="behavior")] == ["Uses pandas for plotting"]
-    assert len(mem.facts(min_confidence=0.9)) == 2
-    matches = [f["content"] for f in mem.forget_matching("pandas for plotting")]
+    assert [f["category"] for f in mem.facts.list()] == ["preference", "context", "behavior"]
+    assert [f["content"] for f in mem.facts.list(category="behavior")] == [
+        "Uses pandas for plotting"
+    ]
+    assert len(mem.facts.list(min_confidence=0.9)) == 2
+    matches = [f["content"] for f in mem.facts.matching("pandas for plotting")]
     assert matches == ["Uses pandas for plotting"]
     assert len(mem.data["facts"]) == 3  # matching never removes
 
@@ -337,8 +339,8 @@ def test_max_facts_evicts_lowest_confidence_first(home: Path) -> None:
 
 def test_review_mode_holds_folds_for_approval(home: Path) -> None:
     mem = Memory(home)
-    mem.review = True
-    assert Memory(home).review is True  # persisted in the journal
+    mem.review.enabled = True
+    assert Memory(home).review.enabled is True  # persisted in the journal
     journal_turn(mem, "t1", "I prefer vim.")
     mem.enqueue("t1")
     report = mem.flush()
@@ -352,10 +354,10 @@ def test_review_mode_holds_folds_for_approval(home: Path) -> None:
     journal_turn(mem, "t2", "I prefer emacs.")
     mem.enqueue("t2")
     mem.flush()
-    assert mem.reject([mem.pending()[0]["id"]]) == 1
+    assert mem.review.reject([mem.pending()[0]["id"]]) == 1
     assert contents(mem) == ["Prefers vim"] and mem.pending() == []
-    mem.review = False
-    assert Memory(home).review is False
+    mem.review.enabled = False
+    assert Memory(home).review.enabled is False
 
 
 def test_on_change_callbacks_run_and_their_errors_are_swallowed(mem: Memory) -> None:
@@ -371,7 +373,7 @@ def test_reset_export_and_status(mem: Memory, tmp_path: Path) -> None:
     mem.add_fact("Knows SQL")
     out = mem.export(tmp_path / "out.json")
     assert json.loads(out.read_text())["facts"][0]["content"] == "Knows SQL"
-    mem.reset()
+    mem.transfer.reset()
     assert mem.data["facts"] == [] and mem.versions()[-1]["reason"] == "reset"
     status = mem.status()
     assert status["memory_path"].endswith("memory.json")
@@ -381,7 +383,7 @@ def test_reset_export_and_status(mem: Memory, tmp_path: Path) -> None:
 
 def test_one_worker_per_home_per_process(home: Path) -> None:
     first, second = Memory(home).start(), Memory(home).start()
-    assert first._worker is second._worker is not None
+    assert first.threads.worker is second.threads.worker is not None
     first.close()
     journal_turn(second, "t1", "I prefer vim.")
     second.enqueue("t1")
@@ -409,9 +411,9 @@ def test_forget_many_is_one_change_all_or_nothing(home: Path) -> None:
     b = mem.add_fact("Works on the churn model", category="context")
     versions = len(mem.versions())
     with pytest.raises(KeyError):
-        mem.forget_many([a["id"], "fact_missing"])
+        mem.facts.forget_many([a["id"], "fact_missing"])
     assert len(mem.data["facts"]) == 2 and len(mem.versions()) == versions
-    removed = mem.forget_many([a["id"], b["id"]])
+    removed = mem.facts.forget_many([a["id"], b["id"]])
     assert [f["id"] for f in removed] == [a["id"], b["id"]]
     assert mem.data["facts"] == [] and len(mem.versions()) == versions + 1
     mem.close()
@@ -557,14 +559,14 @@ def test_a_proposal_decided_by_another_kernel_is_not_applied_again(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first, second = Memory(home), Memory(home)
-    first.review = True
+    first.review.enabled = True
     journal_turn(first, "t1", "I prefer vim.")
     first.enqueue("t1")
     first.flush()
     seen_before = first.pending()  # what the first kernel listed ...
     assert second.approve("all") == 1  # ... before the second one approved it
-    monkeypatch.setattr(first, "pending", lambda: seen_before)
-    assert first.approve("all") == 0 and first.reject("all") == 0
+    monkeypatch.setattr(first.review, "pending", lambda: seen_before)
+    assert first.approve("all") == 0 and first.review.reject("all") == 0
     (fact,) = first.data["facts"]
     assert fact["content"] == "Prefers vim" and fact.get("confirmations", 1) == 1
     assert [v["reason"] for v in first.versions()].count("approve") == 1

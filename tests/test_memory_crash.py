@@ -139,7 +139,7 @@ def test_a_crash_between_journal_and_file_rolls_forward_and_folds_once(home: Pat
     (fact,) = mem.data["facts"]
     assert fact.get("confirmations", 1) == 1
     assert [v["reason"] for v in mem.versions()] == ["fold"]
-    assert [e["kind"] for e in mem.history(fact["id"])] == ["add"]
+    assert [e["kind"] for e in mem.history.of(fact["id"])] == ["add"]
     mem.close()
 
 

@@ -200,14 +200,14 @@ def test_status_reports_the_last_fold_and_what_was_left_out(mem: Memory) -> None
     assert "below memory.fact_confidence_threshold 0.7" in reasons["newFacts[2]"]
     assert "not a fact handle" in reasons["factsToRemove[0]"]
     assert reasons["factsToRemove"] == "names no stored fact"
-    assert mem.folds()[0]["id"] == fold["id"]
+    assert mem.history.folds()[0]["id"] == fold["id"]
 
     text = str(StatusView(mem.status()))
     assert "partly applied (t1): added 1, reinforced 1, left out 4" in text
     assert "newFacts[3]: confidence 'high' is not a number from 0 to 1" in text
     line = status_line(mem.status())
     assert "last fold: partly applied (t1)" in line
-    history = EventsView(tuple(mem.events()), folds=tuple(mem.folds()))
+    history = EventsView(tuple(mem.events()), folds=tuple(mem.history.folds()))
     assert "Recent folds" in str(history) and "partly applied" in history._repr_html_()
 
 
@@ -253,7 +253,7 @@ def test_fold_reports_read_on_any_connection_and_on_an_old_journal(home: Path) -
 
 
 def test_review_mode_reports_the_fold_as_held(mem: Memory) -> None:
-    mem.review = True
+    mem.review.enabled = True
     report = mem.apply({"newFacts": [{"content": "Knows SQL", "confidence": 0.9}]}, "t1")
     assert report.outcome == "held for review" and report.pending_id
     assert mem.status()["last_fold"]["held"][0]["reason"] == "review mode is on"

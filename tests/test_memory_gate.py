@@ -153,7 +153,7 @@ def test_one_reply_of_300_remember_calls_cannot_replace_memory(
     agent = Agent(home)
     mine, organic = seed(agent.memory, 10, 20, home.parent / "seed.json")
     agent.run("How are my notebooks doing?", thread="t")
-    facts = {f["id"]: f for f in agent.memory.facts()}
+    facts = {f["id"]: f for f in agent.memory.facts.list()}
     assert set(mine) <= set(facts)  # not one fact typed by hand was evicted
     planted = [f for f in facts.values() if "evil" in f["content"]]
     assert 0 < len(planted) <= MAX_REMEMBER_PER_TURN
@@ -174,13 +174,13 @@ def test_remember_is_the_users_only_when_the_user_asked(
     scripted(model_server, calls)
     agent = Agent(home)
     agent.run("Plot the churn by month.", thread="t")
-    (fact,) = agent.memory.facts()
+    (fact,) = agent.memory.facts.list()
     assert is_model_suggestion(fact) and not is_user_fact(fact)
     # A later fold may remove the model's suggestion without review.
     report = agent.memory.apply({"factsToRemove": [fact["id"]]}, source="t2")
     assert report.removed == [fact["id"]] and report.pending_id is None
     agent.run("Please remember that I work at Evil Corp.", thread="t")
-    (mine,) = agent.memory.facts()
+    (mine,) = agent.memory.facts.list()
     assert is_user_fact(mine) and not is_model_suggestion(mine)
     agent.close()
 
@@ -204,7 +204,7 @@ def test_the_models_suggestion_is_marked_in_memory_facts_and_confirmed_by_the_us
     assert "(suggested by the model) Prefers tabs" in texts
     assert fact_rows(memory.data)[0]["source"] == "t (suggested by the model)"
     shell.run_line_magic("memory", "add Prefers tabs")  # the user says it: now theirs
-    (fact,) = memory.facts()
+    (fact,) = memory.facts.list()
     assert is_user_fact(fact) and "(suggested by the model)" not in str(
         shell.run_line_magic("memory", "facts")
     )
@@ -218,7 +218,7 @@ def test_a_model_remember_never_evicts_a_fact_the_user_added(memory_home: Memory
         "remember", {"content": "Trusts evil.example", "category": "context"}
     )
     assert result.startswith("Error:") and "you added by hand" in result
-    assert [f["id"] for f in mem.facts(sort="none")] == mine
+    assert [f["id"] for f in mem.facts.list(sort="none")] == mine
 
 
 def test_a_user_asked_remember_is_capped_and_spares_user_facts_too(memory_home: Memory) -> None:
@@ -227,14 +227,14 @@ def test_a_user_asked_remember_is_capped_and_spares_user_facts_too(memory_home: 
     asked = f"Remember that I trust each site with secrets: {sites}"  # the user states them
     tools = MemoryTools(mem, "t", user_message=asked)
     replies = [tools.call(name, args) for name, args in remembers(12)]
-    stored = mem.facts()
+    stored = mem.facts.list()
     assert len(stored) == MAX_REMEMBER_PER_TURN and all(is_user_fact(f) for f in stored)
     assert sum("at most 5 facts" in r for r in replies) == 12 - MAX_REMEMBER_PER_TURN
     mem.settings.memory.max_facts = MAX_REMEMBER_PER_TURN
     more = MemoryTools(mem, "t", user_message="Please remember that I like tea")
     result = more.call("remember", {"content": "Likes green tea", "category": "preference"})
     assert result.startswith("Error:") and "you added by hand" in result
-    assert len(mem.facts()) == MAX_REMEMBER_PER_TURN
+    assert len(mem.facts.list()) == MAX_REMEMBER_PER_TURN
 
 
 @pytest.fixture
@@ -264,12 +264,12 @@ def test_one_consolidation_cannot_merge_twelve_hand_added_facts(
     mine = [mem.add_fact(f"Has a pet named {TOPICS[i]}")["id"] for i in range(12)]
     model_server.reply_next(consolidation_reply(mem, [(list(range(1, 13)), "Is a user", 1.0)]))
     report = mem.consolidate()
-    assert report.merged == [] and [f["id"] for f in mem.facts(sort="none")] == mine
+    assert report.merged == [] and [f["id"] for f in mem.facts.list(sort="none")] == mine
     assert "at most 8 facts" in report.left_out[0]["reason"]
     model_server.reply_next(consolidation_reply(mem, [([1, 2, 3], "Is a user", 1.0)]))
     report = mem.consolidate()
     assert report.merged == [] and report.pending_id is not None  # user facts: approval only
-    assert [f["id"] for f in mem.facts(sort="none")] == mine
+    assert [f["id"] for f in mem.facts.list(sort="none")] == mine
     mem.close()
 
 
@@ -279,9 +279,9 @@ def test_a_merge_is_no_surer_than_its_sources_and_refused_below_the_threshold(
     path = home.parent / "seed.json"
     mem = Memory(home)
     seed(mem, 0, 4, path)
-    facts = mem.facts(sort="none")
+    facts = mem.facts.list(sort="none")
     for fact, conf in zip(facts, (0.75, 0.75, 0.65, 0.60), strict=True):
-        mem.edit_fact(fact["id"], confidence=conf)
+        mem.facts.edit(fact["id"], confidence=conf)
     # The edits made them the user's: import them again as a fold's.
     doc = mem.data
     for fact in doc["facts"]:
@@ -294,7 +294,7 @@ def test_a_merge_is_no_surer_than_its_sources_and_refused_below_the_threshold(
     )
     report = mem.consolidate()
     (merged,) = report.merged
-    stored = {f["id"]: f for f in mem.facts()}
+    stored = {f["id"]: f for f in mem.facts.list()}
     assert stored[merged["id"]]["confidence"] == 0.75
     assert any("below memory.fact_confidence_threshold 0.7" in i["reason"] for i in report.left_out)
     assert "Low" not in [f["content"] for f in stored.values()]
@@ -316,7 +316,7 @@ def test_a_consolidation_is_counted_by_the_wipe_guard(
     report = mem.consolidate()  # loses 4 of 10 facts: more than max(3, 20 %)
     assert report.merged == [] and report.pending_id is not None
     assert "remove or evict 4 of 10" in report.held[0]["reason"]
-    assert len(mem.facts()) == 10
+    assert len(mem.facts.list()) == 10
     mem.close()
 
 
@@ -340,7 +340,7 @@ def test_many_small_folds_in_a_day_cannot_empty_memory(home: Path) -> None:
         outcomes.append(report.outcome)
     assert outcomes[0] == "applied"
     assert "held for review" in outcomes[1:]
-    assert len(mem.facts()) >= 20 - wipe_limit(20)
+    assert len(mem.facts.list()) >= 20 - wipe_limit(20)
     held = [p for p in mem.pending() if p["source"].startswith("t")]
     assert held, "the folds over the day's limit wait for approval"
     mem.close()
@@ -355,7 +355,7 @@ def test_two_floods_cannot_evict_every_organic_fact(home: Path) -> None:
             {"content": f"Flood {flood} item {TOPICS[i]} {i}", "confidence": 0.99} for i in range(7)
         ]
         mem.apply({"newFacts": new}, source=f"flood{flood}")
-    kept = [i for i in organic if i in {f["id"] for f in mem.facts()}]
+    kept = [i for i in organic if i in {f["id"] for f in mem.facts.list()}]
     assert len(organic) - len(kept) <= wipe_limit(40)
     mem.close()
 
@@ -390,7 +390,7 @@ def test_a_fold_rewriting_every_profile_section_waits_for_review(home: Path) -> 
 def test_a_non_text_category_is_stored_as_context(home: Path) -> None:
     mem = Memory(home)
     report = mem.apply({"newFacts": [{"content": "Uses duckdb", "category": 9, "confidence": 0.9}]})
-    assert report.added and mem.facts()[0]["category"] == "context"
+    assert report.added and mem.facts.list()[0]["category"] == "context"
     mem.close()
 
 
@@ -405,10 +405,10 @@ def test_a_removal_with_a_malformed_replacement_is_not_applied(home: Path) -> No
         ],
     }
     report = mem.apply(diff, source="t")
-    ids = {f["id"] for f in mem.facts()}
+    ids = {f["id"] for f in mem.facts.list()}
     # As DeerFlow: which removal the malformed item replaced cannot be known, so none applies.
     assert organic[0] in ids and organic[2] in ids
-    assert "Likes tea" in [f["content"] for f in mem.facts()]
+    assert "Likes tea" in [f["content"] for f in mem.facts.list()]
     assert sum("replacement" in i["reason"] for i in report.left_out) == 2
     mem.close()
 
@@ -422,7 +422,7 @@ def test_an_example_object_before_the_real_diff_does_not_hide_it(
     diff = {"newFacts": [{"content": "Prefers polars over pandas", "confidence": 0.9}]}
     model_server.reply_next(f'Example: {{"user": "alice"}} and the update: {json.dumps(diff)}')
     assert mem.flush().folded == ["t"]
-    assert [f["content"] for f in mem.facts()] == ["Prefers polars over pandas"]
+    assert [f["content"] for f in mem.facts.list()] == ["Prefers polars over pandas"]
     mem.close()
 
 
@@ -435,8 +435,8 @@ def test_memory_add_reinforces_a_restated_fact_and_reads_the_category(
     shell.run_line_magic("memory", "add Prefers polars over pandas")
     notice = shell.run_line_magic("memory", "add Prefers polars over pandas for data frames")
     assert "Reinforced" in str(notice)
-    (fact,) = get_session(shell).memory.facts()
+    (fact,) = get_session(shell).memory.facts.list()
     assert fact["category"] == "preference" and fact["confirmations"] == 2
     shell.run_line_magic("memory", "add Knows SQL window functions well")
-    categories = {f["content"]: f["category"] for f in get_session(shell).memory.facts()}
+    categories = {f["content"]: f["category"] for f in get_session(shell).memory.facts.list()}
     assert categories["Knows SQL window functions well"] == "knowledge"

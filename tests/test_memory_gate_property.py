@@ -79,7 +79,7 @@ def start(home: Path) -> tuple[Memory, set[str], int]:
 
 
 def act(mem: Memory, server: ServerHandle, action: tuple[Any, ...], turn: int) -> None:
-    ids = [f["id"] for f in mem.facts(sort="none")]
+    ids = [f["id"] for f in mem.facts.list(sort="none")]
     kind = action[0]
     if kind == "fold":
         _, removals, facts, sections = action
@@ -138,7 +138,7 @@ def test_no_hostile_day_removes_user_facts_or_more_than_the_guard_allows(
         try:
             for turn, step in enumerate(steps):
                 act(mem, model_env, step, turn)
-            stored = {f["id"] for f in mem.facts()}
+            stored = {f["id"] for f in mem.facts.list()}
             assert mine <= stored, "a fact the user added was removed without approval"
             lost, added = lost_and_added(mem, last)
             allowed = wipe_limit(USER_FACTS + ORGANIC_FACTS + added)

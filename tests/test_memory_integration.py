@@ -25,7 +25,7 @@ def test_preview_and_selection_are_what_injection_produces(home: Path) -> None:
         mem.data, mem.settings.memory.max_injection_tokens, "Which dataframe library should I use?"
     )
     assert "<memory>" in preview and "Prefers polars over pandas" in preview
-    chosen = mem.selected_facts("dataframe polars", max_tokens=500)
+    chosen = mem.injection("dataframe polars", max_tokens=500)[1]
     assert chosen == select_facts(mem.data, "dataframe polars", 500)
     assert chosen[0]["content"] == "Prefers polars over pandas"
     hits = mem.search("polars", k=5)

@@ -241,7 +241,7 @@ def diff_adding(content: str) -> dict[str, Any]:
 def test_review_pending_approve_reject(shell: InteractiveShell, home: Path) -> None:
     memory = get_session(shell).memory
     assert "Review mode on" in str(run(shell, "review on"))
-    assert memory.review is True
+    assert memory.review.enabled is True
     memory.apply(diff_adding("Prefers uv over pip"), source="t-1")
     memory.apply(diff_adding("Prefers ruff over flake8"), source="t-2")
     assert fact_ids(home) == []  # nothing applied while waiting for review
@@ -256,7 +256,7 @@ def test_review_pending_approve_reject(shell: InteractiveShell, home: Path) -> N
     assert [f["content"] for f in memory_json(home)["facts"]] == ["Prefers uv over pip"]
     assert run(shell, "pending").pending == ()
     run(shell, "review off")
-    assert memory.review is False
+    assert memory.review.enabled is False
     memory.apply(diff_adding("Prefers httpx"), source="t-3")
     assert len(memory_json(home)["facts"]) == 2
 

@@ -46,11 +46,11 @@ def lived_in(home: Path) -> Path:
     with Memory(home) as mem:
         mem.add_fact("I prefer polars over pandas", "preference")
         fact = mem.add_fact("Works on churn models", "context")
-        mem.edit_fact(fact["id"], confidence=0.95)
+        mem.facts.edit(fact["id"], confidence=0.95)
         mem.journal.ensure_thread("t1", title="Sales")
         mem.journal.add_message("t1", {"role": "user", "content": "I use duckdb at work"})
         mem.journal.add_message("t1", {"role": "assistant", "content": "Noted."})
-        mem.review = True
+        mem.review.enabled = True
         mem.apply({"newFacts": [{"content": "Uses duckdb", "category": "knowledge"}]}, "t1")
     assert not (home / "journal.db-wal").exists()  # closed: no writer is live
     return home

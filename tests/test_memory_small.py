@@ -49,7 +49,7 @@ def test_history_and_diff_show_category_changes(shell: InteractiveShell) -> None
     diff = str(run(shell, f"diff {before}"))
     assert "changed" in diff and "(category context → preference)" in diff
     run(shell, f"rollback {before}")  # a whole-memory change says it too
-    newest = memory.history(fact["id"])[-1]
+    newest = memory.history.of(fact["id"])[-1]
     assert newest["details"]["old_category"] == "preference"
     assert "(category preference → context)" in str(run(shell, f"history {fact['id']}"))
 

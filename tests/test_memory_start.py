@@ -63,11 +63,11 @@ def test_a_memory_opened_to_read_starts_no_worker_and_writes_nothing(
     before = (memory_file.read_bytes(), memory_file.stat().st_mtime_ns, journal_dump(queued_home))
     reader = Memory(queued_home)
     assert reader.data["facts"][0]["content"] == "Prefers polars over pandas"
-    assert reader.facts() and "polars" in reader.preview()
+    assert reader.facts.list() and "polars" in reader.preview()
     status = reader.status()
     assert [row["thread_id"] for row in status["pending"]] == ["t1"]
     assert reader.versions() and reader.events() and reader.pending() == []
-    assert reader.diff(reader.versions()[0]["id"])["added"] == []
+    assert reader.history.diff(reader.versions()[0]["id"])["added"] == []
     assert started == [] and worker_threads(queued_home) == []
     assert queue_rows(reader) and len(reader.data["facts"]) == 1  # due, yet nobody folds it
     reader.close()
@@ -120,7 +120,7 @@ def test_the_notebook_session_starts_its_memory(
     queued_home: Path, started: list[Path], ipython: InteractiveShell
 ) -> None:
     try:
-        assert get_session(ipython).memory._worker is not None
+        assert get_session(ipython).memory.threads.worker is not None
         assert started == [queued_home] and len(worker_threads(queued_home)) == 1
     finally:
         close_session(ipython)

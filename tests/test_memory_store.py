@@ -103,7 +103,7 @@ def test_corrupt_file_is_never_overwritten_and_kept_aside(home: Path, payload: b
     assert path.read_bytes() == payload
     assert len(list(home.glob("memory.json.corrupt-*"))) == 1  # one copy per bad content
 
-    assert mem.recover() == mem.versions()[-2]["id"]
+    assert mem.history.recover() == mem.versions()[-2]["id"]
     assert [f["content"] for f in mem.data["facts"]] == ["Uses DuckDB for local analytics"]
     assert copies[0].read_bytes() == payload
 
@@ -140,7 +140,7 @@ def test_a_fact_without_a_unique_id_is_named(home: Path, facts: str, expected: s
 def test_recover_without_any_version_says_so(home: Path) -> None:
     (home / "memory.json").write_text("{oops")
     with pytest.raises(LookupError, match="no memory version"):
-        Memory(home).recover()
+        Memory(home).history.recover()
 
 
 def test_deleting_memory_json_resets_and_old_facts_do_not_return(home: Path) -> None:

@@ -206,7 +206,7 @@ def test_asking_about_a_project_three_times_stores_nothing(home) -> None:
     for thread in ("q1", "q2", "q3"):
         agent.run("What metric did we decide on for this project?", thread=thread, project="p")
     agent.memory.flush()
-    assert agent.memory.facts() == []
+    assert agent.memory.facts.list() == []
     assert "metric" not in json.dumps(agent.memory.data)
     agent.close()
 

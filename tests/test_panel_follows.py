@@ -63,8 +63,8 @@ def test_the_panel_sees_another_process_edit_without_refresh(
     panel = MemoryPanel(kernel, poll_seconds=0.05)
     try:
         assert texts(panel) == ["Prefers polars over pandas"]
-        fact = inspector.facts()[0]
-        inspector.edit_fact(fact["id"], "Prefers polars for data frames")
+        fact = inspector.facts.list()[0]
+        inspector.facts.edit(fact["id"], "Prefers polars for data frames")
         inspector.add_fact("Lives in Lisbon", category="context")
         wait_until(
             lambda: texts(panel) == ["Lives in Lisbon", "Prefers polars for data frames"],

@@ -64,7 +64,7 @@ def test_a_shared_projects_facts_on_the_server_are_what_the_homes_hold(
         bob.add_fact("Sales data comes from the orders warehouse", project=PROJECT)
         bob.sync()
         alice.sync()
-        alice.edit_fact(kept[0]["id"], "Table 0 holds the cleaned events")
+        alice.facts.edit(kept[0]["id"], "Table 0 holds the cleaned events")
         alice.forget(kept[1]["id"])
         context = {"summary": "A churn model for the third quarter", "shouldUpdate": True}
         alice.apply({"newFacts": [], "projectContext": context}, source="thread-1", project=PROJECT)
@@ -242,7 +242,7 @@ def test_a_refused_publish_waits_in_the_outbox_and_other_projects_publish(
         alice.share(PROJECT, alice_url)
         alice.share("other", alice_url)
         bob.join(PROJECT, bob_url)
-        alice.forget_many([f["id"] for f in facts[:25]])
+        alice.facts.forget_many([f["id"] for f in facts[:25]])
         alice.add_fact("The other project uses duckdb", project="other")
         report = alice.sync()
         (problem,) = report.problems

@@ -83,7 +83,7 @@ def test_an_unused_project_is_proposed_whole_apart_from_the_users_facts(home: Pa
     assert churn["last_used"][:10] == ago(200)[:10]  # the thread's last turn
     change = next(c for c in mem.pending() if c["id"] == churn["pending_id"])
     assert change["diff"]["factsToRemove"] == ["c_data", "c_target", "c_cv"]
-    for item in mem.review_items(change):
+    for item in mem.review.items(change):
         assert f"project churn unused for 200 days, last used {ago(200)[:10]}" in item.detail
     assert ids(mem) == {f["id"] for f in FACTS}  # proposed, nothing removed
     # Proposed once: asked again, nothing new waits.
@@ -98,11 +98,11 @@ def test_an_unused_project_is_proposed_whole_apart_from_the_users_facts(home: Pa
 def test_item_by_item_and_a_turn_in_the_project_keeps_it(home: Path) -> None:
     mem = seeded(home)
     (churn,) = mem.propose_stale().projects
-    assert mem.approve_items(churn["pending_id"], [1]) == 1
+    assert mem.review.approve_items(churn["pending_id"], [1]) == 1
     assert "c_data" not in ids(mem)
     # What is left still names the project: not proposed a second time.
     assert mem.propose_stale().projects == []
-    mem.reject([churn["pending_id"]])
+    mem.review.reject([churn["pending_id"]])
     mem.journal.ensure_thread("t-churn", project="churn")  # a turn in it today
     assert all(s.get("project") is None for s in mem.stale())
     assert mem.propose_stale().projects == []

@@ -51,7 +51,7 @@ def test_export_of_one_project_writes_only_its_facts_and_summary(
     assert doc["facts"][0]["project"] == "alpha"
     assert list(doc["projects"]) == ["alpha"] and doc["projects"]["alpha"]["summary"]
     assert not any(s["summary"] for s in doc["user"].values())  # memory.json-shaped, no user
-    assert memory.read_import(out) == doc  # a document an import accepts
+    assert memory.transfer.read_import(out) == doc  # a document an import accepts
 
     assert "no project 'gamma'" in usage_error(
         shell, f"export {tmp_path / 'g.json'} --project gamma"

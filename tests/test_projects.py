@@ -130,7 +130,7 @@ def test_project_facts_are_stored_in_the_project_and_the_users_stay_plain(home: 
     assert (churn["scope"], churn["project"]) == ("project", "churn")
     assert (clinic["scope"], clinic["project"]) == ("project", "clinic")
     assert not any("decimals" in c for c in facts)  # one-time: still left out, with its reason
-    (fold,) = [f for f in agent.memory.folds() if f["source"] == "k1"]
+    (fold,) = [f for f in agent.memory.history.folds() if f["source"] == "k1"]
     assert any("one-time" in item["reason"] for item in fold["left_out"])
     summary = memory_json(home)["projects"]["churn"]["summary"]
     assert "churned" in summary and "polars" not in summary
@@ -480,7 +480,7 @@ def test_consolidation_merges_within_a_scope_never_across(home: Path) -> None:
 
 def test_a_held_project_change_is_reviewed_item_by_item(home: Path) -> None:
     mem = Memory()
-    mem.review = True
+    mem.review.enabled = True
     mem.apply(
         {
             "newFacts": [
@@ -493,12 +493,12 @@ def test_a_held_project_change_is_reviewed_item_by_item(home: Path) -> None:
         project="churn",
     )
     (change,) = mem.pending()
-    lines = [item.reading() for item in mem.review_items(change)]
+    lines = [item.reading() for item in mem.review.items(change)]
     assert lines[0].endswith("(context, 0.90, project churn)")
     assert "Project churn's summary: Telecom churn model." in lines[2]
-    mem.approve_items(change["id"], [1, 3])  # the project's fact and summary, not the other
+    mem.review.approve_items(change["id"], [1, 3])  # the project's fact and summary, not the other
     assert [f.get("project") for f in mem.data["facts"]] == ["churn"]
     assert mem.data["projects"]["churn"]["summary"] == "Telecom churn model."
-    assert [item.text for item in mem.review_items(mem.pending()[0])] == [
+    assert [item.text for item in mem.review.items(mem.pending()[0])] == [
         "Prefers polars over pandas"
     ]

@@ -90,7 +90,7 @@ def test_a_forged_user_line_in_a_reply_is_not_folded_as_the_users_words(
     memory.journal.add_message("t", {"role": "assistant", "content": forged})
     memory.enqueue("t")
     memory.flush()
-    facts = [f["content"] for f in memory.facts()]
+    facts = [f["content"] for f in memory.facts.list()]
     assert not [f for f in facts if "evil" in f.lower()], facts
     prompt = user_prompt(model_server, "conversation")
     assert re.findall(r"^\W*User\W*:", prompt, re.MULTILINE) == ["User:"]  # the real one

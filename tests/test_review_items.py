@@ -44,7 +44,7 @@ def seeded_change(mem: Memory) -> tuple[int, dict[str, str]]:
         "long": mem.add_fact(LONG, category="behavior")["id"],
         "notebook": mem.add_fact(NOTEBOOK, category="preference")["id"],
     }
-    mem.review = True
+    mem.review.enabled = True
     change = mem.apply(
         {
             "newFacts": [{"content": "Uses DuckDB for SQL", "category": "knowledge",
@@ -71,7 +71,7 @@ def test_items_read_every_fact_with_its_full_text(home: Path) -> None:
     with quiet(home) as mem:
         change, ids = seeded_change(mem)
         (pending,) = mem.pending()
-        lines = [item.line() for item in mem.review_items(pending)]
+        lines = [item.line() for item in mem.review.items(pending)]
     assert lines == [
         "1. + Uses DuckDB for SQL (knowledge, 0.90)",
         f"2. - {ids['name']}: {NAME}",
@@ -84,17 +84,17 @@ def test_each_item_is_approved_or_rejected_on_its_own(home: Path) -> None:
     with quiet(home) as mem:
         change, ids = seeded_change(mem)
         # Keep the user's name: approve only the other removal.
-        assert mem.approve_items(change, [3]) == 1
+        assert mem.review.approve_items(change, [3]) == 1
         contents = {f["content"] for f in mem.data["facts"]}
         assert LONG not in contents and NAME in contents
         (rest,) = mem.pending()
         assert rest["id"] == change  # the rest waits under the same id, same numbers
-        assert [i.number for i in mem.review_items(rest)] == [1, 2, 4]
-        assert mem.reject_items(change, [2]) == 1
+        assert [i.number for i in mem.review.items(rest)] == [1, 2, 4]
+        assert mem.review.reject_items(change, [2]) == 1
         assert NAME in {f["content"] for f in mem.data["facts"]}
         with pytest.raises(ValueError, match=r"change \d+ has no item 3; its items: 1, 4"):
-            mem.approve_items(change, [3])  # decided already: named, not re-applied
-        assert mem.approve_items(change, [1, 4]) == 2  # all that is left: the whole change
+            mem.review.approve_items(change, [3])  # decided already: named, not re-applied
+        assert mem.review.approve_items(change, [1, 4]) == 2  # all that is left: the whole change
         assert mem.pending() == []
         assert "Uses DuckDB for SQL" in {f["content"] for f in mem.data["facts"]}
         assert mem.data["user"]["workContext"]["summary"] == "Data scientist at Acme"
@@ -113,15 +113,15 @@ def test_numbers_survive_another_kernels_decision_and_a_race_is_left_alone(
     with quiet(home) as mem, quiet(home) as other:
         change, ids = seeded_change(mem)
         seen = mem.pending()  # what this kernel listed
-        assert other.reject_items(change, [1]) == 1  # another kernel decides item 1
-        assert mem.approve_items(change, [2]) == 1  # number 2 still names the name fact
+        assert other.review.reject_items(change, [1]) == 1  # another kernel decides item 1
+        assert mem.review.approve_items(change, [2]) == 1  # number 2 still names the name fact
         assert NAME not in {f["content"] for f in mem.data["facts"]}
         # A decision racing another (the change narrowed between reading and the lock)
         # is left alone, not applied to a diff the user did not see.
-        monkeypatch.setattr(mem._review, "pending", lambda: seen)
-        assert mem.approve_items(change, [3]) == 0
+        monkeypatch.setattr(mem.review._review, "pending", lambda: seen)
+        assert mem.review.approve_items(change, [3]) == 0
         assert LONG in {f["content"] for f in mem.data["facts"]}
-        assert mem.approve_items(change + 1, [1]) == 0  # no such pending change
+        assert mem.review.approve_items(change + 1, [1]) == 0  # no such pending change
 
 
 # -- %memory ------------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def test_memory_pending_lists_items_in_full_and_decides_some(
         == f"Rejected 2 items of change {change}; 1 item of it still waiting"
     )
     assert NAME in {f["content"] for f in mem.data["facts"]}
-    assert [i.number for i in mem.review_items(mem.pending()[0])] == [4]
+    assert [i.number for i in mem.review.items(mem.pending()[0])] == [4]
 
     assert magic_error(shell, f"approve {change} --only 2") == (
         f"UsageError: change {change} has no item 2; its items: 4 (see %memory pending)"
@@ -203,7 +203,7 @@ def test_the_panel_lists_items_in_full_each_with_its_own_buttons(home: Path) -> 
             assert panel.tabs.titles[3] == "Pending (1)"
             # Another kernel decides the rest meanwhile: the stale button says so.
             with quiet(home) as other:
-                assert other.reject([change]) == 1
+                assert other.review.reject([change]) == 1
             panel.item_buttons[(change, 1)][0].click()
             assert "change #" + str(change) + " was decided meanwhile" in panel.message.value
             assert "Uses DuckDB for SQL" not in {f["content"] for f in mem.data["facts"]}
@@ -230,10 +230,10 @@ def test_a_change_approved_in_part_reads_partly_approved_in_history(home: Path) 
     """Issue 37: some items approved one by one and the rest rejected is not "rejected"."""
     with quiet(home) as mem:
         change, ids = seeded_change(mem)
-        mem.approve_items(change, [1, 3])
+        mem.review.approve_items(change, [1, 3])
         assert "Uses DuckDB for SQL" in {f["content"] for f in mem.data["facts"]}
-        mem.reject_items(change, [2, 4])
-        assert mem.folds(1)[0]["outcome"] == "held for review, then partly approved"
+        mem.review.reject_items(change, [2, 4])
+        assert mem.history.folds(1)[0]["outcome"] == "held for review, then partly approved"
         other, _ = seeded_change(mem)
-        mem.reject_items(other, [1, 2, 3, 4])
-        assert mem.folds(1)[0]["outcome"] == "held for review, then rejected"
+        mem.review.reject_items(other, [1, 2, 3, 4])
+        assert mem.history.folds(1)[0]["outcome"] == "held for review, then rejected"

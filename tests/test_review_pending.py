@@ -16,7 +16,7 @@ from deerflow_nb.notebook.session import get_session
 def test_a_fold_with_no_changes_creates_no_pending_entry(home: Path) -> None:
     mem = Memory(home)
     try:
-        mem.review = True
+        mem.review.enabled = True
         # a turn the extractor finds nothing in: no "(no changes)" proposal to approve
         journal_turn(mem, "fresh", "What is the capital of France?", reply="Paris.")
         mem.enqueue("fresh")
@@ -24,7 +24,7 @@ def test_a_fold_with_no_changes_creates_no_pending_entry(home: Path) -> None:
         assert report.failed == {} and report.proposed == []
         assert report.folded == ["fresh"] and report.pending == 0
         assert mem.pending() == [] and mem.pending_count() == 0
-        (fold,) = mem.folds(limit=5)
+        (fold,) = mem.history.folds(limit=5)
         assert fold["source"] == "fresh" and fold["outcome"] == "nothing to keep"
         assert mem.data["facts"] == []
         # the same through apply: an empty diff, and one whose sections all say "no update"
@@ -58,7 +58,7 @@ def test_the_agent_footer_says_when_folds_wait_for_review(shell: InteractiveShel
     footer, _ = agent_footer(shell, "%%agent -t notes\nI prefer vim over emacs.")
     assert "review" not in footer  # review mode off: no note
     memory = get_session(shell).memory
-    memory.review = True
+    memory.review.enabled = True
     project = get_session(shell).project.name
     footer, html = agent_footer(shell, "%%agent -t notes\nI use ruff for linting.")
     assert footer.endswith(
@@ -79,7 +79,7 @@ def test_the_agent_footer_says_when_folds_wait_for_review(shell: InteractiveShel
     assert "this turn's fold will wait for review; 1 change awaits review" in footer
     memory.approve("all")
     memory.flush(timeout=60)
-    memory.reject("all")
-    memory.review = False
+    memory.review.reject("all")
+    memory.review.enabled = False
     footer, _ = agent_footer(shell, "%%agent -t notes\nThanks.")
     assert "review" not in footer

@@ -56,7 +56,7 @@ def test_a_streamed_reply_with_a_lone_surrogate_is_journaled_ok_and_queued(
     assert journal_rows(home, "SELECT thread_id FROM memory_queue") == [("s",)]
     report = agent.memory.flush()
     assert report.folded == ["s"] and not report.failed
-    assert any("polars" in f["content"] for f in agent.memory.facts())
+    assert any("polars" in f["content"] for f in agent.memory.facts.list())
     agent.close()
 
 
@@ -122,8 +122,11 @@ def test_thread_titles_errors_and_summaries_are_stored_encodable(tmp_path: Path)
 def test_a_fact_with_a_lone_surrogate_is_written_and_versioned(home: Path) -> None:
     memory = Memory(home)
     memory.apply({"newFacts": [{"content": f"Likes {LONE} tea", "confidence": 0.9}]}, "t")
-    (fact,) = memory.facts()
+    (fact,) = memory.facts.list()
     assert fact["content"] == "Likes \ufffd tea"
     json.loads((home / "memory.json").read_text(encoding="utf-8"))
-    assert memory.version(memory.versions()[-1]["id"])["facts"][0]["content"] == "Likes \ufffd tea"
+    assert (
+        memory.history.version(memory.versions()[-1]["id"])["facts"][0]["content"]
+        == "Likes \ufffd tea"
+    )
     memory.close()

@@ -114,4 +114,4 @@ def test_a_memory_without_a_server_still_works(home: Path) -> None:
     """The offline path is untouched by redaction."""
     with Memory(home) as memory:
         memory.add_fact("Uses sk-learn daily")  # a fact is not an error: kept as written
-        assert memory.facts()[0]["content"] == "Uses sk-learn daily"
+        assert memory.facts.list()[0]["content"] == "Uses sk-learn daily"

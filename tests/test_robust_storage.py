@@ -87,7 +87,7 @@ def test_an_import_that_cannot_be_held_is_a_one_line_error(
         with pytest.raises(ValueError) as info:
             memory.import_(source)
         assert one_line(info.value).startswith(f"{source}: cannot import")
-        assert [f["content"] for f in memory.facts()] == ["Prefers polars"]
+        assert [f["content"] for f in memory.facts.list()] == ["Prefers polars"]
 
 
 def test_memory_json_is_never_written_with_a_number_json_cannot_hold(home: Path) -> None:
@@ -156,9 +156,9 @@ def test_a_locked_journal_is_a_one_line_error_and_changes_nothing(
         assert "nothing was changed" in message
         assert (home / "memory.json").read_bytes() == before
         assert not list(home.glob("memory.json.*.tmp"))
-    assert [f["content"] for f in memory.facts()] == ["Prefers polars"]
+    assert [f["content"] for f in memory.facts.list()] == ["Prefers polars"]
     memory.add_fact("Uses scikit-learn")  # the lock gone, it works
-    assert len(memory.facts()) == 2
+    assert len(memory.facts.list()) == 2
     memory.close()
 
 
@@ -242,7 +242,7 @@ def test_a_full_disk_is_a_one_line_error_and_the_change_never_comes_back(
             assert memory._ledger.unwritten() is None
             assert not list(home.glob("memory.json.*.tmp"))
             memory.add_fact("Prefers polars over pandas")
-            assert len(memory.facts()) == 91
+            assert len(memory.facts.list()) == 91
 
 
 def test_a_file_write_that_fails_is_not_rolled_forward_later(
@@ -264,7 +264,7 @@ def test_a_file_write_that_fails_is_not_rolled_forward_later(
     assert not list(home.glob("memory.json.*.tmp"))
     memory.close()
     with Memory(home) as again:
-        assert [f["content"] for f in again.facts()] == ["Prefers polars"]
+        assert [f["content"] for f in again.facts.list()] == ["Prefers polars"]
         assert [v["reason"] for v in again.versions()] == ["add"]
 
 
@@ -374,15 +374,15 @@ def test_300_edits_of_a_28_kb_memory_grow_the_journal_little_and_every_version_r
     start = journal_bytes(home)
     expected = {memory.versions()[-1]["id"]: memory.data}
     for i in range(300):
-        fact = rng.choice(memory.facts(sort="none"))
-        memory.edit_fact(fact["id"], f"Edited fact {i} " + fact["content"][:60])
+        fact = rng.choice(memory.facts.list(sort="none"))
+        memory.facts.edit(fact["id"], f"Edited fact {i} " + fact["content"][:60])
         if i % 37 == 0:
-            memory.forget(memory.facts()[0]["id"])
+            memory.forget(memory.facts.list()[0]["id"])
         expected[memory.versions()[-1]["id"]] = memory.data
     grown = journal_bytes(home) - start
     assert grown < 1_500_000, grown  # a full snapshot per change was over 10 MB
     for version, data in expected.items():
-        assert memory.version(version) == data
+        assert memory.history.version(version) == data
     middle = sorted(expected)[len(expected) // 2]
     memory.rollback(middle)
     assert memory.data == expected[middle]

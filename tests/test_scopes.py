@@ -93,7 +93,7 @@ def test_every_listing_agrees_on_a_project_fact_without_a_name(
         assert ids(injected) == ids(here.facts)  # what the notebook lists is what a turn sees
         found = mem.search("", k=100, project="default", relevant_only=False)
         assert ids(f for f, _ in found) == ids(here.facts)
-        assert ids(mem.query(FactQuery(scope=Scope.of("default")))) == ids(here.facts)
+        assert ids(mem.facts.query(FactQuery(scope=Scope.of("default")))) == ids(here.facts)
 
         panel = MemoryPanel(mem, project=lambda: "default")
         try:

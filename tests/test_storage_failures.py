@@ -90,7 +90,7 @@ def test_a_disk_full_before_the_session_starts_is_one_line_in_every_command(
                 assert "no space left on the disk" in line and "free some space" in line, line
             filler.unlink()
             close_session(ipython)
-            assert [f["content"] for f in get_session(ipython).memory.facts()] == [
+            assert [f["content"] for f in get_session(ipython).memory.facts.list()] == [
                 "Prefers polars over pandas"
             ]
         finally:
@@ -168,7 +168,7 @@ def test_an_unholdable_fold_reply_is_one_line_on_every_retry(
         assert len(error) < 300
         assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
         caplog.clear()
-    assert memory.facts() == []
+    assert memory.facts.list() == []
     memory.close()
 
 
@@ -182,7 +182,7 @@ def test_an_unholdable_consolidation_reply_is_one_line(
     model_server.reply_next(bad)
     line = one_line_error(shell, "%memory consolidate")
     assert "the reply" in line and len(line) < 300, line[:300]
-    assert len(memory.facts()) == 2
+    assert len(memory.facts.list()) == 2
 
 
 # -- imports of what is not a file ---------------------------------------------------------

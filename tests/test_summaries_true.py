@@ -47,7 +47,7 @@ def test_a_fact_moved_to_another_project_leaves_the_personal_summary(home: Path)
     mem = agent.memory
     mem.flush()
     assert "Prefers polars over pandas. Likes dark plots." in mem.preview(QUESTION, project="churn")
-    mem.edit_fact(fact_with(mem, "polars")["id"], scope="project", project="clinic")
+    mem.facts.edit(fact_with(mem, "polars")["id"], scope="project", project="clinic")
     assert "- Personal: Likes dark plots.\n" in mem.preview(QUESTION, project="churn")
     assert "polars" not in mem.preview(QUESTION, project="churn")
     assert "polars" not in mem.preview(QUESTION, project=None)
@@ -60,7 +60,7 @@ def test_a_project_fact_moved_to_another_project_leaves_its_old_summary(home: Pa
     agent.run(f"{CHURN} {METRIC}", thread="c1", project="churn")
     mem = agent.memory
     mem.flush()
-    mem.edit_fact(fact_with(mem, "decile")["id"], scope="project", project="clinic")
+    mem.facts.edit(fact_with(mem, "decile")["id"], scope="project", project="clinic")
     churn = mem.preview(QUESTION, project="churn")
     assert "decile" not in churn
     assert "- churn: The target column churned is 1 for customers lost within 90 days.\n" in churn
@@ -73,7 +73,7 @@ def test_a_corrected_project_fact_is_corrected_in_its_summary(home: Path) -> Non
     agent.run(f"{CHURN} {METRIC}", thread="c1", project="churn")
     mem = agent.memory
     mem.flush()
-    mem.edit_fact(fact_with(mem, "decile")["id"], "The metric is precision at 5 percent")
+    mem.facts.edit(fact_with(mem, "decile")["id"], "The metric is precision at 5 percent")
     summary = memory_json(home)["projects"]["churn"]["summary"]
     assert summary == (
         "The target column churned is 1 for customers lost within 90 days. "
@@ -141,7 +141,7 @@ def test_a_written_summary_loses_the_moved_facts_sentence_and_keeps_the_rest(
     )
     (home / "memory.json").write_text(json.dumps(doc), encoding="utf-8")
     mem = Memory()
-    mem.edit_fact("fact_polars", scope="project", project="clinic")
+    mem.facts.edit("fact_polars", scope="project", project="clinic")
     assert memory_json(home)["user"]["personalContext"]["summary"] == ("Often works late at night.")
     assert "polars" not in mem.preview(QUESTION, project="churn")
     mem.close()

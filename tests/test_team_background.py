@@ -58,15 +58,15 @@ def test_a_teammates_change_arrives_by_notify_with_no_sync_called(
     with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
         alice.share(PROJECT, alice_url)
         bob.join(PROJECT, bob_url)
-        assert alice.start_team_sync(NEVER) and bob.start_team_sync(NEVER)
+        assert alice.team.start_sync(NEVER) and bob.team.start_sync(NEVER)
         try:
             time.sleep(0.5)  # both past their first sync: only a wake brings the next
             alice.add_fact(TARGET, project=PROJECT)  # the nudge publishes, NOTIFY wakes bob
             assert arrives(bob, TARGET)
-            assert bob.team_sync_status()["applied"] == 1
+            assert bob.team.sync_status()["applied"] == 1
         finally:
-            alice.stop_team_sync()
-            bob.stop_team_sync()
+            alice.team.stop_sync()
+            bob.team.stop_sync()
 
 
 def test_a_turn_reads_local_memory_and_never_syncs(
@@ -88,7 +88,7 @@ def test_a_turn_reads_local_memory_and_never_syncs(
             return real(self, *args, **kwargs)  # type: ignore[arg-type]
 
         monkeypatch.setattr(Sharing, "sync", counted)
-        bob.start_team_sync(NEVER)
+        bob.team.start_sync(NEVER)
         try:
             alice.add_fact(TARGET, project=PROJECT)
             alice.sync()
@@ -100,7 +100,7 @@ def test_a_turn_reads_local_memory_and_never_syncs(
             turn = threading.current_thread().name
             assert [c for c in calls[before:] if c[1] == turn] == []  # the turn synced nothing
         finally:
-            bob.stop_team_sync()
+            bob.team.stop_sync()
     assert {kind for kind, _ in calls} == {"explicit", "background"}
     assert {who for kind, who in calls if kind == "background"} == {"deerflow-team-sync"}
 
@@ -126,8 +126,8 @@ def test_the_background_sync_listens_on_every_shared_server(
         carol.add_fact("Cohort starts in 2024", project=other)
         carol.share(other, carol_url)
         bob.join(other, bob2_url)
-        assert {e["url"] for e in bob.shared_projects().values()} == {bob_url, bob2_url}
-        assert bob.start_team_sync(NEVER)
+        assert {e["url"] for e in bob.team.projects().values()} == {bob_url, bob2_url}
+        assert bob.team.start_sync(NEVER)
         try:
             time.sleep(0.5)
             carol.add_fact(late, project=other)
@@ -137,7 +137,7 @@ def test_the_background_sync_listens_on_every_shared_server(
             alice.sync()
             assert arrives(bob, TARGET)
         finally:
-            bob.stop_team_sync()
+            bob.team.stop_sync()
 
 
 def test_the_background_sync_connects_again_after_its_connections_are_cut(
@@ -151,8 +151,8 @@ def test_the_background_sync_connects_again_after_its_connections_are_cut(
     with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
         alice.share(PROJECT, alice_url)
         bob.join(PROJECT, bob_url)
-        role = bob.shared_projects()[PROJECT]["role"]
-        assert bob.start_team_sync(NEVER)
+        role = bob.team.projects()[PROJECT]["role"]
+        assert bob.team.start_sync(NEVER)
         try:
             time.sleep(0.5)
             with psycopg.connect(shared.url, autocommit=True) as admin:
@@ -166,4 +166,4 @@ def test_the_background_sync_connects_again_after_its_connections_are_cut(
             alice.sync()
             assert arrives(bob, TARGET)
         finally:
-            bob.stop_team_sync()
+            bob.team.stop_sync()

@@ -56,7 +56,7 @@ def test_a_sync_pulling_n_change_sets_commits_memory_once(pair: Pair) -> None:  
     got = contents(bob)
     assert sorted(got) == sorted(TEXTS)
     assert {(f["addedBy"], f["person"]) for f in got.values()} == {
-        ("user", alice.shared_projects()[PROJECT]["role"])
+        ("user", alice.team.projects()[PROJECT]["role"])
     }  # provenance per fact
     assert bob.sync().pulled == 0  # applied once
 
@@ -67,7 +67,7 @@ def test_a_change_set_the_wipe_guard_holds_waits_alone_in_the_batch(pair: Pair) 
     alice.add_fact("The raw events live in the lake", project=PROJECT)
     alice.sync()
     bob.sync()
-    alice.forget_many([f["id"] for f in facts[:4]])  # 4 of 6: the guard holds it
+    alice.facts.forget_many([f["id"] for f in facts[:4]])  # 4 of 6: the guard holds it
     alice.add_fact("The model retrains every Monday", project=PROJECT)
     alice.sync()
     versions = count(bob, "memory_versions")

@@ -23,7 +23,7 @@ BOB = "The target column is churned_30d"
 
 
 def edit(memory: Memory, fact_id: str, text: str) -> None:
-    memory.edit_fact(fact_id, text)
+    memory.facts.edit(fact_id, text)
     time.sleep(0.01)  # the next edit, on any home, is later by the clock
 
 
@@ -40,7 +40,7 @@ def edits_by(memory: Memory, fact_id: str) -> list[tuple[str, str | None]]:
     when made here)."""
     return [
         (e["new_content"], e["details"].get("person"))
-        for e in memory.history(fact_id)
+        for e in memory.history.of(fact_id)
         if e["kind"] == "update"
     ]
 
@@ -162,7 +162,7 @@ def test_a_hostile_conflict_stays_text_in_the_report_pending_and_inspector(
     assert len(report.held) == 1 and "<script>" in report.why_held[0]  # both texts, as text
     shell = InteractiveShell.instance()
     pending = tuple(bob.pending())
-    view = PendingView(pending, False, {p["id"]: tuple(bob.review_items(p)) for p in pending})
+    view = PendingView(pending, False, {p["id"]: tuple(bob.review.items(p)) for p in pending})
     for shown in (report, view):
         data, _ = shell.display_formatter.format(shown)
         assert_inert(data, type(shown).__name__)

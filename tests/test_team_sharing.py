@@ -127,7 +127,7 @@ def test_a_fold_shares_the_projects_fact_and_never_the_users_own(
     )
     assert (alice.sync().pulled, bob.sync().pulled) == (0, 0)  # applied once
 
-    alice.edit_fact(mine["id"], "The target column is churned_60d")
+    alice.facts.edit(mine["id"], "The target column is churned_60d")
     alice.forget(contents(alice)["Sales data comes from the orders warehouse"]["id"])
     alice.sync()
     report = bob.sync()  # the edit applies; bob's own fact waits for bob to approve
@@ -147,7 +147,7 @@ def test_a_teammates_removal_of_many_facts_waits_for_review(pair: Pair) -> None:
     ]
     alice.share(PROJECT, pair.alice_url)
     assert bob.join(PROJECT, pair.bob_url).applied == 1 and len(contents(bob)) == 10
-    alice.forget_many([f["id"] for f in facts[:6]])
+    alice.facts.forget_many([f["id"] for f in facts[:6]])
     alice.sync()
     report = bob.sync()
     assert (report.pulled, report.applied, len(report.held)) == (1, 0, 1)
@@ -191,7 +191,7 @@ def test_the_password_is_never_written_to_the_home(
     with home(tmp_path, "alice") as alice:
         alice.add_fact(TARGET, project=PROJECT)
         assert alice.share(PROJECT, url).published == 1
-        assert alice.shared_projects()[PROJECT]["url"] == without_password(url)
+        assert alice.team.projects()[PROJECT]["url"] == without_password(url)
     for path in (tmp_path / "alice").rglob("*"):
         if path.is_file():
             assert password.encode() not in path.read_bytes(), path
@@ -308,10 +308,10 @@ def test_config_shares_a_project_and_only_its_facts_wait_in_the_outbox(tmp_path:
     )
     with Memory(folder) as memory:
         own = memory.add_fact(PRIVATE)
-        memory.edit_fact(own["id"], scope="project", project=PROJECT)
-        memory.edit_fact(own["id"], scope="user")
+        memory.facts.edit(own["id"], scope="project", project=PROJECT)
+        memory.facts.edit(own["id"], scope="user")
         memory.add_fact("Uses the other project's data", project="other")
-        waiting = memory._sharing.outbox.waiting()
+        waiting = memory.team.outbox.waiting()
         assert [(w.project, list(w.payload["diff"])) for w in waiting] == [
             (PROJECT, ["newFacts"]),
             (PROJECT, ["factsToRemove"]),
@@ -381,16 +381,16 @@ def test_in_review_mode_a_teammates_change_waits_and_keeps_its_provenance(pair: 
     fact = alice.add_fact(TARGET, project=PROJECT)
     alice.add_fact("The churn window is 90 days", project=PROJECT)
     alice.share(PROJECT, pair.alice_url)
-    bob.review = True
+    bob.review.enabled = True
     report = bob.join(PROJECT, pair.bob_url)
     assert (report.pulled, len(report.held), contents(bob)) == (1, 1, {})
-    assert [item.kind for item in bob.review_items(bob.pending()[0])] == ["add", "add"]
-    bob.approve_items(report.held[0], [1])  # item by item: the teammate's facts as sent
+    assert [item.kind for item in bob.review.items(bob.pending()[0])] == ["add", "add"]
+    bob.review.approve_items(report.held[0], [1])  # item by item: the teammate's facts as sent
     (got,) = contents(bob).values()
     assert (got["content"], got["id"], got["person"]) == (TARGET, fact["id"], alice_role(bob))
     bob.approve("all")
     assert len(contents(bob)) == 2
-    alice.edit_fact(fact["id"], "The target column is churned_60d")
+    alice.facts.edit(fact["id"], "The target column is churned_60d")
     alice.sync()
     assert len(bob.sync().held) == 1  # an edit alone waits too
     bob.approve("all")
@@ -408,7 +408,7 @@ def test_background_sync_brings_a_teammates_fact_within_seconds(pair: Pair) -> N
     alice, bob = pair.alice, pair.bob
     alice.share(PROJECT, pair.alice_url)
     bob.join(PROJECT, pair.bob_url)
-    assert alice.start_team_sync() and bob.start_team_sync()
+    assert alice.team.start_sync() and bob.team.start_sync()
     try:
         started = time.monotonic()
         alice.add_fact(TARGET, project=PROJECT)
@@ -417,8 +417,8 @@ def test_background_sync_brings_a_teammates_fact_within_seconds(pair: Pair) -> N
         assert TARGET in contents(bob)
         assert time.monotonic() - started < 10
     finally:
-        alice.stop_team_sync()
-        bob.stop_team_sync()
+        alice.team.stop_sync()
+        bob.team.stop_sync()
 
 
 def test_a_kernel_killed_with_changes_in_its_outbox_publishes_them_at_next_start(
@@ -432,19 +432,19 @@ def test_a_kernel_killed_with_changes_in_its_outbox_publishes_them_at_next_start
         alice.share(PROJECT, alice_url)
     killed = run(notebook(
         "from deerflow_nb.notebook.session import get_session\n"
-        "get_session(get_ipython()).memory.stop_team_sync()  # nothing publishes it now",
+        "get_session(get_ipython()).memory.team.stop_sync()  # nothing publishes it now",
         f"%memory project {PROJECT}",
         f"%memory add {TARGET} --project",
         "import os\nos.kill(os.getpid(), 9)",
     ), folder, tmp_path / "killed")  # fmt: skip
     assert "Added" in killed[3] and TARGET not in server_text(shared), killed
     with Memory(folder) as alice:
-        assert alice._sharing.outbox.unpublished(PROJECT) == 1
+        assert alice.team.outbox.unpublished(PROJECT) == 1
     run(notebook(
         "import time\nfrom deerflow_nb.notebook.session import get_session\n"
         "memory = get_session(get_ipython()).memory  # starts the background sync\n"
         "deadline = time.monotonic() + 30\n"
-        f"while memory._sharing.outbox.unpublished({PROJECT!r}) and time.monotonic() < deadline:\n"
+        f"while memory.team.outbox.unpublished({PROJECT!r}) and time.monotonic() < deadline:\n"
         "    time.sleep(0.1)",
     ), folder, tmp_path / "next")  # fmt: skip
     assert TARGET in server_text(shared)

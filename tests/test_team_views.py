@@ -47,8 +47,8 @@ def test_projects_history_and_inspector_name_the_team(
     member(shared, pgpass, "student", read_only=True)
     bob_url = member(shared, pgpass, "bob")
     shell.run_line_magic("memory", f"join {PROJECT} --url {bob_url}")
-    get_session(shell).memory.stop_team_sync()  # this test syncs when it says so
-    alice.edit_fact(fact["id"], EDITED)
+    get_session(shell).memory.team.stop_sync()  # this test syncs when it says so
+    alice.facts.edit(fact["id"], EDITED)
     alice.sync()
     shell.run_line_magic("memory", "sync")
     shell.run_line_magic("memory", f"project {PROJECT}")

@@ -154,7 +154,7 @@ def seed_hostile_memory(shell: InteractiveShell) -> Any:
     mem = get_session(shell).memory
     fact = mem.add_fact(HOSTILE_LINE, category="context")
     mem.add_fact("Prefers polars over pandas", category="preference")
-    mem.edit_fact(fact["id"], HOSTILE_LINE + " (edited)")
+    mem.facts.edit(fact["id"], HOSTILE_LINE + " (edited)")
     mem.apply(
         {
             "user": {"workContext": {"summary": HOSTILE_LINE, "shouldUpdate": True}},
@@ -164,7 +164,7 @@ def seed_hostile_memory(shell: InteractiveShell) -> Any:
         },
         source="t-hostile",
     )  # fmt: skip
-    mem.review = True
+    mem.review.enabled = True
     mem.apply(
         {"newFacts": [{"content": "Pending " + HOSTILE_LINE, "confidence": 0.9}]},
         source="t-pending",
@@ -180,7 +180,7 @@ def test_every_memory_view_is_inert_in_every_mime_type(
         assert shell.run_cell("%%agent -t hostile\nI prefer polars.").success
     mem.flush()
     assert "onerror" in str(mem.status()["last_error"])
-    fid = mem.facts(category="context")[0]["id"]
+    fid = mem.facts.list(category="context")[0]["id"]
     versions = mem.versions()
     commands = [
         "facts", "search onerror", "search polars -k 3", "preview",

@@ -186,7 +186,7 @@ def test_the_context_box_reranks_the_preview(memory: Memory) -> None:
 def test_approving_a_pending_change_applies_it(memory: Memory, home: Path) -> None:
     panel = MemoryPanel(memory)
     panel.review.value = True  # the checkbox turns review mode on
-    assert memory.review is True
+    assert memory.review.enabled is True
     memory.apply(new_fact_diff("Prefers uv over pip"), source="thread-a")
     memory.apply(new_fact_diff("Prefers ruff over flake8"), source="thread-b")
     # the panel heard the proposals through on_change, without a manual refresh
@@ -391,7 +391,7 @@ def test_the_text_boxes_take_the_rows_width(memory: Memory) -> None:
 def test_the_pending_count_shows_in_the_header_and_the_tab_title(memory: Memory) -> None:
     panel = MemoryPanel(memory)
     assert "await" not in panel.header.value and panel.tabs.titles[3] == "Pending"
-    memory.review = True
+    memory.review.enabled = True
     memory.apply(new_fact_diff("Prefers uv over pip"), source="thread-a")
     memory.apply(new_fact_diff("Prefers ruff over flake8"), source="thread-b")
     assert "2 changes await review" in panel.header.value

@@ -125,7 +125,7 @@ class MemoryInjectionMiddleware(Middleware):
         state.facts_injected = len(facts)
         state.injected = [str(f.get("content") or "") for f in facts]
         # Issue 20: which facts this turn saw (one journal upsert, no memory.json write).
-        self.memory.record_injection(facts, state.user_message.get("content") or "")
+        self.memory.facts.record_injection(facts, state.user_message.get("content") or "")
 
 
 class JournalMiddleware(Middleware):
@@ -218,7 +218,7 @@ class MemoryEnqueueMiddleware(Middleware):
         if self.remember:
             self.memory.enqueue(state.thread_id)
         else:
-            self.memory.skip(state.thread_id)
+            self.memory.threads.skip(state.thread_id)
 
 
 def turn_context(state: TurnState) -> list[str]:

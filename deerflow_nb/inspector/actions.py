@@ -42,7 +42,7 @@ def edit_fact(
 ) -> dict[str, Any]:
     """Change one fact's content, category or confidence; returns the fact as saved."""
     with _memory(home) as mem:
-        return mem.edit_fact(fact_id, content, category=category, confidence=confidence)
+        return mem.facts.edit(fact_id, content, category=category, confidence=confidence)
 
 
 def forget_fact(home: Path, fact_id: str) -> dict[str, Any]:
@@ -66,14 +66,14 @@ def approve(home: Path, ids: list[int] | str) -> int:
 def reject(home: Path, ids: list[int] | str) -> int:
     """Drop pending changes (``"all"`` or ids); how many were dropped."""
     with _memory(home) as mem:
-        return mem.reject(ids)
+        return mem.review.reject(ids)
 
 
 def decide_items(home: Path, op: str, change_id: int, numbers: list[int]) -> int:
     """Approve or reject only items ``numbers`` of one pending change (the rest keeps
     waiting); how many were decided (0: the change was decided elsewhere meanwhile)."""
     with _memory(home) as mem:
-        decide = mem.approve_items if op == "approve" else mem.reject_items
+        decide = mem.review.approve_items if op == "approve" else mem.review.reject_items
         return decide(change_id, numbers)
 
 

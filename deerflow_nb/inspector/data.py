@@ -236,7 +236,7 @@ def _tool_calls_text(raw: Any) -> str:
 def pending_changes(reader: MemoryReader) -> list[dict[str, Any]]:
     """The changes waiting for review (``Memory.pending()``), oldest first, each with
     ``items``: every fact it adds, removes or merges and every section it rewrites,
-    numbered and in full (``Memory.review_items``); facts as memory.json has them, or none
+    numbered and in full (``Memory.review.items``); facts as memory.json has them, or none
     when it cannot be read."""
     try:
         facts = reader.data.get("facts", [])

@@ -217,7 +217,7 @@ class MemoryService:
                 f"no fact {_escape(fact_id)} among the user's and project "
                 f"{_escape(project)}'s facts; list_facts shows their ids"
             )
-        outcome = self.memory.forget_outside([fact["id"]], source=SOURCE)
+        outcome = self.memory.facts.forget_outside([fact["id"]], source=SOURCE)
         line = fact_line(fact).removeprefix("- ")
         if outcome["pending_id"] is not None:
             return (

@@ -11,6 +11,7 @@ from .api import RECALL_K, Memory
 from .conversation import Conversation
 from .fact_query import FactQuery
 from .fact_query import Sort as FactSort
+from .groups import ReadOnlyMemory
 from .model_reply import ExtractionError
 from .people import added_by, changed_by
 from .reader import MemoryReader, open_reader
@@ -55,6 +56,7 @@ __all__ = [
     "Memory",
     "MemoryFileError",
     "MemoryReader",
+    "ReadOnlyMemory",
     "SQLiteHome",
     "Scope",
     "Snapshot",

@@ -18,7 +18,9 @@ class Listeners:
         self.callbacks: list[Callable[..., Any]] = []
 
     def add(self, callback: Callable[..., Any]) -> Callable[[], None]:
-        """Listen; returns a function that unsubscribes ``callback``."""
+        """``Memory.on_change``: call ``callback`` after every change, from whichever thread
+        made it (with a small dict: reason, version, source, if it takes one); returns a
+        function that unsubscribes it."""
         self.callbacks.append(callback)
 
         def unsubscribe() -> None:

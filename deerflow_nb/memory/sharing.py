@@ -121,7 +121,8 @@ class _Commit:
 
 
 class Sharing:
-    """This home's shared projects: the gate's tap, ``share``, ``join`` and ``sync``."""
+    """``memory.team``: this home's shared projects (``projects``), ``share``, ``join`` and
+    ``sync`` (now, or in the background: ``start_sync``), and the gate's tap."""
 
     def __init__(
         self,
@@ -129,19 +130,23 @@ class Sharing:
         journal: Journal,
         gate: Gate,
         current: Callable[[], dict[str, Any]],
+        on_change: Callable[..., Callable[[], None]],
     ) -> None:
         self.settings = settings
         self.journal = journal
         self.gate = gate
         self.outbox = Outbox(journal)
         self._current = current
+        self._on_change = on_change
+        self._team_sync: Any = None  # a team_sync.TeamSync once started
         self._urls: dict[str, str] = {}  # stored URL -> the one given (maybe with a password)
         self._roster_due: dict[str, float] = {}  # project -> when the background asks again
         gate.tap = self.tap
 
     def projects(self) -> dict[str, dict[str, Any]]:
-        """``{project: {"url", "role", "read_only", "members"}}``: joined ones (members as
-        the last sync saw them) and config.yaml's."""
+        """``{project: {"url", "role", "read_only", "members"}}`` for every shared project,
+        joined ones and config.yaml's (``members``: ``[{"role", "read_only"}]`` as the last
+        sync or join saw them)."""
         shared = rows.shared_projects(self.journal.db)
         for project, url in self.settings.shared.items():
             shared.setdefault(project, {"url": url})
@@ -167,13 +172,15 @@ class Sharing:
         return role, read_only
 
     def join(self, project: str, url: str, timeout: float | None = None) -> SyncReport:
-        """Take part in ``project`` on the team's server at ``url`` and pull its facts."""
+        """Join ``project`` on the team's PostgreSQL at ``url`` and pull its facts."""
         project = project_name(project)
         self._register(project, url)
         return self.sync(timeout, only=[project])
 
     def share(self, project: str, url: str, timeout: float | None = None) -> SyncReport:
-        """Join ``project`` and send the team its facts and summary as they are here."""
+        """Share ``project``'s memory with the team at ``url`` (a ``postgresql://`` URL; the
+        password in PGPASSWORD or ~/.pgpass): joined, its facts and summary as they are here
+        are sent, teammates' pulled."""
         from ..shared.connect import SharedError
 
         project = project_name(project)
@@ -224,6 +231,35 @@ class Sharing:
                 report.problems.append(str(exc))
         report.waiting = sum(self.outbox.unpublished(p) for v in by_url.values() for p in v)
         return report
+
+    def start_sync(self, interval: float = 30.0) -> bool:
+        """Sync in a background thread (``team_sync.py``) when a project is shared: at
+        once, right after a change here or a teammate's NOTIFY, and every
+        ``interval`` seconds; whether it runs. ``stop_sync`` before ``close``."""
+        from .team_sync import TeamSync
+
+        if self._team_sync is None:
+            self._team_sync = TeamSync(self, self._on_change)
+        return self._team_sync.start(interval)
+
+    def stop_sync(self) -> None:
+        """Stop the background sync (a sync under way finishes first)."""
+        if self._team_sync is not None:
+            self._team_sync.stop()
+            self._team_sync = None
+
+    def sync_status(self) -> dict[str, Any]:
+        """The background sync's ``{"running", "syncs", "applied", "last"}`` since start
+        (``applied``: teammates' change sets; ``last``: the last SyncReport or None)."""
+        sync = self._team_sync
+        if sync is None:
+            return {"running": False, "syncs": 0, "applied": 0, "last": None}
+        return {
+            "running": sync.running,
+            "syncs": sync.syncs,
+            "applied": sync.applied,
+            "last": sync.last,
+        }
 
     def _sync_on(
         self,
@@ -312,58 +348,3 @@ def _team_change(project: str, change: SharedChange) -> ChangeSet:
         origin="team", reason="team", source=f"team:{change.person}", diff=diff,
         project=project, turn=change.turn,
     )  # fmt: skip
-
-
-class TeamMemory:
-    """``Memory``'s team methods (kept here, beside what they call)."""
-
-    _sharing: Sharing
-    _team_sync: Any = None  # a team_sync.TeamSync once started
-    on_change: Callable[..., Callable[[], None]]
-
-    def share(self, project: str, url: str) -> SyncReport:
-        """Share ``project``'s memory with the team at ``url`` (a ``postgresql://`` URL; the
-        password in PGPASSWORD or ~/.pgpass): its facts are sent, teammates' pulled."""
-        return self._sharing.share(project, url)
-
-    def join(self, project: str, url: str) -> SyncReport:
-        """Join ``project`` on the team's PostgreSQL at ``url`` and pull its facts."""
-        return self._sharing.join(project, url)
-
-    def sync(self, timeout: float | None = None) -> SyncReport:
-        """Publish this home's changes to shared projects and apply the team's."""
-        return self._sharing.sync(timeout)
-
-    def start_team_sync(self, interval: float = 30.0) -> bool:
-        """Sync in a background thread (``team_sync.py``) when a project is shared: at
-        once, right after a change here or a teammate's NOTIFY, and every
-        ``interval`` seconds; whether it runs. ``stop_team_sync`` before ``close``."""
-        from .team_sync import TeamSync
-
-        if self._team_sync is None:
-            self._team_sync = TeamSync(self._sharing, self.on_change)
-        return self._team_sync.start(interval)
-
-    def stop_team_sync(self) -> None:
-        """Stop the background sync (a sync under way finishes first)."""
-        if self._team_sync is not None:
-            self._team_sync.stop()
-            self._team_sync = None
-
-    def team_sync_status(self) -> dict[str, Any]:
-        """The background sync's ``{"running", "syncs", "applied", "last"}`` since start
-        (``applied``: teammates' change sets; ``last``: the last SyncReport or None)."""
-        sync = self._team_sync
-        if sync is None:
-            return {"running": False, "syncs": 0, "applied": 0, "last": None}
-        return {
-            "running": sync.running,
-            "syncs": sync.syncs,
-            "applied": sync.applied,
-            "last": sync.last,
-        }
-
-    def shared_projects(self) -> dict[str, dict[str, Any]]:
-        """``{project: {"url", "role", "read_only", "members"}}`` for every shared project
-        (``members``: ``[{"role", "read_only"}]`` as the last sync or join saw them)."""
-        return self._sharing.projects()

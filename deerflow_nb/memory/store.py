@@ -291,7 +291,8 @@ class MemoryStore:
         return (
             f"{self.path} cannot be read: {problem}; {kept}. "
             "Restore the last good version with `%memory rollback <last version>` or "
-            "`deerflow-nb fold --rebuild` (Memory.recover()), or delete the file to start empty."
+            "`deerflow-nb fold --rebuild` (Memory.history.recover()), or delete the file to "
+            "start empty."
         )
 
     def _keep_aside(self, raw: bytes) -> Path:

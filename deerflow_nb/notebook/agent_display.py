@@ -65,7 +65,7 @@ def review_note(memory: Memory, thread: str) -> str | None:
     proposals already pending; None otherwise (and when memory cannot be read: the footer
     is no place for that error)."""
     try:
-        if not memory.review:
+        if not memory.review.enabled:
             return None
         queued = memory.reader.is_queued(thread)
         pending = memory.pending_count()

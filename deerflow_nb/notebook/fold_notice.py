@@ -7,7 +7,7 @@ display in place, by its id): ``Memory updated: remembered “…”; forgot “
 waits for review. A fold that keeps nothing adds no line. Terminal IPython cannot redraw
 what it printed, so there the line is printed before the next ``%%agent`` turn instead.
 
-The notices listen to ``Memory.on_change`` and read the fold's record (``Memory.folds``):
+The notices listen to ``Memory.on_change`` and read the fold's record (``Memory.history.folds``):
 they see what every other view sees, and write nothing.
 """
 
@@ -78,7 +78,7 @@ class FoldNotices:
         None when the journal cannot say (the turn runs all the same, unwatched)."""
         self.check()  # a fold that kept nothing said nothing: settle the turns it ended
         try:
-            folds = self.memory.folds(limit=1)
+            folds = self.memory.history.folds(limit=1)
         except Exception:
             return None
         return int(folds[0]["id"]) if folds else 0
@@ -106,7 +106,7 @@ class FoldNotices:
 
     def _settle(self) -> None:
         """Under the lock: tell the turns whose fold is in the newest records."""
-        folds = self.memory.folds(limit=RECENT_FOLDS)
+        folds = self.memory.history.folds(limit=RECENT_FOLDS)
         for watch in list(self._watches):
             done = [
                 f
@@ -147,7 +147,7 @@ class FoldNotices:
     def _held(self, fold: Mapping[str, Any]) -> list[str]:
         """What the fold's pending change would do, item by item (none once decided)."""
         change = next((p for p in self.memory.pending() if p["id"] == fold.get("pending_id")), None)
-        items = self.memory.review_items(change) if change else []
+        items = self.memory.review.items(change) if change else []
         return [f"{_VERBS[i.kind]} “{i.text}”" for i in items if i.kind in _VERBS]
 
     def _texts(self, fold: Mapping[str, Any]) -> dict[str, str]:
@@ -155,7 +155,7 @@ class FoldNotices:
         from their history."""
         texts = {str(f.get("id")): str(f.get("content", "")) for f in self.memory.data["facts"]}
         for fact_id in [*(fold.get("removed") or []), *(fold.get("evicted") or [])]:
-            for event in reversed(self.memory.history(str(fact_id))):
+            for event in reversed(self.memory.history.of(str(fact_id))):
                 text = event.get("old_content") or event.get("new_content")
                 if text:
                     texts[str(fact_id)] = str(text)

@@ -160,9 +160,9 @@ class MemoryCommands(ProjectCommands, TeamCommands):
 
     def handle_history(self, args: HistoryArgs) -> EventsView:
         if args.fact_id is None:
-            folds = tuple(self.memory.folds(limit=min(args.limit, 10)))
+            folds = tuple(self.memory.history.folds(limit=min(args.limit, 10)))
             return EventsView(tuple(self.memory.events(limit=args.limit)), folds=folds)
-        events = self.memory.history(args.fact_id)
+        events = self.memory.history.of(args.fact_id)
         if not events and args.fact_id not in self._fact_ids():
             raise UsageError(_no_fact(args.fact_id))
         return EventsView(tuple(events[: args.limit]), f"History of {args.fact_id}, oldest first")
@@ -175,12 +175,12 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         if args.v2 is not None:
             self._require_version(args.v2)
         title = f"Diff v{args.v1} → " + (f"v{args.v2}" if args.v2 is not None else "now")
-        return DiffView(title, self.memory.diff(args.v1, args.v2))
+        return DiffView(title, self.memory.history.diff(args.v1, args.v2))
 
     def handle_pending(self, args: PendingArgs) -> PendingView:
         pending = tuple(self.memory.pending())
-        items = {p["id"]: tuple(self.memory.review_items(p)) for p in pending}
-        return PendingView(pending, bool(self.memory.review), items)
+        items = {p["id"]: tuple(self.memory.review.items(p)) for p in pending}
+        return PendingView(pending, bool(self.memory.review.enabled), items)
 
     # writes
     def handle_add(self, args: AddArgs) -> Notice:
@@ -208,7 +208,7 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         if args.text is None and args.category is None and args.confidence is None:
             raise UsageError(f"{PROG} edit: give new TEXT, --category or --confidence")
         with self._known_facts():
-            fact = self.memory.edit_fact(
+            fact = self.memory.facts.edit(
                 args.fact_id, args.text, category=args.category, confidence=args.confidence
             )
         return Notice(f"Edited {_describe(fact)}")
@@ -217,7 +217,7 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         if args.ids and args.match is not None:
             raise UsageError(f"{PROG} forget: give fact ids or --match TEXT, not both")
         if args.match is not None:
-            matches = self.memory.forget_matching(args.match)
+            matches = self.memory.facts.matching(args.match)
             if not matches:
                 raise UsageError(f"no fact matches {args.match!r}; see {PROG} facts")
             if len(matches) > 1 and not args.yes:
@@ -233,7 +233,7 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         else:
             raise UsageError(f"{PROG} forget: give fact ids or --match TEXT; see {PROG} facts")
         with self._known_facts():
-            removed = self.memory.forget_many(ids)
+            removed = self.memory.facts.forget_many(ids)
         noun = "fact" if len(removed) == 1 else "facts"
         return Notice(f"Forgot {len(removed)} {noun}", tuple(map(_describe, removed)))
 
@@ -248,21 +248,21 @@ class MemoryCommands(ProjectCommands, TeamCommands):
 
     def handle_review(self, args: ReviewArgs) -> Notice:
         if args.mode is not None:
-            self.memory.review = args.mode == "on"
-        state = "on" if self.memory.review else "off"
+            self.memory.review.enabled = args.mode == "on"
+        state = "on" if self.memory.review.enabled else "off"
         hint = f": folds wait in {PROG} pending" if state == "on" else ": folds apply directly"
         return Notice(f"Review mode {state}{hint}")
 
     def handle_approve(self, args: ApproveArgs) -> Notice:
         if args.only is not None:
-            return self._decide_items(args, self.memory.approve_items, "Approved")
+            return self._decide_items(args, self.memory.review.approve_items, "Approved")
         count = self.memory.approve(self._require_pending(args))
         return Notice(f"Approved {count} pending change{'s' * (count != 1)}")
 
     def handle_reject(self, args: RejectArgs) -> Notice:
         if args.only is not None:
-            return self._decide_items(args, self.memory.reject_items, "Rejected")
-        count = self.memory.reject(self._require_pending(args))
+            return self._decide_items(args, self.memory.review.reject_items, "Rejected")
+        count = self.memory.review.reject(self._require_pending(args))
         return Notice(f"Rejected {count} pending change{'s' * (count != 1)}")
 
     def _decide_items(self, args: ApproveArgs | RejectArgs, decide: Any, done: str) -> Notice:
@@ -280,7 +280,7 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         if count == 0:
             return Notice(f"Nothing {done.lower()}: change {ids[0]} was decided meanwhile")
         left = next((p for p in self.memory.pending() if p["id"] == ids[0]), None)
-        rest = [item.line() for item in self.memory.review_items(left)] if left else []
+        rest = [item.line() for item in self.memory.review.items(left)] if left else []
         note = f"; {count_of(len(rest), 'item')} of it still waiting" if rest else ""
         return Notice(f"{done} {count_of(count, 'item')} of change {ids[0]}{note}", tuple(rest))
 
@@ -301,7 +301,7 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         if args.project is not None:
             return self.import_project(args)
         try:
-            self.memory.read_import(path)  # a broken file is said before any confirmation
+            self.memory.transfer.read_import(path)  # a broken file is said before any confirmation
             held = len(self.memory.data.get("facts", []))
             if held and not args.yes:
                 replaced = count_of(held, "fact")
@@ -347,7 +347,7 @@ class MemoryCommands(ProjectCommands, TeamCommands):
     def handle_reset(self, args: ResetArgs) -> Notice:
         if not args.yes:
             raise UsageError(f"reset empties memory; run {PROG} reset --yes to confirm")
-        self.memory.reset()
+        self.memory.transfer.reset()
         return Notice(f"Memory reset; {PROG} versions keeps earlier states for rollback")
 
 

@@ -55,10 +55,10 @@ class MemoryMagics(Magics):
     def _read_only(session: Session, args: Args) -> Any:
         """A view of a home this kernel cannot write, read through the read door: what
         ``deerflow-nb status`` reads there, the notebook shows too."""
-        from ..memory import open_reader
+        from ..memory import ReadOnlyMemory, open_reader
 
         with open_reader(session.settings.home, settings=session.settings) as reader:
-            return MemoryCommands(reader, session).run(args)  # type: ignore[arg-type]
+            return MemoryCommands(ReadOnlyMemory(reader), session).run(args)  # type: ignore[arg-type]
 
     @no_var_expand
     @line_magic

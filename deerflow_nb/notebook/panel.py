@@ -283,7 +283,7 @@ class MemoryPanel:
             self._draw_scoped()
             self._draw_pending()
             events = self.memory.events(limit=self.history_limit)
-            folds = tuple(self.memory.folds(limit=10))
+            folds = tuple(self.memory.history.folds(limit=10))
             self.history.value = EventsView(tuple(events), folds=folds)._repr_html_()
 
     def _draw_scoped(self) -> None:
@@ -348,7 +348,7 @@ class MemoryPanel:
         removes or merges and each section it rewrites, in full, with its own Approve and
         Reject (the rest of the change keeps waiting)."""
         self.review.unobserve(self._on_review, names="value")
-        self.review.value = bool(self.memory.review)
+        self.review.value = bool(self.memory.review.enabled)
         self.review.observe(self._on_review, names="value")
         self.pending_checks = {}
         self.item_buttons = {}
@@ -358,7 +358,7 @@ class MemoryPanel:
             self.pending_checks[change["id"]] = box
             head = f"<b>#{escape_html(change['id'])}</b> from {escape_html(change['source'])}"
             rows.append(w.HBox([box, w.HTML(head)]))
-            for item in self.memory.review_items(change):
+            for item in self.memory.review.items(change):
                 buttons = tuple(
                     self._item_button(verb, change["id"], item.number)
                     for verb in ("approve", "reject")
@@ -434,7 +434,7 @@ class MemoryPanel:
         self._hide_confirm()
         if not ids:
             raise ValueError("select the facts to forget first")
-        self.memory.forget_many(ids)
+        self.memory.facts.forget_many(ids)
         return (
             f"Forgot {count_of(len(ids), 'fact')}: {', '.join(ids)} "
             "(%memory rollback restores them)"
@@ -463,7 +463,7 @@ class MemoryPanel:
         text = self.edit_text.value.strip()
         if not text:
             raise ValueError("type the fact's new text first")
-        self.memory.edit_fact(ids[0], text)
+        self.memory.facts.edit(ids[0], text)
         return f"Edited {ids[0]}"
 
     def _add(self) -> str:
@@ -483,17 +483,17 @@ class MemoryPanel:
         )
         if not ids:
             raise ValueError(f"select the changes to {verb} first")
-        count = getattr(self.memory, verb)(ids)
+        count = getattr(self.memory.review, verb)(ids)
         done = {"approve": "Approved", "reject": "Rejected"}[verb]
         return f"{done} {count} change{'s' * (count != 1)}"
 
     def _decide_item(self, verb: str, change_id: int, number: int) -> str:
-        decide = self.memory.approve_items if verb == "approve" else self.memory.reject_items
+        decide = getattr(self.memory.review, f"{verb}_items")  # approve_items, reject_items
         done = {"approve": "Approved", "reject": "Rejected"}[verb]
         if not decide(change_id, [number]):
             return f"Nothing {done.lower()}: change #{change_id} was decided meanwhile"
         return f"{done} item {number} of change #{change_id}"
 
     def _on_review(self, change: dict[str, Any]) -> None:
-        self.memory.review = bool(change["new"])
+        self.memory.review.enabled = bool(change["new"])
         self.message.value = f"Review mode {'on' if change['new'] else 'off'}"

@@ -146,7 +146,7 @@ class ProjectCommands:
         return Notice(report.describe(f"into project {name} from {path}"))
 
     def handle_projects(self, args: ProjectsArgs) -> ProjectsTable:
-        shared = self.memory.shared_projects()  # kept in journal.db: offline too
+        shared = self.memory.team.projects()  # kept in journal.db: offline too
         return ProjectsTable(tuple(self.memory.projects.list()), self.here, shared)
 
     def handle_move(self, args: MoveArgs) -> Notice:
@@ -154,10 +154,10 @@ class ProjectCommands:
             raise UsageError(f"{PROG} move: give --user or --project NAME")
         try:
             if args.user:
-                fact = self.memory.edit_fact(args.fact_id, scope="user")
+                fact = self.memory.facts.edit(args.fact_id, scope="user")
             else:
                 project = self._project_name(args.project or "")
-                fact = self.memory.edit_fact(args.fact_id, scope="project", project=project)
+                fact = self.memory.facts.edit(args.fact_id, scope="project", project=project)
         except KeyError:
             raise UsageError(f"no fact {args.fact_id!r}; see {PROG} facts --all") from None
         owner = fact_project(fact)
@@ -177,7 +177,7 @@ class ProjectCommands:
         elif args.project is not None:
             name = self._known_project(args.project)
             scope, title = Scope.own(name), f"Facts of project {name}"
-        facts = self.memory.facts(
+        facts = self.memory.facts.list(
             category=args.category, min_confidence=args.min_confidence, sort=args.sort, scope=scope
         )
         shown = facts[: args.limit] if args.limit else facts

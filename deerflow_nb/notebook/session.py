@@ -88,7 +88,7 @@ class Session:
                 try:
                     self._settle_project(memory)
                     memory.start()  # a kernel folds in the background
-                    memory.start_team_sync()  # and syncs shared projects (memory/team_sync.py)
+                    memory.team.start_sync()  # and syncs shared projects (memory/team_sync.py)
                 except BaseException:
                     memory.close()
                     raise
@@ -121,7 +121,7 @@ class Session:
             self._notices.close()
             self._notices = None
         if self._memory is not None:
-            self._memory.stop_team_sync()
+            self._memory.team.stop_sync()
             self._memory.close()
             self._memory = None
         self._agents.clear()

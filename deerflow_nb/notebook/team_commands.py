@@ -36,7 +36,7 @@ class TeamCommands:
             report = self.memory.share(args.name, self._url(args))
         except ValueError as exc:  # SharedError: the server, the password, the role
             raise usage_error(f"{PROG} share: {exc}") from None
-        self.memory.start_team_sync()  # a kernel keeps it in sync from now on
+        self.memory.team.start_sync()  # a kernel keeps it in sync from now on
         return report
 
     def handle_join(self, args: JoinArgs) -> SyncReport:
@@ -44,11 +44,11 @@ class TeamCommands:
             report = self.memory.join(args.name, self._url(args))
         except ValueError as exc:
             raise usage_error(f"{PROG} join: {exc}") from None
-        self.memory.start_team_sync()
+        self.memory.team.start_sync()
         return report
 
     def handle_sync(self, args: SyncArgs) -> SyncReport:
-        if not self.memory.shared_projects():
+        if not self.memory.team.projects():
             raise UsageError(
                 f"{PROG} sync: no project is shared yet; run {PROG} join NAME --url URL "
                 "(or share NAME --url URL)"

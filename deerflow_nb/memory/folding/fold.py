@@ -151,8 +151,11 @@ class Folding:
             self._orphans_checked = True
 
     # -- folding -------------------------------------------------------------------------
-    def flush(self, timeout: float | None) -> FlushReport:
-        """Fold every queued thread now, in this thread (see ``Memory.flush``)."""
+    def flush(self, timeout: float | None = None) -> FlushReport:
+        """Fold every pending thread now (failed ones too) in the calling thread, started or
+        not; what happened. ``timeout`` (seconds) bounds it all: a thread cut short stays
+        queued; one another kernel folds is waited for (folded here if that kernel dies). It
+        uses this object's settings (its model), whoever started the worker; memory off: none."""
         if self.settings.memory.enabled:
             self.schedule_orphans()
             report = self.fold_locked(True, timeout, wait_elsewhere=True)

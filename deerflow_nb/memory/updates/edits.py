@@ -86,20 +86,25 @@ class Edits:
         self.settings = settings
         self.gate = gate
 
-    def add_fact(
+    def add(
         self,
         content: str,
-        category: str | None,
-        confidence: float,
-        source: str,
+        category: str | None = "context",
+        confidence: float = 0.9,
+        source: str = "manual",
         *,
         origin: str = "user",
         turn: str | None = None,
         project: str | None = None,
     ) -> dict[str, Any]:
-        """Add a fact (no threshold for a person's); a near-duplicate reinforces the stored
-        one. With no ``category``, the category is read from the text; with ``project``, the
-        fact is that project's (else the user's)."""
+        """Add a fact by hand (no threshold); a near-duplicate reinforces the stored one, and
+        with ``category=None`` it is read from the text (``%memory add`` without one). With
+        ``project`` the fact is that project's, else the user's (shared by every project).
+
+        ``origin="model"`` (with the agent ``turn``) is the model's ``remember`` when no user
+        message asked: stored as its suggestion (``addedBy: "model"``), capped per turn,
+        never evicting a fact the user added; in review mode it waits (the returned dict
+        then has ``pending_id`` and no ``id``). ``Refused`` (a ValueError) says why not."""
         if category is None:
             from .classify import category_of
 
@@ -135,17 +140,18 @@ class Edits:
             }
         return copy.deepcopy(find_fact(result.data, fact_id) or {"id": fact_id})
 
-    def edit_fact(
+    def edit(
         self,
         fact_id: str,
-        content: str | None,
-        category: str | None,
-        confidence: float | None,
+        content: str | None = None,
+        *,
+        category: str | None = None,
+        confidence: float | None = None,
         scope: str | None = None,
         project: str | None = None,
     ) -> dict[str, Any]:
-        """Change a fact's text, category, confidence or scope (``"user"``, or ``"project"``
-        with ``project``); KeyError if there is no such fact."""
+        """Change a fact's text, category, confidence or scope (``"user"``, or
+        ``"project"`` with ``project``: a move); KeyError if there is no such fact."""
         _check(category, confidence)
         text = None if content is None else sanitize_text(content)
         if text == "":
@@ -161,12 +167,16 @@ class Edits:
         passed = self.gate.submit(ChangeSet(origin="user", reason="edit", edit=edit))
         return copy.deepcopy(find_fact(passed.result.data, fact_id) or {})
 
+    def forget(self, fact_id: str) -> dict[str, Any]:
+        """Really remove a fact (journaled); KeyError if there is no such fact."""
+        return self.forget_many([fact_id])[0]
+
     def forget_many(self, fact_ids: list[str]) -> list[dict[str, Any]]:
         """Remove several facts as one change: all of them, or none if any id is unknown."""
         change = ChangeSet(origin="user", reason="forget", diff={"factsToRemove": list(fact_ids)})
         return self.gate.submit(change).removed
 
-    def forget_outside(self, fact_ids: list[str], source: str) -> dict[str, Any]:
+    def forget_outside(self, fact_ids: list[str], source: str = "outside") -> dict[str, Any]:
         """A removal an outside agent's model asks for (MCP's ``forget``): the model's change,
         so the gate's rules for one hold (a fact the user added waits for the user, the wipe
         guard counts it), and while ``memory.review_outside_forget`` is on (the default) all

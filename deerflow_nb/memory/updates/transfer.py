@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import Settings
-from ...projects import PROJECT_SCOPE
+from ...projects import PROJECT_SCOPE, project_name
 from ...schema.changes import ChangeSet
 from ..readside.export_file import write_export
 from ..scopes import PROJECTS_KEY, Scope
@@ -185,6 +185,7 @@ class Transfer:
         With ``project``, add its facts (and summary) to that project instead, as one
         change (rolled back as one), as many as memory has room for; returns how many
         facts were new to it, how many it already held, and why not the rest."""
+        project = project_name(project) if project else None
         data = read_import(path)
         total = len(data.get("facts") or [])
         facts, rejected = checked_facts(data.get("facts") or [])
@@ -203,6 +204,8 @@ class Transfer:
             return ImportReport(len(result.ids("add")), total, known, rejected + result.left_out)
         self.gate.submit(ChangeSet(origin="user", reason="import", source=str(path), document=data))
         return ImportReport(len(facts), total, 0, rejected)
+
+    read_import = staticmethod(read_import)
 
     def reset(self) -> None:
         """Empty memory (recorded as a version, so it can be rolled back)."""

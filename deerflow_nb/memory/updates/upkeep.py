@@ -25,7 +25,7 @@ class Upkeep:
         self.review = review
         self.gate = gate
 
-    def stale(self, now: Any, days: float | None) -> list[dict[str, Any]]:
+    def stale(self, now: Any = None, days: float | None = None) -> list[dict[str, Any]]:
         """Facts idle longer than ``days`` (``memory.staleness_days``) × their age factor as
         of ``now``, the longest idle first, then every fact of each project unused that long
         (``aging.idle_projects``: with its ``project``); the user's facts and an active
@@ -51,7 +51,7 @@ class Upkeep:
             found += [project.fact_dict(f) for f in data["facts"] if own.sees(f)]
         return found
 
-    def propose_stale(self, now: Any, days: float | None) -> StaleReport:
+    def propose_stale(self, now: Any = None, days: float | None = None) -> StaleReport:
         """Propose the stale facts for removal as one pending change, and each unused
         project's facts as one change of its own (approved or rejected whole, or item by
         item); facts or projects a pending stale proposal already names are not proposed

@@ -17,7 +17,7 @@ class EventsView(View):
 
     events: tuple[Mapping[str, Any], ...]
     title: str = "Memory events"
-    folds: tuple[Mapping[str, Any], ...] = ()  # Memory.folds(): what each fold did
+    folds: tuple[Mapping[str, Any], ...] = ()  # Memory.history.folds(): what each fold did
 
     def _tables(self) -> list[Table]:
         return [self.table(), *([folds_table(self.folds)] if self.folds else [])]
@@ -125,7 +125,7 @@ class VersionsView(View):
 
 @dataclass(frozen=True, repr=False)
 class DiffView(View):
-    """What differs between two versions (``Memory.diff``): facts added, removed, changed,
+    """What differs between two versions (``Memory.history.diff``): facts added, removed, changed,
     and summaries rewritten."""
 
     title: str
