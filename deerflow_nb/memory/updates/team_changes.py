@@ -188,15 +188,18 @@ def apply_team(
     nor another project's. ``index``: the commit's lookups (``TeamIndex``), if any."""
     out = dict(data)  # copied where changed only: a sync's batch applies many in a row
     given_facts = data.get("facts") or []
-    facts: list[dict[str, Any]] = [f for f in given_facts if isinstance(f, dict)]
     marker = diff.get(TEAM) or {}
     project, person = marker.get("project"), marker.get("person")
     events: list[Event] = []
     adds_only = not diff.get("factsToRemove") and not diff.get("edits")
     kept = index.lookups(given_facts, project) if index is not None and adds_only else None
+    # a kept index describes a list of facts only (the last change set's): copied as it is
+    facts: list[dict[str, Any]] = (
+        list(given_facts) if kept else [f for f in given_facts if isinstance(f, dict)]
+    )
     by_team, taken, said = kept if kept is not None else _index(facts, project)
     gone = {str(i) for i in diff.get("factsToRemove") or []}
-    for fact in [f for i, f in by_team.items() if i in gone]:
+    for fact in [f for i, f in by_team.items() if i in gone] if gone else []:
         facts.remove(fact)
         events.append(_event("remove", fact, fact.get("content"), None, person))
     for edit in diff.get("edits") or []:
@@ -243,7 +246,8 @@ def apply_team(
     events += _project_context(out, context, None, now_iso())
     if index is not None:  # what the next change set of the commit may start from
         described = facts if events else given_facts
-        index.kept = {project: (described, by_team, taken, said)} if adds_only else {}
+        clean = bool(events) or len(facts) == len(given_facts)  # facts only, nothing else
+        index.kept = {project: (described, by_team, taken, said)} if adds_only and clean else {}
     return UpdateResult(out, events) if events else UpdateResult(data, [])
 
 
