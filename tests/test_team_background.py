@@ -1,6 +1,8 @@
 """The background sync as a kernel runs it (``memory/team_sync.py``, issue 39): a teammate's
 change arrives through the server's NOTIFY with no sync called and no poll due, a turn
-never syncs, and projects on a second server are listened to as well as the first's."""
+never syncs in its own thread yet injects a change its kernel was told of (it asks the
+background sync to take it in now), a teammate's change applied here wakes no further
+sync, and projects on a second server are listened to as well as the first's."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from test_team_postgres import Team, new_team, shared  # noqa: F401  (the fixtur
 from test_team_sharing import PROJECT, TARGET, contents, member, pgpass  # noqa: F401
 
 from deerflow_nb import Agent
-from deerflow_nb.memory import Memory
+from deerflow_nb.memory import Memory, team_sync
 from deerflow_nb.memory.sharing import Sharing
 from deerflow_nb.shared.connect import without_password
 
@@ -103,6 +105,62 @@ def test_a_turn_reads_local_memory_and_never_syncs(
             bob.team.stop_sync()
     assert {kind for kind, _ in calls} == {"explicit", "background"}
     assert {who for kind, who in calls if kind == "background"} == {"deerflow-team-sync"}
+
+
+def test_a_turn_takes_in_a_noticed_change_before_the_background_would(
+    shared: Team,  # noqa: F811
+    pgpass: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The background sync, once noticed, would wait a minute for more notices: only the
+    # turn's catch-up can bring the change in time.
+    monkeypatch.setattr(team_sync, "GATHER", 60.0)
+    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
+    with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
+        alice.share(PROJECT, alice_url)
+        bob.join(PROJECT, bob_url)
+        assert bob.team.start_sync(NEVER)
+        background = bob.team._team_sync
+        try:
+            time.sleep(0.5)  # past its first sync
+            alice.add_fact(TARGET, project=PROJECT)
+            alice.sync()  # on the server; bob's listener is told
+            deadline = time.monotonic() + 30
+            while not (background._noticed or background._waiting_notice()):
+                assert time.monotonic() < deadline, "bob was never told of the change"
+                time.sleep(0.02)
+            assert TARGET not in contents(bob, PROJECT)  # the background gathers on
+            agent = Agent(settings=bob.settings, model="offline", memory=bob)
+            started = time.monotonic()
+            agent.run("Which column is the target?", thread="t", project=PROJECT)
+            assert TARGET in agent.last_turn.injected
+            assert time.monotonic() - started < team_sync.CATCH_UP + 5
+            assert bob.team.sync_status()["applied"] == 1
+        finally:
+            bob.team.stop_sync()
+
+
+def test_a_teammates_change_applied_here_wakes_no_further_sync(
+    shared: Team,  # noqa: F811
+    pgpass: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
+    with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
+        alice.share(PROJECT, alice_url)
+        bob.join(PROJECT, bob_url)
+        assert bob.team.start_sync(NEVER)
+        try:
+            time.sleep(0.5)  # past its first sync
+            before = bob.team.sync_status()["syncs"]
+            alice.add_fact(TARGET, project=PROJECT)
+            alice.sync()
+            assert arrives(bob, TARGET)
+            time.sleep(1.0)  # a sync woken by bob's own commit of it would have run by now
+            assert bob.team.sync_status()["syncs"] == before + 1
+        finally:
+            bob.team.stop_sync()
 
 
 def test_the_background_sync_listens_on_every_shared_server(

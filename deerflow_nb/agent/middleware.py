@@ -119,6 +119,8 @@ class MemoryInjectionMiddleware(Middleware):
         self.project = project  # the turn's: its facts and the user's, no other project's
 
     def before_agent(self, state: TurnState) -> None:
+        # A shared project's turn injects what teammates were noticed to have published.
+        self.memory.team.catch_up(self.project)
         context = turn_context(state)
         block, facts = self.memory.injection(context, self.max_tokens, project=self.project)
         state.memory_block = block

@@ -242,6 +242,15 @@ class Sharing:
             self._team_sync = TeamSync(self, self._on_change)
         return self._team_sync.start(interval)
 
+    def catch_up(self, project: str | None) -> bool:
+        """Before a turn in ``project``: when it is shared and the background sync was told
+        of a teammate's change it has not taken in, that sync now, waited for (a second and
+        a half at most, ``team_sync.CATCH_UP``); whether memory holds what was noticed."""
+        sync = self._team_sync
+        if sync is None or project is None or project_name(project) not in self.projects():
+            return True
+        return sync.catch_up()
+
     def stop_sync(self) -> None:
         """Stop the background sync (a sync under way finishes first)."""
         if self._team_sync is not None:

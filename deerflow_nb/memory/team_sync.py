@@ -13,6 +13,12 @@ arrive during a sync are read before the next one, which pulls them all as one b
 one gate commit: a sync costs a memory.json write whatever it applies. The last
 report is kept for ``%memory sync`` to show, and the totals since ``start``.
 ``Memory.sync`` stays the explicit way, and the only one outside a kernel.
+
+A turn in a shared project first ``catch_up``s: when a teammate's notice has come (or
+waits on a listener's socket) that no finished sync has taken in, it asks for the sync
+now and waits for it, ``CATCH_UP`` seconds at most, so the turn injects what its kernel
+was told of. With no notice it waits for nothing; with the server down there is none (the
+listener is gone), so a turn never waits on the network it cannot reach.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
-GATHER = 0.1  # seconds a teammate's NOTIFY waits for more before the pull
+GATHER = 0.5  # seconds a teammate's NOTIFY waits for more before the pull
+CATCH_UP = 1.5  # seconds a turn waits at most for the sync of a noticed change
 
 
 class Syncs(Protocol):
@@ -53,6 +60,11 @@ class TeamSync:
         self.syncs = 0  # syncs made since start
         self.applied = 0  # teammates' change sets applied since start
         self._stop = threading.Event()
+        self._progress = threading.Condition()  # a sync begun or finished
+        self._begun = 0  # syncs begun since start
+        self._done = 0  # syncs finished since start
+        self._noticed = False  # a teammate's notice that no begun sync covers
+        self._covering = False  # the sync under way began after a teammate's notice
         self._thread: threading.Thread | None = None
         self._pool: dict[str, Any] = {}  # stored URL -> an open connection
         self._listeners: dict[str, Any] = {}  # stored URL -> exchange.Listener
@@ -62,8 +74,10 @@ class TeamSync:
         os.set_blocking(self._write, False)
         self._unsubscribe = on_change(self._changed)
 
-    def _changed(self, info: Any = None) -> None:
-        """After a commit here: sync now (a teammate's change, applied, is not sent back)."""
+    def _changed(self, info: Any) -> None:
+        """After a commit here: sync now (a teammate's change, applied, is not sent back,
+        so it wakes no sync). ``info`` has no default: ``Listeners`` passes it only to a
+        callback that requires it."""
         if not (isinstance(info, dict) and info.get("reason") == "team"):
             self.nudge()
 
@@ -113,12 +127,19 @@ class TeamSync:
             while not self._stop.is_set():
                 self._drain()  # the coming sync covers what came (a lost listener dropped)
                 self._listen()  # before the sync: no NOTIFY falls between
+                with self._progress:
+                    self._begun += 1
+                    self._covering, self._noticed = self._noticed, False
                 try:
                     report = self.sharing.sync(timeout=self.interval, pool=self._pool)
                     self.last, self.syncs = report, self.syncs + 1
                     self.applied += report.applied
                 except Exception:  # a closed or busy journal: said in the log, tried again
                     log.warning("background team sync failed", exc_info=True)
+                finally:
+                    with self._progress:
+                        self._done, self._covering = self._begun, False
+                        self._progress.notify_all()
                 self._wait()
         finally:
             close_all(self._pool)
@@ -152,7 +173,37 @@ class TeamSync:
             except Exception:  # the server went away: listen again before the next sync
                 self._listeners.pop(stored).close()
                 noticed = True
+        if noticed:
+            with self._progress:
+                self._noticed = True
         return nudged, noticed
+
+    def catch_up(self, timeout: float = CATCH_UP) -> bool:
+        """Before a turn: when a teammate's notice came that no finished sync has taken in
+        (read, or still on a listener's socket), sync now and wait for it, ``timeout``
+        seconds at most; whether memory holds all that was noticed."""
+        if not self.running:
+            return True
+        with self._progress:
+            if self._noticed or self._waiting_notice():
+                target = self._begun + 1  # the next sync: it begins at the nudge
+            elif self._covering:
+                target = self._begun  # the sync under way takes the notice in
+            else:
+                return True
+        if target > self._begun:
+            self.nudge()  # no gather: the turn waits
+        with self._progress:
+            return self._progress.wait_for(lambda: self._done >= target, timeout)
+
+    def _waiting_notice(self) -> bool:
+        """Whether a listener's socket holds a notice the thread has not read yet (maybe
+        of this home's own publish: the sync it asks for then applies nothing)."""
+        sockets = list(self._listeners.values())
+        try:
+            return bool(sockets and select.select(sockets, [], [], 0)[0])
+        except (OSError, ValueError):  # closed under us: the thread listens again
+            return False
 
     def _wait(self) -> None:
         """Until a nudge, a NOTIFY from any server of another role's change set (then

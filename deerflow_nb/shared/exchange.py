@@ -82,7 +82,9 @@ def team_diff(
 @dataclass(frozen=True)
 class SharedChange:
     """A change set as the shared store holds it: the project's ``version`` it made, and
-    who sent it (``person``, a role), from which ``origin`` and ``turn``, and when."""
+    who sent it (``person``, a role), from which ``origin`` and ``turn``, and when
+    (``created``, by the sender's clock; ``published``, when the server stored it, by its
+    own)."""
 
     id: str
     project: str
@@ -92,6 +94,7 @@ class SharedChange:
     turn: str | None
     created: datetime
     change: ChangeSet
+    published: datetime | None = None
 
 
 @contextmanager
@@ -239,11 +242,12 @@ def pull(url: str, project: str, since: int = 0, limit: int = BATCH) -> list[Sha
 def _pull(conn: psycopg.Connection, project: str, since: int, limit: int) -> list[SharedChange]:
     rows = conn.execute(
         "SELECT c.id::text, v.project, v.version, c.origin, c.person, c.turn, c.created,"
-        " c.payload FROM deerflow.versions v JOIN deerflow.change_sets c ON c.id = v.change_set"
+        " c.payload, c.published FROM deerflow.versions v"
+        " JOIN deerflow.change_sets c ON c.id = v.change_set"
         " WHERE v.project = %s AND v.version > %s ORDER BY v.version LIMIT %s",
         [project, since, limit],
     ).fetchall()
-    return [SharedChange(*row[:7], change=_change_set(row[7])) for row in rows]
+    return [SharedChange(*row[:7], _change_set(row[7]), row[8]) for row in rows]
 
 
 def _change_set(payload: object) -> ChangeSet:
