@@ -113,7 +113,7 @@ class Memory:
             journal,
             ledger,
             Rules(self.settings, journal),
-            lambda: review.on,
+            review,
             changed,
             vectors.warm,
         )

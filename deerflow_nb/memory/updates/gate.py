@@ -51,7 +51,7 @@ from ..reports import changes_anything
 from ..scopes import pin_projects
 from .edits import apply_edit
 from .held_facts import HeldFacts
-from .review import propose
+from .review import Review, propose
 from .rules import Rules
 from .team_changes import TEAM, Tap, TeamIndex, apply_team, hold_conflicts
 from .updater import WIPE_MIN_FACTS, WIPE_SHARE, UpdateResult, wipe_limit
@@ -101,7 +101,7 @@ class Gate:
         journal: Journal,
         ledger: Ledger,
         rules: Rules,
-        review_on: Callable[[], bool],
+        review: Review,
         changed: Changed,
         warm: Callable[[dict[str, Any]], None],
     ) -> None:
@@ -109,7 +109,7 @@ class Gate:
         self.journal = journal
         self.ledger = ledger
         self.rules = rules
-        self.review_on = review_on
+        self.review = review  # its switch (``on``): whether a model's change waits
         self._changed = changed
         self._warm = warm
         self.tap: Tap | None = None  # the team's share of each commit (memory/sharing.py)
@@ -220,7 +220,7 @@ class Gate:
             return "a staleness proposal waits for approval"
         if change.review:
             return "it was asked to wait for review"
-        return "review mode is on" if change.origin != "user" and self.review_on() else ""
+        return "review mode is on" if change.origin != "user" and self.review.on else ""
 
     # -- what a change does ------------------------------------------------------------
     def _mutate(self, change: ChangeSet, outcome: Passed, data: dict[str, Any]) -> UpdateResult:
