@@ -57,6 +57,18 @@ def team_table(results_dir: Path | None = None) -> str:
         *(
             [
                 (
+                    "a change to the server holding it (published by the member's sync)",
+                    f"p50 {f['sent_p50_s']:.2f} s, p95 {f['sent_p95_s']:.2f} s",
+                    "",
+                    None,
+                )
+            ]
+            if "sent_p95_s" in f
+            else []
+        ),
+        *(
+            [
+                (
                     "a change to a teammate's memory holding it (any turn from then on injects it)",
                     f"p50 {f['held_p50_s']:.2f} s, p95 {f['held_p95_s']:.2f} s, "
                     f"max {f['held_max_s']:.2f} s",

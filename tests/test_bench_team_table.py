@@ -58,3 +58,12 @@ def test_the_team_table_names_the_change_and_turn_since_the_background_sync(
         "| a change to a teammate's memory holding it (any turn from then on injects it) "
         "| p50 0.30 s, p95 0.90 s, max 1.40 s | no goal of its own |"
     ) in table
+
+
+def test_the_team_table_shows_when_the_server_held_a_change(tmp_path: Path) -> None:
+    assert "a change to the server holding it" not in table_of(FIGURES, tmp_path)
+    figures = {**FIGURES, "sent_p50_s": 0.01, "sent_p95_s": 0.12}
+    assert (
+        "| a change to the server holding it (published by the member's sync) "
+        "| p50 0.01 s, p95 0.12 s | no goal of its own |"
+    ) in table_of(figures, tmp_path)
