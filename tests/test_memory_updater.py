@@ -221,3 +221,19 @@ def test_a_summary_the_same_diff_rewrites_is_kept_as_given() -> None:
     diff = {"user": {"personalContext": update}, "factsToRemove": ["fact_00000001"]}
     result = run(data, diff)
     assert result.data["user"]["personalContext"]["summary"] == update["summary"]
+
+
+def test_only_an_import_keeps_a_new_facts_own_time_and_source() -> None:
+    given = {**new("Knows Rust"), "createdAt": "2020-05-05T00:00:00Z", "source": "forged"}
+    now = "2026-01-01T00:00:00Z"
+    folded = apply_diff(
+        memory(), {"newFacts": [given]}, source="t1", threshold=0.7, max_facts=100, now=now
+    )
+    (made,) = folded.data["facts"]
+    assert (made["createdAt"], made["source"]) == (now, "t1")  # a model's claim is not kept
+    imported = apply_diff(
+        memory(), {"newFacts": [given]}, source="f.json", threshold=0.7, max_facts=100,
+        now=now, imported=True,
+    )  # fmt: skip
+    (kept,) = imported.data["facts"]
+    assert (kept["createdAt"], kept["source"]) == ("2020-05-05T00:00:00Z", "forged")

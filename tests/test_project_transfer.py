@@ -109,6 +109,8 @@ def test_a_deerflow_memory_json_imports_into_one_project(
     assert "Imported 1 fact into project sales" in str(run(shell, f"import {path} --project sales"))
     fact = by_text(home)["The sales table is partitioned by month"]
     assert (fact["scope"], fact["project"], fact["category"]) == ("project", "sales", "knowledge")
+    # Nothing of the file lost: when the fact was made, and from where, come with it.
+    assert (fact["createdAt"], fact["source"]) == ("2025-01-01T00:00:00Z", "thread-1")
     assert USER in by_text(home)  # the user's facts were not replaced
 
     broken = tmp_path / "broken.json"

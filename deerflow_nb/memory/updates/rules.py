@@ -33,7 +33,7 @@ class Rules:
         """``diff`` applied to ``data`` (changed in place); the use records are read only
         when the change may evict (data handed down, not a function). ``within_room`` (a
         person's import): as many new facts as memory has room for, none evicted, instead
-        of the per-fold limit."""
+        of the per-fold limit, each keeping the ``createdAt`` and ``source`` of its file."""
         memory = self.settings.memory
         limit: dict[str, Any] = {}
         if within_room:
@@ -55,6 +55,7 @@ class Rules:
             eviction=memory.eviction,
             usage=used,
             project=project,
+            imported=within_room,
             **limit,
         )
 

@@ -142,7 +142,8 @@ def checked_facts(facts: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
 
 def project_diff(data: dict[str, Any], project: str) -> dict[str, Any]:
     """An imported document's facts as a diff adding them to ``project`` (whatever scope
-    they had), with its summary when it holds exactly one project's (or ``project``'s)."""
+    they had), each with its ``createdAt`` and ``source``, with its summary when it holds
+    exactly one project's (or ``project``'s)."""
     facts = [
         {
             "content": f["content"],
@@ -150,6 +151,7 @@ def project_diff(data: dict[str, Any], project: str) -> dict[str, Any]:
             "confidence": f.get("confidence", 0.9),
             "scope": PROJECT_SCOPE,
             "project": project,
+            **{k: f[k] for k in ("createdAt", "source") if k in f},
         }
         for f in data.get("facts") or []
     ]

@@ -92,8 +92,12 @@ def apply_diff(
     usage: Mapping[str, Mapping[str, Any]] | None = None,
     project: str | None = None,
     over_limit: str | None = None,
+    imported: bool = False,
 ) -> UpdateResult:
     """Apply one validated diff (see ``extraction.validate_diff``) to ``data`` (not mutated).
+
+    ``imported`` (a person's import of a memory file): a new fact keeps the ``createdAt``
+    and ``source`` the file gave it, which a model's proposal never sets.
 
     ``max_new`` bounds the facts one diff adds (None: no bound), ``over_limit`` says why
     the rest are left out (else: the per-fold limit); ``added_by`` marks the facts
@@ -228,8 +232,8 @@ def apply_diff(
             "content": content,
             "category": category if category in CATEGORIES else "context",
             "confidence": confidence,
-            "createdAt": now,
-            "source": source,
+            "createdAt": _given(candidate, "createdAt", now) if imported else now,
+            "source": _given(candidate, "source", source) if imported else source,
         }
         if added_by:
             fact["addedBy"] = added_by
@@ -388,6 +392,12 @@ def _confidence(value: Any) -> float:
     except (TypeError, ValueError):
         return 0.0
     return min(max(number, 0.0), 1.0) if number == number else 0.0
+
+
+def _given(candidate: Mapping[str, Any], key: str, default: str) -> str:
+    """An imported fact's own ``key`` (text, at most 200 characters), else ``default``."""
+    value = candidate.get(key)
+    return value[:200] if isinstance(value, str) and value.strip() else default
 
 
 def _left(i: int, content: str, reason: str) -> dict[str, str]:
