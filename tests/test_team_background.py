@@ -225,3 +225,23 @@ def test_the_background_sync_connects_again_after_its_connections_are_cut(
             assert arrives(bob, TARGET)
         finally:
             bob.team.stop_sync()
+
+
+def test_a_turn_asking_while_a_listener_closes_is_not_broken(
+    shared: Team,  # noqa: F811
+    pgpass: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from deerflow_nb.shared.exchange import Listener
+
+    bob_url = member(shared, pgpass, "bob")
+    with Memory(tmp_path / "bob") as bob:
+        bob.join(PROJECT, bob_url)
+        background = team_sync.TeamSync(bob.team, bob.on_change)
+        closed = Listener.open(bob_url)
+        closed.close()  # as the sync thread closes one that lost its server
+        background._listeners["gone"] = closed
+        try:
+            assert background._waiting_notice() is False
+        finally:
+            background.stop()
