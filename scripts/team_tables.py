@@ -25,7 +25,7 @@ def team_table(results_dir: Path | None = None) -> str:
     if "add_ms" in f:  # since the background sync: a turn never syncs
         member = (
             f"**{f['member_ms']:.1f} ms** (its change with the outbox row {f['add_ms']:.1f} "
-            f"ms, turn {f['member_turn_ms']:.1f} ms; syncing in the background)"
+            f"ms, turn {f['member_turn_ms']:.1f} ms, with its catch-up; syncing in the background)"
         )
         single = (
             f"{f['single_ms']:.1f} ms (change {f['single_add_ms']:.1f} ms, turn "
