@@ -124,17 +124,29 @@ def test_kill_9_at_random_points_loses_no_journaled_turn(home: Path) -> None:
     mem.close()
 
 
+def files_of(home: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every file of the home: its size, modification time and bytes."""
+    return {
+        p.name: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(home.iterdir())
+        if p.is_file()
+    }
+
+
 def test_a_crash_between_journal_and_file_rolls_forward_and_folds_once(home: Path) -> None:
     child = spawn(home, DYING_BEFORE_THE_WRITE_CHILD)
     assert child.wait(timeout=120) == 9
     assert not (home / "memory.json").exists()  # the fold never reached the file
     assert list(home.glob("memory.json.*.tmp"))  # its temp file, written, left behind
 
-    mem = Memory(home)  # opening it writes nothing ...
-    assert list(home.glob("memory.json.*.tmp")) and not (home / "memory.json").exists()
-    # ... the first read writes the journaled version, and removes the leftover
+    mem = Memory(home)  # the writer, as it opens, writes the journaled version ...
+    assert (home / "memory.json").exists() and not list(home.glob("memory.json.*.tmp"))
+    # ... so no read, through the read door or the facade, writes anything
+    before = files_of(home)
+    assert [f["content"] for f in mem.reader.facts()] == ["Works on project Heron"]
     assert [f["content"] for f in mem.data["facts"]] == ["Works on project Heron"]
-    assert not list(home.glob("memory.json.*.tmp"))
+    assert mem.reader.search("Heron") and "Heron" in mem.reader.preview("Heron")
+    assert files_of(home) == before
     assert mem.flush().folded == []  # the fold finished in the journal: not folded again
     (fact,) = mem.data["facts"]
     assert fact.get("confirmations", 1) == 1

@@ -102,10 +102,10 @@ class Memory:
         self._started = False
         self._start_lock = threading.Lock()
         self._ledger = ledger = Ledger(journal, self.store, changed)
+        # The writer finishes what a killed writer left, once, as it opens: no read does.
+        ledger.settle()
         # Every read goes through the read door, on this writer's connection (reader.py).
-        self.reader = reader = MemoryReader(
-            self.settings, self.store, lambda: self.journal.db, before=ledger.settle
-        )
+        self.reader = reader = MemoryReader(self.settings, self.store, lambda: self.journal.db)
         review = Review(self.settings, journal, ledger, changed)
         # The one door for every change (updates/gate.py): nothing below writes memory without it.
         gate = Gate(

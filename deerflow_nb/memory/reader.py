@@ -51,13 +51,10 @@ class MemoryReader(RankedReads):
         settings: Settings,
         store: MemoryStore,
         db: Callable[[], Connection | None],
-        *,
-        before: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self._db = db
-        self._before = before or (lambda: None)  # the writer settles a crash's leftovers
         super().__init__()
 
     @property
@@ -108,12 +105,10 @@ class MemoryReader(RankedReads):
     @property
     def data(self) -> dict[str, Any]:
         """memory.json, fresh from disk (a private copy); the empty schema when absent."""
-        self._before()
         return self.store.read()
 
     def shared(self) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
         """memory.json's current revision and its shared, read-only document."""
-        self._before()
         return self.store.read_shared()
 
     def facts(
