@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -107,6 +108,22 @@ def test_a_turn_reads_local_memory_and_never_syncs(
     assert {who for kind, who in calls if kind == "background"} == {"deerflow-team-sync"}
 
 
+@contextmanager
+def alice_and_bob(team_: Team, pgpass: Path, tmp_path: Path) -> Iterator[tuple[Memory, Memory]]:  # noqa: F811
+    """Alice shares the project; Bob joins it and syncs in the background, past its first
+    sync (only a NOTIFY or a nudge brings the next)."""
+    alice_url, bob_url = member(team_, pgpass, "alice"), member(team_, pgpass, "bob")
+    with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
+        alice.share(PROJECT, alice_url)
+        bob.join(PROJECT, bob_url)
+        assert bob.team.start_sync(NEVER)
+        try:
+            time.sleep(0.5)
+            yield alice, bob
+        finally:
+            bob.team.stop_sync()
+
+
 def test_a_turn_takes_in_a_noticed_change_before_the_background_would(
     shared: Team,  # noqa: F811
     pgpass: Path,  # noqa: F811
@@ -116,29 +133,21 @@ def test_a_turn_takes_in_a_noticed_change_before_the_background_would(
     # The background sync, once noticed, would wait a minute for more notices: only the
     # turn's catch-up can bring the change in time.
     monkeypatch.setattr(team_sync, "GATHER", 60.0)
-    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
-    with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
-        alice.share(PROJECT, alice_url)
-        bob.join(PROJECT, bob_url)
-        assert bob.team.start_sync(NEVER)
+    with alice_and_bob(shared, pgpass, tmp_path) as (alice, bob):
         background = bob.team._team_sync
-        try:
-            time.sleep(0.5)  # past its first sync
-            alice.add_fact(TARGET, project=PROJECT)
-            alice.sync()  # on the server; bob's listener is told
-            deadline = time.monotonic() + 30
-            while not (background._noticed or background._waiting_notice()):
-                assert time.monotonic() < deadline, "bob was never told of the change"
-                time.sleep(0.02)
-            assert TARGET not in contents(bob, PROJECT)  # the background gathers on
-            agent = Agent(settings=bob.settings, model="offline", memory=bob)
-            started = time.monotonic()
-            agent.run("Which column is the target?", thread="t", project=PROJECT)
-            assert TARGET in agent.last_turn.injected
-            assert time.monotonic() - started < team_sync.CATCH_UP + 5
-            assert bob.team.sync_status()["applied"] == 1
-        finally:
-            bob.team.stop_sync()
+        alice.add_fact(TARGET, project=PROJECT)
+        alice.sync()  # on the server; bob's listener is told
+        deadline = time.monotonic() + 30
+        while not (background._noticed or background._waiting_notice()):
+            assert time.monotonic() < deadline, "bob was never told of the change"
+            time.sleep(0.02)
+        assert TARGET not in contents(bob, PROJECT)  # the background gathers on
+        agent = Agent(settings=bob.settings, model="offline", memory=bob)
+        started = time.monotonic()
+        agent.run("Which column is the target?", thread="t", project=PROJECT)
+        assert TARGET in agent.last_turn.injected
+        assert time.monotonic() - started < team_sync.CATCH_UP + 5
+        assert bob.team.sync_status()["applied"] == 1
 
 
 def test_a_teammates_change_applied_here_wakes_no_further_sync(
@@ -146,21 +155,13 @@ def test_a_teammates_change_applied_here_wakes_no_further_sync(
     pgpass: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    alice_url, bob_url = member(shared, pgpass, "alice"), member(shared, pgpass, "bob")
-    with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
-        alice.share(PROJECT, alice_url)
-        bob.join(PROJECT, bob_url)
-        assert bob.team.start_sync(NEVER)
-        try:
-            time.sleep(0.5)  # past its first sync
-            before = bob.team.sync_status()["syncs"]
-            alice.add_fact(TARGET, project=PROJECT)
-            alice.sync()
-            assert arrives(bob, TARGET)
-            time.sleep(1.0)  # a sync woken by bob's own commit of it would have run by now
-            assert bob.team.sync_status()["syncs"] == before + 1
-        finally:
-            bob.team.stop_sync()
+    with alice_and_bob(shared, pgpass, tmp_path) as (alice, bob):
+        before = bob.team.sync_status()["syncs"]
+        alice.add_fact(TARGET, project=PROJECT)
+        alice.sync()
+        assert arrives(bob, TARGET)
+        time.sleep(1.0)  # a sync woken by bob's own commit of it would have run by now
+        assert bob.team.sync_status()["syncs"] == before + 1
 
 
 def test_the_background_sync_listens_on_every_shared_server(
