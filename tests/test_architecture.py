@@ -1218,3 +1218,26 @@ class Memory:
         "pending (line 3) only forwards",
         "skip (line 7) only forwards",
     ]
+
+
+def classes_named(name: str, sources: dict[str, str]) -> list[str]:
+    """Where each class called ``name`` is defined (``where:line``)."""
+    return [
+        f"{where}:{node.lineno}"
+        for where, source in sources.items()
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef) and node.name == name
+    ]
+
+
+def test_one_scope_class() -> None:
+    """Whose facts a read sees is one value (storage/contract.py), so two layers cannot
+    disagree about it."""
+    sources = {str(p.relative_to(PACKAGE.parent)): p.read_text() for p in PACKAGE.rglob("*.py")}
+    found = [where.partition(":")[0] for where in classes_named("Scope", sources)]
+    assert found == ["deerflow_nb/storage/contract.py"]
+
+
+def test_the_class_scan_finds_a_planted_second_scope() -> None:
+    planted = {"a.py": "class Scope:\n    pass\n", "b.py": "def f():\n    class Scope: ...\n"}
+    assert classes_named("Scope", planted) == ["a.py:1", "b.py:2"]
