@@ -22,7 +22,7 @@ def team_table(results_dir: Path | None = None) -> str:
     ratio_goal = bench.goals.get("overhead_ratio_max", 2.0)
     f = figure
     lag = f"p50 {f['lag_p50_s']:.2f} s, **p95 {f['lag_p95_s']:.2f} s**, max {f['lag_max_s']:.2f} s"
-    if "add_ms" in f:  # since the background sync: a turn never syncs
+    if "add_ms" in f:  # since the background sync: a turn syncs nothing itself
         member = (
             f"**{f['member_ms']:.1f} ms** (its change with the outbox row {f['add_ms']:.1f} "
             f"ms, turn {f['member_turn_ms']:.1f} ms, with its catch-up; syncing in the background)"

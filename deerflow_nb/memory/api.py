@@ -131,15 +131,15 @@ class Memory:
         self.on_change = changed.add  # the panel's refresh, team sync's nudge
 
     def start(self) -> Memory:
-        """Load memory as a kernel does (idempotent, returns ``self``): finish what a killed
-        process left (a change journaled but not written, temp files, ``running`` turns),
-        queue threads journaled but never enqueued, and join this home's background fold
-        worker (one per home per process; none when memory is disabled); ``close`` leaves."""
+        """Load memory as a kernel does (idempotent, returns ``self``): mark the turns a
+        killed process left ``running`` interrupted (its half-done change was finished as
+        this ``Memory`` opened), queue threads journaled but never enqueued, and join this
+        home's background fold worker (one per home per process; none when memory is
+        disabled); ``close`` leaves."""
         if self._started:
             return self
         with self._start_lock:
             if not self._started:
-                self._ledger.settle()
                 self.journal.interrupt_orphan_turns()
                 if self.settings.memory.enabled:
                     self._folding.schedule_orphans()

@@ -185,13 +185,12 @@ class TeamSync:
         if not self.running:
             return True
         with self._progress:
-            if self._noticed or self._waiting_notice():
-                target = self._begun + 1  # the next sync: it begins at the nudge
-            elif self._covering:
-                target = self._begun  # the sync under way takes the notice in
-            else:
+            ask = self._noticed or self._waiting_notice()
+            if not (ask or self._covering):
                 return True
-        if target > self._begun:
+            # the next sync, which the nudge begins; else the one under way takes it in
+            target = self._begun + 1 if ask else self._begun
+        if ask:
             self.nudge()  # no gather: the turn waits
         with self._progress:
             return self._progress.wait_for(lambda: self._done >= target, timeout)
