@@ -5,8 +5,9 @@ Usage::
     python benchmarks/turn_overhead.py [--turns N] [--quick] [--results DIR | --no-results]
 
 Each row is one configuration of the same offline-model turn (one model call, no tools)
-in a fresh home: memory off, then memory on with 100 and with 10,000 facts in
-memory.json. "Overhead" is the turn's wall time minus its model call; the columns split
+in a fresh home: memory off, and memory on with 100 and with 10,000 facts in
+memory.json; the rows take turns, one turn each in rotation, so drift in the machine's
+speed moves them alike. "Overhead" is the turn's wall time minus its model call; the columns split
 it by middleware (journal writes, memory injection, memory enqueue, the summarization
 check). "Added" is the overhead beyond the memory-off turn; the goal is at most 2 ms at
 10,000 facts. The memory queue's debounce is set far out so no fold runs during timing.
@@ -17,6 +18,7 @@ instead of 10,000 and three turns per row (unless ``--turns`` says otherwise).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
 import sys
@@ -84,32 +86,42 @@ def seed_facts(home: Path, count: int) -> None:
         store.write(data)
 
 
-def measure(facts: int | None, turns: int) -> dict[str, Any]:
-    """Overheads (ms) of ``turns`` turns; ``facts=None`` means memory off for the turn."""
-    with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
-        settings = load_settings(home)
-        settings.memory.debounce_seconds = 3600
-        settings.memory.max_facts = 20_000
-        if facts:
-            seed_facts(home, facts)
-        memory = Memory(home, settings=settings)
-        agent = Agent(settings=settings, model="offline", memory=memory)
-        use_memory = facts is not None
-        for _ in range(3):  # warm caches: tokenizer, ranking index, sqlite pages
-            agent.run(MESSAGE, thread="warmup", use_memory=use_memory)
-        rows = []
+def measure(configs: list[tuple[str, int | None]], turns: int) -> dict[str, dict[str, Any]]:
+    """Overheads (ms) of ``turns`` turns per configuration (``None`` facts: memory off for
+    the turn), each in its own home. The configurations take turns, one turn each in
+    rotation, so a machine that speeds up or slows down during the run moves every row
+    alike and the added figures compare like with like."""
+    with contextlib.ExitStack() as stack:
+        agents = {}
+        for label, facts in configs:
+            home = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            settings = load_settings(home)
+            settings.memory.debounce_seconds = 3600
+            settings.memory.max_facts = 20_000
+            if facts:
+                seed_facts(home, facts)
+            memory = stack.enter_context(Memory(home, settings=settings))
+            agent = Agent(settings=settings, model="offline", memory=memory)
+            for _ in range(3):  # warm caches: tokenizer, ranking index, sqlite pages
+                agent.run(MESSAGE, thread="warmup", use_memory=facts is not None)
+            agents[label] = (agent, facts is not None)
+        rows: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in configs}
         for i in range(turns):
-            agent.run(MESSAGE, thread=f"bench-{i}", use_memory=use_memory)
-            turn = agent.last_turn
-            rows.append(
-                {
-                    "overhead": turn.overhead_seconds * 1000,
-                    **{k: v * 1000 for k, v in turn.timings.items()},
-                    "facts_injected": turn.facts_injected,
-                }
-            )
-        memory.close()
+            for label, (agent, use_memory) in agents.items():
+                agent.run(MESSAGE, thread=f"bench-{i}", use_memory=use_memory)
+                turn = agent.last_turn
+                rows[label].append(
+                    {
+                        "overhead": turn.overhead_seconds * 1000,
+                        **{k: v * 1000 for k, v in turn.timings.items()},
+                        "facts_injected": turn.facts_injected,
+                    }
+                )
+    return {label: _summary(found) for label, found in rows.items()}
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One configuration's medians (and p90) over its turns."""
     return {
         "overhead": statistics.median(r["overhead"] for r in rows),
         "p90": sorted(r["overhead"] for r in rows)[int(0.9 * (len(rows) - 1))],
@@ -132,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         options={"turns": args.turns, "model": "offline"},
     )
     configs = [("memory off", None), ("100 facts", 100), (f"{most:,} facts", most)]
-    results = {label: measure(facts, args.turns) for label, facts in configs}
+    results = measure(configs, args.turns)
     base = results["memory off"]["overhead"]
     print(f"Turn overhead outside the model call (median of {args.turns} turns, ms)\n")
     header = f"{'memory':<14}{'overhead':>9}{'p90':>8}"

@@ -239,9 +239,12 @@ def pack(
         else:
             skipped.append((n, i))
             misses += 1
-    # A skipped fact may fit now that later ones brought the headers it needed.
+    # A skipped fact may fit now that later ones brought the headers it needed; one costing
+    # more than the room left even at its cheapest (its own line, or its one-line form as
+    # the first of its group) cannot, whatever headers came: it is not tried again.
     while skipped and max_tokens - used >= _MIN_LINE_TOKENS:
-        left = [item for item in skipped if not fits(item[1])]
+        room = max_tokens - used
+        left = [item for item in skipped if min(placed[item[1]][6:]) > room or not fits(item[1])]
         if len(left) == len(skipped):
             break
         accepted += [item for item in skipped if item not in left]
