@@ -120,6 +120,12 @@ def _key(fact: Fact) -> str:
 def _composed_of(summary: str, texts: list[str]) -> bool:
     """Whether every word of ``summary`` is a word of one of ``texts``."""
     needed = set(words(summary))
+    # A word found in no text even as a part of a word says no at once: one search of the
+    # texts joined (case folding is per character), not a word set per text (a model's
+    # summary of a large memory, checked on every change, is mostly such a no).
+    joined = "\n".join(texts).casefold()
+    if any(word not in joined for word in needed):
+        return False
     for text in texts:
         found = needed & words(text)
         if found:
