@@ -15,7 +15,7 @@ from deerflow_nb.memory.store import (
     MemoryStore,
     dumps_document,
     empty_memory,
-    encodable_document,
+    encoded_document,
     loads_document,
 )
 
@@ -107,9 +107,11 @@ def test_lone_surrogates_are_written_as_replacement_characters() -> None:
     assert loads_document(dumps_document(data)) == {
         "facts": [{"content": "bad \ufffd text", "ok": "fine \U0001f600"}]
     }
-    assert encodable_document(data)["facts"][0]["content"] == "bad \ufffd text"
+    written, payload = encoded_document(data)
+    assert written["facts"][0]["content"] == "bad \ufffd text"
+    assert loads_document(payload) == written
     clean = {"facts": [{"content": "fine"}]}
-    assert encodable_document(clean) is clean  # nothing to replace: the very document
+    assert encoded_document(clean)[0] is clean  # nothing to replace: the very document
     # A lone surrogate escaped in the file is read as json reads it.
     assert loads_document(b'{"a": "\\ud800"}') == {"a": "\ud800"}
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from filelock import FileLock
@@ -151,7 +151,14 @@ def loads_document(raw: bytes | str) -> Any:
 def dumps_document(data: dict[str, Any]) -> bytes:
     """``data`` as indented UTF-8 JSON (``json.dump(indent=2, ensure_ascii=False)``'s
     layout, as DeerFlow writes it), by orjson; ValueError for a NaN or an infinity, which
-    JSON cannot hold, and lone surrogates become U+FFFD.
+    JSON cannot hold, and lone surrogates become U+FFFD (``encoded_document``)."""
+    return encoded_document(data)[1]
+
+
+def encoded_document(data: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """``data`` with every string encodable (itself when all are valid UTF-8, else a copy
+    with lone surrogates as U+FFFD, ``scrub.encodable_deep``) and its memory.json bytes
+    (``dumps_document``): one orjson pass in the common case.
 
     orjson writes a NaN as ``null``: a document whose output holds ``null`` is checked by
     ``json`` with ``allow_nan=False`` (memory documents seldom hold one). What orjson cannot
@@ -160,11 +167,11 @@ def dumps_document(data: dict[str, Any]) -> bytes:
         payload = orjson.dumps(data, option=_DUMP_OPTIONS)
     except TypeError as exc:
         if "surrogates" in str(exc):
-            return dumps_document(encodable_deep(data))
-        return _dumps_slowly(data)
+            return encoded_document(encodable_deep(data))
+        return data, _dumps_slowly(data)
     if b"null" in payload:
         _ENCODE(data)  # raises ValueError for a NaN or an infinity
-    return payload + b"\n"
+    return data, payload + b"\n"
 
 
 def _dumps_slowly(data: dict[str, Any]) -> bytes:
@@ -175,17 +182,6 @@ def _dumps_slowly(data: dict[str, Any]) -> bytes:
 def render(data: dict[str, Any]) -> str:
     """memory.json's text for ``data`` (see ``dumps_document``)."""
     return dumps_document(data).decode("utf-8")
-
-
-def encodable_document(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` itself when every string in it is valid UTF-8 (one orjson pass, the common
-    case), else a copy with lone surrogates as U+FFFD (``scrub.encodable_deep``)."""
-    try:
-        orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError as exc:
-        if "surrogates" in str(exc):
-            return encodable_deep(data)
-    return data
 
 
 @contextlib.contextmanager
@@ -203,6 +199,13 @@ def quiet_gc() -> Iterator[None]:
     finally:
         if was_on:
             gc.enable()
+
+
+class Prepared(NamedTuple):
+    """A document written to its temp file (``MemoryStore.prepare``), not yet in place."""
+
+    path: Path
+    document: dict[str, Any]
 
 
 class MemoryStore:
@@ -311,14 +314,15 @@ class MemoryStore:
         memory.json is written through, the link kept)."""
         return self.path.resolve() if self.path.is_symlink() else self.path
 
-    def prepare(self, data: dict[str, Any]) -> Path:
+    def prepare(self, data: dict[str, Any]) -> Prepared:
         """Write ``data`` to a new temp file beside the target (written and fsynced), for
-        ``install`` to rename into place; call under ``locked()``.
+        ``install`` to rename into place; call under ``locked()``. Returns the temp file and
+        the document it holds: ``data`` itself, or a copy with lone surrogates as U+FFFD.
 
         This is where a full disk or a read-only folder shows: the one-line ``HomeError``,
         before anything is journaled. A NaN or infinity is a ValueError."""
         try:
-            payload = dumps_document(data)
+            data, payload = encoded_document(data)
         except ValueError as exc:
             raise ValueError(
                 f"memory cannot be saved: {exc} (NaN and infinity are not JSON); "
@@ -342,7 +346,7 @@ class MemoryStore:
                 raise _io_error(target, exc) from None
             raise
         self._prepared = (Path(tmp), payload)
-        return Path(tmp)
+        return Prepared(Path(tmp), data)
 
     def install(self, tmp: Path) -> None:
         """Rename a prepared temp file over the target. Not fsynced again: ``prepare`` made
@@ -378,7 +382,7 @@ class MemoryStore:
 
     def write(self, data: dict[str, Any]) -> None:
         """Replace the file atomically; call under ``locked()``."""
-        self.install(self.prepare(data))
+        self.install(self.prepare(data).path)
 
     def remove_stale_temps(self) -> int:
         """Delete temp files a killed writer left (``memory.json.*.tmp``); call under

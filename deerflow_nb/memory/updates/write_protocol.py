@@ -31,7 +31,7 @@ from ...storage import ledger as rows
 from ...storage.db import now_iso
 from ...storage.journal import Journal
 from ..readside import version_rebuild
-from ..store import MemoryFileError, MemoryStore, empty_memory, encodable_document, quiet_gc
+from ..store import MemoryFileError, MemoryStore, empty_memory, quiet_gc
 from . import fact_use as usage
 from . import versions
 from .events import event_row
@@ -163,8 +163,7 @@ class Ledger:
         # disk or a read-only folder fails here, with nothing to roll forward later.
         tmp = None
         if changed:
-            result.data = encodable_document(result.data)
-            tmp = self.store.prepare(result.data)
+            tmp, result.data = self.store.prepare(result.data)  # the document as written
         try:
             with self.journal.transaction() as db:
                 if changed:
