@@ -444,6 +444,15 @@ def speed_figures(results_dir: Path | None = None) -> str:
             f"(p95 {ms(figure['fold_p95_ms'])}; goal ≤ {limit_ms(goal)}: {verdict}), "
             f"{ms(p50 - floor)} of it beyond the durable write's {ms(floor)}."
         )
+        share_goal = fold.goals.get("fold_over_json_max")
+        if share_goal is not None and "fold_over_json" in figure:
+            share = figure["fold_over_json"]
+            verdict = "met" if share <= share_goal else "missed"
+            sentences.append(
+                f"Timed in turn with DeerFlow's `json` load + `dump(indent=2)` of the same "
+                f"file ({ms(figure['json_p50_ms'])}), it takes {share:.2f}× as long "
+                f"(goal ≤ {share_goal:g}×: {verdict})."
+            )
     turn = load("turn_overhead", results_dir)
     at = turn.goals.get("at_facts") if turn else None
     figure = turn.get(f"facts.{at}") if turn else None
