@@ -1238,6 +1238,15 @@ def test_one_scope_class() -> None:
     assert found == ["deerflow_nb/storage/contract.py"]
 
 
+def test_one_snapshot_class() -> None:
+    """What a scope sees of a revision, as a store hands it over, is one value (the store
+    contract's ``Snapshot``); memory.json's own shape as a scope sees it is a ``View``, named
+    apart so a reader of either cannot take one for the other."""
+    sources = {str(p.relative_to(PACKAGE.parent)): p.read_text() for p in PACKAGE.rglob("*.py")}
+    found = [where.partition(":")[0] for where in classes_named("Snapshot", sources)]
+    assert found == ["deerflow_nb/storage/contract.py"]
+
+
 def test_the_class_scan_finds_a_planted_second_scope() -> None:
     planted = {"a.py": "class Scope:\n    pass\n", "b.py": "def f():\n    class Scope: ...\n"}
     assert classes_named("Scope", planted) == ["a.py:1", "b.py:2"]

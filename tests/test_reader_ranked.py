@@ -60,7 +60,7 @@ def test_a_readers_preview_is_memory_preview(seeded: Path) -> None:
                     assert reader.preview(context, budget, project=project) == want[0]
                     block, why, seen = reader.explain(context, budget, project=project)
                     assert block == want[0] and [w["fact"] for w in why] == want[1]
-                    assert seen == len(mem.snapshot(Scope.of(project)).facts)
+                    assert seen == len(mem.view(Scope.of(project)).facts)
 
 
 def test_the_inspectors_preview_is_the_block_a_turn_injects(seeded: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from IPython.core.interactiveshell import InteractiveShell
 
 from deerflow_nb.inspector.view_models import USER_ONLY, fact_rows, injection_preview
-from deerflow_nb.memory import FactQuery, Memory, Scope, Snapshot, empty_memory, scoped_view
+from deerflow_nb.memory import FactQuery, Memory, Scope, View, empty_memory, scoped_view
 from deerflow_nb.notebook.panel import MemoryPanel
 
 USER_FACT = {"id": "fact_user", "content": "Prefers polars for every dataset"}
@@ -69,7 +69,7 @@ def test_a_snapshot_is_a_typed_value_not_a_marked_dict() -> None:
         "facts": [fact(USER_FACT), fact(NAMED, scope="project", project="churn")],
     }
     snap = scoped_view(data, Scope.of(None), revision=("r", 1))
-    assert isinstance(snap, Snapshot) and ids(snap.facts) == {"fact_user"}
+    assert isinstance(snap, View) and ids(snap.facts) == {"fact_user"}
     assert snap.key == (("r", 1), Scope.of(None))
     assert not any(k.startswith("_") for k in snap.data)  # no hidden marker in the document
     assert ids(data["facts"]) == {"fact_user", "fact_churn"}  # the input is not changed
@@ -133,14 +133,14 @@ def test_a_turn_on_unchanged_memory_reuses_its_scopes_view(tmp_path: Path) -> No
     mem = Memory(tmp_path)
     mem.add_fact("Prefers polars over pandas")
     mem.add_fact("The target column is churned_90d", project="churn")
-    first = mem.snapshot(Scope.of("churn"))
-    assert mem.snapshot(Scope.of("churn")) is first
-    assert mem.snapshot(Scope.of("clinic")) is not first
+    first = mem.view(Scope.of("churn"))
+    assert mem.view(Scope.of("churn")) is first
+    assert mem.view(Scope.of("clinic")) is not first
     mem.add_fact("The labels table is churn_labels_v2", project="churn")
-    again = mem.snapshot(Scope.of("churn"))
+    again = mem.view(Scope.of("churn"))
     assert again is not first and again.revision != first.revision
     assert "The labels table is churn_labels_v2" in [f["content"] for f in again.facts]
     assert "The labels table is churn_labels_v2" not in [
-        f["content"] for f in mem.snapshot(Scope.of("clinic")).facts
+        f["content"] for f in mem.view(Scope.of("clinic")).facts
     ]
     mem.close()

@@ -17,7 +17,7 @@ from .people import added_by, changed_by
 from .reader import MemoryReader, open_reader
 from .readside.fold_records import summary as fold_summary
 from .reports import ApplyReport, FlushReport
-from .scopes import Scope, Snapshot, project_names
+from .scopes import Scope, View, project_names
 from .scopes import view as scoped_view
 from .sharing import SyncReport
 from .sqlite_home import SQLiteHome
@@ -59,8 +59,8 @@ __all__ = [
     "ReadOnlyMemory",
     "SQLiteHome",
     "Scope",
-    "Snapshot",
     "SyncReport",
+    "View",
     "added_by",
     "changed_by",
     "empty_memory",

@@ -28,7 +28,7 @@ from .listeners import Listeners
 from .reader import MemoryReader
 from .reports import ApplyReport
 from .retrieval.vectors import FactVectors
-from .scopes import Scope, Snapshot, Views, asked
+from .scopes import Scope, View, Views, asked
 from .sharing import Sharing
 from .store import MemoryStore
 from .updates.gate import Gate
@@ -119,7 +119,7 @@ class Memory:
         )
         self._folding = folding = Folding(self.settings, journal, ledger, gate)
         embedder = lambda: vectors.embedder  # noqa: E731
-        self._facts = Facts(self.settings, gate, journal, reader, self.snapshot, embedder)
+        self._facts = Facts(self.settings, gate, journal, reader, self.view, embedder)
         self._review = Reviewing(review, reader, gate)
         self._history = History(reader, gate)
         self._threads = Threads(journal, self.conversation, folding, embedder)
@@ -157,7 +157,7 @@ class Memory:
         """The dense embedder when ``memory.embeddings`` is set, else None (imported lazily)."""
         return self._vectors.embedder
 
-    def snapshot(self, scope: Scope) -> Snapshot:
+    def view(self, scope: Scope) -> View:
         """The current revision as ``scope`` sees it (filtered before any ranking), read-only,
         named by its revision so ranking need not fingerprint it."""
         revision, data = self.reader.shared()
@@ -176,7 +176,7 @@ class Memory:
         from .retrieval.injection import inject
 
         budget = self.settings.memory.max_injection_tokens if max_tokens is None else max_tokens
-        shared = self.snapshot(asked(project))
+        shared = self.view(asked(project))
         return inject(shared, budget, context, embedder=self.embedder)
 
     def preview(

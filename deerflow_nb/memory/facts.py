@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .fact_query import FactQuery
-from .scopes import Scope, Snapshot, asked
+from .scopes import Scope, View, asked
 from .updates import fact_use as usage
 from .updates.edits import Edits
 
@@ -47,13 +47,13 @@ class Facts(FactReads, Edits):
         gate: Gate,
         journal: Journal,
         reader: MemoryReader,
-        snapshot: Callable[[Scope], Snapshot],
+        view: Callable[[Scope], View],
         embedder: Callable[[], Any],
     ) -> None:
         FactReads.__init__(self, reader)
         Edits.__init__(self, settings, gate)
         self._journal = journal
-        self._snapshot = snapshot
+        self._view = view
         self._embedder = embedder
 
     def search(
@@ -69,7 +69,7 @@ class Facts(FactReads, Edits):
         ``project``'s (or ``everywhere``); ``relevant_only=False``: the nearest anyway."""
         from .retrieval.injection import rank_facts
 
-        shared = self._snapshot(asked(project, everywhere))
+        shared = self._view(asked(project, everywhere))
         results = rank_facts(shared, query, embedder=self._embedder(), relevant_only=relevant_only)
         results = results[:k]
         if relevant_only and query and query.strip():  # a fact found by a search is in use

@@ -8,7 +8,7 @@ project's short context summary lives under the extra top-level key ``projects``
 
 Every read and every change names a ``Scope``; ``Scope.sees`` is the one rule of what it
 sees (``projects.fact_project`` says whose a fact is). What reads memory for a scope takes
-a ``Snapshot`` (``view``) first and ranks after: the facts of another project never reach
+a ``View`` (``view``) first and ranks after: the facts of another project never reach
 the ranking, so they can never be injected or found.
 """
 
@@ -38,10 +38,12 @@ def asked(project: str | None, everywhere: bool = False) -> Scope:
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """One revision of memory as a scope sees it: ``data`` holds only the facts ``scope``
-    sees (and its project's summary as ``projectContext``); never mutated. ``revision``
-    names the stored document (None: not known), so ranking caches by it."""
+class View:
+    """One revision of memory.json as a scope sees it, in the document's own shape (what
+    the ranking and the block read): ``data`` holds only the facts ``scope`` sees (and its
+    project's summary as ``projectContext``); never mutated. ``revision`` names the stored
+    document (None: not known), so ranking caches by it. (The store contract's typed value
+    of the same is ``storage.contract.Snapshot``.)"""
 
     data: Mapping[str, Any]
     scope: Scope
@@ -83,7 +85,7 @@ def evictable(facts: list[dict[str, Any]], grown: set[str | None]) -> list[int]:
     return [i for i, f in enumerate(facts) if scope.sees(f)]
 
 
-def view(data: Mapping[str, Any], scope: Scope, revision: Hashable | None = None) -> Snapshot:
+def view(data: Mapping[str, Any], scope: Scope, revision: Hashable | None = None) -> View:
     """``data`` as ``scope`` sees it (``Scope.sees``), with its project's summary as
     ``projectContext``; the input is not changed (nor copied when nothing is to filter)."""
     facts = data.get("facts") or []
@@ -91,26 +93,26 @@ def view(data: Mapping[str, Any], scope: Scope, revision: Hashable | None = None
     summary = project_summary(data, project) if project else ""
     plain = not any(isinstance(f, dict) and f.get("scope") == PROJECT_SCOPE for f in facts)
     if scope.every or (plain and scope.user and "projectContext" not in data and not summary):
-        return Snapshot(data, scope, revision)  # every fact seen: nothing to filter
+        return View(data, scope, revision)  # every fact seen: nothing to filter
     out = dict(data)
     out["facts"] = [f for f in facts if scope.sees(f)]
     if summary:
         out["projectContext"] = {"name": project, "summary": summary}
     else:
         out.pop("projectContext", None)
-    return Snapshot(out, scope, revision)
+    return View(out, scope, revision)
 
 
 class Views:
     """One home's latest views by (revision, scope): a turn on an unchanged memory reuses
-    its scope's snapshot instead of scanning every fact again (10 ms at 10,000 facts)."""
+    its scope's view instead of scanning every fact again (10 ms at 10,000 facts)."""
 
     def __init__(self, size: int = 8) -> None:
         self._size = size
-        self._kept: dict[tuple[Hashable, Scope], Snapshot] = {}
+        self._kept: dict[tuple[Hashable, Scope], View] = {}
         self._lock = threading.Lock()
 
-    def of(self, data: Mapping[str, Any], scope: Scope, revision: Hashable | None) -> Snapshot:
+    def of(self, data: Mapping[str, Any], scope: Scope, revision: Hashable | None) -> View:
         """``view(data, scope, revision)``, kept while ``revision`` names ``data``."""
         if revision is None:
             return view(data, scope, revision)
@@ -127,9 +129,9 @@ class Views:
         return found
 
 
-def seen(memory: Mapping[str, Any] | Snapshot | None) -> Snapshot:
-    """``memory`` as a snapshot: a bare memory.json dict (DeerFlow's) in the user's scope."""
-    if isinstance(memory, Snapshot):
+def seen(memory: Mapping[str, Any] | View | None) -> View:
+    """``memory`` as a view: a bare memory.json dict (DeerFlow's) in the user's scope."""
+    if isinstance(memory, View):
         return memory
     return view(memory if isinstance(memory, Mapping) else {}, USER)
 

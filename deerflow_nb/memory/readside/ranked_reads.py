@@ -14,7 +14,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...config import Settings
-from ..scopes import USER, Scope, Snapshot, Views, asked
+from ..scopes import USER, Scope, View, Views, asked
 
 if TYPE_CHECKING:
     from ..retrieval.ranking import Context
@@ -48,7 +48,7 @@ class RankedReads:
     def embedder(self) -> Any:
         raise NotImplementedError  # MemoryReader's
 
-    def snapshot(self, scope: Scope) -> Snapshot:
+    def view(self, scope: Scope) -> View:
         """The current revision as ``scope`` sees it (filtered before any ranking), kept
         while the revision lasts."""
         revision, data = self.shared()
@@ -70,7 +70,7 @@ class RankedReads:
 
         ranker = self._ranker(embedder)
         found = rank_facts(
-            self.snapshot(scope), query, embedder=ranker, relevant_only=relevant_only
+            self.view(scope), query, embedder=ranker, relevant_only=relevant_only
         )
         return found[:k]
 
@@ -98,7 +98,7 @@ class RankedReads:
         scope holds (the inspector's injection page), from one ranking pass."""
         from ..retrieval.injection import explain_injection
 
-        snapshot = self.snapshot(asked(project))
+        snapshot = self.view(asked(project))
         ranker = self._ranker(embedder)
         block, why = explain_injection(snapshot, context, self._budget(max_tokens), embedder=ranker)
         return Explained(block, why, len(snapshot.facts))

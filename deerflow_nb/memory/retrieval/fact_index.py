@@ -2,7 +2,7 @@
 
 It holds each fact's terms, the BM25 indexes, the day groups and the priors. The cache is
 keyed by the facts' contents, categories, confidences and dates, or by a snapshot's
-revision (``scopes.Snapshot.key``) so it need not fingerprint them: a turn only analyses
+revision (``scopes.View.key``) so it need not fingerprint them: a turn only analyses
 (and embeds) its query.
 """
 
@@ -251,7 +251,7 @@ def get_index(
 ) -> tuple[list[dict[str, Any]], FactIndex]:
     """This revision's usable facts, in store order, and its cached index (built once).
 
-    ``revision`` (a ``Snapshot.key``) names an immutable document, so the cache is keyed by
+    ``revision`` (a ``View.key``) names an immutable document, so the cache is keyed by
     it instead of fingerprinting every fact on every call, the bulk of a turn's injection
     cost at 10,000 facts. The index addresses facts by position in that list: equal
     signatures (or an equal revision) mean equal contents, categories, confidences and

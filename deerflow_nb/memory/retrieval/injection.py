@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..scopes import Snapshot, seen
+from ..scopes import View, seen
 from . import relevance
 from .block import fit_summaries, render, summaries, summary_budget
 from .fact_index import FactIndex, get_index
@@ -81,7 +81,7 @@ if TYPE_CHECKING:
 _SEARCH_DATE_MATCH = 0.5
 
 
-Memory = dict[str, Any] | Snapshot | None  # a bare memory.json dict: the user's scope
+Memory = dict[str, Any] | View | None  # a bare memory.json dict: the user's scope
 
 
 def _compose(
