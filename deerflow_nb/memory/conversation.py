@@ -11,7 +11,7 @@ names and projects go through the one naming rule (``projects``) and the one res
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from ..projects import DEFAULT_PROJECT, project_name, thread_name
@@ -36,10 +36,21 @@ def checked_messages(messages: Iterable[dict[str, Any]]) -> list[dict[str, str]]
 
 
 class Conversation:
-    """Journal writes of a conversation, for any front end; reads stay on ``Journal``."""
+    """Journal writes of a conversation, for any front end; reads stay on ``Journal``.
+
+    A turn's writes are the journal's own methods, documented there once: ``begin_turn``
+    (the user's message, in one transaction), ``keep_partial`` (a copy of a reply still
+    streaming), ``end_turn`` (the rest, in one transaction), ``add_summary`` and ``close``
+    (a worker thread's connection). ``thread_id`` and ``add`` name threads by the one rule.
+    """
 
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
+        self.begin_turn = journal.begin_turn
+        self.keep_partial = journal.keep_partial
+        self.end_turn = journal.end_turn
+        self.add_summary = journal.add_summary
+        self.close = journal.close
 
     def thread_id(self, thread: str, project: str | None) -> str:
         """The journal id of thread ``thread`` (normalised) in ``project`` (None: the
@@ -54,63 +65,3 @@ class Conversation:
         thread_id = self._journal.thread_for(thread_name(thread), project)
         self._journal.add_messages(thread_id, kept, project=project)
         return thread_id
-
-    def begin_turn(
-        self,
-        thread_id: str,
-        user_message: dict[str, Any],
-        *,
-        model: str,
-        kind: str = "lead",
-        parent_id: str | None = None,
-        title: str | None = None,
-        private: bool = False,
-        project: str | None = None,
-    ) -> str:
-        """Open a turn with the user's message, in one transaction; the turn's id."""
-        return self._journal.begin_turn(
-            thread_id,
-            user_message,
-            model=model,
-            kind=kind,
-            parent_id=parent_id,
-            title=title,
-            private=private,
-            project=project,
-        )
-
-    def keep_partial(self, turn_id: str, seq: int | None, text: str) -> int:
-        """Copy a reply still streaming into the journal (``Journal.keep_partial``)."""
-        return self._journal.keep_partial(turn_id, seq, text)
-
-    def end_turn(
-        self,
-        turn_id: str,
-        *,
-        status: str,
-        messages: Sequence[dict[str, Any]] = (),
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        facts_injected: int = 0,
-        error: str | None = None,
-        replaces: int | None = None,
-    ) -> None:
-        """Close the turn with its remaining messages, in one transaction."""
-        self._journal.end_turn(
-            turn_id,
-            status=status,
-            messages=messages,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            facts_injected=facts_injected,
-            error=error,
-            replaces=replaces,
-        )
-
-    def add_summary(self, thread_id: str, covers_until_seq: int, text: str, *, model: str) -> None:
-        """Keep a summary of the thread's messages through ``covers_until_seq``."""
-        self._journal.add_summary(thread_id, covers_until_seq, text, model=model)
-
-    def close(self) -> None:
-        """Close the calling thread's journal connection (a sub-agent's worker thread)."""
-        self._journal.close()

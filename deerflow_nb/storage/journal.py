@@ -158,6 +158,7 @@ class Journal:
         return transaction(self.db, self.path)
 
     def close(self) -> None:
+        """Close the calling thread's connection (a sub-agent's worker thread's, say)."""
         db = getattr(self._local, "db", None)
         if db is not None:
             db.conn.close()
@@ -357,6 +358,8 @@ class Journal:
     def add_summary(
         self, thread_id: str, covers_until_seq: int, content: str, *, model: str
     ) -> None:
+        """Keep a summary of the thread's messages through ``covers_until_seq`` (what a turn
+        then sends instead of them), in one transaction."""
         from ..tokens import count_tokens
 
         with self.transaction() as db:

@@ -69,9 +69,7 @@ class RankedReads:
         from ..retrieval.injection import rank_facts
 
         ranker = self._ranker(embedder)
-        found = rank_facts(
-            self.view(scope), query, embedder=ranker, relevant_only=relevant_only
-        )
+        found = rank_facts(self.view(scope), query, embedder=ranker, relevant_only=relevant_only)
         return found[:k]
 
     def preview(
