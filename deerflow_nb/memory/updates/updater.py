@@ -23,6 +23,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ...projects import fact_project
@@ -172,12 +173,13 @@ def apply_diff(
     # in order, with their words: found in the same pass, not once per new fact.
     restatable: dict[str | None, list[tuple[frozenset[str], dict[str, Any]]]] = {}
     for fact in out["facts"]:
-        scope, sig = fact_project(fact), signature(fact["content"])
-        by_text[(scope, normalize_text(fact["content"]))] = fact
+        scope = fact_project(fact) if "scope" in fact else None  # most are the user's
+        text, sig = _dedupe_keys(fact["content"])
+        by_text[(scope, text)] = fact
         if sig:
             by_sig.setdefault((scope, sig), fact)
-        if len(sig) >= MIN_RESTATED:
-            restatable.setdefault(scope, []).append((sig, fact))
+            if len(sig) >= MIN_RESTATED:
+                restatable.setdefault(scope, []).append((sig, fact))
     added = 0
     grown: set[str | None] = set()
     for i, candidate in enumerate(diff.get("newFacts") or []):
@@ -350,6 +352,13 @@ def _apply_merge(
 # fact must have at least MIN_RESTATED words, so "Uses Python" / "Uses Python and R" differ.
 MAX_EXTRA_WORDS = 2
 MIN_RESTATED = 3
+
+
+@lru_cache(maxsize=65_536)
+def _dedupe_keys(content: str) -> tuple[str, frozenset[str]]:
+    """A stored text's exact-duplicate key and its words, in one cached lookup: a fold keys
+    every stored fact by both, and stored texts rarely change."""
+    return normalize_text(content), signature(content)
 
 
 def _restated(
