@@ -1,5 +1,5 @@
 """The reader's ranked reads: facts found for a query (``search``, as ``Memory.search``
-ranks them) and the block a turn injects (``preview``, and why: ``explain``), over a snapshot
+ranks them) and the block a turn injects (``preview``, and why: ``explain``), over a view
 of the scope asked, with the home's embedder read-only.
 
 ``MemoryReader`` inherits them: it gives ``settings``, ``shared`` (memory.json's revision and
@@ -96,10 +96,10 @@ class RankedReads:
         scope holds (the inspector's injection page), from one ranking pass."""
         from ..retrieval.injection import explain_injection
 
-        snapshot = self.view(asked(project))
+        shown = self.view(asked(project))
         ranker = self._ranker(embedder)
-        block, why = explain_injection(snapshot, context, self._budget(max_tokens), embedder=ranker)
-        return Explained(block, why, len(snapshot.facts))
+        block, why = explain_injection(shown, context, self._budget(max_tokens), embedder=ranker)
+        return Explained(block, why, len(shown.facts))
 
     def _budget(self, max_tokens: int | None) -> int:
         return self.settings.memory.max_injection_tokens if max_tokens is None else max_tokens

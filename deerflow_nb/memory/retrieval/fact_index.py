@@ -1,7 +1,7 @@
 """The per-revision fact index, built once per memory revision and cached (``get_index``).
 
 It holds each fact's terms, the BM25 indexes, the day groups and the priors. The cache is
-keyed by the facts' contents, categories, confidences and dates, or by a snapshot's
+keyed by the facts' contents, categories, confidences and dates, or by a view's
 revision (``scopes.View.key``) so it need not fingerprint them: a turn only analyses
 (and embeds) its query.
 """

@@ -91,9 +91,9 @@ def _compose(
     embedder: Embedder | None,
 ) -> tuple[str, list[dict[str, Any]], list[int], FactIndex, Scores]:
     """The block, the usable facts, the positions of those it lists (in order), and why."""
-    snapshot = seen(memory_data)
-    data = snapshot.data
-    facts, index = get_index(data, snapshot.key)
+    shown = seen(memory_data)
+    data = shown.data
+    facts, index = get_index(data, shown.key)
     scores = score(index, context, embedder)
     sections = fit_summaries(summaries(data), summary_budget(max_tokens, facts))
     if not facts:
@@ -127,7 +127,7 @@ def format_memory_for_injection(
     ``context`` is the turn: a string, or a list of texts whose last item is the current
     user message (earlier items, the recent turns, count half). Without context the facts
     come in DeerFlow's confidence order. Returns "" when there is nothing to inject.
-    Project facts are left out unless ``memory_data`` is a snapshot of their project's
+    Project facts are left out unless ``memory_data`` is a view of their project's
     scope (``scopes.view``, as ``Memory.injection`` takes): the user's facts only.
     """
     return _compose(memory_data, max_tokens, context, embedder)[0]
@@ -217,8 +217,8 @@ def rank_facts(
     embeddings), best first, as a "nearest miss" needs. An empty query lists every fact in
     confidence order, scored by its confidence.
     """
-    snapshot = seen(memory_data)
-    facts, index = get_index(snapshot.data, snapshot.key)
+    shown = seen(memory_data)
+    facts, index = get_index(shown.data, shown.key)
     scores = score(index, query, embedder)
     if not query or not query.strip():
         return [(facts[int(i)], float(index.confidence[int(i)])) for i in scores.order]
