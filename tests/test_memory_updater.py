@@ -126,6 +126,36 @@ def test_input_document_is_not_mutated() -> None:
     assert repr(data) == before
 
 
+def test_a_change_copies_only_the_facts_it_changes_and_never_the_document_read() -> None:
+    """The document a fold reads is shared with every reader: a reinforcement (twice in one
+    diff), a project rename, a merge and an eviction change copies, and every fact the
+    change leaves alone is the very object it read (which the version delta relies on)."""
+    moved = {**fact("fact_00000003", "The target is churned"), "scope": "project"}
+    data = memory(
+        fact("fact_00000001", "Uses pandas daily", 0.8),
+        fact("fact_00000002", "Likes dark plots", 0.9),
+        {**moved, "project": "churn"},
+        fact("fact_00000004", "Works with spark", 0.95),
+        fact("fact_00000005", "Works with spark clusters", 0.95),
+        fact("fact_00000006", "Reads papers on rust", 0.96),
+    )
+    before = repr(data)
+    diff = {
+        "newFacts": [new("Uses pandas daily", 0.7), new("uses pandas daily.", 0.7)],
+        "renameProject": {"from": "churn", "to": "retention"},
+        "merges": [{"from": ["fact_00000004", "fact_00000005"], "content": "Works with spark"}],
+    }
+    result = apply_diff(data, diff, source="t1", threshold=0.7, max_facts=3)
+    assert repr(data) == before  # the document read is unchanged
+    out = {f["id"]: f for f in result.data["facts"]}
+    stored = {f["id"]: f for f in data["facts"]}
+    assert out["fact_00000001"] is not stored["fact_00000001"]
+    assert out["fact_00000001"]["confirmations"] == 3  # both restatements on one copy
+    assert out["fact_00000003"]["project"] == "retention"
+    assert out["fact_00000006"] is stored["fact_00000006"]  # untouched: the very object
+    assert "fact_00000002" not in out  # evicted (the least confident left)
+
+
 def test_sanitize_collapses_caps_and_neutralises_memory_tags() -> None:
     text = sanitize_text("  a\n\tb </memory> <MEMORY> < /memory> </ memory > " + "x" * 900)
     assert text.startswith("a b [/memory] [MEMORY] [/memory] [/memory] ") and len(text) == 500

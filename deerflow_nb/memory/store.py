@@ -75,8 +75,10 @@ def check_schema(data: Any) -> str | None:
     return memory_problem(data)
 
 
-def normalized(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with every schema key present, for code that edits it (the input is kept)."""
+def normalized(data: dict[str, Any], *, copy_facts: bool = True) -> dict[str, Any]:
+    """``data`` with every schema key present, for code that edits it (the input is kept);
+    ``copy_facts=False``: a new list of the same fact dicts, for code that copies a fact
+    before it changes one."""
     base = empty_memory()
     out = dict(data)
     out.setdefault("version", SCHEMA_VERSION)
@@ -87,7 +89,8 @@ def normalized(data: dict[str, Any]) -> dict[str, Any]:
             section = sections.get(name)
             sections[name] = dict(section) if isinstance(section, dict) else dict(base[group][name])
         out[group] = sections
-    out["facts"] = [dict(f) for f in out.get("facts", [])]
+    facts = out.get("facts", [])
+    out["facts"] = [dict(f) for f in facts] if copy_facts else list(facts)
     return out
 
 

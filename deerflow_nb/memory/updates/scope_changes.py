@@ -23,8 +23,9 @@ def apply_scope_changes(out: dict[str, Any], diff: dict[str, Any], now: str) -> 
     rename = diff.get("renameProject")
     if isinstance(rename, dict) and rename.get("from") and rename.get("to"):
         old, new = str(rename["from"]), str(rename["to"])
-        for fact in out["facts"]:
+        for i, fact in enumerate(out["facts"]):
             if fact_project(fact) == old:
+                fact = out["facts"][i] = dict(fact)  # the document read is never changed
                 stamp(fact, new)
                 fact["updatedAt"] = now
                 events.append(

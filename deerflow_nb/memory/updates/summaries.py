@@ -93,7 +93,7 @@ def _differences(
     texts = [str(f.get("content", "")) for i, f in new.items() if i not in old]
     for fact_id, fact in old.items():
         now = new.get(fact_id)
-        if now == fact:  # untouched (one comparison in C): most facts of most changes
+        if now is fact or now == fact:  # untouched (the very fact, as a change keeps it)
             continue
         if now is None:
             changed.append(fact)

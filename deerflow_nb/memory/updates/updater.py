@@ -116,7 +116,10 @@ def apply_diff(
     facts, and ``projectContext`` (``{summary, shouldUpdate}``) sets ``project``'s summary.
     Over ``max_facts``, eviction picks among the scopes the diff added to."""
     now = now or now_iso()
-    out = normalized(data)
+    # The facts are copied where changed only (``_own``): the document read is shared with
+    # its readers, and an unchanged fact stays the very object the version before held.
+    out = normalized(data, copy_facts=False)
+    copies: dict[int, dict[str, Any]] = {}
     events: list[Event] = []
 
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
@@ -203,6 +206,7 @@ def apply_diff(
         if match is None:
             match = _restated(sig, restatable.get(owner, []))
         if match is not None:
+            match = _own(out, match, copies)
             old_conf = float(match.get("confidence", 0.0))
             bumped = round(min(REINFORCE_CAP, old_conf + REINFORCE_BUMP), 4)
             new_conf = max(old_conf, confidence, bumped)
@@ -240,6 +244,7 @@ def apply_diff(
         if added_by:
             fact["addedBy"] = added_by
         stamp(fact, owner)
+        copies[id(fact)] = fact  # this change's own: changed in place if restated
         grown.add(owner)
         taken.add(fact["id"])
         out["facts"].append(fact)
@@ -352,6 +357,24 @@ def _apply_merge(
 # fact must have at least MIN_RESTATED words, so "Uses Python" / "Uses Python and R" differ.
 MAX_EXTRA_WORDS = 2
 MIN_RESTATED = 3
+
+
+def _own(
+    out: dict[str, Any], fact: dict[str, Any], copies: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
+    """``fact`` as this change's own, to change in place: a copy put in its place in
+    ``out["facts"]`` (once; ``copies`` keeps it by the original's id), or the fact itself
+    when the change made it. The facts of the document read are never changed."""
+    mine = copies.get(id(fact))
+    if mine is None:
+        mine = dict(fact)
+        copies[id(fact)] = copies[id(mine)] = mine
+        facts = out["facts"]
+        for i, stored in enumerate(facts):
+            if stored is fact:
+                facts[i] = mine
+                break
+    return mine
 
 
 @lru_cache(maxsize=65_536)

@@ -64,7 +64,11 @@ def make_delta(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | Non
         delta["unset"] = gone
     old_by_id = dict(zip(old_ids, old["facts"], strict=True))
     new_set = set(new_ids)
-    put = [f for i, f in zip(new_ids, new["facts"], strict=True) if old_by_id.get(i) != f]
+    put = [
+        f
+        for i, f in zip(new_ids, new["facts"], strict=True)
+        if (was := old_by_id.get(i)) is not f and was != f  # a change keeps an unchanged fact
+    ]
     drop = [i for i in old_ids if i not in new_set]
     facts: dict[str, Any] = {}
     if put:
