@@ -122,7 +122,7 @@ def time_rotation(mem: Memory, runs: int) -> tuple[list[float], list[float], lis
     so drift in the machine's speed moves the fold and its baselines alike."""
     folds, saves, durable = [], [], []
     for run in range(runs):
-        gc.collect()  # each starts with no garbage of the others to collect (as timeit)
+        gc.collect()  # each starts with none of the others' garbage left to collect
         folds.append(fold_once(mem, run))
         gc.collect()
         saves.append(json_once(mem.path))

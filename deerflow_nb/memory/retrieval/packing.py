@@ -38,6 +38,11 @@ _HEAD_CANDIDATES = 40
 _MAX_MISSES = 64
 
 
+# A fact's place under a plan: its outer and inner header lines, their costs, whether each
+# leaves its year to the legend, its own line's cost, and its one-line form's.
+_Placed = tuple[str, str, int, int, bool, bool, int, int]
+
+
 class _Plan(NamedTuple):
     """How a block groups its facts: ``by_tag`` (tag headers, dates under them) or by date
     (date headers, tags under them), and the year its legend states (or None)."""
@@ -120,10 +125,11 @@ def _group(plan: _Plan, tag: str, date: str | None) -> tuple[str, str, int, int,
 
 
 def _layout(
-    index: FactIndex, facts: list[dict[str, Any]], accepted: list[int], plan: _Plan
+    index: FactIndex, accepted: list[int], plan: _Plan, placed: dict[int, _Placed]
 ) -> tuple[list[str], list[int]]:
     """The Facts lines (year legend, outer headers, inner headers, fact lines) and the
-    listed facts, in order.
+    listed facts, in order; ``placed`` holds each accepted fact's group under ``plan``
+    (``pack`` worked it out when it took the fact).
 
     ``accepted`` is in rank order; outer groups come in the order of their best-ranked
     fact, and so do the inner groups within each. An inner group of one fact is one line
@@ -132,7 +138,7 @@ def _layout(
     groups: dict[str, dict[str, list[int]]] = {}
     yearless = False
     for i in accepted:
-        outer, inner, _, _, short_outer, short_inner = _group(plan, *_line(index, facts, i)[:2])
+        outer, inner, _, _, short_outer, short_inner, _, _ = placed[i]
         groups.setdefault(outer, {}).setdefault(inner, []).append(i)
         yearless = yearless or short_outer or short_inner
     lines: list[str] = []
@@ -253,5 +259,5 @@ def pack(
     # Lines add up exactly (see ``line_cost``): the block costs ``used``, never more than the
     # budget, with no recount of the whole string (a new block per turn would cost a few
     # tenths of a millisecond to encode again).
-    lines, listed = _layout(index, facts, accepted, plan)
+    lines, listed = _layout(index, accepted, plan, placed)
     return render(sections, lines), listed
