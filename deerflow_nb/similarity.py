@@ -117,13 +117,20 @@ def signature(text: str) -> frozenset[str]:
     return frozenset([*_words(head), *(f"~{w}" for w in _words(rejected)), *_words(rest)])
 
 
+@lru_cache(maxsize=65536)
+def plain_words(text: str) -> frozenset[str]:
+    """``text``'s content words, either side of a comparison (``signature`` without its
+    ``~`` marks). Cached: a fact's text is matched on every turn that injects it."""
+    return frozenset(w.lstrip("~") for w in signature(text))
+
+
 def overlap(query: str, text: str) -> float:
     """Share of the query's content words found in ``text`` (0 when the query has none).
 
     Words on the rejected side of ``text`` ("over pandas") do not count: "forget that I use
     pandas" is not about "Prefers polars over pandas".
     """
-    q = {w.lstrip("~") for w in signature(query)}
+    q = plain_words(query)
     if not q:
         return 0.0
     return len(q & signature(text)) / len(q)

@@ -75,10 +75,10 @@ def check_schema(data: Any) -> str | None:
     return memory_problem(data)
 
 
-def normalized(data: dict[str, Any], *, copy_facts: bool = True) -> dict[str, Any]:
-    """``data`` with every schema key present, for code that edits it (the input is kept);
-    ``copy_facts=False``: a new list of the same fact dicts, for code that copies a fact
-    before it changes one."""
+def normalized(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with every schema key present, for code that edits it (the input is kept):
+    its sections copied, its facts a new list of the same fact dicts, which such code copies
+    before it changes one (the document read is shared with readers)."""
     base = empty_memory()
     out = dict(data)
     out.setdefault("version", SCHEMA_VERSION)
@@ -89,8 +89,7 @@ def normalized(data: dict[str, Any], *, copy_facts: bool = True) -> dict[str, An
             section = sections.get(name)
             sections[name] = dict(section) if isinstance(section, dict) else dict(base[group][name])
         out[group] = sections
-    facts = out.get("facts", [])
-    out["facts"] = [dict(f) for f in facts] if copy_facts else list(facts)
+    out["facts"] = list(out.get("facts", []))
     return out
 
 

@@ -13,10 +13,9 @@ the rows back (``readside/activity.py``) for staleness, eviction and the views.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from typing import Any
 
-from ...similarity import signature
+from ...similarity import plain_words
 from ...storage import usage as usage_rows
 from ...storage.db import now_iso
 
@@ -26,11 +25,11 @@ def relevant_ids(facts: Iterable[Mapping[str, Any]], message: str) -> set[str]:
     one found in at most max(2, 10 %) of these facts ("polars", "Apollo12"; not
     "migration" when every project fact says it). Signatures are cached, so this is a few
     set operations per injected fact."""
-    words = _plain_words(message or "")
+    words = plain_words(message or "")
     if not words:
         return set()
     facts = list(facts)
-    sigs = [_plain_words(str(f.get("content", ""))) & words for f in facts]
+    sigs = [plain_words(str(f.get("content", ""))) & words for f in facts]
     counts: dict[str, int] = {}
     for shared in sigs:
         for word in shared:
@@ -41,13 +40,6 @@ def relevant_ids(facts: Iterable[Mapping[str, Any]], message: str) -> set[str]:
         for f, shared in zip(facts, sigs, strict=True)
         if any(counts[w] <= common for w in shared)
     }
-
-
-@lru_cache(maxsize=65536)
-def _plain_words(text: str) -> frozenset[str]:
-    """``text``'s content words, either side of a comparison (cached: a fact's text is
-    matched on every turn that injects it)."""
-    return frozenset(w.lstrip("~") for w in signature(text))
 
 
 def record_injected(

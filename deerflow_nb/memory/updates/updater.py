@@ -118,7 +118,7 @@ def apply_diff(
     now = now or now_iso()
     # The facts are copied where changed only (``_own``): the document read is shared with
     # its readers, and an unchanged fact stays the very object the version before held.
-    out = normalized(data, copy_facts=False)
+    out = normalized(data)
     copies: dict[int, dict[str, Any]] = {}
     events: list[Event] = []
 
