@@ -50,16 +50,3 @@ def added_since(
         f"AND (c.origin IN ({marks}) OR c.reason IN ({kinds})))"
     )
     return {row[0] for row in db.execute(sql, [since, *origins, *reasons])}
-
-
-def the_day(
-    db: Any, since: str, origins: tuple[str, ...], reasons: tuple[str, ...]
-) -> dict[str, Any]:
-    """What the wipe guard reads of the day since ``since`` (ISO, UTC): ``window``, the
-    facts such changes lost, and ``grown``, the facts they added (``lost_since``,
-    ``added_since``)."""
-    since = since.replace("+00:00", "Z")
-    return {
-        "window": lost_since(db, since, origins, reasons),
-        "grown": added_since(db, since, origins, reasons),
-    }

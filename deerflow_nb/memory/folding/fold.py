@@ -84,7 +84,9 @@ class Folding:
         project = project or DEFAULT_PROJECT
         left_out = [item.to_dict() for item in diff.left_out]
         clean = diff.to_dict()
-        kept, unpaired = paired_removals(diff, self._seen(project))
+        # What the project sees is read only for the one case that needs it (a removal beside
+        # a malformed new fact), not on every fold.
+        kept, unpaired = paired_removals(diff, self._seen(project) if diff.malformed else {})
         clean["factsToRemove"], left_out = kept, left_out + unpaired
         change = ChangeSet(origin="fold", reason="fold", source=source, diff=clean, project=project)
         with self.gate.committing(change) as committed:

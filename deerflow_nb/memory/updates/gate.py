@@ -60,6 +60,7 @@ from .write_protocol import Changed, Ledger
 MAX_REMEMBER_PER_TURN = 5  # the model's remember calls one turn may make
 WINDOW = timedelta(days=1)  # the wipe guard's memory
 GUARDED = ("model", "fold", "maintenance", "team")  # origins the wipe guard counts (and remember)
+_DAY_OF = (GUARDED, ("remember",))  # the changes the day's count reads: origins, reasons
 WHOLESALE = 0.5  # a section keeping less than half its words was rewritten wholesale
 
 
@@ -340,9 +341,10 @@ class Gate:
         lost = lost_count(result)
         rewritten = wholesale_sections(data, diff)
         day = {} if day is None else day
-        if "window" not in day:  # the journal's word on the day: once per commit
+        if "since" not in day:  # the journal's word on the day: once per commit
             since = (datetime.now(UTC) - WINDOW).isoformat(timespec="milliseconds")
-            day.update(change_rows.the_day(self.journal.db, since, GUARDED, ("remember",)))
+            day["since"] = since.replace("+00:00", "Z")  # as the rows' times are written
+            day["window"] = change_rows.lost_since(self.journal.db, day["since"], *_DAY_OF)
         window = day["window"] + sum(p.lost for p in prior)
         # What memory held before the day's first change: facts guarded changes added since
         # (and still stored) do not count, so 40 filler facts cannot let the next fold
@@ -351,6 +353,8 @@ class Gate:
         start = limit = 0
         if window + lost > WIPE_MIN_FACTS:
             added = {i for p in prior for i in p.result.ids("add") if i not in merged(p.result)}
+            if "grown" not in day:  # read only past the floor: most changes lose too few
+                day["grown"] = change_rows.added_since(self.journal.db, day["since"], *_DAY_OF)
             grown = day["grown"] | added
             start = before.count + window - len(grown & before.by_id.keys())
             limit = wipe_limit(start)
