@@ -351,8 +351,11 @@ class MarkdownStream:
     a message's Markdown itself), made inert chunk by chunk: outside fenced code, ``![``
     is written ``\\![`` (an image becomes a link: nothing remote is loaded) and ``<``
     before a letter, ``/``, ``!`` or ``?`` is written ``\\<`` (a tag or comment is text);
-    controls and hidden characters go (``clean_text``). Inside a fence (opened at a line's
-    start, as CommonMark opens one) text passes unchanged; an inline code span is not
+    controls and hidden characters go (``clean_text``). Inside a fence text passes
+    unchanged, so the renderer must see the same fences: a fence line is written at the
+    line's start, its indent dropped (a fence in a list item or a quote would close where
+    this stream cannot tell), and a fence closes only as CommonMark closes one (a run as
+    long, of the same character, with nothing after it). An inline code span is not
     trusted to be one (an unclosed backtick is literal), so it shows the backslashes.
     ``end`` closes a fence the reply left open, so nothing after it is swallowed.
 
@@ -386,7 +389,9 @@ class MarkdownStream:
                     break  # the line may still open or close a fence: wait for its end
                 line_end = len(text) if end < 0 else end
                 if self._fence_line(text[i:line_end]):
-                    out.append(text[i : line_end + 1])
+                    # at the line's start: a fence in a list item or a quote, which this
+                    # stream cannot follow, is a top-level one for the renderer too
+                    out.append(text[i : line_end + 1].lstrip(" "))
                     i = line_end + 1
                     self._line_start = end >= 0
                     continue
@@ -422,13 +427,13 @@ class MarkdownStream:
         match = _FENCE_OPEN.match(line)
         if match is None:
             return False
-        run = match.group(1)
-        if self._fence:  # closes when its run is as long, of the same character
-            if run[0] == self._fence[0] and len(run) >= len(self._fence):
+        run, rest = match.group(1), line[match.end() :]
+        if self._fence:  # closes on a run as long, of the same character, and nothing else
+            if run[0] == self._fence[0] and len(run) >= len(self._fence) and not rest.strip(" \t"):
                 self._fence = ""
                 return True
             return False
-        if run[0] == "`" and "`" in line[match.end() :]:
+        if run[0] == "`" and "`" in rest:
             return False  # a backtick fence's info string has no backtick: not a fence
         self._fence = run
         return True

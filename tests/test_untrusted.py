@@ -7,7 +7,7 @@ import re
 
 import pytest
 from hostile import live_parts
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from deerflow_nb.untrusted import (
@@ -237,10 +237,27 @@ def test_a_streamed_reply_shows_images_as_links_and_tags_as_text_outside_fences(
     assert _streamed("a\n```", [3]) == "a\n```\n```"
 
 
+def test_a_fence_the_renderer_would_not_follow_as_this_stream_does_cannot_open_a_hole() -> None:
+    # A closing fence with an info string is text in CommonMark, so the renderer stays in
+    # code and the next fence line closes it: what follows must not pass unchanged.
+    after_info = "```\ncode\n```x\n```\n<img src=x onerror=alert(1)>\n![x](http://e/a.png)\n"
+    # A fence in a list item ends with the item, at the next line that is not indented.
+    in_a_list = "1. step\n   ```\n<img src=x onerror=alert(1)>\n![x](http://e/a.png)\n"
+    for reply in (after_info, in_a_list):
+        assert _live_html(_streamed(reply, [5, 9])) == []
+    assert _streamed(in_a_list, []).startswith("1. step\n```\n")  # the fence at the start
+
+
+# Pieces of Markdown whose block structure a stream must follow: fences, indents, list
+# items and quotes (single characters alone rarely build a fence in a list).
+_PIECES = [*"![]()<>/`~ \n\\ab:?", "```", "~~~", "\n   ", "\n    ", "- ", "1. ", "> ", "\t"]
+
+
 @given(
-    st.text(alphabet="![]()<>/`~ \n\\ab:?", max_size=60),
+    st.lists(st.sampled_from(_PIECES), max_size=25).map("".join),
     st.lists(st.integers(min_value=0, max_value=60), max_size=6),
 )
+@example("- \n   ```", [])  # a fence in a list item, found by the explore profile
 @settings(max_examples=300)
 def test_no_cut_of_a_streamed_reply_makes_anything_live_or_changes_it(
     text: str, cuts: list[int]
