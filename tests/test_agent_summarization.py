@@ -23,6 +23,7 @@ from deerflow_nb.llm.base import ChatResult, ToolCall
 from deerflow_nb.notebook.agent_display import summary_line
 from deerflow_nb.offline.model import OfflineModel
 from deerflow_nb.tokens import count_message_tokens, count_tokens
+from deerflow_nb.untrusted import prompt_text
 
 
 def user(text: str) -> dict[str, Any]:
@@ -291,7 +292,8 @@ def test_one_turn_of_many_large_tool_results_is_shortened_to_fit_the_window() ->
     events: list[dict[str, Any]] = []
     agent.run("dig through my variables", on_event=events.append, use_memory=False)
     assert agent.last_turn.reply == "done digging"
-    listing = NotebookTools(many).call("list_variables", {})
+    # as the model reads any tool result: through the prompt boundary ("…" as "...")
+    listing = prompt_text(NotebookTools(many).call("list_variables", {}))
     for view, schema_tokens in model.requests:
         assert count_message_tokens(view) + schema_tokens <= 4000
         assert tool_pairs_whole(view)
@@ -303,5 +305,6 @@ def test_one_turn_of_many_large_tool_results_is_shortened_to_fit_the_window() ->
     assert shortened and summary_line(shortened[0]).startswith("↺ shortened")
     # The journal keeps every result whole.
     journaled = [m for m in agent.journal.messages("default") if m["role"] == "tool"]
-    assert len(journaled) == 8 and all(m["content"] == listing for m in journaled)
+    whole = NotebookTools(many).call("list_variables", {})
+    assert len(journaled) == 8 and all(m["content"] == whole for m in journaled)
     agent.close()

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ..llm.base import ChatModel, OnText, ReplyCutShort, ToolCall, Usage
@@ -111,7 +112,11 @@ class TurnState:
         return self.history + self.new_messages
 
     def view(self) -> list[dict[str, Any]]:
-        """The messages the next model call sees."""
+        """The messages the next model call sees. Every message but the new user message
+        (the person's, as typed) is stored or model text: the thread's journal, replies,
+        tool results. Each goes through the prompt boundary (``untrusted.prompt_text``),
+        so none can forge a tag of our prompts or a chat template's (``<|im_start|>``
+        read by a server as a turn of its own) or hide characters from the reader."""
         system = self.system_prompt
         if self.memory_block:
             system += f"\n\n{self.memory_block}"
@@ -121,10 +126,11 @@ class TurnState:
                 f"{prompt_text(self.summary)}\n</conversation_summary>"
             )
         current = [
-            {**m, "content": self.shortened[i]} if i in self.shortened else m
+            m if i == 0 else _quoted(m, self.shortened.get(i))
             for i, m in enumerate(self.new_messages)
         ]
-        return [{"role": "system", "content": system}, *self.history, *current]
+        history = [_quoted(m) for m in self.history]
+        return [{"role": "system", "content": system}, *history, *current]
 
     def apply_summary(self, cut: int, summary: str) -> None:
         """Replace the first ``cut`` history messages with ``summary`` in the view."""
@@ -132,6 +138,20 @@ class TurnState:
         self.history = self.history[cut:]
         self.history_seqs = self.history_seqs[cut:]
         self.summaries += 1
+
+
+def _quoted(message: dict[str, Any], content: str | None = None) -> dict[str, Any]:
+    """``message`` (with ``content`` in place of its own, when given) as a prompt quotes it:
+    its text through the prompt boundary; the same dict when that changes nothing."""
+    text = message.get("content") if content is None else content
+    if not isinstance(text, str):
+        return message
+    quoted = _prompt_text(text)
+    return message if quoted == message.get("content") else {**message, "content": quoted}
+
+
+# A thread's messages are quoted again on every model call: each text once.
+_prompt_text = lru_cache(maxsize=512)(prompt_text)
 
 
 def run_turn(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import SubagentsConfig, SummarizationConfig
 from ..llm.base import ChatModel, ToolCall
 from ..tokens import truncate_to_tokens
+from ..untrusted import prompt_text
 from .loop import Cancelled, CancelToken, OnEvent, TurnState, run_turn
 from .middleware import JournalMiddleware, SummarizationMiddleware
 from .notebook_tools import NotebookTools
@@ -207,7 +208,8 @@ class SubagentExecutor:
             thread_id=run.thread_id,
             model=self.model,
             system_prompt=f"{SUBAGENT_PROMPT}\n{SUBAGENT_TYPES[run.subagent_type]}",
-            user_message={"role": "user", "content": prompt},
+            # the task is the lead model's text: quoted as any prompt quotes model text
+            user_message={"role": "user", "content": prompt_text(prompt)},
             kind="subagent",
             parent_id=self.parent_thread,
         )
