@@ -249,6 +249,30 @@ def test_projects_list_move_rename_and_forget_through_the_gate(
         shell.run_line_magic("memory", "project nope --forget --yes")
 
 
+def test_forget_by_match_and_a_rename_stay_inside_the_notebooks_project(
+    shell: InteractiveShell, home: Path
+) -> None:
+    """Found by a review: ``forget --match`` in one project removed another's facts, and a
+    rename onto an existing project joined the two without a word."""
+    memory = get_session(shell).memory
+    for project, text in (
+        ("alpha", "The key column is ZEPHYR_id"),
+        ("beta", "The key column is order_id"),
+    ):
+        fact = {"content": text, "category": "context", "confidence": 0.9, "scope": "project"}
+        memory.apply({"newFacts": [fact]}, project=project)  # fmt: skip
+    shell.run_line_magic("memory", "project beta")
+    with pytest.raises(UsageError, match="among yours or project beta's .--all"):
+        shell.run_line_magic("memory", "forget --match ZEPHYR_id")
+    with pytest.raises(UsageError, match="project alpha already exists"):
+        shell.run_line_magic("memory", "project beta --rename alpha")
+    assert {f.get("project") for f in memory_json(home)["facts"]} == {"alpha", "beta"}
+    shell.run_line_magic("memory", "forget --match 'key column'")  # one here: beta's
+    assert [f["content"] for f in memory_json(home)["facts"]] == ["The key column is ZEPHYR_id"]
+    shell.run_line_magic("memory", "forget --match ZEPHYR_id --all")
+    assert memory_json(home)["facts"] == []
+
+
 # -- 6. eviction within the scope that grew ---------------------------------------------
 def test_a_rename_keeps_the_notebooks_found_from_their_folder(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

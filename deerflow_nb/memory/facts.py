@@ -33,9 +33,14 @@ class FactReads:
             reader.facts, reader.query, reader.query_page, reader.usage
         )  # fmt: skip
 
-    def matching(self, text: str) -> list[dict[str, Any]]:
-        """Facts a "forget …" request could mean: substring or most content words shared."""
-        return self._reader.query(FactQuery(like=text, sort="none"))
+    def matching(
+        self, text: str, *, project: str | None = None, everywhere: bool = False
+    ) -> list[dict[str, Any]]:
+        """Facts a "forget …" request could mean (substring or most content words shared):
+        the user's and ``project``'s (or ``everywhere``), as ``search`` looks."""
+        return self._reader.query(
+            FactQuery(like=text, sort="none", scope=asked(project, everywhere))
+        )
 
 
 class Facts(FactReads, Edits):

@@ -217,9 +217,13 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         if args.ids and args.match is not None:
             raise UsageError(f"{PROG} forget: give fact ids or --match TEXT, not both")
         if args.match is not None:
-            matches = self.memory.facts.matching(args.match)
+            matches = self.memory.facts.matching(
+                args.match, project=self.here, everywhere=args.all
+            )
             if not matches:
-                raise UsageError(f"no fact matches {args.match!r}; see {PROG} facts")
+                mine = f"yours or project {self.here}'s" if self.here else "yours"
+                where = "" if args.all else f" among {mine} (--all: in every project)"
+                raise UsageError(f"no fact matches {args.match!r}{where}; see {PROG} facts")
             if len(matches) > 1 and not args.yes:
                 from IPython.display import display
 

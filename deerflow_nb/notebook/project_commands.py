@@ -83,7 +83,10 @@ class ProjectCommands:
 
     def _rename(self, name: str, new: str) -> Notice:
         new = self._project_name(new)
-        moved = self.memory.projects.rename(name, new)
+        try:
+            moved = self.memory.projects.rename(name, new)
+        except ValueError as exc:
+            raise UsageError(f"{PROG} project: {exc}") from None
         if self.session is not None and self.here == name:
             self.session.set_project(new)
         return Notice(

@@ -62,11 +62,19 @@ class Projects:
         return [f for f in self._data().get("facts") or [] if scope.sees(f)]
 
     def rename(self, old: str, new: str) -> int:
-        """Rename project ``old`` to ``new`` (joining it when it exists): its facts, its
-        summary and its threads; how many facts moved. KeyError when ``old`` is unknown."""
+        """Rename project ``old`` to ``new``: its facts, its summary and its threads; how
+        many facts moved. KeyError when ``old`` is unknown; ValueError when ``new`` is a
+        project already (a rename would join two projects' facts, and hand one's thread
+        names to the other's conversations: a shared one's members would get them all)."""
         new = project_name(new)
-        if old not in {r["name"] for r in self.list()}:
+        known = {r["name"] for r in self.list()}
+        if old not in known:
             raise KeyError(old)
+        if new in known:
+            raise ValueError(
+                f"project {new} already exists; a rename would join it with {old}: rename "
+                f"to a new name, or move facts one by one with %memory move ID --project {new}"
+            )
         moved = len(self.facts(old))
         diff = {"renameProject": {"from": old, "to": new}}
         # Facts, summary, threads and the alias that keeps folder-found notebooks on the
