@@ -273,6 +273,25 @@ def test_forget_by_match_and_a_rename_stay_inside_the_notebooks_project(
     assert memory_json(home)["facts"] == []
 
 
+def test_a_rollback_across_a_rename_waits_until_the_project_is_renamed_back(
+    shell: InteractiveShell, home: Path
+) -> None:
+    """Found by a review: a rollback to before a rename brought the facts back under the old
+    name while the threads (and the folder's alias) stayed with the new one."""
+    memory = get_session(shell).memory
+    fact = {"content": "The codename is BLUEFIN", "category": "context", "confidence": 0.9}
+    memory.apply({"newFacts": [{**fact, "scope": "project"}]}, project="alpha")
+    before = memory.history.versions()[-1]["id"]
+    shell.run_line_magic("memory", "project alpha --rename gamma")
+    back = "rename it back first .%memory project gamma --rename alpha., then roll back"
+    with pytest.raises(UsageError, match=back):
+        shell.run_line_magic("memory", f"rollback {before}")
+    assert {f.get("project") for f in memory_json(home)["facts"]} == {"gamma"}
+    shell.run_line_magic("memory", "project gamma --rename alpha")
+    shell.run_line_magic("memory", f"rollback {before}")
+    assert {f.get("project") for f in memory_json(home)["facts"]} == {"alpha"}
+
+
 # -- 6. eviction within the scope that grew ---------------------------------------------
 def test_a_rename_keeps_the_notebooks_found_from_their_folder(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ..schema.changes import ChangeSet
+from .scopes import project_names
 from .updates.review import select
 
 if TYPE_CHECKING:
@@ -137,8 +138,22 @@ class History:
         self.versions, self.version, self.diff = reader.versions, reader.version, reader.diff
 
     def rollback(self, v: int) -> None:
-        """Restore version ``v`` as a new change (history is kept, nothing is rewritten)."""
+        """Restore version ``v`` as a new change (history is kept, nothing is rewritten).
+
+        ValueError when a project of ``v`` was renamed since and not back: its facts would
+        come back under the old name while its threads, and the notebooks found from its
+        folder, stay with the new one (renaming it back first makes the two agree)."""
         document = self._reader.version(v)
+        versions = self._reader.versions()
+        since = {r["source"] for r in versions if r["id"] > v and r["reason"] == "rename"}
+        for old in sorted(project_names(document) & since):
+            new = self._reader.renamed(old)
+            if new != old:
+                raise ValueError(
+                    f"version {v} holds project {old}, renamed to {new} since: its threads "
+                    f"are in {new} now; rename it back first (%memory project {new} --rename "
+                    f"{old}), then roll back"
+                )
         self._gate.submit(
             ChangeSet(origin="user", reason="rollback", source=f"version {v}", document=document)
         )

@@ -31,6 +31,7 @@ from ..storage import journal as journal_rows
 from ..storage import ledger as ledger_rows
 from ..storage import queue as queue_rows
 from ..storage import servers as server_rows
+from ..storage import threads as thread_rows
 from ..storage.db import Connection, has_table, open_read_only
 from ..storage.migrations import applied
 from .fact_query import FactQuery, Sort
@@ -336,6 +337,11 @@ class MemoryReader(RankedReads):
         """One thread's row, or None when it is not journaled."""
         db = self.db
         return journal_rows.thread_row(db, thread_id) if db is not None else None
+
+    def renamed(self, project: str) -> str:
+        """What ``project`` became through renames (itself when never renamed)."""
+        db = self.db
+        return thread_rows.renamed(db, project) if db is not None else project
 
     def private_turn_ids(self, thread_id: str) -> set[str]:
         """The thread's turns run without memory (``%%agent --no-memory``)."""

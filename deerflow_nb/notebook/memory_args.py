@@ -205,9 +205,7 @@ class ForgetArgs:
         "--match", metavar="TEXT", help="forget the facts whose content matches"
     )
     yes: bool = switch("--yes", help="confirm when more than one matches")
-    all: bool = switch(
-        "--all", help="--match in every project (default: yours and this project's)"
-    )
+    all: bool = switch("--all", help="--match in every project (default: yours and this project's)")
 
 
 @dataclass(frozen=True)

@@ -217,9 +217,7 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         if args.ids and args.match is not None:
             raise UsageError(f"{PROG} forget: give fact ids or --match TEXT, not both")
         if args.match is not None:
-            matches = self.memory.facts.matching(
-                args.match, project=self.here, everywhere=args.all
-            )
+            matches = self.memory.facts.matching(args.match, project=self.here, everywhere=args.all)
             if not matches:
                 mine = f"yours or project {self.here}'s" if self.here else "yours"
                 where = "" if args.all else f" among {mine} (--all: in every project)"
@@ -246,7 +244,10 @@ class MemoryCommands(ProjectCommands, TeamCommands):
 
     def handle_rollback(self, args: RollbackArgs) -> Notice:
         self._require_version(args.version)
-        self.memory.rollback(args.version)
+        try:
+            self.memory.rollback(args.version)
+        except ValueError as exc:  # a project renamed since: its threads moved with it
+            raise UsageError(str(exc)) from None
         count = len(self.memory.data.get("facts", []))
         return Notice(f"Rolled back to version {args.version} ({count_of(count, 'fact')})")
 
