@@ -307,8 +307,9 @@ def test_export_never_overwrites_by_accident(
 ) -> None:
     add(shell, "Prefers polars", "preference")
     journal = (home / "journal.db").read_bytes()
-    for target in (home / "journal.db", home / "memory.json"):
-        assert "this memory's own file" in usage_error(shell, f"export {target} --force")
+    # with the files that go with them: the journal's write-ahead log is the journal
+    for name in ("journal.db", "memory.json", "journal.db-wal", "journal.db-shm", "config.yaml"):
+        assert "this memory's own file" in usage_error(shell, f"export {home / name} --force")
     assert (home / "journal.db").read_bytes() == journal
     assert "is a folder" in usage_error(shell, f"export {tmp_path}")
     assert "cannot write" in usage_error(shell, f"export {tmp_path / 'no' / 'such' / 'x.json'}")
@@ -553,3 +554,18 @@ def test_a_fixable_error_becomes_one_redacted_line() -> None:
         raise MemoryFileError("memory.json is damaged;\nrun %memory rollback")
     with pytest.raises(KeyError), fixable_errors():  # not the user's to fix: passes as it is
         raise KeyError("fact_x")
+
+
+def test_a_module_still_being_imported_does_not_break_the_error_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by a review: while the warm-up thread imported ``agent.core``, an error in a
+    cell met a module without ``ThreadError`` yet, and showed an AttributeError instead."""
+    import types
+
+    from deerflow_nb.config import HomeError
+    from deerflow_nb.notebook.errors import fixable
+
+    monkeypatch.setitem(sys.modules, "deerflow_nb.agent.core", types.ModuleType("half"))
+    assert fixable(HomeError("the home is a file; name a folder"))
+    assert not fixable(KeyError("x"))

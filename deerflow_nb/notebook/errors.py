@@ -40,9 +40,11 @@ def fixable(exc: BaseException) -> bool:
     """Whether ``exc`` is one of the errors whose message names the user's fix."""
     kinds: list[type[BaseException]] = [ConfigError, ModelError]  # HomeError is a ConfigError
     for module, name in _LOADED_LATER:
-        loaded = sys.modules.get(module)
-        if loaded is not None:
-            kinds.append(getattr(loaded, name))
+        # a module another thread is still importing (the warm-up) may not define it yet:
+        # then no instance of it exists either
+        kind = getattr(sys.modules.get(module), name, None)
+        if kind is not None:
+            kinds.append(kind)
     return isinstance(exc, tuple(kinds))
 
 

@@ -22,9 +22,8 @@ def write_export(
     a mistyped path must not destroy the journal or another export.
     """
     target = Path(path)
-    home = settings.home
-    own = {settings.memory_path, settings.journal_path, home / CONFIG_FILENAME}
-    if target.resolve() in {p.resolve() for p in own}:
+    own = (settings.memory_path, settings.journal_path, settings.home / CONFIG_FILENAME)
+    if _belongs_to(target, own):
         raise ValueError(f"{target} is this memory's own file; export to another path")
     if target.is_dir():
         raise ValueError(f"{target} is a folder; give a file path, say {target / 'memory.json'}")
@@ -36,3 +35,15 @@ def write_export(
     except OSError as exc:
         raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
     return target
+
+
+def _belongs_to(target: Path, own: tuple[Path, ...]) -> bool:
+    """Whether ``target`` is one of ``own`` or a file that goes with one, beside it under a
+    name it starts (SQLite's ``-wal``, ``-shm`` and ``-journal``, a lock, a temp file, a
+    kept-aside copy): overwriting the journal's write-ahead log destroys the journal."""
+    found = target.resolve()
+    for path in own:
+        for place in {path, path.resolve()}:  # memory.json may link to a file elsewhere
+            if found.parent == place.parent.resolve() and found.name.startswith(place.name):
+                return True
+    return False
