@@ -392,6 +392,19 @@ def test_usage_errors_are_one_line_and_write_nothing(
     assert events(home) == before_events
 
 
+def test_text_keeps_its_backslashes_and_a_leading_dash_is_told_how() -> None:
+    """Found by a review: shell-style splitting dropped backslashes (a Windows path was
+    stored as ``C:datarawchurn.csv``), and a word like ``-O2`` failed with no fix named."""
+    args = parse_memory_line(r'add Reads C:\data\raw\churn.csv and "the \d+ pattern"')
+    assert args.text == r"Reads C:\data\raw\churn.csv and the \d+ pattern"
+    assert parse_memory_line("add Uses C# daily").text == "Uses C# daily"
+    with pytest.raises(UsageError, match="starts with -: put -- before the text"):
+        parse_memory_line("add Compiles with -O2 always")
+    assert parse_memory_line("add -- Compiles with -O2 always").text == "Compiles with -O2 always"
+    with pytest.raises(UsageError, match='unbalanced quote; close the "'):
+        parse_memory_line('add "never closed')
+
+
 def test_parsing_gives_typed_frozen_args() -> None:
     args = parse_memory_line("add I'm on the data team --category context --confidence 0.7")
     assert type(args).__name__ == "AddArgs"

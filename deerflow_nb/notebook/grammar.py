@@ -148,6 +148,9 @@ class Parser(argparse.ArgumentParser):
             fix = "usage: " + " ".join(self.format_usage().split()[1:])
         else:
             fix = f"run {self.prog} --help"
+        words = message.removeprefix("unrecognized arguments: ").split()
+        if words and words[0][:1] == "-" and words[0][1:2] not in ("-", ""):  # "-O2", text
+            fix = f"a word of your text starts with -: put -- before the text; or {fix}"
         raise usage_error(f"{self.prog}: {message}; {fix}")
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:

@@ -448,17 +448,17 @@ _PARSER, _SUBPARSERS = build_parsers()
 
 
 def split_line(line: str) -> list[str]:
-    """Shell-like words; an unpaired apostrophe ("I'm") is read as a letter, not a quote."""
-    try:
-        return shlex.split(line)
-    except ValueError:
+    """Shell-like words: quotes group words; a backslash is kept as written (a Windows
+    path, a pattern), a ``#`` too; an unpaired apostrophe ("I'm") is read as a letter."""
+    for quotes in ("'\"", '"'):
         lexer = shlex.shlex(line, posix=True)
-        lexer.whitespace_split = True
-        lexer.quotes = '"'
+        lexer.whitespace_split, lexer.commenters, lexer.escape = True, "", ""
+        lexer.quotes = quotes
         try:
             return list(lexer)
         except ValueError:
-            raise usage_error(f'{PROG}: unbalanced quote; close the " in the line') from None
+            continue
+    raise usage_error(f'{PROG}: unbalanced quote; close the " in the line')
 
 
 def parse_memory_line(line: str, user_ns: Mapping[str, Any] | None = None) -> Args | None:
