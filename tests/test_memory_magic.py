@@ -405,6 +405,22 @@ def test_text_keeps_its_backslashes_and_a_leading_dash_is_told_how() -> None:
         parse_memory_line('add "never closed')
 
 
+def test_an_empty_match_and_a_huge_limit_are_handled(shell: InteractiveShell, home: Path) -> None:
+    """Found by a review: ``forget --match ''`` matched every fact; ``history --limit`` past
+    64 bits was a database error."""
+    add(shell, "Prefers polars", "preference")
+    assert "give the text to match" in usage_error(shell, "forget --match '' --yes")
+    assert len(memory_json(home)["facts"]) == 1
+    assert run(shell, "history --limit 99999999999999999999") is not None
+
+
+def test_item_numbers_are_bounded_before_they_are_listed() -> None:
+    """Found by a review: ``--only 1-999999999`` listed every number first (out of memory)."""
+    assert parse_memory_line("approve 3 --only 1-3,2-5,1").only == (1, 2, 3, 4, 5)
+    with pytest.raises(UsageError, match="at most 100,000"):
+        parse_memory_line("approve 3 --only 1-999999999")
+
+
 def test_parsing_gives_typed_frozen_args() -> None:
     args = parse_memory_line("add I'm on the data team --category context --confidence 0.7")
     assert type(args).__name__ == "AddArgs"

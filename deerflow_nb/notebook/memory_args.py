@@ -71,7 +71,10 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
-    return value
+    return min(value, _MOST)  # more than any store holds means all: SQLite's LIMIT takes it
+
+
+_MOST = 2**63 - 1
 
 
 def number(text: str) -> int:
@@ -79,21 +82,25 @@ def number(text: str) -> int:
     return positive_int(expanded(text))
 
 
+MAX_ITEM_NUMBER = 100_000  # past any change's items; a larger range would fill the memory
+
+
 def item_numbers(text: str) -> tuple[int, ...]:
     """A pending change's item numbers: ``2``, ``1,3`` or ``2-5`` (``%memory pending``)."""
-    numbers: list[int] = []
+    numbers: dict[int, None] = {}
     for part in text.replace(" ", "").split(","):
         low, dash, high = part.partition("-")
         try:
             first, last = int(low), int(high if dash else low)
         except ValueError:
             first = last = 0
-        if not 1 <= first <= last:
+        if not 1 <= first <= last <= MAX_ITEM_NUMBER:
             raise argparse.ArgumentTypeError(
-                f"must be item numbers such as 2, 1,3 or 2-5 (see %memory pending), got {text!r}"
+                f"must be item numbers such as 2, 1,3 or 2-5 (see %memory pending; at most "
+                f"{MAX_ITEM_NUMBER:,}), got {text!r}"
             )
-        numbers.extend(range(first, last + 1))
-    return tuple(dict.fromkeys(numbers))
+        numbers.update(dict.fromkeys(range(first, last + 1)))  # once each, in order
+    return tuple(numbers)
 
 
 def day_count(text: str) -> float:

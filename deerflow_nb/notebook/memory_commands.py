@@ -216,6 +216,8 @@ class MemoryCommands(ProjectCommands, TeamCommands):
     def handle_forget(self, args: ForgetArgs) -> Notice:
         if args.ids and args.match is not None:
             raise UsageError(f"{PROG} forget: give fact ids or --match TEXT, not both")
+        if args.match is not None and not args.match.strip():
+            raise UsageError(f"{PROG} forget --match: give the text to match, e.g. --match pandas")
         if args.match is not None:
             matches = self.memory.facts.matching(args.match, project=self.here, everywhere=args.all)
             if not matches:
