@@ -64,6 +64,10 @@ def test_parse_flags_into_typed_args() -> None:
     for bad in ("--bogus", "-t", "-o 1x", "-o for", "-t 'a b'", '-t "x'):
         with pytest.raises(UsageError):
             parse_agent_line(bad)
+    # a reply stored over the kernel's own names broke every later cell (found by a review)
+    for own in ("get_ipython", "__builtins__", "print", "Out"):
+        with pytest.raises(UsageError, match=f"would replace Python's or IPython's own {own}"):
+            parse_agent_line(f"-o {own}")
 
 
 def test_interpolation_happens_once_and_braces_escape() -> None:

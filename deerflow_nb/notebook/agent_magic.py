@@ -86,6 +86,17 @@ def agent_parser() -> Parser:
     return parser
 
 
+# Names a notebook cannot lose: a reply stored over one breaks every later cell.
+_KERNEL_NAMES = frozenset({"get_ipython", "exit", "quit", "In", "Out", "display"})
+
+
+def _kernel_owns(name: str) -> bool:
+    """Whether ``name`` is a builtin, a dunder or one of IPython's own names."""
+    import builtins
+
+    return hasattr(builtins, name) or name in _KERNEL_NAMES or name.startswith("__")
+
+
 def parse_agent_line(line: str) -> AgentArgs | None:
     """The magic's line as typed arguments, or None when help was printed; a
     ``UsageError`` naming the fix otherwise."""
@@ -101,6 +112,11 @@ def parse_agent_line(line: str) -> AgentArgs | None:
         not args.output.isidentifier() or keyword.iskeyword(args.output)
     ):
         raise usage_error(f"{PROG}: -o needs a Python variable name, got '{args.output}'")
+    if args.output is not None and _kernel_owns(args.output):
+        raise usage_error(
+            f"{PROG}: -o {args.output} would replace Python's or IPython's own "
+            f"{args.output}; choose another name"
+        )
     if args.thread is not None and (
         not args.thread.strip() or any(c.isspace() for c in args.thread)
     ):
