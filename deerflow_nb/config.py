@@ -93,6 +93,15 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
             line = getattr(getattr(exc, "problem_mark", None), "line", None)
             where = f" line {line + 1}" if line is not None else ""
             raise ConfigError(f"{path}:{where} is not valid YAML; fix or delete the file") from exc
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"{path} is not UTF-8 text; save it as UTF-8 (or delete it for the defaults)"
+            ) from None
+        except OSError as exc:  # a folder of that name, a file this user cannot read
+            raise ConfigError(
+                f"{path} cannot be read ({exc.strerror or exc}); make it a readable file "
+                "or remove it for the defaults"
+            ) from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
         for section, values in raw.items():

@@ -256,3 +256,23 @@ def test_importing_config_does_not_import_pydantic() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert out.stdout.strip() == "False True", out.stderr
+
+
+def test_a_config_or_memory_file_of_the_wrong_kind_is_one_line(home: Path) -> None:
+    """Found by a review: a UTF-16 config.yaml, or a folder named config.yaml or memory.json,
+    gave a traceback from every magic."""
+    from deerflow_nb.config import HomeError
+    from deerflow_nb.memory import Memory
+
+    config = home / "config.yaml"
+    config.write_text("memory:\n  enabled: true\n", encoding="utf-16")
+    with pytest.raises(ConfigError, match="is not UTF-8 text; save it as UTF-8"):
+        load_settings(home)
+    config.unlink()
+    config.mkdir()
+    with pytest.raises(ConfigError, match="cannot be read .Is a directory.; make it a readable"):
+        load_settings(home)
+    config.rmdir()
+    (home / "memory.json").mkdir()
+    with Memory(home) as memory, pytest.raises(HomeError, match="move it aside"):
+        memory.facts.list()

@@ -268,6 +268,13 @@ class MemoryStore:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return empty_memory()
+        except OSError as exc:  # a folder of that name, a file this user cannot read
+            from ..config import HomeError
+
+            raise HomeError(
+                f"{self.path} cannot be read ({exc.strerror or exc}); make it memory's file "
+                "again, or move it aside (memory then starts empty)"
+            ) from None
         if raw == self._checked:  # bytes this store wrote or checked: not checked again
             with quiet_gc():
                 return loads_document(raw)
