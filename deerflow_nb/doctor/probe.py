@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..llm.base import ChatModel, ModelError
+from ..llm.base import ChatModel, ModelError, misread_reply, not_the_api
 from ..scrub import redact
 from ..untrusted import clean_text
 
@@ -89,6 +89,11 @@ class Probe:
             ) from exc
         except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
+        except (ValueError, TypeError, AttributeError) as exc:  # the SDK's, on a page
+            misread = misread_reply(exc, self.where)
+            if misread is None:
+                raise
+            raise misread from None
         return [m.model_dump() for m in page.data]
 
     def props(self) -> dict[str, Any] | None:
@@ -166,6 +171,13 @@ class Probe:
             response = self._client().chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
+        except (ValueError, TypeError, AttributeError) as exc:  # the SDK's, on a page
+            misread = misread_reply(exc, self.where)
+            if misread is None:
+                raise
+            raise misread from None
+        if isinstance(response, str):  # a body that is no JSON: the SDK hands its text back
+            raise not_the_api(self.where, "a page, not JSON")
         if not response.choices:
             return Reply()
         choice = response.choices[0]

@@ -32,6 +32,29 @@ class ModelError(RuntimeError):
         super().__init__(redact(str(message)), *args)
 
 
+def misread_reply(exc: BaseException, where: str) -> ModelError | None:
+    """The one-line error for ``exc`` when the openai SDK raised it reading a reply that is
+    not the API's (a login page, a malformed stream line): a frame of the SDK is in its
+    traceback. None for any other error, which passes as it is."""
+    import os
+
+    marker = f"{os.sep}openai{os.sep}"
+    tb = exc.__traceback__
+    while tb is not None:
+        if marker in tb.tb_frame.f_code.co_filename:
+            return not_the_api(where, f"{type(exc).__name__} reading its reply")
+        tb = tb.tb_next
+    return None
+
+
+def not_the_api(where: str, what: str) -> ModelError:
+    """The server at ``where`` answered, but not as the API does (``what`` came back)."""
+    return ModelError(
+        f"{where} did not answer as an OpenAI-compatible API ({what}); check the base URL "
+        "(it usually ends in /v1) and that the server serves chat completions there"
+    )
+
+
 # Failures whose message already says what went wrong and how to fix it: logged or shown
 # as that one line, where a traceback would bury it (an unreachable server's runs ~100).
 SAID_IN_ONE_LINE: tuple[type[Exception], ...] = (ModelError, ConfigError)

@@ -34,6 +34,8 @@ from .base import (
     ToolCall,
     Usage,
     counted_usage,
+    misread_reply,
+    not_the_api,
 )
 from .server_sharing import CAP_PARAM, CAP_PARAMS, SCHEMA_OUTPUT, Background, server_for
 
@@ -48,6 +50,13 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PLACEHOLDER_KEY = "not-needed"
 _MODEL_LIST_TIMEOUT = 3.0
 EMBED_BATCH = 1000
+# A stream that ends empty after a prompt this small (tokens) overflowed no server's window:
+# the base URL may be no API at all (a web page answers 200 too).
+SMALL_PROMPT = 512
+SMALL_PROMPT_HINT = (
+    "; with a prompt this small, check too that the base URL is an OpenAI-compatible API "
+    "(it usually ends in /v1)"
+)
 # How a JSON schema is sent, best first: OpenAI's (also vLLM's, llama.cpp's C++ server,
 # Ollama's), the ``schema`` key of JSON mode (llama-cpp-python's server, Anyscale), and
 # plain JSON mode; a server that refuses one is sent the next from then on.
@@ -215,6 +224,11 @@ class OpenAIChatModel(ChatModel):
                 raise self._translate(exc) from None
             except openai.OpenAIError as exc:
                 raise self._translate(exc) from None
+            except (ValueError, TypeError, AttributeError) as exc:  # the SDK's, on a page
+                misread = misread_reply(exc, self.base_url)
+                if misread is None:
+                    raise
+                raise misread from None
 
     def _cap_param(self) -> str:
         """``max_tokens`` or ``max_completion_tokens``: what the server showed it takes, or
@@ -269,6 +283,8 @@ class OpenAIChatModel(ChatModel):
 
     def _complete(self, kwargs: dict[str, Any]) -> ChatResult:
         response = self.client.chat.completions.create(**kwargs)
+        if isinstance(response, str):  # a body that is no JSON: the SDK hands its text back
+            raise not_the_api(self.base_url, "a page, not JSON")
         if not response.choices:
             raise ModelError(f"{self.base_url} returned no choices for model '{self.name}'")
         choice = response.choices[0]
@@ -370,6 +386,7 @@ class OpenAIChatModel(ChatModel):
             f"{sent} tokens were sent to model '{self.name}'; most likely the prompt exceeds "
             "the server's context window: set model.max_input_tokens in config.yaml to its "
             "window (summarization keeps threads under it), or start a new thread with --new"
+            + ("" if sent > SMALL_PROMPT else SMALL_PROMPT_HINT)
         )
 
     def _chunks(self, stream: Iterable[Any]) -> Iterator[Any]:
