@@ -99,3 +99,16 @@ def test_a_no_memory_turn_between_remembered_ones_is_never_learned(home: Path) -
     assert [r["private"] for r in rows] == [0, 1, 0]
     assert len(agent.journal.messages("t")) == 6  # the private turn is still journaled
     agent.close()
+
+
+def test_the_offline_model_quotes_a_fact_as_stored(home: Path) -> None:
+    """Found by a review: the block writes ``<`` and ``&`` as entities, and the offline
+    model quoted them so (``tenure&lt;12 &amp; R&amp;D``) into the reply and the journal."""
+    from deerflow_nb import Agent, Memory
+
+    with Memory(home) as memory:
+        memory.facts.add("Filters churn with tenure<12 & R&D spend", category="context")
+        agent = Agent(memory=memory)
+        reply = agent.run("How do I filter churn by tenure?", thread="q")
+        agent.close()
+    assert "From memory: Filters churn with tenure<12 & R&D spend." in reply

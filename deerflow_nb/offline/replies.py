@@ -7,6 +7,7 @@ Every reply starts with ``PREFIX``: the model says what it is.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Sequence
@@ -163,7 +164,8 @@ def plain_answer(question: str, system: str, forgotten: Sequence[str] = ()) -> s
             if not match or any(overlap(f, match.group(1)) >= 0.5 for f in forgotten):
                 continue
             if wanted & set(content_words(match.group(1))):
-                quoted.append(match.group(1).strip().rstrip("."))
+                # as stored: the block writes < > & as entities, a reply quotes the text
+                quoted.append(html.unescape(match.group(1)).strip().rstrip("."))
     if quoted:
         return f"{PREFIX}From memory: " + "; ".join(dict.fromkeys(quoted)) + "."
     if not question.strip():
