@@ -276,3 +276,23 @@ def test_a_config_or_memory_file_of_the_wrong_kind_is_one_line(home: Path) -> No
     (home / "memory.json").mkdir()
     with Memory(home) as memory, pytest.raises(HomeError, match="move it aside"):
         memory.facts.list()
+
+
+def test_another_programs_journal_db_is_left_alone_and_said_in_one_line(home: Path) -> None:
+    """Found by a review: a journal.db of another program made every command fail on
+    ``table "messages" already exists``."""
+    import sqlite3
+
+    from deerflow_nb.config import HomeError
+    from deerflow_nb.memory import Memory
+
+    db = sqlite3.connect(home / "journal.db")
+    db.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, body TEXT)")
+    db.commit()
+    db.close()
+    with pytest.raises(HomeError, match="another program's database .tables messages."):
+        Memory(home).status()
+    db = sqlite3.connect(home / "journal.db")
+    names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    db.close()
+    assert names == ["messages"]  # nothing of ours was added to it

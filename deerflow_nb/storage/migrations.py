@@ -360,7 +360,19 @@ def m019_shared_outbox(db: sqlite_utils.Database) -> None:
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order; their
-    names (none when it was up to date)."""
+    names (none when it was up to date). HomeError for another program's database: its
+    tables are never touched."""
+    if not db["_migrations"].exists():
+        theirs = [t for t in db.table_names() if not t.startswith("sqlite_")]
+        if theirs:
+            from ..config import HomeError
+
+            path = next((row[2] for row in db.execute("PRAGMA database_list")), "the journal")
+            raise HomeError(
+                f"{path} is another program's database (tables {', '.join(theirs[:3])}), not "
+                "a deerflow_nb journal: move it aside, or point DEERFLOW_NB_HOME at another "
+                "folder"
+            )
     db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
     done = {row["name"] for row in db["_migrations"].rows}
     ran = []
