@@ -141,3 +141,19 @@ def test_the_fold_worker_updates_the_cell_in_a_real_kernel(home: Path, tmp_path:
     assert turn["data"]["text/plain"].endswith(
         "Memory updated: remembered “Prefers polars over pandas”"
     ), json.dumps(turn["data"])
+
+
+def test_a_note_for_the_next_cell_says_whose_thread_it_was(home: Path) -> None:
+    """Found by a review: in a terminal, a fold of project alpha's thread was told in the
+    next cell, in project beta, as if it were beta's."""
+    with Memory(home) as memory:
+        thread = memory.add_messages(
+            "t", [{"role": "user", "content": "I use vim."}], project="alpha"
+        )
+        notices = FoldNotices(memory)
+        notices.watch(thread, notices.mark(), None)
+        memory.apply({"newFacts": [{"content": "Uses vim", "confidence": 0.9}]}, source=thread)
+        assert notices.take_later() == [
+            f"Memory updated: remembered “Uses vim” (thread {thread}, project alpha)"
+        ]
+        notices.close()

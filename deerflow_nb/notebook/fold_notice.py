@@ -139,8 +139,12 @@ class FoldNotices:
     def _tell(self, note: str | None, watch: _Watch) -> None:
         if note is None:
             return
-        if watch.tell is None:
-            self.later.append(note)
+        if watch.tell is None:  # the next cell may be in another project: say whose
+            row = self.memory.reader.thread(watch.thread) or {}
+            project = row.get("project")
+            self.later.append(
+                f"{note} (thread {row['id']}, project {project})" if project else note
+            )
         else:
             watch.tell(note)
 
