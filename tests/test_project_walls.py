@@ -344,3 +344,13 @@ def test_a_kernel_killed_mid_stream_leaves_the_words_it_showed_and_is_folded_on_
     mem.flush()
     assert "Prefers polars over pandas" in {f["content"] for f in mem.data["facts"]}
     mem.close()
+
+
+def test_the_extraction_prompt_keeps_project_specifics_out_of_the_shared_sections() -> None:
+    """Found by a review: the prompt asked for "key projects" in user.workContext, which
+    every project injects, so one project's codenames reached another's turns."""
+    from deerflow_nb.memory.folding.extraction import build_messages
+
+    system = build_messages({"facts": []}, [{"role": "user", "content": "hi"}])[0][0]["content"]
+    assert "shown in every project" in system and "never this project's" in system
+    assert "key projects" not in system

@@ -27,8 +27,11 @@ MAX_MESSAGE_CHARS = 2000
 SYSTEM_PROMPT = """You are a memory management system. Analyze the conversation and update the \
 user's memory profile. Reply with ONE JSON object and nothing else.
 
-Sections (set shouldUpdate=true only when there is meaningful new information):
-- user.workContext: role, company, key projects, main technologies (1-3 sentences)
+Sections (set shouldUpdate=true only when there is meaningful new information). The user
+and history sections are shown in every project: write there only what holds in every
+project, never this project's data, names, codenames, numbers or decisions (those go in
+projectContext and the project's facts):
+- user.workContext: role, company, main technologies (1-3 sentences)
 - user.personalContext: languages, communication preferences, interests (1-2 sentences)
 - user.topOfMind: several current focus areas and priorities (3-5 sentences)
 - history.recentMonths / history.earlierContext / history.longTermBackground
