@@ -204,6 +204,17 @@ def _team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     limit.set_defaults(func=_team_limit)
 
 
+def _seconds(text: str) -> float:
+    """A --timeout: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
 def _sync_report(report: object) -> int:
     """Print a team sync's report (its markdown, plain) and whether it met a problem."""
     _say(report)
@@ -231,7 +242,7 @@ def _sharing_parser(
     sync = with_home(
         sub.add_parser("sync", help="send changes to shared projects, apply the team's")
     )
-    sync.add_argument("--timeout", type=float, default=None, help="seconds to pull at most")
+    sync.add_argument("--timeout", type=_seconds, default=None, help="seconds to pull at most")
     sync.set_defaults(func=_with_memory(lambda m, a: _sync_report(m.sync(a.timeout))))
 
 
@@ -256,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fold = with_home(sub.add_parser("fold", help="fold every pending thread into memory now"))
     fold.add_argument("--rebuild", action="store_true", help="restore memory.json from the journal")
-    fold.add_argument("--timeout", type=float, default=None, help="seconds to wait at most")
+    fold.add_argument("--timeout", type=_seconds, default=None, help="seconds to wait at most")
     fold.set_defaults(func=_with_memory(_fold))
     status = with_home(sub.add_parser("status", help="queue, last fold, last error, paths"))
     status.add_argument("--json", action="store_true", help="print the status as JSON")

@@ -116,3 +116,10 @@ def test_status_is_readable_text_and_json_on_request(home: Path) -> None:
     assert text.returncode == 0 and "Memory status" in text.stdout
     assert "fact_count" in text.stdout and not text.stdout.lstrip().startswith("{")
     assert json.loads(cli("status", "--json", "--home", str(home)).stdout)["fact_count"] == 1
+
+
+def test_a_negative_or_unreadable_timeout_is_refused(home: Path) -> None:
+    """Found by a review: ``fold --timeout -1`` was taken."""
+    for bad in ("-1", "nan", "soon"):
+        result = cli("fold", "--home", str(home), "--timeout", bad)
+        assert result.returncode == 2 and "a number of seconds, 0 or more" in result.stderr
