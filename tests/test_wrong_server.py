@@ -4,7 +4,6 @@ never the SDK's own traceback. Real HTTP on 127.0.0.1 (found by a review)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -76,13 +75,8 @@ def test_a_call_and_a_turn_say_the_server_is_no_api(wrong_server: str) -> None:
 
 @pytest.mark.parametrize("wrong_server", ["page"], indirect=True)
 def test_doctor_says_the_server_is_no_api_in_one_line(wrong_server: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "deerflow_nb.cli", "doctor"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ},
-    )
+    doctor = [sys.executable, "-m", "deerflow_nb.cli", "doctor"]  # the environment above
+    done = subprocess.run(doctor, capture_output=True, text=True, timeout=120)
     said = (done.stdout + done.stderr).strip()
     assert done.returncode == 2 and NOT_THE_API in said, said
     assert "Traceback" not in said
