@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..llm.base import ChatModel, ModelError, misread_reply, not_the_api
+from ..llm.base import ChatModel, ModelError, not_the_api, reading_reply
 from ..scrub import redact
 from ..untrusted import clean_text
 
@@ -73,7 +73,8 @@ class Probe:
         if self.remote is None:
             return [{"id": self.model.name}]
         try:
-            page = self._client(REACH_TIMEOUT).with_options(max_retries=0).models.list()
+            with reading_reply(self.where):
+                page = self._client(REACH_TIMEOUT).with_options(max_retries=0).models.list()
         except openai.APIStatusError:
             return None  # it answered: the server is there, only the route is not
         except openai.APIConnectionError as exc:  # nothing listens, or it never answers
@@ -89,11 +90,6 @@ class Probe:
             ) from exc
         except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
-        except (ValueError, TypeError, AttributeError) as exc:  # the SDK's, on a page
-            misread = misread_reply(exc, self.where)
-            if misread is None:
-                raise
-            raise misread from None
         return [m.model_dump() for m in page.data]
 
     def props(self) -> dict[str, Any] | None:
@@ -166,16 +162,12 @@ class Probe:
         import openai
 
         try:
-            if stream:
-                return self._stream(kwargs)
-            response = self._client().chat.completions.create(**kwargs)
+            with reading_reply(self.where):
+                if stream:
+                    return self._stream(kwargs)
+                response = self._client().chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
-        except (ValueError, TypeError, AttributeError) as exc:  # the SDK's, on a page
-            misread = misread_reply(exc, self.where)
-            if misread is None:
-                raise
-            raise misread from None
         if isinstance(response, str):  # a body that is no JSON: the SDK hands its text back
             raise not_the_api(self.where, "a page, not JSON")
         if not response.choices:

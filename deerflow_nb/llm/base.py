@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,19 +33,22 @@ class ModelError(RuntimeError):
         super().__init__(redact(str(message)), *args)
 
 
-def misread_reply(exc: BaseException, where: str) -> ModelError | None:
-    """The one-line error for ``exc`` when the openai SDK raised it reading a reply that is
-    not the API's (a login page, a malformed stream line): a frame of the SDK is in its
-    traceback. None for any other error, which passes as it is."""
-    import os
-
-    marker = f"{os.sep}openai{os.sep}"
-    tb = exc.__traceback__
-    while tb is not None:
-        if marker in tb.tb_frame.f_code.co_filename:
-            return not_the_api(where, f"{type(exc).__name__} reading its reply")
-        tb = tb.tb_next
-    return None
+@contextlib.contextmanager
+def reading_reply(where: str) -> Iterator[None]:
+    """Around a call of the openai SDK to the server at ``where``: an error the SDK raised
+    reading a reply that is not the API's (a login page, a malformed stream line; a frame
+    of the SDK is in its traceback) becomes the one line of ``not_the_api``. Any other
+    error passes as it is."""
+    try:
+        yield
+    except (ValueError, TypeError, AttributeError) as exc:
+        marker = f"{os.sep}openai{os.sep}"
+        tb = exc.__traceback__
+        while tb is not None:
+            if marker in tb.tb_frame.f_code.co_filename:
+                raise not_the_api(where, f"{type(exc).__name__} reading its reply") from None
+            tb = tb.tb_next
+        raise
 
 
 def not_the_api(where: str, what: str) -> ModelError:

@@ -34,8 +34,8 @@ from .base import (
     ToolCall,
     Usage,
     counted_usage,
-    misread_reply,
     not_the_api,
+    reading_reply,
 )
 from .server_sharing import CAP_PARAM, CAP_PARAMS, SCHEMA_OUTPUT, Background, server_for
 
@@ -214,9 +214,10 @@ class OpenAIChatModel(ChatModel):
         while True:  # each way round learns one more refusal, of a few there can be
             request = call.request(self._cap_param(), self._schema_format())
             try:
-                if on_text is None:
-                    return self._complete(request)
-                return self._stream(request, on_text, turn)
+                with reading_reply(self.base_url):
+                    if on_text is None:
+                        return self._complete(request)
+                    return self._stream(request, on_text, turn)
             except openai.APIStatusError as exc:
                 # llama-cpp-python's server refuses an unknown response_format with a 500
                 if exc.status_code in (400, 422, 500) and self._adapt(exc, request):
@@ -224,11 +225,6 @@ class OpenAIChatModel(ChatModel):
                 raise self._translate(exc) from None
             except openai.OpenAIError as exc:
                 raise self._translate(exc) from None
-            except (ValueError, TypeError, AttributeError) as exc:  # the SDK's, on a page
-                misread = misread_reply(exc, self.base_url)
-                if misread is None:
-                    raise
-                raise misread from None
 
     def _cap_param(self) -> str:
         """``max_tokens`` or ``max_completion_tokens``: what the server showed it takes, or

@@ -20,6 +20,7 @@ handling (:func:`handle_agent`).
 
 from __future__ import annotations
 
+import builtins
 import keyword
 import re
 import shlex
@@ -92,8 +93,6 @@ _KERNEL_NAMES = frozenset({"get_ipython", "exit", "quit", "In", "Out", "display"
 
 def _kernel_owns(name: str) -> bool:
     """Whether ``name`` is a builtin, a dunder or one of IPython's own names."""
-    import builtins
-
     return hasattr(builtins, name) or name in _KERNEL_NAMES or name.startswith("__")
 
 

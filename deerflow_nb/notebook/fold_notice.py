@@ -140,11 +140,9 @@ class FoldNotices:
         if note is None:
             return
         if watch.tell is None:  # the next cell may be in another project: say whose
-            row = self.memory.reader.thread(watch.thread) or {}
-            project = row.get("project")
-            self.later.append(
-                f"{note} (thread {row['id']}, project {project})" if project else note
-            )
+            project = (self.memory.reader.thread(watch.thread) or {}).get("project")
+            where = f" (thread {watch.thread}, project {project})" if project else ""
+            self.later.append(note + where)
         else:
             watch.tell(note)
 

@@ -64,6 +64,9 @@ def expanded(text: str) -> str:
         return text
 
 
+_MOST = 2**63 - 1  # the largest count SQLite takes
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -72,9 +75,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
     return min(value, _MOST)  # more than any store holds means all: SQLite's LIMIT takes it
-
-
-_MOST = 2**63 - 1
 
 
 def number(text: str) -> int:
