@@ -201,8 +201,9 @@ def decide(db: Any, change_id: int, status: str, at: str) -> bool:
 
 # -- memory_settings -------------------------------------------------------------------------
 def setting(db: Any, key: str) -> str | None:
-    rows = list(db["memory_settings"].rows_where("key = ?", [key]))
-    return rows[0]["value"] if rows else None
+    """One setting's value (read on every commit: plain SQL, no table lookup first)."""
+    row = db.execute("SELECT value FROM memory_settings WHERE key = ?", [key]).fetchone()
+    return row[0] if row else None
 
 
 def put_setting(db: Any, key: str, value: str) -> None:

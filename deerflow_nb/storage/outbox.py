@@ -149,8 +149,10 @@ SHARED_KEY = "shared:"
 def shared_projects(db: Any) -> dict[str, dict[str, Any]]:
     """``{project: {"url", "role", "read_only"}}`` for every project this home shares (the
     URL without a password: libpq reads it from PGPASSWORD or ~/.pgpass)."""
-    rows = db.execute(
-        "SELECT key, value FROM memory_settings WHERE key LIKE ?", [SHARED_KEY + "%"]
+    rows = db.execute(  # a range of the key, not LIKE: read before every commit, it uses
+        # the key's index and is not planned again each time (a LIKE pattern bound as a value is)
+        "SELECT key, value FROM memory_settings WHERE key >= ? AND key < ?",
+        [SHARED_KEY, SHARED_KEY[:-1] + chr(ord(SHARED_KEY[-1]) + 1)],
     ).fetchall()
     return {key.removeprefix(SHARED_KEY): json.loads(value) for key, value in rows}
 

@@ -23,7 +23,6 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from ...projects import fact_project
@@ -36,6 +35,7 @@ from ..scopes import PROJECTS_KEY, candidate_owner, evictable, stamp
 from ..store import CATEGORIES, HISTORY_SECTIONS, MEMORY_TAG, USER_SECTIONS, normalized
 from .aging import MAX_MERGE_SOURCES
 from .events import Event
+from .repeats import Repeats
 from .scope_changes import apply_scope_changes
 from .summaries import refresh_summaries
 
@@ -141,25 +141,26 @@ def apply_diff(
     ignored: list[str] = []
     to_remove = set(diff.get("factsToRemove") or [])
     if to_remove:
-        present = {f.get("id") for f in out["facts"]}
-        ignored = sorted(to_remove - present)
-        for fact_id in ignored:
-            log.warning("factsToRemove names unknown fact %r; ignored", fact_id)
         why = {
             str(s.get("id")): str(s.get("reason") or "stale")
             for s in diff.get("stale") or []
             if isinstance(s, dict)
         }
-        kept = []
+        kept, found = [], set()
         for fact in out["facts"]:
-            if fact.get("id") in to_remove:
+            fact_id = fact.get("id")
+            if fact_id in to_remove:
+                found.add(fact_id)
                 event = _fact_event("remove", fact)
-                if fact.get("id") in why:
-                    event.details["reason"] = f"stale: {why[fact.get('id')]}"
+                if fact_id in why:
+                    event.details["reason"] = f"stale: {why[fact_id]}"
                 events.append(event)
             else:
                 kept.append(fact)
         out["facts"] = kept
+        ignored = sorted(to_remove - found)
+        for fact_id in ignored:
+            log.warning("factsToRemove names unknown fact %r; ignored", fact_id)
 
     left_out: list[dict[str, str]] = []
     taken = {f.get("id") for f in out["facts"]}
@@ -170,26 +171,22 @@ def apply_diff(
                 {"item": f"merges[{j}]", "reason": problem, "value": str(merge.get("content"))[:80]}
             )
 
-    by_text = {}
-    by_sig = {}
-    # Each scope's facts whose words another statement may restate with more (``_restated``),
-    # in order, with their words: found in the same pass, not once per new fact.
-    restatable: dict[str | None, list[tuple[frozenset[str], dict[str, Any]]]] = {}
-    for fact in out["facts"]:
-        scope = fact_project(fact) if "scope" in fact else None  # most are the user's
-        text, sig = _dedupe_keys(fact["content"])
-        by_text[(scope, text)] = fact
-        if sig:
-            by_sig.setdefault((scope, sig), fact)
-            if len(sig) >= MIN_RESTATED:
-                restatable.setdefault(scope, []).append((sig, fact))
-    added = 0
-    grown: set[str | None] = set()
+    statements = []  # each new fact's number, item, text, confidence and dedupe keys
     for i, candidate in enumerate(diff.get("newFacts") or []):
         content = sanitize_text(candidate.get("content", ""))
-        confidence = float(candidate.get("confidence", 0.5))
-        if not content:
-            continue
+        if content:
+            keys = (
+                candidate_owner(candidate, project),
+                normalize_text(content),
+                signature(content),
+            )
+            statements.append(
+                (i, candidate, content, float(candidate.get("confidence", 0.5)), keys)
+            )
+    repeats = Repeats(out["facts"], (keys for *_, keys in statements))
+    added = 0
+    grown: set[str | None] = set()
+    for i, candidate, content, confidence, keys in statements:
         if confidence < threshold:
             left_out.append(
                 _left(
@@ -200,11 +197,8 @@ def apply_diff(
                 )
             )
             continue
-        sig = signature(content)
-        owner = candidate_owner(candidate, project)
-        match = by_text.get((owner, normalize_text(content))) or by_sig.get((owner, sig))
-        if match is None:
-            match = _restated(sig, restatable.get(owner, []))
+        owner = keys[0]
+        match = repeats.match(*keys)
         if match is not None:
             match = _own(out, match, copies)
             old_conf = float(match.get("confidence", 0.0))
@@ -248,11 +242,7 @@ def apply_diff(
         grown.add(owner)
         taken.add(fact["id"])
         out["facts"].append(fact)
-        by_text[(owner, normalize_text(content))] = fact
-        if sig:
-            by_sig.setdefault((owner, sig), fact)
-        if len(sig) >= MIN_RESTATED:
-            restatable.setdefault(owner, []).append((sig, fact))
+        repeats.add(*keys, fact)
         events.append(_fact_event("add", fact, new=True))
 
     if len(out["facts"]) > max_facts:
@@ -352,13 +342,6 @@ def _apply_merge(
     return None
 
 
-# A new fact restates a stored one when it says all of it and adds at most this many words
-# ("Prefers polars over pandas for data frames" / "Prefers polars over pandas"); the stored
-# fact must have at least MIN_RESTATED words, so "Uses Python" / "Uses Python and R" differ.
-MAX_EXTRA_WORDS = 2
-MIN_RESTATED = 3
-
-
 def _own(
     out: dict[str, Any], fact: dict[str, Any], copies: dict[int, dict[str, Any]]
 ) -> dict[str, Any]:
@@ -375,26 +358,6 @@ def _own(
                 facts[i] = mine
                 break
     return mine
-
-
-@lru_cache(maxsize=65_536)
-def _dedupe_keys(content: str) -> tuple[str, frozenset[str]]:
-    """A stored text's exact-duplicate key and its words, in one cached lookup: a fold keys
-    every stored fact by both, and stored texts rarely change."""
-    return normalize_text(content), signature(content)
-
-
-def _restated(
-    sig: frozenset[str], facts: list[tuple[frozenset[str], dict[str, Any]]]
-) -> dict[str, Any] | None:
-    """The stored fact ``sig`` restates with a detail or two more (see above), if any;
-    ``facts`` are the scope's (words, fact) of at least ``MIN_RESTATED`` words."""
-    if len(sig) < MIN_RESTATED:
-        return None
-    for stored, fact in facts:
-        if stored < sig and len(sig) - len(stored) <= MAX_EXTRA_WORDS:
-            return fact
-    return None
 
 
 def _project_context(out: dict[str, Any], update: Any, project: str | None, now: str) -> list:
