@@ -24,11 +24,11 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ...projects import fact_project
+from ...projects import DEFAULT_PROJECT, fact_project
 from ...schema.constants import HISTORY_SECTIONS, USER_SECTIONS
 from ...schema.sections import compose, section_of, words
 from ...similarity import signature
-from ..scopes import PROJECTS_KEY
+from ..scopes import PROJECTS_KEY, candidate_owner
 from .events import Event
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -190,3 +190,59 @@ def restates(fact: str, sentence: str) -> bool:
         return False
     hits = len(fact_words & signature(sentence))
     return hits == len(fact_words) if len(fact_words) <= 2 else hits >= 0.8 * len(fact_words)
+
+
+class ProjectWalls:
+    """What a change in ``project`` may write into the user and history sections, which
+    every project shows: no sentence that restates one of the project's facts (stored, or
+    the change's new ones) or names the project (except ``default``, a common word),
+    unless it restates one of the user's own facts. A model asked not to may still write
+    them; each sentence dropped is listed with the reason, as a left-out item of the fold."""
+
+    def __init__(self, facts: Sequence[Fact], diff: dict[str, Any], project: str) -> None:
+        self.project = project
+        self._facts = facts
+        self._new = [c for c in diff.get("newFacts") or [] if isinstance(c, dict)]
+        self._texts: tuple[list[str], list[str]] | None = None  # read at the first summary
+        self._named = (
+            None
+            if project == DEFAULT_PROJECT
+            else re.compile(rf"(?<!\w){re.escape(project)}(?!\w)", re.IGNORECASE)
+        )
+
+    def kept(self, section: str, summary: str, left_out: list[dict[str, str]]) -> str:
+        """``summary`` without the project's sentences, each added to ``left_out``."""
+        sentences = _SENTENCE_END.split(summary)
+        kept = []
+        for sentence in sentences:
+            if self._belongs(sentence):
+                reason = (
+                    f"tells of project {self.project}, and {section} is shown in every "
+                    "project (the project's facts stay in the project)"
+                )
+                left_out.append({"item": section, "reason": reason, "value": sentence[:80]})
+            else:
+                kept.append(sentence)
+        return summary if len(kept) == len(sentences) else " ".join(kept)
+
+    def _belongs(self, sentence: str) -> bool:
+        project_texts, user_texts = self._read()
+        named = self._named is not None and self._named.search(sentence) is not None
+        if not named and not any(restates(t, sentence) for t in project_texts):
+            return False
+        return not any(restates(t, sentence) for t in user_texts)  # unless the user's says it
+
+    def _read(self) -> tuple[list[str], list[str]]:
+        if self._texts is None:
+            mine: list[str] = []
+            users: list[str] = []
+            for fact in self._facts:
+                owner = fact_project(fact) if "scope" in fact else None  # most are the user's
+                if owner is None or owner == self.project:
+                    (users if owner is None else mine).append(str(fact.get("content", "")))
+            for item in self._new:
+                owner = candidate_owner(item, self.project)
+                if owner is None or owner == self.project:
+                    (users if owner is None else mine).append(str(item.get("content", "")))
+            self._texts = (mine, users)
+        return self._texts

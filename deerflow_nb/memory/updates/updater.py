@@ -37,7 +37,7 @@ from .aging import MAX_MERGE_SOURCES
 from .events import Event
 from .repeats import Repeats
 from .scope_changes import apply_scope_changes
-from .summaries import refresh_summaries
+from .summaries import ProjectWalls, refresh_summaries
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +121,15 @@ def apply_diff(
     out = normalized(data)
     copies: dict[int, dict[str, Any]] = {}
     events: list[Event] = []
+    left_out: list[dict[str, str]] = []
+    walls = None if project is None else ProjectWalls(out["facts"], diff, project)
 
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
         for name in names:
             update = (diff.get(group) or {}).get(name) or {}
             summary = sanitize_text(update.get("summary") or "", MAX_SUMMARY_CHARS)
+            if walls is not None and summary and update.get("shouldUpdate"):
+                summary = walls.kept(f"{group}.{name}", summary, left_out)
             old = out[group][name].get("summary", "")
             if update.get("shouldUpdate") and summary and summary != old:
                 out[group][name] = {**out[group][name], "summary": summary, "updatedAt": now}
@@ -162,7 +166,6 @@ def apply_diff(
         for fact_id in ignored:
             log.warning("factsToRemove names unknown fact %r; ignored", fact_id)
 
-    left_out: list[dict[str, str]] = []
     taken = {f.get("id") for f in out["facts"]}
     for j, merge in enumerate(diff.get("merges") or []):
         problem = _apply_merge(out, merge, now, id_factory, taken, events, threshold)
