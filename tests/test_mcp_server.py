@@ -221,6 +221,34 @@ def test_forget_without_review_when_configured_and_a_users_fact_still_waits(
         assert fact_id not in ids and "fact_user_seed" in ids
 
 
+def test_a_pinned_server_serves_its_project_only(
+    home: Path, seeded: dict[str, dict[str, Any]]
+) -> None:
+    async def run() -> dict[str, Any]:
+        async with stdio_session("--project", "alpha", "--pin") as session:
+            seen = {
+                "own": await call(session, "search_memory", query="holdout"),
+                "named": await call(session, "search_memory", query="holdout", project="alpha"),
+                "other": await call(session, "search_memory", query="wine", project="beta"),
+                "list": await call(session, "list_facts", project="beta"),
+            }
+            seen["alpha"] = (await session.read_resource("memory://projects/alpha")).contents
+            try:
+                await session.read_resource("memory://projects/beta")
+            except Exception as exc:  # the SDK's error for a resource the server refused
+                seen["beta"] = str(exc)
+            return seen
+
+    seen = anyio.run(run)
+    assert "fact_alpha_seed" in seen["own"][0] and "fact_alpha_seed" in seen["named"][0]
+    for name in ("other", "list"):
+        text, error = seen[name]
+        assert error and "serves project alpha only (started with --pin)" in text
+        assert "fact_beta_seed" not in text and "wine" not in text
+    assert seen["alpha"][0].text.startswith("Project alpha: ")
+    assert "serves project alpha only" in seen["beta"]
+
+
 def test_the_default_project_is_named_else_the_working_directorys(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

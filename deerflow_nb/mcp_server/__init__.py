@@ -3,7 +3,8 @@
 stdio by default (the client starts the command), ``--http`` for streamable HTTP on
 127.0.0.1 behind a bearer token (``http.py``). The project a call defaults to is
 ``--project``, else ``DEERFLOW_NB_PROJECT`` or config.yaml's ``project:``, else the one the
-working directory belongs to (``projects.find_project``). Nothing here is imported by
+working directory belongs to (``projects.find_project``); ``--pin`` confines every call to
+it. Nothing here is imported by
 ``%load_ext deerflow_nb``: the ``mcp`` SDK loads only when this command runs.
 """
 
@@ -15,7 +16,8 @@ from pathlib import Path
 
 EPILOG = """\
 Tools: search_memory, recall, remember, list_facts, forget, add_messages, each with an
-optional project. Resources: memory://profile and memory://projects/NAME.
+optional project (with --pin, only the server's). Resources: memory://profile and
+memory://projects/NAME.
 With --http the server binds 127.0.0.1 only, prints its URL and a bearer token (or
 takes one from $DEERFLOW_NB_MCP_TOKEN), and refuses a request without the token (401),
 from a web page's Origin (403) or naming another Host (421). See docs/mcp.md.
@@ -31,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--home", help="home folder (default: $DEERFLOW_NB_HOME or ~/.deerflow_nb)")
     parser.add_argument("--project", help="the project calls default to (default: see below)")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="serve that project only: refuse a call or resource naming another",
+    )
     parser.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
     return parser
@@ -56,7 +63,7 @@ def mcp_main(argv: Sequence[str] | None = None) -> int:
     memory = Memory(args.home).start()
     try:
         project = find_project(args.project or memory.settings.project).name
-        server = sdk.build_server(MemoryService(memory, project))
+        server = sdk.build_server(MemoryService(memory, project, pinned=args.pin))
         if args.http:
             from .http import serve_http, token_from_env
 

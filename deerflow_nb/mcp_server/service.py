@@ -131,11 +131,13 @@ def _escape(text: str) -> str:
 
 
 class MemoryService:
-    """The tools and resources over one ``Memory``, defaulting to one project."""
+    """The tools and resources over one ``Memory``, defaulting to one project; ``pinned``:
+    that project only (a call or a resource naming another is refused)."""
 
-    def __init__(self, memory: Memory, project: str) -> None:
+    def __init__(self, memory: Memory, project: str, *, pinned: bool = False) -> None:
         self.memory = memory
         self.project = project_name(project)
+        self.pinned = pinned
         # A client session's remember calls count as one turn's (gate.MAX_REMEMBER_PER_TURN).
         self._turns: dict[str, str] = {}
 
@@ -177,7 +179,16 @@ class MemoryService:
             return self.project
         if not isinstance(given, str):
             raise ToolError("project must be a project's name, or left out for the server's")
-        return project_name(given)
+        return self._allowed(project_name(given))
+
+    def _allowed(self, project: str) -> str:
+        """``project``, unless the server is pinned to another one (a ToolError)."""
+        if self.pinned and project != self.project:
+            raise ToolError(
+                f"this server serves project {_escape(self.project)} only (started with "
+                "--pin); leave project out, or ask the user to start one for the other project"
+            )
+        return project
 
     def _facts(self, project: str) -> list[dict[str, Any]]:
         """What ``project`` sees (its facts and the user's), most confident first."""
@@ -273,7 +284,10 @@ class MemoryService:
                 lines.append(f"{_SECTION_NAMES[name]}: {summary}")
             return "\n".join(lines)
         if uri.startswith(PROJECT_PREFIX):
-            project = project_name(unquote(uri.removeprefix(PROJECT_PREFIX)))
+            try:
+                project = self._allowed(project_name(unquote(uri.removeprefix(PROJECT_PREFIX))))
+            except ToolError as exc:
+                raise ValueError(str(exc)) from None
             context = scoped_view(data, Scope.of(project)).data.get("projectContext") or {}
             summary = _escape(str(context.get("summary") or "")) or "(nothing yet)"
             return f"Project {_escape(project)}: {summary}"
