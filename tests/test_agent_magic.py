@@ -188,6 +188,19 @@ def test_a_bad_flag_and_a_missing_key_each_give_one_line(shell: InteractiveShell
     assert "no variable named 'nope'" in usage_line(shell, "-i", body="about {nope}")
 
 
+def test_the_line_keeps_backslashes_as_written(shell: InteractiveShell) -> None:
+    """Found by a review: ``%%agent``'s line was split with ``shlex.split``, which drops
+    backslashes (a Windows path as a thread name lost them); it is split as ``%memory``'s."""
+    assert parse_agent_line(r"-t C:\work\t1").thread == r"C:\work\t1"
+    assert parse_agent_line(r'-t "C:\work\t1" -o ans').thread == r"C:\work\t1"
+    assert parse_agent_line(r"-t 'a\b'").thread == r"a\b"
+    result, _ = agent_cell(shell, r"-t C:\work\t1 --no-memory", "Hello there.")
+    assert result.success, result.error_in_exec
+    # the thread rule turns a separator into '-' (projects.thread_name); the words remain
+    assert get_session(shell).agent().last_turn.thread == "C:-work-t1"
+    assert 'unbalanced quote; close the "' in usage_line(shell, '-t "never closed')
+
+
 def test_interpolation_is_opt_in(shell: InteractiveShell) -> None:
     shell.user_ns["target"] = "revenue"
     agent_cell(shell, "--no-memory", "code: {target} {{x}}")

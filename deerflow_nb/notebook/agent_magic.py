@@ -23,7 +23,6 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
-import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from .agent_display import TerminalTurnView, TurnView, turn_view
 from .cell_refs import cell_errors, interpolate, last_error
 from .errors import fixable_errors, usage_error
-from .grammar import HelpShown, Parser, build_parser, option, switch, typed_args
+from .grammar import HelpShown, Parser, build_parser, option, split_line, switch, typed_args
 from .session import get_session
 
 if TYPE_CHECKING:
@@ -99,12 +98,8 @@ def _kernel_owns(name: str) -> bool:
 def parse_agent_line(line: str) -> AgentArgs | None:
     """The magic's line as typed arguments, or None when help was printed; a
     ``UsageError`` naming the fix otherwise."""
-    try:
-        tokens = shlex.split(line)
-    except ValueError:
-        raise usage_error(f"{PROG}: unbalanced quote in the line; close the quote") from None
-    try:
-        args = typed_args(AgentArgs, agent_parser().parse_args(tokens), PROG)
+    try:  # %memory's splitter: a backslash (a Windows path, a thread name) kept as written
+        args = typed_args(AgentArgs, agent_parser().parse_args(split_line(line, PROG)), PROG)
     except HelpShown:
         return None
     if args.output is not None and (

@@ -11,6 +11,7 @@ the documentation cannot drift apart.
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NoReturn, TypeVar
@@ -187,3 +188,19 @@ def typed_args(cls: type[T], parsed: argparse.Namespace, prog: str) -> T:
             value = tuple(value)
         values[name] = value
     return cls(**values)
+
+
+def split_line(line: str, prog: str) -> list[str]:
+    """A magic's line as shell-like words, the one splitter every magic uses: quotes group
+    words; a backslash is kept as written (a Windows path, a pattern), a ``#`` too; an
+    unpaired apostrophe ("I'm") is read as a letter. A one-line ``UsageError`` naming
+    ``prog`` for an unpaired double quote."""
+    for quotes in ("'\"", '"'):
+        lexer = shlex.shlex(line, posix=True)
+        lexer.whitespace_split, lexer.commenters, lexer.escape = True, "", ""
+        lexer.quotes = quotes
+        try:
+            return list(lexer)
+        except ValueError:
+            continue
+    raise usage_error(f'{prog}: unbalanced quote; close the " in the line')

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import shlex
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -19,7 +18,17 @@ from typing import Any, ClassVar, Literal, get_args
 
 from ..schema.constants import CATEGORIES  # light: no pydantic, no journal
 from .errors import usage_error
-from .grammar import HelpShown, Parser, build_parser, option, positional, switch, typed_args, words
+from .grammar import (
+    HelpShown,
+    Parser,
+    build_parser,
+    option,
+    positional,
+    split_line,
+    switch,
+    typed_args,
+    words,
+)
 
 PROG = "%memory"
 DESCRIPTION = (
@@ -454,20 +463,6 @@ def build_parsers() -> tuple[Parser, dict[str, Parser]]:
 _PARSER, _SUBPARSERS = build_parsers()
 
 
-def split_line(line: str) -> list[str]:
-    """Shell-like words: quotes group words; a backslash is kept as written (a Windows
-    path, a pattern), a ``#`` too; an unpaired apostrophe ("I'm") is read as a letter."""
-    for quotes in ("'\"", '"'):
-        lexer = shlex.shlex(line, posix=True)
-        lexer.whitespace_split, lexer.commenters, lexer.escape = True, "", ""
-        lexer.quotes = quotes
-        try:
-            return list(lexer)
-        except ValueError:
-            continue
-    raise usage_error(f'{PROG}: unbalanced quote; close the " in the line')
-
-
 def parse_memory_line(line: str, user_ns: Mapping[str, Any] | None = None) -> Args | None:
     """The typed args for one ``%memory`` line, or ``None`` when help was printed.
 
@@ -476,7 +471,7 @@ def parse_memory_line(line: str, user_ns: Mapping[str, Any] | None = None) -> Ar
     """
     token = _USER_NS.set(user_ns)
     try:
-        return _parse_words(split_line(line))
+        return _parse_words(split_line(line, PROG))
     except HelpShown:
         return None
     finally:
