@@ -21,7 +21,7 @@ from .home import (
     default_home,
     resolve_home,
 )
-from .projects import PROJECT_ENV, project_name
+from .projects import PROJECT_ENV, check_project_name
 
 if TYPE_CHECKING:
     from .schema.settings import Settings
@@ -174,7 +174,7 @@ def _apply_env(settings: Settings) -> None:
         model.name = env["DEERFLOW_NB_MODEL"]
     if env.get(PROJECT_ENV, "").strip():  # this kernel's project (projects.py)
         try:
-            settings.project = project_name(env[PROJECT_ENV])
+            settings.project = check_project_name(env[PROJECT_ENV])
         except ValueError as exc:
             raise ConfigError(f"{PROJECT_ENV}: {exc}") from None
     if env.get("DEERFLOW_NB_MEMORY_MODEL"):

@@ -62,6 +62,29 @@ def project_name(text: str) -> str:
     return _bounded(name, MAX_NAME)
 
 
+def check_project_name(text: str) -> str:
+    """A project name the user gives (``%memory project``, ``%%agent --project``,
+    config.yaml, ``DEERFLOW_NB_PROJECT``, ``deerflow-nb share``, the MCP server), the one
+    rule every entry applies: refused, not rewritten, when it holds a path separator or a
+    control character (a NUL, a tab, a newline inside it), or is only dots, because
+    ``project_name`` would silently make ``../../etc`` into another project, ``etc``.
+    Otherwise ``project_name(text)`` (a zero-width or bidi character is still dropped, as
+    before); names already stored are read with ``project_name`` alone. ValueError naming
+    the fix."""
+    given = text.strip()
+    if (
+        _SEPARATORS.search(given)
+        or not given.strip(".")
+        or any(unicodedata.category(c) == "Cc" for c in given)
+    ):
+        shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
+        raise ValueError(
+            f"{shown} is not a project name; use letters, digits, spaces, '-', '_' or '.', "
+            "without '/', '\\' or control characters (and not '.' or '..')"
+        )
+    return project_name(text)
+
+
 def thread_name(text: str) -> str:
     """``text`` as a thread name, by the project name's rule but keeping punctuation (a
     thread is a conversation's label, and ``Journal.thread_for`` writes ``NAME @project``):
@@ -121,9 +144,10 @@ def find_project(
     notebook: str | os.PathLike[str] | None = None,
 ) -> Project:
     """The project for a notebook at ``notebook`` (a file) run with ``cwd`` (see the module
-    docstring for the order); ``named`` wins when given."""
+    docstring for the order); ``named`` wins when given (ValueError when it is not a name,
+    ``check_project_name``)."""
     if named and named.strip():
-        return Project(project_name(named), "named")
+        return Project(check_project_name(named), "named")
     folder = Path(notebook).parent if notebook else Path(cwd or Path.cwd())
     try:
         folder = folder.resolve()

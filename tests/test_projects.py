@@ -11,18 +11,20 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlite_utils
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from journal_rows import memory_json
+from magic_lines import usage_error
 
 from deerflow_nb.agent import Agent
 from deerflow_nb.config import ConfigError, load_settings
 from deerflow_nb.memory import Memory
 from deerflow_nb.notebook.session import get_session
-from deerflow_nb.projects import find_project
+from deerflow_nb.projects import check_project_name, find_project, project_name
 from deerflow_nb.storage.migrations import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +59,7 @@ def test_a_project_is_found_from_the_git_root_then_the_folder_then_default(
         "default",
         "default",
     )
-    assert find_project("  my/project ", cwd=loose).name == "my-project"  # named wins
+    assert find_project("  my project ", cwd=loose).name == "my project"  # named wins
 
 
 def test_the_notebook_path_jupyter_gives_the_kernel_names_the_project(
@@ -82,6 +84,89 @@ def test_config_yaml_and_the_environment_name_the_project(
     (home / "config.yaml").write_text("project: [1, 2]\n")
     with pytest.raises(ConfigError, match="'project' must be a string"):
         load_settings()
+
+
+# A path, a separator, a control or hidden character: refused, never rewritten (before,
+# '../../etc' silently named project 'etc' in some entries, 'a/b' named 'a-b').
+PATH_NAMES = ("../../etc", "a/b", ".", "..", "...", "a\\b", "nul\x00here", "new\nline")
+# What stays a name, as before: spaces, dashes, dots inside, underscores, accents.
+GOOD_NAMES = ("clinic study", "churn-model", "v1.2", "a..b", "data_2024", "café")
+
+
+def test_a_path_like_project_name_is_refused_by_the_one_rule() -> None:
+    for bad in PATH_NAMES:
+        with pytest.raises(ValueError, match="is not a project name; use letters") as caught:
+            check_project_name(bad)
+        assert "\n" not in str(caught.value) and "\x00" not in str(caught.value)
+        with pytest.raises(ValueError, match="is not a project name"):
+            find_project(bad)
+    assert [check_project_name(name) for name in GOOD_NAMES] == list(GOOD_NAMES)
+    assert check_project_name("  churn\n") == "churn"  # surrounding space is no part of it
+    assert check_project_name("al\u200bpha") == "alpha"  # a hidden character dropped, as before
+    long = check_project_name("x" * 80)  # cut with a hash, as project_name does
+    assert long == project_name("x" * 80) and check_project_name(long) == long
+    # what memory already holds is read as before: only new input is checked
+    assert project_name("../../etc") == "etc"
+
+
+def test_every_entry_refuses_a_path_like_project_name(
+    shell: InteractiveShell, home: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    shell.run_line_magic("memory", "project churn")
+    fact = get_session(shell).memory.add_fact("The target column is churned", project="churn")
+    (home / "in.json").write_text('{"facts": []}')
+    for bad in ("../../etc", "a/b", ".", ".."):
+        quoted = f"'{bad}'"
+        for line in (
+            f"project {quoted}",
+            f"project churn --rename {quoted}",
+            f"move {fact['id']} --project {quoted}",
+            f"export {home / 'out.json'} --project {quoted}",
+            f"import {home / 'in.json'} --project {quoted}",
+            f"share {quoted} --url postgresql://me@127.0.0.1:9/team",
+            f"join {quoted} --url postgresql://me@127.0.0.1:9/team",
+        ):
+            assert "is not a project name; use letters" in usage_error(shell, line), line
+        result = shell.run_cell(f"%%agent --project {quoted}\nHello.")
+        assert isinstance(result.error_in_exec, UsageError)
+        assert "--project: " in str(result.error_in_exec)
+        assert "is not a project name" in str(result.error_in_exec)
+    assert get_session(shell).project.name == "churn"  # nothing was switched or renamed
+    assert {p["name"] for p in get_session(shell).memory.projects.list()} == {"churn"}
+    assert not (home / "out.json").exists()
+
+    config = home / "config.yaml"
+    for yaml_text in ("project: ../../etc\n", "shared:\n  a/b: postgresql://me@h/db\n"):
+        config.write_text(yaml_text)
+        with pytest.raises(ConfigError, match="is not a project name") as caught:
+            load_settings()
+        assert "\n" not in str(caught.value)
+    config.write_text("project: clinic study\n")
+    assert load_settings().project == "clinic study"
+    monkeypatch.setenv("DEERFLOW_NB_PROJECT", "../../etc")
+    with pytest.raises(ConfigError, match="DEERFLOW_NB_PROJECT: '../../etc' is not a project"):
+        load_settings()
+    monkeypatch.delenv("DEERFLOW_NB_PROJECT")
+
+    from deerflow_nb.cli import main
+
+    capsys.readouterr()  # the shell's lines so far
+    for argv, said in (
+        (["share", "a/b", "--url", "postgresql://me@127.0.0.1:9/team"], "deerflow-nb: 'a/b'"),
+        (["mcp", "--project", "../../etc"], "deerflow-nb: --project: '../../etc'"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(said), err
+        assert "is not a project name" in err, err
+
+    from deerflow_nb.mcp_server.service import MemoryService
+
+    service = MemoryService(get_session(shell).memory, "churn")
+    text, failed = service.call("list_facts", {"project": "../../etc"}, "s1")
+    assert failed and "is not a project name" in text, text
+    text, failed = service.call("list_facts", {"project": "churn"}, "s1")
+    assert not failed and "churned" in text, text
 
 
 def test_switching_projects_shows_in_the_footer_status_and_panel(shell: InteractiveShell) -> None:

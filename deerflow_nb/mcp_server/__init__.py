@@ -48,6 +48,13 @@ def mcp_main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.home and not Path(args.home).expanduser().is_dir():
         raise ValueError(f"no home folder {args.home}; check the path (or omit --home)")
+    if args.project is not None:  # refused before memory opens (projects.check_project_name)
+        from ..projects import check_project_name
+
+        try:
+            check_project_name(args.project)
+        except ValueError as exc:
+            raise ValueError(f"--project: {exc}") from None
     try:
         from . import sdk
     except ImportError:

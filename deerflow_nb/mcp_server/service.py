@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote
 
 from ..agent.memory_tools import MemoryTools, fact_line, fit
 from ..agent.tools import MAX_RESULT_TOKENS, MEMORY_TOOLS, ToolError, tool_specs
-from ..projects import project_name, thread_name
+from ..projects import check_project_name, project_name, thread_name
 from ..schema.constants import CATEGORIES, USER_SECTIONS
 from ..tokens import truncate_to_tokens
 
@@ -179,7 +179,11 @@ class MemoryService:
             return self.project
         if not isinstance(given, str):
             raise ToolError("project must be a project's name, or left out for the server's")
-        return self._allowed(project_name(given))
+        try:
+            named = check_project_name(given)
+        except ValueError as exc:
+            raise ToolError(f"project: {_escape(str(exc))}") from None
+        return self._allowed(named)
 
     def _allowed(self, project: str) -> str:
         """``project``, unless the server is pinned to another one (a ToolError)."""
@@ -284,8 +288,8 @@ class MemoryService:
                 lines.append(f"{_SECTION_NAMES[name]}: {summary}")
             return "\n".join(lines)
         if uri.startswith(PROJECT_PREFIX):
-            try:
-                project = self._allowed(project_name(unquote(uri.removeprefix(PROJECT_PREFIX))))
+            try:  # a name as a call's: checked by the one rule, within the pin
+                project = self._allowed(check_project_name(unquote(uri[len(PROJECT_PREFIX) :])))
             except ToolError as exc:
                 raise ValueError(str(exc)) from None
             context = scoped_view(data, Scope.of(project)).data.get("projectContext") or {}

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..projects import fact_project, project_name
+from ..projects import check_project_name, fact_project, project_name
 from ..schema.changes import ChangeSet
 from ..shared.connect import without_password
 from ..storage import outbox as rows
@@ -173,7 +173,7 @@ class Sharing:
 
     def join(self, project: str, url: str, timeout: float | None = None) -> SyncReport:
         """Join ``project`` on the team's PostgreSQL at ``url`` and pull its facts."""
-        project = project_name(project)
+        project = check_project_name(project)
         self._register(project, url)
         return self.sync(timeout, only=[project])
 
@@ -183,7 +183,7 @@ class Sharing:
         are sent, teammates' pulled."""
         from ..shared.connect import SharedError
 
-        project = project_name(project)
+        project = check_project_name(project)
         role, read_only = self._register(project, url)
         if read_only:
             raise SharedError(

@@ -116,19 +116,19 @@ def parse_agent_line(line: str) -> AgentArgs | None:
     ):
         raise usage_error(f"{PROG}: -t needs a thread name without spaces, got '{args.thread}'")
     if args.project is not None:
-        from ..projects import project_name
+        from ..projects import check_project_name
 
         try:
-            project_name(args.project)
+            check_project_name(args.project)
         except ValueError as exc:
             raise usage_error(f"{PROG}: --project: {exc}") from None
     return args
 
 
 def _project(name: str | None) -> str | None:
-    from ..projects import project_name
+    from ..projects import check_project_name
 
-    return project_name(name) if name else None
+    return check_project_name(name) if name else None
 
 
 def handle_agent(shell: Any, args: AgentArgs, cell: str, thread: str) -> TurnResult | None:

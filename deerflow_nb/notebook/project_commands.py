@@ -44,10 +44,11 @@ class ProjectCommands:
         return self.session.project.name if self.session is not None else None
 
     def _project_name(self, name: str) -> str:
-        from ..projects import project_name
+        """A project name the user typed, by the one rule (``check_project_name``)."""
+        from ..projects import check_project_name
 
         try:
-            return project_name(name)
+            return check_project_name(name)
         except ValueError as exc:
             raise UsageError(f"{PROG} project: {exc}") from None
 

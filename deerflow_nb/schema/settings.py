@@ -134,14 +134,14 @@ SETTINGS_SECTIONS: dict[str, type[_Section]] = {
 def check_project(raw: Any, source: Path | str) -> str | None:
     """config.yaml's top-level ``project:``: a name every notebook on the home uses."""
     from ..home import ConfigError
-    from ..projects import project_name
+    from ..projects import check_project_name
 
     if raw is None:
         return None
     if not isinstance(raw, str):
         raise ConfigError(f"{source}: 'project' must be a string, got {raw!r}")
     try:
-        return project_name(raw)
+        return check_project_name(raw)
     except ValueError as exc:
         raise ConfigError(f"{source}: 'project': {exc}") from None
 
@@ -150,7 +150,7 @@ def check_shared(raw: Any, source: Path | str) -> dict[str, str]:
     """config.yaml's ``shared:`` (project -> the team's PostgreSQL URL, as JupyterHub
     pre-configures it): URLs without a password (PGPASSWORD or ~/.pgpass holds it)."""
     from ..home import ConfigError
-    from ..projects import project_name
+    from ..projects import check_project_name
 
     if raw is None:
         return {}
@@ -166,7 +166,7 @@ def check_shared(raw: Any, source: Path | str) -> dict[str, str]:
                 "without a password (put the password in PGPASSWORD or ~/.pgpass)"
             )
         try:
-            out[project_name(str(name))] = url
+            out[check_project_name(str(name))] = url
         except ValueError as exc:
             raise ConfigError(f"{source}: 'shared': {exc}") from None
     return out
