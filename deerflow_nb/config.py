@@ -20,6 +20,7 @@ from .home import (
     HomeError,
     default_home,
     resolve_home,
+    short_repr,
 )
 from .projects import PROJECT_ENV, check_project_name
 
@@ -67,7 +68,8 @@ def parse_embeddings_spec(spec: str) -> tuple[str, str]:
     kind, _, name = spec.strip().partition(":")
     if kind not in ("local", "openai") or not name.strip():
         raise ConfigError(
-            f"memory.embeddings {spec!r} must be 'openai:<model>' or 'local:<name or path>'"
+            f"memory.embeddings {short_repr(spec)} must be 'openai:<model>' or "
+            "'local:<name or path>'"
         )
     return kind, name.strip()
 
@@ -103,7 +105,10 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
                 "or remove it for the defaults"
             ) from None
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+            raise ConfigError(
+                f"{path}: the top level must be a mapping of sections (memory:, model:, ...), "
+                f"got {short_repr(raw)}"
+            )
         for section, values in raw.items():
             if section == "project":
                 from .schema.settings import check_project

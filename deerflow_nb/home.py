@@ -25,14 +25,25 @@ class ConfigError(ValueError):
         super().__init__(_without_secrets(str(message)), *args)
 
 
-_KEY_SETTING = re.compile(r"'[\w.\[\]]*(?:api_key|_key|token|secret)[\w\[\]]*'", re.IGNORECASE)
+# A setting that holds a secret: its name ends in ``_key``, ``token`` or ``secret``
+# (``model.api_key``), not ``max_input_tokens``, nor the choice 'tokens' a message lists.
+_KEY_SETTING = re.compile(r"'(?:[\w\[\]]+\.)*\w*(?:_key|token|secret)(?:\[\d+\])*'", re.IGNORECASE)
 _SHOWN_VALUE = re.compile(r"(, got ).*$", re.DOTALL)
+MAX_SHOWN = 60  # characters of a bad value an error quotes
+
+
+def short_repr(value: object) -> str:
+    """``value`` as an error quotes it: its repr (newlines and controls escaped), cut to
+    ``MAX_SHOWN`` characters so a pasted blob cannot swamp the one line."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
 
 
 def _without_secrets(message: str) -> str:
     from .scrub import redact
 
-    if _KEY_SETTING.search(message):  # whatever value a key setting got stays unshown
+    setting = message.partition(", got ")[0]  # the key the message is about, not its value
+    if _KEY_SETTING.search(setting):  # whatever value a key setting got stays unshown
         message = _SHOWN_VALUE.sub(r"\1a value not shown (it may be a key)", message)
     return redact(message)
 

@@ -175,6 +175,43 @@ def test_a_value_out_of_range_names_the_range(home: Path, text: str, expected: s
     assert expected in one_line_error(home, text)
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (  # a setting named ...tokens was taken for a secret, so its value was hidden
+            "memory:\n  max_injection_tokens: 0\n",
+            "'memory.max_injection_tokens' must be at least 1, got 0",
+        ),
+        ("model:\n  max_output_tokens: lots\n", "'model.max_output_tokens' must be a whole"),
+        (
+            "summarization:\n  trim_tokens_to_summarize: -2\n",
+            "'summarization.trim_tokens_to_summarize' must be at least 1, got -2",
+        ),
+        (  # an unknown choice was hidden because the choices list 'tokens'
+            "summarization:\n  keep: {type: pages, value: 3}\n",
+            "'summarization.keep.type' must be one of 'tokens', 'messages' or 'fraction', "
+            "got 'pages'",
+        ),
+        ("- memory\n", "the top level must be a mapping of sections (memory:, model:, ...), got"),
+    ],
+)
+def test_the_bad_value_is_shown(home: Path, text: str, expected: str) -> None:
+    """Found by a review: these errors said "a value not shown (it may be a key)", or
+    nothing, instead of what was written."""
+    message = one_line_error(home, text)
+    assert expected in message and "not shown" not in message, message
+
+
+def test_a_shown_value_is_one_short_line_and_a_keys_value_stays_hidden(home: Path) -> None:
+    message = one_line_error(home, "memory:\n  enabled: '" + "x" * 500 + "\\n'\n")
+    assert message.endswith("got '" + "x" * 56 + "...")  # repr cut to 60 characters
+    message = one_line_error(home, 'memory:\n  eviction: "a\\nb\\x00c"\n')
+    assert message.endswith("got 'a\\nb\\x00c'")  # escaped, still one line
+    message = one_line_error(home, "model:\n  api_key: [x7Yplainsecret99]\n")
+    assert "x7Yplainsecret99" not in message and "a value not shown" in message
+    assert "'model.max_output_tokens'" in one_line_error(home, "model:\n  max_output_tokens: 1\n")
+
+
 def test_a_malformed_embeddings_spec_is_named_when_the_file_is_read(home: Path) -> None:
     message = one_line_error(home, "memory:\n  embeddings: minilm\n")
     assert "'minilm'" in message and "'local:<name or path>'" in message

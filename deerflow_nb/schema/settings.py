@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from ..home import JOURNAL_FILENAME, MEMORY_FILENAME, ConfigError, default_home
+from ..home import JOURNAL_FILENAME, MEMORY_FILENAME, ConfigError, default_home, short_repr
 
 
 class _Section(BaseModel):
@@ -139,7 +139,7 @@ def check_project(raw: Any, source: Path | str) -> str | None:
     if raw is None:
         return None
     if not isinstance(raw, str):
-        raise ConfigError(f"{source}: 'project' must be a string, got {raw!r}")
+        raise ConfigError(f"{source}: 'project' must be a string, got {short_repr(raw)}")
     try:
         return check_project_name(raw)
     except ValueError as exc:
@@ -220,7 +220,7 @@ def parse_section(section: str, raw: Any, source: Path | str) -> _Section:
     or ``ConfigError`` naming the key and the file."""
     model = SETTINGS_SECTIONS[section]
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: '{section}' must be a mapping, got {raw!r}")
+        raise ConfigError(f"{source}: '{section}' must be a mapping, got {short_repr(raw)}")
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
@@ -260,20 +260,20 @@ def _settings_problem(exc: ValidationError, section: str, model: type[BaseModel]
         known = ", ".join(sorted(owner.model_fields))
         return f"unknown key '{key}' (known: {known})"
     if kind == "finite_number":
-        return f"'{key}' must be a finite number, got {value!r}"
+        return f"'{key}' must be a finite number, got {short_repr(value)}"
     if kind in ("greater_than_equal", "less_than_equal"):
         low, high = _bounds(model, loc)
         shown = float(value) if isinstance(value, float) or _is_float_field(model, loc) else value
         if high is not None:
-            return f"'{key}' must be from {low:g} to {high:g}, got {shown!r}"
-        return f"'{key}' must be at least {low:g}, got {shown!r}"
+            return f"'{key}' must be from {low:g} to {high:g}, got {short_repr(shown)}"
+        return f"'{key}' must be at least {low:g}, got {short_repr(shown)}"
     if kind == "literal_error":
-        return f"'{key}' must be one of {ctx.get('expected', '')}, got {value!r}"
+        return f"'{key}' must be one of {ctx.get('expected', '')}, got {short_repr(value)}"
     if kind == "value_error":
         return f"'{key}' " + str(error.get("msg", "")).removeprefix("Value error, ")
     if kind in _TYPE_WORDS:
-        return f"'{key}' must be {_TYPE_WORDS[kind]}, got {value!r}"
-    return f"'{key}': {error.get('msg')} (got {value!r})"
+        return f"'{key}' must be {_TYPE_WORDS[kind]}, got {short_repr(value)}"
+    return f"'{key}': {error.get('msg')} (got {short_repr(value)})"
 
 
 def _field_info(model: type[BaseModel], loc: list[Any]) -> Any:
