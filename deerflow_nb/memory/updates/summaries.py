@@ -193,56 +193,57 @@ def restates(fact: str, sentence: str) -> bool:
 
 
 class ProjectWalls:
-    """What a change in ``project`` may write into the user and history sections, which
+    """What a change in a project may write into the user and history sections, which
     every project shows: no sentence that restates one of the project's facts (stored, or
     the change's new ones) or names the project (except ``default``, a common word),
     unless it restates one of the user's own facts. A model asked not to may still write
-    them; each sentence dropped is listed with the reason, as a left-out item of the fold."""
+    them; each sentence dropped is listed with the reason, as a left-out item of the fold.
+    The facts' texts are read once, at the first summary a change writes."""
 
-    def __init__(self, facts: Sequence[Fact], diff: dict[str, Any], project: str) -> None:
-        self.project = project
+    def __init__(self, facts: Sequence[Fact], diff: dict[str, Any]) -> None:
         self._facts = facts
         self._new = [c for c in diff.get("newFacts") or [] if isinstance(c, dict)]
-        self._texts: tuple[list[str], list[str]] | None = None  # read at the first summary
-        self._named = (
-            None
-            if project == DEFAULT_PROJECT
-            else re.compile(rf"(?<!\w){re.escape(project)}(?!\w)", re.IGNORECASE)
-        )
+        self._texts: dict[str, tuple[list[str], list[str]]] = {}
 
-    def kept(self, section: str, summary: str, left_out: list[dict[str, str]]) -> str:
-        """``summary`` without the project's sentences, each added to ``left_out``."""
+    def kept(self, project: str, section: str, summary: str, left_out: list[dict[str, str]]) -> str:
+        """``summary`` without ``project``'s sentences, each added to ``left_out``."""
         sentences = _SENTENCE_END.split(summary)
         kept = []
         for sentence in sentences:
-            if self._belongs(sentence):
+            if self._belongs(project, sentence):
                 reason = (
-                    f"tells of project {self.project}, and {section} is shown in every "
-                    "project (the project's facts stay in the project)"
+                    f"tells of project {project}, and {section} is shown in every project "
+                    "(the project's facts stay in the project)"
                 )
                 left_out.append({"item": section, "reason": reason, "value": sentence[:80]})
             else:
                 kept.append(sentence)
         return summary if len(kept) == len(sentences) else " ".join(kept)
 
-    def _belongs(self, sentence: str) -> bool:
-        project_texts, user_texts = self._read()
-        named = self._named is not None and self._named.search(sentence) is not None
-        if not named and not any(restates(t, sentence) for t in project_texts):
+    def _belongs(self, project: str, sentence: str) -> bool:
+        projects, users = self._read(project)
+        named = project != DEFAULT_PROJECT and _names(project, sentence)
+        if not named and not any(restates(t, sentence) for t in projects):
             return False
-        return not any(restates(t, sentence) for t in user_texts)  # unless the user's says it
+        return not any(restates(t, sentence) for t in users)  # unless the user's fact says it
 
-    def _read(self) -> tuple[list[str], list[str]]:
-        if self._texts is None:
+    def _read(self, project: str) -> tuple[list[str], list[str]]:
+        """The texts of ``project``'s facts and of the user's."""
+        if project not in self._texts:
             mine: list[str] = []
             users: list[str] = []
             for fact in self._facts:
                 owner = fact_project(fact) if "scope" in fact else None  # most are the user's
-                if owner is None or owner == self.project:
+                if owner is None or owner == project:
                     (users if owner is None else mine).append(str(fact.get("content", "")))
             for item in self._new:
-                owner = candidate_owner(item, self.project)
-                if owner is None or owner == self.project:
+                owner = candidate_owner(item, project)
+                if owner is None or owner == project:
                     (users if owner is None else mine).append(str(item.get("content", "")))
-            self._texts = (mine, users)
-        return self._texts
+            self._texts[project] = (mine, users)
+        return self._texts[project]
+
+
+def _names(project: str, sentence: str) -> bool:
+    """Whether ``sentence`` names ``project`` (as a whole word or words, any case)."""
+    return re.search(rf"(?<!\w){re.escape(project)}(?!\w)", sentence, re.IGNORECASE) is not None

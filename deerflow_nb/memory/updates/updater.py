@@ -122,14 +122,14 @@ def apply_diff(
     copies: dict[int, dict[str, Any]] = {}
     events: list[Event] = []
     left_out: list[dict[str, str]] = []
-    walls = None if project is None else ProjectWalls(out["facts"], diff, project)
+    walls = ProjectWalls(out["facts"], diff)
 
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
         for name in names:
             update = (diff.get(group) or {}).get(name) or {}
             summary = sanitize_text(update.get("summary") or "", MAX_SUMMARY_CHARS)
-            if walls is not None and summary and update.get("shouldUpdate"):
-                summary = walls.kept(f"{group}.{name}", summary, left_out)
+            if project is not None and summary and update.get("shouldUpdate"):
+                summary = walls.kept(project, f"{group}.{name}", summary, left_out)
             old = out[group][name].get("summary", "")
             if update.get("shouldUpdate") and summary and summary != old:
                 out[group][name] = {**out[group][name], "summary": summary, "updatedAt": now}
