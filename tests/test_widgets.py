@@ -523,6 +523,25 @@ def test_the_project_selector_starts_on_the_notebooks_project_and_narrows_facts_
     panel.close()
 
 
+def test_the_history_tab_follows_the_project_selector(memory: Memory) -> None:
+    """Found by a review: the History tab listed every project's events, so a notebook in
+    beta showed alpha's fact texts; now it shows the selector's, each named under all."""
+    memory.add_fact("Prefers polars for every dataset", category="preference")
+    memory.add_fact("The alpha dataset's target column is churned_90d", project="alpha")
+    memory.add_fact("The beta dataset's <b>target</b> column is revenue_q3", project="beta")
+    panel = MemoryPanel(memory, project=lambda: "beta")
+    shown = panel.history.value
+    assert "revenue_q3" in shown and "polars" in shown and "churned_90d" not in shown
+    assert "&lt;b&gt;target&lt;/b&gt;" in shown and "<b>target" not in shown  # escaped
+    assert ">project</th>" not in shown
+    panel.project.widget.value = "alpha"
+    assert "churned_90d" in panel.history.value and "revenue_q3" not in panel.history.value
+    panel.project.widget.value = "(all projects)"
+    shown = panel.history.value
+    assert "churned_90d" in shown and "revenue_q3" in shown and ">project</th>" in shown
+    panel.close()
+
+
 def test_the_project_selector_follows_a_project_switch_until_the_user_picks(
     memory: Memory,
 ) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from ..config import CONFIG_FILENAME, JOURNAL_FILENAME, MEMORY_FILENAME
 from ..config import HomeError as HomeError
 from ..memory import MemoryFileError as MemoryFileError
-from ..memory import MemoryReader, open_reader
+from ..memory import MemoryReader, Scope, open_reader
 from ..memory import fold_summary as fold_summary
 from ..schema.constants import CATEGORIES as CATEGORIES
 from .view_models import EXCERPT_CHARS, short
@@ -93,9 +93,10 @@ def open_home(home: Path, *, journal: bool = True) -> Iterator[MemoryReader]:
         yield reader
 
 
-def events(reader: MemoryReader) -> list[dict[str, Any]]:
-    """Every memory_events row, oldest first."""
-    return reader.event_rows()
+def events(reader: MemoryReader, scope: Scope | None = None) -> list[dict[str, Any]]:
+    """The memory_events rows ``scope`` sees (default: every project's), oldest first, each
+    naming its project."""
+    return reader.event_rows(scope=scope or Scope.everywhere())
 
 
 def size_series(reader: MemoryReader) -> list[dict[str, Any]]:

@@ -262,6 +262,7 @@ def event_rows(event_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "time": ev.get("ts") or "",
                 "kind": ev.get("kind") or "",
                 "fact": ev.get("fact_id") or "",
+                "project": ev.get("project") or USER_SCOPE,
                 "by": changed_by(ev),
                 "change": short(change, 300),
                 "confidence": conf(after)

@@ -37,11 +37,13 @@ from ..storage.migrations import applied
 from .fact_query import FactQuery, Sort
 from .people import last_changed_by
 from .readside import activity, fold_records, version_rebuild
-from .readside.change_events import decode_event, version_diff
+from .readside.change_events import decode_event, version_diff, with_owner
 from .readside.ranked_reads import RankedReads
 from .readside.review_items import REVIEW_KEY, ReviewItem, items
 from .scopes import ALL_PROJECTS, USER, Scope
 from .store import MemoryFileError, MemoryStore
+
+EVENT_PAGE = 500  # event rows read at a time while a scope's history is filtered
 
 
 class MemoryReader(RankedReads):
@@ -170,24 +172,66 @@ class MemoryReader(RankedReads):
         return items(change["diff"], self.data.get("facts", []) if facts is None else facts)
 
     # -- history -------------------------------------------------------------------------
-    def events(self, limit: int = 50, fact_id: str | None = None) -> list[dict[str, Any]]:
-        """``memory_events``, newest first."""
+    def events(
+        self, limit: int = 50, fact_id: str | None = None, *, scope: Scope = ALL_PROJECTS
+    ) -> list[dict[str, Any]]:
+        """``memory_events`` about the facts and sections ``scope`` sees (``Scope.sees``:
+        projects are walls for their history too), newest first, each with its
+        ``project`` (None: the user's)."""
         db = self.db
-        return [decode_event(r) for r in ledger_rows.events(db, limit, fact_id)] if db else []
+        if db is None:
+            return []
+        owned = self._owner_reader()
+        found: list[dict[str, Any]] = []
+        before = None
+        page = limit if scope.every else max(limit, EVENT_PAGE)
+        while len(found) < limit:
+            rows = ledger_rows.events(db, page, fact_id, before)
+            for row in rows:
+                event = owned(decode_event(row))
+                if scope.sees_owner(event["project"]):
+                    found.append(event)
+            if len(rows) < page:
+                break
+            before = rows[-1]["id"]
+        return found[:limit]
 
-    def event_rows(self) -> list[dict[str, Any]]:
-        """Every ``memory_events`` row as stored, oldest first (the inspector's chart)."""
+    def event_rows(self, *, scope: Scope = ALL_PROJECTS) -> list[dict[str, Any]]:
+        """Every ``memory_events`` row ``scope`` sees, as stored but for its ``project``
+        (None: the user's, told for rows from before the column), oldest first (the
+        inspector's chart and log)."""
         db = self.db
-        return ledger_rows.all_events(db) if db is not None else []
+        owned = self._owner_reader()
+        rows = ledger_rows.all_events(db) if db is not None else []
+        return [e for r in rows if scope.sees_owner((e := owned(r))["project"])]
+
+    def _owner_reader(self) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """``with_owner`` for a batch of rows: memory.json's facts read once, only when a
+        row from before ``memory_events.project`` needs them."""
+        known: list[dict[str, dict[str, Any]]] = []
+
+        def facts() -> dict[str, dict[str, Any]]:
+            if not known:
+                try:
+                    document = self.shared()[1]
+                except MemoryFileError:  # unreadable: such a row's fact is not known
+                    document = {}
+                known.append({str(f.get("id")): f for f in document.get("facts") or []})
+            return known[0]
+
+        return lambda row: with_owner(row, facts)
 
     def changed_by(self) -> dict[str, str]:
         """``{fact id: who last changed it}`` (a teammate's role, or ``you``)."""
         return last_changed_by(self.event_rows())
 
-    def history(self, fact_id: str) -> list[dict[str, Any]]:
-        """How one fact came, changed and went, oldest first."""
+    def history(self, fact_id: str, *, scope: Scope = ALL_PROJECTS) -> list[dict[str, Any]]:
+        """How one fact came, changed and went, oldest first: the events ``scope`` sees
+        (see ``events``)."""
         db = self.db
-        return [decode_event(r) for r in ledger_rows.fact_events(db, fact_id)] if db else []
+        owned = self._owner_reader()
+        rows = ledger_rows.fact_events(db, fact_id) if db is not None else []
+        return [e for r in rows if scope.sees_owner((e := owned(decode_event(r)))["project"])]
 
     def lineage(self, fact_id: str) -> list[dict[str, Any]]:
         """The history of ``fact_id`` and, through consolidations, of every fact merged into

@@ -248,6 +248,7 @@ class HistoryArgs:
     about: ClassVar[str] = "memory events, newest first (of one fact with ID), and who made each"
     fact_id: str | None = positional("ID", nargs="?", type=expanded)
     limit: int = option("--limit", default=50, type=positive_int, metavar="N")
+    all: bool = switch("--all", help="every project's events (default: yours and this project's)")
 
 
 @dataclass(frozen=True)

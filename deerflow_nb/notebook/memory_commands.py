@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
+from ..memory import Scope
 from .memory_args import (
     PROG,
     AddArgs,
@@ -159,13 +160,27 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         return run_doctor(self.memory.settings)  # an unreachable server: a one-line ModelError
 
     def handle_history(self, args: HistoryArgs) -> EventsView:
+        # Yours and this project's events, as search and forget --match see facts.
+        scope = Scope.everywhere() if args.all else Scope.of(self.here)
         if args.fact_id is None:
             folds = tuple(self.memory.history.folds(limit=min(args.limit, 10)))
-            return EventsView(tuple(self.memory.events(limit=args.limit)), folds=folds)
-        events = self.memory.history.of(args.fact_id)
-        if not events and args.fact_id not in self._fact_ids():
-            raise UsageError(_no_fact(args.fact_id))
-        return EventsView(tuple(events[: args.limit]), f"History of {args.fact_id}, oldest first")
+            events = tuple(self.memory.events(limit=args.limit, scope=scope))
+            title = "Memory events of every project" if args.all else "Memory events"
+            return EventsView(events, title, folds=folds, projects=args.all)
+        events = self.memory.history.of(args.fact_id, scope=scope)
+        seen = {f["id"] for f in self.memory.facts.list(sort="none", scope=scope)}
+        if args.fact_id not in seen:  # stored in another project, or gone
+            if args.fact_id in self._fact_ids() or (
+                not events and self.memory.history.of(args.fact_id)
+            ):
+                raise UsageError(
+                    f"{PROG} history: fact {args.fact_id!r} is another project's; to see "
+                    f"it, run {PROG} history {args.fact_id} --all"
+                )
+            if not events:
+                raise UsageError(_no_fact(args.fact_id))
+        title = f"History of {args.fact_id}, oldest first"
+        return EventsView(tuple(events[: args.limit]), title, projects=args.all)
 
     def handle_versions(self, args: VersionsArgs) -> VersionsView:
         return VersionsView(tuple(self.memory.versions()))

@@ -282,13 +282,13 @@ class MemoryPanel:
             self.project.update(data, project)
             self._draw_scoped()
             self._draw_pending()
-            events = self.memory.events(limit=self.history_limit)
-            folds = tuple(self.memory.history.folds(limit=10))
-            self.history.value = EventsView(tuple(events), folds=folds)._repr_html_()
 
     def _draw_scoped(self) -> None:
         self._draw_facts()
         self._draw_preview()
+        scope, folds = self.project.scope, tuple(self.memory.history.folds(limit=10))
+        events = tuple(self.memory.events(limit=self.history_limit, scope=scope))
+        self.history.value = EventsView(events, folds=folds, projects=scope.every)._repr_html_()
 
     def visible_facts(self) -> list[dict[str, Any]]:
         """The facts the Facts tab lists under the current filters and project."""

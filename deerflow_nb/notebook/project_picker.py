@@ -1,4 +1,4 @@
-"""The panel's project selector: whose facts its Facts and Preview tabs show.
+"""The panel's project selector: whose facts its Facts, Preview and History tabs show.
 
 A project's facts always come with the user's own (shared by every project) and never with
 another project's, as in a turn. The selector starts on the notebook's project and follows
@@ -52,7 +52,8 @@ class ProjectPicker:
 
     @property
     def scope(self) -> Scope:
-        """Whose facts the Facts tab lists (memory's ``Scope.sees`` decides which they are)."""
+        """Whose facts the Facts tab lists and whose events the History tab does (memory's
+        ``Scope.sees`` decides which they are)."""
         if self.value == ALL_PROJECTS:
             return Scope.everywhere()
         return Scope.of(None if self.value == USER_ONLY else self.value)

@@ -83,11 +83,14 @@ class Scope:
         """The one rule: a user fact is seen by a scope with ``user``, a project's fact
         only by a scope naming that project (or every project)."""
         if isinstance(fact, Fact):
-            owner = fact.project
-        elif isinstance(fact, Mapping):
-            owner = fact_project(fact)
-        else:
-            return False
+            return self.sees_owner(fact.project)
+        if isinstance(fact, Mapping):
+            return self.sees_owner(fact_project(fact))
+        return False
+
+    def sees_owner(self, owner: str | None) -> bool:
+        """What ``sees`` decides once it knows whose a fact is (None: the user's); also
+        asked of a journaled event, which names its fact's project."""
         return self.user if owner is None else self.sees_project(owner)
 
     def sees_summary(self, key: str) -> bool:

@@ -119,10 +119,21 @@ def insert_events(db: Any, rows: list[dict[str, Any]]) -> None:
     insert_rows(db, "memory_events", rows)
 
 
-def events(db: Any, limit: int, fact_id: str | None = None) -> list[dict[str, Any]]:
-    """Event rows, newest first (only ``fact_id``'s, when given)."""
-    where, args = ("fact_id = ?", [fact_id]) if fact_id else (None, None)
-    return list(db["memory_events"].rows_where(where, args, order_by="id desc", limit=limit))
+def events(
+    db: Any, limit: int, fact_id: str | None = None, before: int | None = None
+) -> list[dict[str, Any]]:
+    """Event rows, newest first (only ``fact_id``'s, when given; only those older than
+    event ``before``, for the next page of a filtered read)."""
+    wheres, args = [], []
+    if fact_id:
+        wheres, args = ["fact_id = ?"], [fact_id]
+    if before is not None:
+        wheres.append("id < ?")
+        args.append(before)
+    where = " AND ".join(wheres) or None
+    return list(
+        db["memory_events"].rows_where(where, args or None, order_by="id desc", limit=limit)
+    )
 
 
 def version_events(db: Any, version: int) -> list[dict[str, Any]]:

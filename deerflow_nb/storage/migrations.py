@@ -358,6 +358,15 @@ def m019_shared_outbox(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS shared_applied_project ON shared_applied(project)")
 
 
+@migration
+def m020_event_projects(db: sqlite_utils.Database) -> None:
+    """Whose fact or section each memory event is about (``project``: a project's name,
+    ``''`` the user's), stamped as the gate journals it, so ``%memory history`` in one
+    project never lists another's. Rows from before stay NULL: the reader tells whose
+    they are from the section, the details or the fact (``readside/change_events.py``)."""
+    db["memory_events"].add_column("project", str)
+
+
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order; their
     names (none when it was up to date). HomeError for another program's database: its

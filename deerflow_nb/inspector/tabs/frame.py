@@ -114,7 +114,7 @@ def render(home: Path) -> None:
         pages: tuple[tuple[Callable[..., None], tuple[Any, ...]], ...] = (
             (facts_page, (home, memory, reader)),
             (pending_page, (home, reader, pending)),
-            (history_page, (reader,)),
+            (history_page, (reader, memory)),
             (injection_page, (home, memory)),
             (threads_page, (home, reader)),
             (versions_page, (home, reader)),

@@ -75,11 +75,21 @@ def _stamp(df: Any) -> Any:
     return df
 
 
-def history_page(reader: MemoryReader) -> None:
-    """Each fact's confidence over time with additions and removals marked; memory size."""
+def history_page(reader: MemoryReader, memory: dict[str, Any] | None = None) -> None:
+    """Each fact's confidence over time with additions and removals marked; memory size;
+    the event log, each event naming its project. Every project's by default (a dashboard
+    across projects), one project's with the user's own when picked, as the Facts tab."""
     import altair as alt
 
-    events = data.events(reader)
+    # Project names are untrusted text: shown as plain labels, never Markdown.
+    project = st.selectbox(
+        "Project",
+        view_models.project_choices(memory),
+        key="history_project",
+        format_func=plain,
+        help="A project's events come with those of the user's own facts and sections.",
+    )
+    events = data.events(reader, view_models.chosen_scope(project))
     points = view_models.confidence_series(events)
     st.subheader("Confidence over time")
     if not points:
@@ -194,6 +204,7 @@ def history_page(reader: MemoryReader) -> None:
                     "time": time_column("time"),
                     "kind": st.column_config.TextColumn("kind", width=80),
                     "fact": st.column_config.TextColumn("fact", width=110),
+                    "project": st.column_config.TextColumn("project", width=85),
                     "by": st.column_config.TextColumn("by", width=90),
                     "change": st.column_config.TextColumn("change", width=440),
                     "confidence": st.column_config.TextColumn("confidence", width=100),

@@ -8,9 +8,15 @@ replacement changed, fact by fact and section by section (a rollback, import or 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ...storage.contract import Event
+from ...projects import fact_project
+from ...storage.contract import PROJECTS_GROUP, Event
+
+# ``memory_events.project`` of an event about the user's own fact or section (a project's
+# is its name; NULL: journaled before the column, its owner told when read).
+USER_OWNER = ""
 
 
 def _fact_event(kind: str, change: str, before: dict | None, after: dict | None) -> Event:
@@ -67,6 +73,46 @@ def replacement_events(old: dict[str, Any], new: dict[str, Any], kind: str) -> l
 def decode_event(row: dict[str, Any]) -> dict[str, Any]:
     """A ``memory_events`` row with its JSON details decoded."""
     return {**row, "details": json.loads(row["details"]) if row.get("details") else {}}
+
+
+def event_owner(
+    section: str | None,
+    fact_id: str | None,
+    details: Any,
+    facts: Mapping[str, Mapping[str, Any]],
+) -> str | None:
+    """Whose an event is (None: the user's), so a project's history is walled off as its
+    facts are: a ``projects.NAME`` section's project, else its fact's in ``facts`` (by id:
+    where the fact is after the change), else the project a move named in its details;
+    anything else (a user section, a fact no longer known) is the user's."""
+    if section:
+        group, _, name = section.partition(".")
+        return name if group == PROJECTS_GROUP and name else None
+    fact = facts.get(fact_id) if fact_id else None
+    if fact is not None:
+        return fact_project(fact)
+    moved = details.get("project") if isinstance(details, Mapping) else None
+    return moved if isinstance(moved, str) and moved else None
+
+
+def with_owner(
+    row: dict[str, Any], facts: Callable[[], Mapping[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """A ``memory_events`` row (details decoded or not) with its ``project`` (None: the
+    user's): as stamped when journaled, else told by ``event_owner`` from the facts now
+    (``facts`` is asked only then, for a row from before the column)."""
+    stamped = row.get("project")
+    if stamped is not None:
+        return {**row, "project": stamped or None}
+    details = row.get("details")
+    if isinstance(details, str):
+        try:
+            details = json.loads(details)
+        except ValueError:
+            details = None
+    needs_facts = not row.get("section") and row.get("fact_id")
+    known = facts() if needs_facts else {}
+    return {**row, "project": event_owner(row.get("section"), row.get("fact_id"), details, known)}
 
 
 def version_diff(

@@ -34,7 +34,7 @@ from ..readside import version_rebuild
 from ..store import MemoryFileError, MemoryStore, empty_memory, quiet_gc
 from . import fact_use as usage
 from . import versions
-from .events import event_row
+from .events import event_rows
 from .updater import UpdateResult
 
 Changed = Callable[[dict[str, Any]], None]
@@ -167,7 +167,7 @@ class Ledger:
         try:
             with self.journal.transaction() as db:
                 if changed:
-                    commit.version = self._record(db, reason, source, result)
+                    commit.version = self._record(db, reason, source, result, commit.current)
                 yield db
         except BaseException:
             if tmp is not None:
@@ -180,9 +180,12 @@ class Ledger:
         if changed:
             commit.news = {"reason": reason, "version": commit.version, "source": source}
 
-    def _record(self, db: Any, reason: str, source: str, result: UpdateResult) -> int:
+    def _record(
+        self, db: Any, reason: str, source: str, result: UpdateResult, before: dict[str, Any]
+    ) -> int:
         """Journal one change: its version (a delta, or a full snapshot now and then) and
-        its events; the version id."""
+        its events, each naming whose fact it is (``before``: the document it changed);
+        the version id."""
         stamp = now_iso()
         version = versions.record(
             db,
@@ -193,9 +196,8 @@ class Ledger:
             previous=self._latest,
         )
         self._latest = (version, result.data)
-        rows.insert_events(
-            db, [encodable_deep(event_row(e, stamp, source, version)) for e in result.events]
-        )
+        journaled = event_rows(result.events, stamp, source, version, before, result.data)
+        rows.insert_events(db, [encodable_deep(row) for row in journaled])
         # The user said a fact again (a fold reinforced it) or edited it: a confirmation.
         confirmed = [
             e.fact_id

@@ -18,6 +18,7 @@ class EventsView(View):
     events: tuple[Mapping[str, Any], ...]
     title: str = "Memory events"
     folds: tuple[Mapping[str, Any], ...] = ()  # Memory.history.folds(): what each fold did
+    projects: bool = False  # events of every project: say whose fact each is about
 
     def _tables(self) -> list[Table]:
         return [self.table(), *([folds_table(self.folds)] if self.folds else [])]
@@ -46,6 +47,12 @@ class EventsView(View):
             )
             for e in self.events
         ]
+        if self.projects:  # MemoryReader.events names each event's project (None: yours)
+            headers = (*headers[:4], "project", *headers[4:])
+            rows = [
+                (*row[:4], e.get("project") or "user", *row[4:])
+                for row, e in zip(rows, self.events, strict=True)
+            ]
         return Table(headers, rows, self.title, "No memory events yet.")
 
 
