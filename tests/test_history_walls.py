@@ -129,3 +129,34 @@ def test_the_inspector_names_each_events_project_and_narrows_to_one(
         beta = data.events(reader, view_models.chosen_scope("beta"))
     assert ids[ALPHA] not in {e["fact_id"] for e in beta}
     assert {ids[BETA], ids[MINE]} <= {e["fact_id"] for e in beta}
+
+
+def test_recent_folds_are_walled_as_events_are(shell: InteractiveShell) -> None:
+    memory = get_session(shell).memory
+    for project, thread in (("alpha", "zephyr-secret-plan"), ("beta", "beta-chat")):
+        said = f"I always use polars for {project.upper()[::-1]} data frames."
+        messages = [{"role": "user", "content": said}, {"role": "assistant", "content": "Noted."}]
+        memory.add_messages(thread, messages, project=project)
+    memory.flush(timeout=60)
+    fact = {"content": "Likes dark plots", "category": "preference", "confidence": 0.9}
+    memory.apply({"newFacts": [fact]}, source="manual")  # a fold of no thread: yours
+
+    shell.run_line_magic("memory", "project beta")
+    here = shell.run_line_magic("memory", "history")
+    assert [f["source"] for f in here.folds] == ["manual", "beta-chat"]
+    every = shell.run_line_magic("memory", "history --all")
+    assert [f["source"] for f in every.folds] == ["manual", "beta-chat", "zephyr-secret-plan"]
+    assert [f["project"] for f in every.folds] == [None, "beta", "alpha"]
+
+
+def test_a_fold_of_a_thread_from_before_projects_is_defaults(home: Path) -> None:
+    with Memory(home) as memory:
+        said = [{"role": "user", "content": "I always use polars."}]
+        memory.add_messages("old-chat", [*said, {"role": "assistant", "content": "Noted."}])
+        memory.flush(timeout=60)
+    with sqlite3.connect(home / "journal.db") as db:  # as a journal before m017 left it
+        db.execute("UPDATE threads SET project = NULL WHERE id = 'old-chat'")
+    with Memory(home) as memory:
+        assert [f["project"] for f in memory.history.folds()] == ["default"]
+        assert memory.history.folds(scope=Scope.of("beta")) == []
+        assert len(memory.history.folds(scope=Scope.of("default"))) == 1

@@ -297,12 +297,24 @@ class MemoryReader(RankedReads):
         return activity.eviction_rows(self.facts(sort="none"), self.usage(), chosen)
 
     # -- folds and the queue ------------------------------------------------------------
-    def folds(self, limit: int = 20) -> list[dict[str, Any]]:
-        """What the latest folds did, newest first (see ``readside.fold_records.decode``); a fold
-        held for review says what became of its change (``outcome`` "held for review, then
-        approved")."""
+    def folds(self, limit: int = 20, *, scope: Scope = ALL_PROJECTS) -> list[dict[str, Any]]:
+        """What the latest folds ``scope`` sees did (a fold is its thread's project's, and
+        one that folded no thread the user's), newest first, each with its ``project``
+        (see ``readside.fold_records.decode``); a fold held for review says what became of
+        its change (``outcome`` "held for review, then approved")."""
         db = self.db
-        return fold_records.recent_decided(db, limit) if db is not None else []
+        if db is None:
+            return []
+        found: list[dict[str, Any]] = []
+        before = None
+        page = limit if scope.every else max(limit, EVENT_PAGE)
+        while len(found) < limit:
+            folds = fold_records.recent_decided(db, page, before)
+            found += [f for f in folds if scope.sees_owner(f["project"])]
+            if len(folds) < page:
+                break
+            before = folds[-1]["id"]
+        return found[:limit]
 
     def consecutive_failures(self) -> int:
         """Failed folds since the memory model last answered with a diff."""

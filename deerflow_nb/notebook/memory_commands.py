@@ -163,7 +163,7 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         # Yours and this project's events, as search and forget --match see facts.
         scope = Scope.everywhere() if args.all else Scope.of(self.here)
         if args.fact_id is None:
-            folds = tuple(self.memory.history.folds(limit=min(args.limit, 10)))
+            folds = tuple(self.memory.history.folds(limit=min(args.limit, 10), scope=scope))
             events = tuple(self.memory.events(limit=args.limit, scope=scope))
             title = "Memory events of every project" if args.all else "Memory events"
             return EventsView(events, title, folds=folds, projects=args.all)

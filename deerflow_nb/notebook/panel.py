@@ -12,8 +12,7 @@ ipywidgets is imported here only, when a panel is built.
 
 Widgets live in ipywidgets' registry (and the front-end) until closed, so the panel closes
 the rows it replaces on every redraw (``widget_tree``), and ``close()`` closes the whole
-panel and unsubscribes it; otherwise every redraw and every re-run cell would leave
-widgets behind.
+panel and unsubscribes it; else every redraw and re-run cell would leave widgets behind.
 
 An ``HTML`` widget's value is rendered as HTML, so every one built from memory or journal
 text (facts, summaries, events, pending diffs, messages, errors) escapes it (``escape_html``, or a
@@ -286,7 +285,8 @@ class MemoryPanel:
     def _draw_scoped(self) -> None:
         self._draw_facts()
         self._draw_preview()
-        scope, folds = self.project.scope, tuple(self.memory.history.folds(limit=10))
+        scope = self.project.scope
+        folds = tuple(self.memory.history.folds(limit=10, scope=scope))
         events = tuple(self.memory.events(limit=self.history_limit, scope=scope))
         self.history.value = EventsView(events, folds=folds, projects=scope.every)._repr_html_()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .db import insert_rows
+from .db import has_table, insert_rows
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -29,12 +29,30 @@ def _exists(db: Connection) -> bool:
     return db.execute(sql).fetchone() is not None
 
 
-def latest(db: Connection, limit: int) -> list[dict[str, Any]]:
-    """The ``limit`` newest rows, newest first."""
+def latest(db: Connection, limit: int, before: int | None = None) -> list[dict[str, Any]]:
+    """The ``limit`` newest rows (older than fold ``before``, for the next page of a read
+    a scope narrows), newest first, each with ``thread_project``: the project of the thread
+    it folded (``''`` for a thread from before projects), None when its source names no
+    thread (``Memory.apply``'s)."""
     if not _exists(db):
         return []
-    sql = f"SELECT {', '.join(COLUMNS)} FROM memory_folds ORDER BY id DESC LIMIT ?"
-    return [dict(zip(COLUMNS, row, strict=True)) for row in db.execute(sql, [limit])]
+    threads = has_table(db, "threads")
+    project = "COALESCE(t.project, '')" if threads and _threads_have_projects(db) else "''"
+    joined = "LEFT JOIN threads t ON t.id = f.source" if threads else ""
+    known = "t.id IS NOT NULL" if threads else "0"
+    sql = (
+        f"SELECT {', '.join('f.' + c for c in COLUMNS)},"
+        f" CASE WHEN {known} THEN {project} END FROM memory_folds f {joined}"
+        f" {'WHERE f.id < ?' if before is not None else ''} ORDER BY f.id DESC LIMIT ?"
+    )
+    names = (*COLUMNS, "thread_project")
+    args = [limit] if before is None else [before, limit]
+    return [dict(zip(names, row, strict=True)) for row in db.execute(sql, args)]
+
+
+def _threads_have_projects(db: Connection) -> bool:
+    """Whether ``threads`` has its ``project`` column (a journal from before may not)."""
+    return any(row[1] == "project" for row in db.execute("PRAGMA table_info(threads)"))
 
 
 def trailing(db: Connection, outcome: str) -> int:

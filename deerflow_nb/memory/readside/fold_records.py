@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ...projects import DEFAULT_PROJECT
 from ...storage import folds as fold_rows
 from ...storage import ledger as ledger_rows
 
@@ -44,13 +45,22 @@ def decode(row: dict[str, Any]) -> dict[str, Any]:
         "version": row.get("version_id"),
         "pending_id": row.get("pending_id"),
         "error": row.get("error"),
+        "project": _owner(row),
         **{k: report.get(k) or [] for k in REPORT_KEYS},
     }
 
 
-def recent(db: Any, limit: int = 20) -> list[dict[str, Any]]:
-    """The latest folds, newest first ([] on a journal from before ``memory_folds``)."""
-    return [decode(r) for r in fold_rows.latest(db, limit)]
+def _owner(row: dict[str, Any]) -> str | None:
+    """Whose a fold is: its thread's project (a thread from before projects is
+    ``default``'s), None (the user's) when it folded no thread."""
+    project = row.get("thread_project")
+    return None if project is None else project or DEFAULT_PROJECT
+
+
+def recent(db: Any, limit: int = 20, before: int | None = None) -> list[dict[str, Any]]:
+    """The latest folds (older than fold ``before``), newest first ([] on a journal from
+    before ``memory_folds``)."""
+    return [decode(r) for r in fold_rows.latest(db, limit, before)]
 
 
 def consecutive_failures(db: Any) -> int:
@@ -88,10 +98,10 @@ def summary(fold: Mapping[str, Any] | None, *, with_head: bool = True) -> str:
     return f"{head}: {body}" if with_head else body
 
 
-def recent_decided(db: Any, limit: int = 20) -> list[dict[str, Any]]:
+def recent_decided(db: Any, limit: int = 20, before: int | None = None) -> list[dict[str, Any]]:
     """``recent``, each fold held for review saying what became of its change (``outcome``
     "held for review, then approved")."""
-    found = recent(db, limit)
+    found = recent(db, limit, before)
     for fold in found:
         change = ledger_rows.change(db, fold["pending_id"]) if fold.get("pending_id") else None
         if fold.get("outcome") == HELD and change and change["status"] != "pending":
