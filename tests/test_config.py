@@ -331,5 +331,7 @@ def test_another_programs_journal_db_is_left_alone_and_said_in_one_line(home: Pa
         Memory(home).status()
     db = sqlite3.connect(home / "journal.db")
     names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    mode = db.execute("PRAGMA journal_mode").fetchone()[0]
     db.close()
     assert names == ["messages"]  # nothing of ours was added to it
+    assert mode == "delete"  # nor was its journal mode changed to ours (WAL)

@@ -141,7 +141,9 @@ def reading(path: Path) -> Iterator[None]:
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
-    """Switch the file to WAL once; it stays WAL for every later connection.
+    """Switch the file to WAL once; it stays WAL for every later connection. Another
+    program's database (tables, none of them ``_migrations``) is left in its own mode:
+    ``migrations.migrate`` refuses it before anything else is written.
 
     Switching needs an exclusive lock and SQLite answers "database is locked" at once,
     without its busy timeout, when two processes open a new journal together; so retry.
@@ -149,13 +151,24 @@ def _use_wal(conn: sqlite3.Connection) -> None:
     deadline = time.monotonic() + BUSY_SECONDS
     while True:
         try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal" and _ours(conn):
                 conn.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+def _ours(conn: sqlite3.Connection) -> bool:
+    """Whether the file is a journal, or new: no tables, or ``_migrations`` among them."""
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    return not tables or "_migrations" in tables
 
 
 def connect(path: Path) -> sqlite_utils.Database:
