@@ -50,9 +50,9 @@ def refresh_summaries(
     sections = [s for s in _sections(out) if str(s[1].get("summary") or "").strip()]
     if not sections:
         return []
-    after = [f for f in out.get("facts") or [] if isinstance(f, dict)]
-    old = {f.get("id"): f for f in before if isinstance(f, dict)}
-    new = {f.get("id"): f for f in after}
+    went, came = _unmatched(before, out.get("facts") or [])
+    old = {f.get("id"): f for f in went if isinstance(f, dict)}
+    new = {f.get("id"): f for f in came if isinstance(f, dict)}
     changed, touched, new_texts = _differences(old, new)
     texts: list[str] | None = None  # built once, and only when a summary may be recomposed
     now_facts: dict[str, list[Fact]] | None = None
@@ -71,7 +71,7 @@ def refresh_summaries(
                 texts = [*(str(f.get("content", "")) for f in before), *new_texts, *proposed]
             if _composed_of(summary, texts):
                 if now_facts is None:
-                    now_facts = _by_section(after)
+                    now_facts = _by_section(f for f in out["facts"] if isinstance(f, dict))
                 facts = now_facts.get(key, [])
                 ranks = [_confidence(f) for f in facts]
                 text = compose([str(f.get("content", "")) for f in facts], ranks)
@@ -81,13 +81,54 @@ def refresh_summaries(
     return events
 
 
+def _unmatched(before: Sequence[Any], after: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """The facts of ``before`` that ``after`` does not hold as the very same object, and
+    those of ``after`` that ``before`` did not; where the lists disagree on order, more
+    (never fewer: a fact in both is in both lists, and ``_differences`` finds it the same).
+
+    A change keeps every fact it leaves alone as the very object, in order, adding facts
+    at the end or in a merged fact's place: one walk of both lists finds the few it
+    changed, where keying every fact by id would cost two dicts of the whole memory. Where
+    a look one step ahead does not find the walk's place again, ``after``'s positions are
+    read once."""
+    went: list[Any] = []
+    came: list[Any] = []
+    where: dict[int, int] | None = None
+    i = j = 0
+    while i < len(before) and j < len(after):
+        was, now = before[i], after[j]
+        if was is now:
+            i, j = i + 1, j + 1
+        elif i + 1 < len(before) and before[i + 1] is now:  # ``was`` went
+            went.append(was)
+            i += 1
+        elif j + 1 < len(after) and after[j + 1] is was:  # ``now`` came
+            came.append(now)
+            j += 1
+        elif i + 1 == len(before) or (j + 1 < len(after) and after[j + 1] is before[i + 1]):
+            went.append(was)  # ``now`` in its place (a changed copy)
+            came.append(now)
+            i, j = i + 1, j + 1
+        else:
+            if where is None:
+                where = {id(f): k for k, f in enumerate(after)}
+            k = where.get(id(was), -1)
+            if k < j:  # not in ``after`` from here on
+                went.append(was)
+                i += 1
+            else:  # the facts up to it came
+                came += after[j:k]
+                j = k
+    return went + list(before[i:]), came + list(after[j:])
+
+
 def _differences(
     old: dict[Any, Fact], new: dict[Any, Fact]
 ) -> tuple[list[Fact], set[str], list[str]]:
-    """The facts a change removed or changed (their text or project), as they were; the
-    summaries whose facts it changed (one came or went, or its text changed); and the texts
-    it brought (new facts', changed ones'): one pass, so a change of a few facts in a large
-    memory recomposes only the summaries it touched."""
+    """Of the facts ``_unmatched`` found (by id): those a change removed or changed (their
+    text or project), as they were; the summaries whose facts it changed (one came or went,
+    or its text changed); and the texts it brought (new facts', changed ones'), so a change
+    of a few facts in a large memory recomposes only the summaries it touched."""
     changed: list[Fact] = []
     touched: set[str] = set()
     texts = [str(f.get("content", "")) for i, f in new.items() if i not in old]
