@@ -7,21 +7,17 @@ A teammate's change is journaled here with ``person`` in its event's details
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from .readside.change_events import details_of
 
 YOU = "you"
 
 
 def changed_by(event: Mapping[str, Any]) -> str:
     """Who made ``event`` (a ``memory_events`` row, its details decoded or not)."""
-    details = event.get("details")
-    if isinstance(details, str):
-        try:
-            details = json.loads(details)
-        except ValueError:
-            details = None
+    details = details_of(event)
     person = details.get("person") if isinstance(details, Mapping) else None
     return person if isinstance(person, str) and person else YOU
 

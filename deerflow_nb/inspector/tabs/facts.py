@@ -10,7 +10,7 @@ import streamlit as st
 from ...schema.constants import section_label
 from .. import data, view_models
 from .confirm import ask, confirmation
-from .markup import code, md, md_lines, plain, table, time_column, when
+from .markup import code, md, md_lines, plain, project_picker, table, time_column, when
 
 
 def facts_page(home: Path, memory: dict[str, Any] | None, reader: Any = None) -> None:
@@ -24,13 +24,11 @@ def facts_page(home: Path, memory: dict[str, Any] | None, reader: Any = None) ->
         return
     all_facts = memory.get("facts", [])
     c0, c1, c2, c3, c4 = st.columns([2, 2, 2, 3, 2])
-    # Project names are untrusted text: shown as plain labels, never Markdown.
-    project = c0.selectbox(
-        "Project",
-        view_models.project_choices(memory),
-        key="facts_project",
-        format_func=plain,
-        help="A project's facts come with the user's own (shared by every project).",
+    project = project_picker(
+        c0,
+        memory,
+        "facts_project",
+        "A project's facts come with the user's own (shared by every project).",
     )
     categories = c1.multiselect(
         "Category", list(data.CATEGORIES), key="facts_categories", placeholder="all"

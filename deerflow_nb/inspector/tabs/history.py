@@ -8,7 +8,7 @@ import streamlit as st
 
 from .. import data, view_models
 from ..data import MemoryReader
-from .markup import plain, table, time_column
+from .markup import plain, project_picker, table, time_column
 
 CHART_HEIGHT = 360  # the confidence chart's plot area, axis and legend not counted
 LEGEND_MAX = 15  # facts named in the legend; more are told apart by tooltip and picker
@@ -81,13 +81,11 @@ def history_page(reader: MemoryReader, memory: dict[str, Any] | None = None) -> 
     across projects), one project's with the user's own when picked, as the Facts tab."""
     import altair as alt
 
-    # Project names are untrusted text: shown as plain labels, never Markdown.
-    project = st.selectbox(
-        "Project",
-        view_models.project_choices(memory),
-        key="history_project",
-        format_func=plain,
-        help="A project's events come with those of the user's own facts and sections.",
+    project = project_picker(
+        st,
+        memory,
+        "history_project",
+        "A project's events come with those of the user's own facts and sections.",
     )
     events = data.events(reader, view_models.chosen_scope(project))
     points = view_models.confidence_series(events)

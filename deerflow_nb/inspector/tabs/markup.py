@@ -12,6 +12,7 @@ from typing import Any
 import streamlit as st
 
 from ...untrusted import clean_text, escape_markdown
+from .. import view_models
 
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_./-][A-Za-z0-9_./ -]{0,300}")
 TIME_FORMAT = "YYYY-MM-DD HH:mm"  # tables (a 24-hour clock, UTC like the journal)
@@ -72,3 +73,11 @@ def time_column(label: str, width: int | str = 135) -> Any:
 def count(n: int, word: str) -> str:
     """``1 turn``, ``2 turns``: a number with its word."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def project_picker(where: Any, memory: dict[str, Any], key: str, help: str) -> str:
+    """A page's project selector in ``where`` (a column, or ``st``): every project, the
+    user's only, or one project's. Project names are untrusted text: plain labels, never
+    Markdown."""
+    choices = view_models.project_choices(memory)
+    return where.selectbox("Project", choices, key=key, format_func=plain, help=help)

@@ -95,6 +95,18 @@ def event_owner(
     return moved if isinstance(moved, str) and moved else None
 
 
+def details_of(event: Mapping[str, Any]) -> Any:
+    """An event's ``details``, decoded when it is a row's JSON text (None if it does not
+    parse)."""
+    details = event.get("details")
+    if isinstance(details, str):
+        try:
+            return json.loads(details)
+        except ValueError:
+            return None
+    return details
+
+
 def with_owner(
     row: dict[str, Any], facts: Callable[[], Mapping[str, Mapping[str, Any]]]
 ) -> dict[str, Any]:
@@ -104,12 +116,7 @@ def with_owner(
     stamped = row.get("project")
     if stamped is not None:
         return {**row, "project": stamped or None}
-    details = row.get("details")
-    if isinstance(details, str):
-        try:
-            details = json.loads(details)
-        except ValueError:
-            details = None
+    details = details_of(row)
     needs_facts = not row.get("section") and row.get("fact_id")
     known = facts() if needs_facts else {}
     return {**row, "project": event_owner(row.get("section"), row.get("fact_id"), details, known)}
