@@ -357,10 +357,13 @@ class MarkdownStream:
     this stream cannot tell), and a fence closes only as CommonMark closes one (a run as
     long, of the same character, with nothing after it). An inline code span is not
     trusted to be one (an unclosed backtick is literal), so it shows the backslashes.
-    ``end`` closes a fence the reply left open, so nothing after it is swallowed.
+    ``end`` closes a fence the reply left open, so nothing after it is swallowed. No link
+    definition forms (``]:`` is written ``\\]:``): marked, the chat panel's renderer, lets a
+    definition's title run over a fence line, which would then open no fence there.
 
     Chunk boundaries never change the result: a line's start waits until it is known not
-    to open or close a fence, and a trailing ``!``, ``<`` or ``\\`` for the next chunk."""
+    to open or close a fence, and a trailing ``!``, ``<``, ``]`` or ``\\`` for the next
+    chunk."""
 
     def __init__(self) -> None:
         self._pending = ""
@@ -404,10 +407,14 @@ class MarkdownStream:
             elif self._fence:
                 out.append(char)
                 i += 1
-            elif char in "!<\\":
+            elif char in "!<\\]":
                 if i + 1 == len(text) and not final:
                     break
                 after = text[i + 1 : i + 2]
+                if char == "]":  # ``]:`` would end a link definition's label: see above
+                    out.append("\\]" if after == ":" else char)
+                    i += 1
+                    continue
                 if char == "\\":
                     pair = after not in ("", "\n")  # an escape pair stays a pair
                     out.append(char + after if pair else char)

