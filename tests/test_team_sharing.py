@@ -181,17 +181,33 @@ def test_a_read_only_member_reads_and_is_refused_a_change(
         memory.close()
 
 
+@pytest.mark.parametrize("form", ["userinfo", "parameter", "words"])
 def test_the_password_is_never_written_to_the_home(
     shared: Team,  # noqa: F811
     tmp_path: Path,
+    form: str,
 ) -> None:
+    """However libpq reads a password from what is given (found by a review: the
+    ``key=value`` form and a percent-encoded parameter name kept theirs)."""
     url = shared.member(PROJECT, "alice")
-    password = urlsplit(url).password
+    parts = urlsplit(url)
+    password = parts.password
     assert password
+    where = f"{parts.hostname}:{parts.port}{parts.path}"
+    given = {
+        "userinfo": url,
+        "parameter": f"postgresql://{parts.username}@{where}?pass%77ord={password}",
+        "words": (
+            f"host={parts.hostname} port={parts.port} user={parts.username} "
+            f"password={password} dbname={parts.path.lstrip('/')}"
+        ),
+    }[form]
     with home(tmp_path, "alice") as alice:
         alice.add_fact(TARGET, project=PROJECT)
-        assert alice.share(PROJECT, url).published == 1
-        assert alice.team.projects()[PROJECT]["url"] == without_password(url)
+        assert alice.share(PROJECT, given).published == 1
+        stored = alice.team.projects()[PROJECT]["url"]
+        assert stored == without_password(given) and password not in stored
+        assert "alice" in stored and parts.hostname in stored
     for path in (tmp_path / "alice").rglob("*"):
         if path.is_file():
             assert password.encode() not in path.read_bytes(), path

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NoReturn
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     import psycopg
@@ -41,13 +41,29 @@ def where(url: str) -> str:
 
 
 def without_password(url: str) -> str:
-    """``url`` with no password in it (neither ``user:password@`` nor ``?password=``)."""
+    """``url`` with no password in it, as libpq reads one: ``user:password@``, a
+    ``password`` parameter however it is spelled (``?pass%77ord=``), or a ``password=``
+    word of a ``host=… password=…`` string. A URL keeps its form; whatever libpq would
+    still find a password in is written again as ``key=value`` words without it."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
     parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = f"{parts.username or ''}@{netloc.rsplit('@', 1)[1]}"
-    query = "&".join(q for q in parts.query.split("&") if q and not q.startswith("password="))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    if parts.scheme in ("postgres", "postgresql"):
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = f"{parts.username or ''}@{netloc.rsplit('@', 1)[1]}"
+        query = "&".join(
+            q for q in parts.query.split("&") if q and unquote(q.split("=")[0]) != "password"
+        )
+        url = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    try:
+        found = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:  # libpq cannot read it: nor can anyone connect with it
+        return "(not a PostgreSQL URL)"
+    if "password" not in found:
+        return url
+    return make_conninfo(**{k: v for k, v in found.items() if k != "password"})
 
 
 def connection_error(url: str, exc: Exception) -> SharedError:
