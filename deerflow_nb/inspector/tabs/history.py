@@ -204,7 +204,8 @@ def history_page(reader: MemoryReader, memory: dict[str, Any] | None = None) -> 
                     "fact": st.column_config.TextColumn("fact", width=110),
                     "project": st.column_config.TextColumn("project", width=85),
                     "by": st.column_config.TextColumn("by", width=90),
-                    "change": st.column_config.TextColumn("change", width=440),
+                    # the project column's width came from here: the log fits 1280 px
+                    "change": st.column_config.TextColumn("change", width=350),
                     "confidence": st.column_config.TextColumn("confidence", width=100),
                     "source": st.column_config.TextColumn("source", width=120),
                 },
