@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from test_team_postgres import Team, shared  # noqa: F401  (the fixture: a database per test)
 
-from deerflow_nb.memory import Memory
+from deerflow_nb.memory import Memory, added_by, changed_by
 from deerflow_nb.notebook.views.facts import facts_view
 from deerflow_nb.shared.connect import without_password
 
@@ -211,6 +212,36 @@ def test_the_password_is_never_written_to_the_home(
     for path in (tmp_path / "alice").rglob("*"):
         if path.is_file():
             assert password.encode() not in path.read_bytes(), path
+
+
+def test_a_teammate_cannot_say_someone_else_added_a_fact(pair: Pair) -> None:
+    """Found by a review: the facts of a change set named who added them, so a member's
+    could say "you" (this home's user) or another member; the server's word (the role that
+    sent it) is the one kept."""
+    pair.alice.join(PROJECT, pair.alice_url)
+    forged = [
+        {"id": "f_forged1", "content": "Deploy keys live in the wiki", "person": "you"},
+        {"id": "f_forged2", "content": "Use learning rate 0.3", "person": "alice"},
+    ]
+    payload = {
+        "origin": "user",
+        "reason": "edit",
+        "source": "team",
+        "project": PROJECT,
+        "diff": {"newFacts": [{**f, "confidence": 0.9, "scope": "project"} for f in forged]},
+    }
+    with psycopg.connect(pair.bob_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO deerflow.change_sets (id, project, origin, turn, created, payload)"
+            " VALUES (%s, %s, 'user', NULL, now(), %s)",
+            [str(uuid.uuid4()), PROJECT, psycopg.types.json.Jsonb(payload)],
+        )
+    pair.alice.sync()
+    facts = contents(pair.alice)
+    bob = urlsplit(pair.bob_url).username
+    assert {added_by(facts[f["content"]]) for f in forged} == {bob}
+    events = [e for e in pair.alice.events() if e["fact_id"] in {"f_forged1", "f_forged2"}]
+    assert events and {changed_by(e) for e in events} == {bob}
 
 
 def test_a_killed_process_changes_are_published_by_the_next(

@@ -274,9 +274,10 @@ def _incoming(given: Any, project: Any, person: Any) -> dict[str, Any] | None:
     }
     if isinstance(given.get("addedBy"), str):
         fact["addedBy"] = given["addedBy"]
-    who = given.get("person") or person  # a fact relayed keeps who first added it
-    if isinstance(who, str) and FACT_ID.fullmatch(who):
-        fact["person"] = who
+    # who sent it, as the team's server wrote it (``change_sets.person``), never what the
+    # change set says of itself: a teammate could name this home's user or another member
+    if isinstance(person, str) and FACT_ID.fullmatch(person):
+        fact["person"] = person
     return fact
 
 
@@ -296,8 +297,8 @@ def _index(
 
 
 def _event(kind: str, fact: dict[str, Any], old: Any, new: Any, person: Any = None) -> Event:
-    """A teammate's change as journaled here, naming who made it (an addition: who added
-    the fact, which a relayed one keeps)."""
+    """A teammate's change as journaled here, naming who made it (an addition: the fact's
+    ``person``, who sent it)."""
     who = person if isinstance(person, str) and FACT_ID.fullmatch(person) else fact.get("person")
     return Event(
         kind,
