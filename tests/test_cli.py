@@ -123,3 +123,15 @@ def test_a_negative_or_unreadable_timeout_is_refused(home: Path) -> None:
     for bad in ("-1", "nan", "soon"):
         result = cli("fold", "--home", str(home), "--timeout", bad)
         assert result.returncode == 2 and "a number of seconds, 0 or more" in result.stderr
+
+
+def test_a_password_with_an_unencoded_slash_or_at_is_never_printed(home: Path) -> None:
+    """Found by a review: libpq read part of such a password as the host or database,
+    which the error then named."""
+    for secret in ("Pw/Secret1", "Pw@Secret1"):
+        url = f"postgresql://alice:{secret}@127.0.0.1:1/team"
+        for args in (("team", "init", url), ("share", "churn", "--url", url)):
+            result = cli(*args, "--home", str(home)) if args[0] == "share" else cli(*args)
+            assert result.returncode != 0
+            (line,) = result.stderr.splitlines()
+            assert "percent-encode them" in line and "Secret1" not in line, line

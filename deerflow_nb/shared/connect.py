@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NoReturn
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     import psycopg
@@ -24,11 +24,28 @@ class SharedError(ValueError):
     """A one-line error about the shared store, naming the fix (the CLI prints it as is)."""
 
 
+def _unencoded(url: str) -> bool:
+    """Whether ``url``'s user or password holds a ``/`` or an ``@`` a URL must write as
+    ``%2F`` or ``%40``: libpq then reads part of the password as the host, port or
+    database, which a message would repeat."""
+    scheme, found, rest = url.partition("://")
+    userinfo = rest.rpartition("@")[0]
+    return bool(found) and scheme in ("postgres", "postgresql") and bool({"/", "@"} & set(userinfo))
+
+
+UNENCODED = (
+    "the URL's password (or role) holds '/' or '@', which a URL writes %2F and %40: "
+    "percent-encode them, or put the password in PGPASSWORD or ~/.pgpass"
+)
+
+
 def where(url: str) -> str:
     """``role@host:port/database`` of ``url``, without its password."""
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
+    if _unencoded(url):
+        return "the given URL"
     try:
         parts = conninfo_to_dict(url)
     except psycopg.ProgrammingError:  # a URL that does not parse: said by connection_error
@@ -48,6 +65,10 @@ def without_password(url: str) -> str:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+    if _unencoded(url):  # the role alone, and where the server is
+        scheme, _, rest = url.partition("://")
+        userinfo, _, place = rest.rpartition("@")
+        return f"{scheme}://{quote(unquote(userinfo.split(':')[0]), safe='')}@{place}"
     parts = urlsplit(url)
     if parts.scheme in ("postgres", "postgresql"):
         netloc = parts.netloc
@@ -103,6 +124,8 @@ def opened(url: str) -> psycopg.Connection:
     ``CONNECT_SECONDS``; ``SharedError`` naming the fix when it cannot be made."""
     import psycopg
 
+    if _unencoded(url):
+        raise SharedError(UNENCODED)
     try:
         return psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
     except psycopg.Error as exc:
