@@ -335,3 +335,22 @@ def test_another_programs_journal_db_is_left_alone_and_said_in_one_line(home: Pa
     db.close()
     assert names == ["messages"]  # nothing of ours was added to it
     assert mode == "delete"  # nor was its journal mode changed to ours (WAL)
+
+
+def test_a_newer_versions_journal_is_refused_before_anything_is_written(home: Path) -> None:
+    """Found by a review: an older deerflow-nb wrote to a journal a newer one had migrated,
+    whose tables it does not know."""
+    import sqlite3
+
+    from deerflow_nb.config import HomeError
+    from deerflow_nb.memory import Memory
+
+    with Memory(home) as memory:
+        memory.add_fact("Prefers polars")
+    with sqlite3.connect(home / "journal.db") as db:
+        db.execute("INSERT INTO _migrations VALUES ('m999_from_the_future', '2027-01-01')")
+        before = db.execute("SELECT COUNT(*) FROM memory_versions").fetchone()[0]
+    with pytest.raises(HomeError, match="newer deerflow-nb .* m999_from_the_future.*upgrade"):
+        Memory(home).add_fact("Uses duckdb")
+    with sqlite3.connect(home / "journal.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM memory_versions").fetchone()[0] == before

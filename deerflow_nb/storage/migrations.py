@@ -369,8 +369,8 @@ def m020_event_projects(db: sqlite_utils.Database) -> None:
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Inside a transaction: run the migrations ``db`` has not had yet, in order; their
-    names (none when it was up to date). HomeError for another program's database: its
-    tables are never touched."""
+    names (none when it was up to date). HomeError for another program's database (its
+    tables are never touched) and for a newer deerflow-nb's journal."""
     if not db["_migrations"].exists():
         theirs = [t for t in db.table_names() if not t.startswith("sqlite_")]
         if theirs:
@@ -384,6 +384,14 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
             )
     db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
     done = {row["name"] for row in db["_migrations"].rows}
+    newer = sorted(done - {name for name, _ in MIGRATIONS})
+    if newer:  # its tables are not what this version writes: writing could lose data
+        from ..config import HomeError
+
+        raise HomeError(
+            f"journal.db is from a newer deerflow-nb (it has migration {newer[-1]}): "
+            "upgrade this one (pip install -U deerflow-nb) to use this home"
+        )
     ran = []
     for name, fn in MIGRATIONS:
         if name not in done:
