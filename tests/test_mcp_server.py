@@ -249,6 +249,34 @@ def test_a_pinned_server_serves_its_project_only(
     assert "serves project alpha only" in seen["beta"]
 
 
+def test_a_damaged_memory_json_is_one_error_line_from_every_tool(home: Path) -> None:
+    """Found by a review: list_facts, forget and the resources raised (a traceback on the
+    server's stderr), where search_memory and remember said it in one line."""
+    (home / "memory.json").write_text('{"facts": [', encoding="utf-8")
+
+    async def run() -> dict[str, Any]:
+        async with stdio_session("--project", "alpha") as session:
+            seen = {
+                name: await call(session, name, **args)
+                for name, args in (
+                    ("list_facts", {}),
+                    ("forget", {"fact_id": "fact_0000"}),
+                    ("search_memory", {"query": "polars"}),
+                )
+            }
+            try:
+                await session.read_resource("memory://profile")
+            except Exception as exc:  # the SDK's error for a resource the server could not read
+                seen["profile"] = (str(exc), True)
+            return seen
+
+    seen = anyio.run(run)
+    assert set(seen) == {"list_facts", "forget", "search_memory", "profile"}
+    for name, (text, error) in seen.items():
+        assert error and "memory.json" in text and "Traceback" not in text, name
+        assert len(text.strip().splitlines()) == 1, name
+
+
 def test_the_default_project_is_named_else_the_working_directorys(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

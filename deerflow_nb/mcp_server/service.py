@@ -20,6 +20,8 @@ from urllib.parse import quote, unquote
 
 from ..agent.memory_tools import MemoryTools, fact_line, fit
 from ..agent.tools import MAX_RESULT_TOKENS, MEMORY_TOOLS, ToolError, tool_specs
+from ..home import HomeError
+from ..memory.store import MemoryFileError
 from ..projects import check_project_name, project_name, thread_name
 from ..schema.constants import CATEGORIES, USER_SECTIONS
 from ..tokens import truncate_to_tokens
@@ -171,6 +173,8 @@ class MemoryService:
             return truncate_to_tokens(handler(project, **args), MAX_RESULT_TOKENS), False
         except ToolError as exc:
             return f"Error: {exc}", True
+        except (MemoryFileError, HomeError) as exc:  # memory.json or the home as it is now
+            return f"Error: {_escape(str(exc))}", True
         except (TypeError, ValueError) as exc:
             return f"Error: bad arguments for {_escape(name)}: {_escape(str(exc))}", True
 
@@ -278,7 +282,10 @@ class MemoryService:
         """A resource's text, escaped as the tools' results are; ValueError for an unknown uri."""
         from ..memory import Scope, scoped_view
 
-        data = self.memory.data
+        try:
+            data = self.memory.data
+        except (MemoryFileError, HomeError) as exc:  # said as one line to the client
+            raise ValueError(_escape(str(exc))) from None
         if uri == PROFILE_URI:
             user = data.get("user") or {}
             lines = []
