@@ -74,6 +74,12 @@ def _fold(mem: Memory, args: argparse.Namespace) -> int:
     )
     for thread, error in report.failed.items():
         _say(f"  {thread}: {error}")
+    from .memory import fold_summary
+
+    # what a fold left out, and why (a reply whose items were all malformed keeps nothing)
+    for fold in mem.history.folds(limit=len(report.folded) + len(report.proposed)):
+        if fold.get("left_out"):
+            _say(f"  {fold_summary(fold)}")
     return 1 if report.failed else 0
 
 

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from journal_rows import journal_turn
 
@@ -135,3 +136,17 @@ def test_a_password_with_an_unencoded_slash_or_at_is_never_printed(home: Path) -
             assert result.returncode != 0
             (line,) = result.stderr.splitlines()
             assert "percent-encode them" in line and "Secret1" not in line, line
+
+
+def test_fold_says_what_a_reply_left_out_and_why(home: Path, model_server: Any) -> None:
+    """Found by a review: a reply whose every item was malformed printed "folded 1", its
+    reasons only in the journal."""
+    mem = Memory(home)
+    journal_turn(mem, "t", "I prefer vim over emacs.")
+    mem.enqueue("t")
+    mem.close()
+    model_server.reply_next('{"newFacts": "oops", "factsToRemove": {"a": 1}}')
+    result = cli("fold", "--home", str(home), "--timeout", "60")
+    counts, line = result.stdout.splitlines()
+    assert result.returncode == 0 and counts.startswith("folded 1,")
+    assert "nothing to keep (t): left out 2" in line and "'newFacts' must be a list" in line
