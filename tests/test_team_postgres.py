@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -186,10 +187,18 @@ def test_a_read_only_member_is_refused_by_the_database(shared: Team, tmp_path: P
                 conn.execute(statement)
 
     student.add("course", fact("the dataset is something else"))
-    with pytest.raises(SharedError, match="read-only member of project course: ask its owner"):
+    with pytest.raises(
+        SharedError, match="read-only member of project course: ask its owner"
+    ) as no:
         exchange.publish(student, student_url)
     assert len(student.waiting()) == 1  # kept, not lost: an owner may make it a writer
     assert len(exchange.pull(teacher_url, "course")) == 1
+    # the command the message names works as written (found by a review: it did not)
+    command = shlex.split(str(no.value).split("`")[1])
+    assert command[:2] == ["deerflow-nb", "team"] and command[-1] == "URL"
+    assert main([*command[1:-1], shared.url]) == 0
+    exchange.publish(student, student_url)
+    assert len(student.waiting()) == 0
 
 
 def test_a_member_cannot_publish_as_someone_else(shared: Team) -> None:

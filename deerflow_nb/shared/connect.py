@@ -8,6 +8,7 @@ the password): they name the role, host, port and database only.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NoReturn
@@ -194,7 +195,7 @@ def refused(conn: psycopg.Connection, exc: Exception, project: str) -> NoReturn:
     if read_only:
         raise SharedError(
             f"{role} is a read-only member of project {project}: ask its owner to run "
-            f"`deerflow-nb team add {project} {role}` (without --read-only) to change it"
+            f"`{add_command(project, role)}` (without --read-only) to change it"
         ) from None
     raise no_member(role, project) from None
 
@@ -214,5 +215,10 @@ def no_member(role: str, project: str) -> SharedError:
     """The one line for a role that is no member of ``project``, naming who can fix it."""
     return SharedError(
         f"{role} is no member of project {project}: ask its owner to run "
-        f"`deerflow-nb team add {project} {role}`"
+        f"`{add_command(project, role)}`"
     )
+
+
+def add_command(project: str, role: str) -> str:
+    """The command a project's owner runs to make ``role`` a member, as it is typed."""
+    return f"deerflow-nb team add {shlex.quote(project)} {shlex.quote(role)} --url URL"
