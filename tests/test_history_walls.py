@@ -144,9 +144,12 @@ def test_recent_folds_are_walled_as_events_are(shell: InteractiveShell) -> None:
     shell.run_line_magic("memory", "project beta")
     here = shell.run_line_magic("memory", "history")
     assert [f["source"] for f in here.folds] == ["manual", "beta-chat"]
+    # the profile alpha's fold wrote is yours; the thread it came from is alpha's
+    assert "zephyr" not in str(here) and "(a thread of another project)" in str(here)
     every = shell.run_line_magic("memory", "history --all")
     assert [f["source"] for f in every.folds] == ["manual", "beta-chat", "zephyr-secret-plan"]
     assert [f["project"] for f in every.folds] == [None, "beta", "alpha"]
+    assert "zephyr-secret-plan" in str(every.table())
 
 
 def test_a_fold_of_a_thread_from_before_projects_is_defaults(home: Path) -> None:

@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 from ..agent.memory_tools import MemoryTools, fact_line, fit
 from ..agent.tools import MAX_RESULT_TOKENS, MEMORY_TOOLS, ToolError, tool_specs
 from ..home import HomeError
-from ..memory.store import MemoryFileError
+from ..memory import MemoryFileError
 from ..projects import check_project_name, project_name, thread_name
 from ..schema.constants import CATEGORIES, USER_SECTIONS
 from ..tokens import truncate_to_tokens

@@ -44,6 +44,7 @@ from .scopes import ALL_PROJECTS, USER, Scope
 from .store import MemoryFileError, MemoryStore
 
 EVENT_PAGE = 500  # event rows read at a time while a scope's history is filtered
+ANOTHER_PROJECTS = "(a thread of another project)"  # a walled source, as a scope is shown it
 
 
 class MemoryReader(RankedReads):
@@ -194,7 +195,7 @@ class MemoryReader(RankedReads):
             if len(rows) < page:
                 break
             before = rows[-1]["id"]
-        return found[:limit]
+        return self._walled_sources(found[:limit], scope)
 
     def event_rows(self, *, scope: Scope = ALL_PROJECTS) -> list[dict[str, Any]]:
         """Every ``memory_events`` row ``scope`` sees, as stored but for its ``project``
@@ -203,7 +204,26 @@ class MemoryReader(RankedReads):
         db = self.db
         owned = self._owner_reader()
         rows = ledger_rows.all_events(db) if db is not None else []
-        return [e for r in rows if scope.sees_owner((e := owned(r))["project"])]
+        seen = [e for r in rows if scope.sees_owner((e := owned(r))["project"])]
+        return self._walled_sources(seen, scope)
+
+    def _walled_sources(self, events: list[dict[str, Any]], scope: Scope) -> list[dict[str, Any]]:
+        """``events`` as a project's scope is shown them: the source of a user's event that
+        a thread of another project made (a fold there writing the profile) said as such,
+        a thread's name being its project's. (Every project's, or the user's alone, name
+        no project to wall off.)"""
+        db = self.db
+        if scope.every or not scope.projects or db is None:
+            return events
+        yours = {e.get("source") for e in events if e["project"] is None and e.get("source")}
+        owners = thread_rows.projects_of(db, yours)
+        theirs = {thread for thread, project in owners.items() if not scope.sees_owner(project)}
+        return [
+            {**e, "source": ANOTHER_PROJECTS}
+            if e["project"] is None and e.get("source") in theirs
+            else e
+            for e in events
+        ]
 
     def _owner_reader(self) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """``with_owner`` for a batch of rows: memory.json's facts read once, only when a
@@ -231,7 +251,8 @@ class MemoryReader(RankedReads):
         db = self.db
         owned = self._owner_reader()
         rows = ledger_rows.fact_events(db, fact_id) if db is not None else []
-        return [e for r in rows if scope.sees_owner((e := owned(decode_event(r)))["project"])]
+        seen = [e for r in rows if scope.sees_owner((e := owned(decode_event(r)))["project"])]
+        return self._walled_sources(seen, scope)
 
     def lineage(self, fact_id: str) -> list[dict[str, Any]]:
         """The history of ``fact_id`` and, through consolidations, of every fact merged into

@@ -212,7 +212,10 @@ def decide(db: Any, change_id: int, status: str, at: str) -> bool:
 
 # -- memory_settings -------------------------------------------------------------------------
 def setting(db: Any, key: str) -> str | None:
-    """One setting's value (read on every commit: plain SQL, no table lookup first)."""
+    """One setting's value, None in an older journal read as it is (no settings table).
+    Read on every commit: plain SQL, not sqlite-utils' table lookup (three queries)."""
+    if not has_table(db, "memory_settings"):
+        return None
     row = db.execute("SELECT value FROM memory_settings WHERE key = ?", [key]).fetchone()
     return row[0] if row else None
 

@@ -9,6 +9,7 @@ it). ``Journal.thread_for`` is the one resolver every user-given thread name goe
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 from ..projects import DEFAULT_PROJECT, thread_name
 from .db import Connection, dict_rows
@@ -30,6 +31,17 @@ def thread_for(db: Connection, name: str, project: str | None) -> str:
         tag = f" #{hashlib.sha256(key).hexdigest()[:8]}" if attempt else ""
         candidate = thread_name(f"{name} @{project}{tag}")
     raise ValueError(f"no free thread id for {name!r} in project {project!r}")
+
+
+def projects_of(db: Connection, ids: Iterable[str]) -> dict[str, str]:
+    """The project of each thread of ``ids`` the journal holds (one from before projects:
+    ``default``), read 500 ids at a time."""
+    wanted, found = sorted(set(ids)), {}
+    for start in range(0, len(wanted), 500):
+        part = wanted[start : start + 500]
+        sql = f"SELECT id, project FROM threads WHERE id IN ({', '.join('?' * len(part))})"
+        found |= {r["id"]: r["project"] or DEFAULT_PROJECT for r in dict_rows(db, sql, part)}
+    return found
 
 
 def rename_project(db: Connection, old: str, new: str) -> int:
