@@ -9,6 +9,7 @@ the lock is another process holding journal.db; the model is the loopback server
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import subprocess
@@ -17,6 +18,7 @@ import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
@@ -96,6 +98,56 @@ def test_a_disk_full_before_the_session_starts_is_one_line_in_every_command(
         finally:
             ipython.run_line_magic("unload_ext", "deerflow_nb")
             close_session(ipython)
+
+
+class FullDisk:
+    """A file the disk fills up under: half of a write lands, then ENOSPC."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh = fh
+
+    def write(self, data: Any) -> int:
+        self.fh.write(data[: len(data) // 2])
+        self.fh.flush()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fh, name)
+
+    def __enter__(self) -> FullDisk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.close()
+
+
+def test_an_export_on_a_full_disk_keeps_the_earlier_one(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An export was written in place: a disk filling midway left a truncated file where
+    the earlier export was (``--force``), or a part-file the next run called "exists"."""
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    earlier = exports / "memory.json"
+    shell.run_cell('%memory add "Prefers polars over pandas"')
+    shell.run_cell(f"%memory export {earlier}")
+    kept = earlier.read_bytes()
+    shell.run_cell('%memory add "Uses duckdb"')
+    opened = Path.open
+
+    def filling(path: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        fh = opened(path, mode, *args, **kwargs)
+        return FullDisk(fh) if path.parent == exports and "r" not in mode else fh
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "open", filling)
+        for cell in (f"%memory export {earlier} --force", f"%memory export {exports / 'new.json'}"):
+            line = one_line_error(shell, cell)
+            assert "free some space on that disk, or export elsewhere" in line, line
+    assert earlier.read_bytes() == kept
+    assert [p.name for p in exports.iterdir()] == ["memory.json"]  # no part-file, no temp
+    shell.run_cell(f"%memory export {exports / 'new.json'}")
+    assert "Uses duckdb" in (exports / "new.json").read_text()
 
 
 # -- a lock taken in the middle of a turn ----------------------------------------------------

@@ -5,12 +5,18 @@ home itself is only read).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
 from ...config import CONFIG_FILENAME, Settings
+
+_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # a full disk, or quota
 
 
 def write_export(
@@ -28,13 +34,71 @@ def write_export(
     if target.is_dir():
         raise ValueError(f"{target} is a folder; give a file path, say {target / 'memory.json'}")
     if target.exists() and not overwrite:
-        raise ValueError(f"{target} exists; choose another path, or overwrite it with --force")
-    text = json.dumps(data, indent=2, ensure_ascii=False)
-    try:
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise ValueError(_exists(target))
+    payload = json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
+    _write_whole(target.resolve() if target.is_symlink() else target, payload, overwrite)
     return target
+
+
+def _write_whole(target: Path, payload: bytes, overwrite: bool) -> None:
+    """Write ``payload`` to a temp file beside ``target`` (flushed and fsynced), then move it
+    into place: a full disk fails on the temp, leaving an earlier export as it was and no
+    truncated or empty file behind. Without ``overwrite`` the move is a link, which fails
+    on a file made meanwhile rather than replacing it."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with tmp.open("xb") as fh:  # a new file, as the umask says
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if overwrite and target.exists():
+            shutil.copymode(target, tmp)  # an overwrite keeps the file's permissions
+        _move(tmp, target, overwrite)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise ValueError(_unwritable(target, exc)) from None
+        raise
+
+
+def _move(tmp: Path, target: Path, overwrite: bool) -> None:
+    """Put ``tmp`` in ``target``'s place; without ``overwrite`` never over an existing file."""
+    if overwrite:
+        os.replace(tmp, target)
+        return
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise ValueError(_exists(target)) from None
+    except OSError as exc:  # a file system without hard links
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        if target.exists():
+            raise ValueError(_exists(target)) from None
+        os.replace(tmp, target)
+        return
+    with contextlib.suppress(OSError):  # the export is in place; a leftover name is harmless
+        tmp.unlink()
+
+
+def _exists(target: Path) -> str:
+    """The refusal of an export over a file the user did not say to overwrite."""
+    return f"{target} exists; choose another path, or overwrite it with --force"
+
+
+def _unwritable(target: Path, exc: OSError) -> str:
+    """One line for an export that could not be written, naming the fix."""
+    why = exc.strerror or str(exc)
+    if exc.errno in _FULL:
+        fix = "free some space on that disk, or export elsewhere"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = "export to a folder you can write to"
+    elif exc.errno == errno.ENOENT:
+        fix = f"make the folder {target.parent} first, or export elsewhere"
+    else:
+        fix = "export elsewhere"
+    return f"cannot write {target}: {why}; {fix}; nothing was changed"
 
 
 def _belongs_to(target: Path, own: tuple[Path, ...]) -> bool:
