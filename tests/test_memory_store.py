@@ -150,3 +150,74 @@ def test_deleting_memory_json_resets_and_old_facts_do_not_return(home: Path) -> 
     assert mem.data["facts"] == []
     mem.add_fact("Works on project Apollo")
     assert [f["content"] for f in mem.data["facts"]] == ["Works on project Apollo"]
+
+
+def contents(mem: Memory) -> list[str]:
+    return [f["content"] for f in mem.data["facts"]]
+
+
+def replace_whole(mem: Memory, how: str, version: int, other: Path) -> None:
+    """Replace memory as a whole the way ``how`` says (``recover``: ``fold --rebuild``)."""
+    if how == "recover":
+        mem.history.recover()
+    elif how == "rollback":
+        mem.history.rollback(version)
+    elif how == "import":
+        mem.import_(other)
+    else:
+        mem.transfer.reset()
+
+
+WHOLE = ["recover", "rollback", "import", "reset"]
+
+
+@pytest.mark.parametrize("how", WHOLE)
+def test_a_hand_edit_becomes_a_version_before_a_whole_replacement(
+    home: Path, tmp_path: Path, how: str
+) -> None:
+    """A fact added to memory.json with an editor was dropped by a rollback, import, reset
+    or ``fold --rebuild`` with no version holding it: now it is one, and comes back."""
+    mem = Memory(home)
+    mem.add_fact("Uses DuckDB for local analytics", category="behavior")
+    first = mem.versions()[-1]["id"]
+    mem.add_fact("Prefers Vim keybindings", category="preference")
+    path = home / "memory.json"
+    data = json.loads(path.read_text())
+    data["facts"].append({**data["facts"][0], "id": "fact_byhand1", "content": "Writes French"})
+    path.write_text(json.dumps(data, indent=2))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(DEERFLOW_MEMORY))
+    replace_whole(mem, how, first, other)
+    assert "Writes French" not in contents(mem)
+    *_, kept, replaced = mem.versions()
+    assert (kept["reason"], kept["source"]) == ("hand edit", "memory.json")
+    assert replaced["reason"] == ("rollback" if how == "recover" else how)
+    assert mem.history.version(kept["id"]) == data
+    added = [e for e in mem.history.events() if e["version_id"] == kept["id"]]
+    assert [(e["fact_id"], e["new_content"]) for e in added] == [("fact_byhand1", "Writes French")]
+    mem.history.rollback(kept["id"])
+    assert contents(mem) == [
+        "Uses DuckDB for local analytics",
+        "Prefers Vim keybindings",
+        "Writes French",
+    ]
+    assert mem.versions()[-1]["reason"] == "rollback"  # memory.json was the hand edit's
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+@pytest.mark.parametrize("how", WHOLE)
+def test_without_a_hand_edit_a_whole_replacement_adds_one_version(
+    home: Path, tmp_path: Path, how: str, fresh: bool
+) -> None:
+    """``fresh``: a new handle (another kernel) rebuilds the newest version to compare."""
+    mem = Memory(home)
+    mem.add_fact("Uses DuckDB for local analytics", category="behavior")
+    first = mem.versions()[-1]["id"]
+    for n in range(3):  # versions stored as deltas
+        mem.add_fact(f"Prefers tool number {n}", category="preference")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(DEERFLOW_MEMORY))
+    reasons = [v["reason"] for v in mem.versions()]
+    replace_whole(Memory(home) if fresh else mem, how, first, other)
+    after = [v["reason"] for v in Memory(home).versions()]
+    assert after == [*reasons, "rollback" if how == "recover" else how]

@@ -149,7 +149,7 @@ class Gate:
             if shares:
                 shares.after(result)
             with self.ledger.recording(
-                commit, change.reason, change.source, result, always=whole
+                commit, change.reason, change.source, result, whole=whole
             ) as db:
                 self._journal(db, change, outcome, commit.version)
                 if shares:

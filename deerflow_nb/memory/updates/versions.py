@@ -4,7 +4,8 @@ A full snapshot per change made the journal grow by the whole memory on every ed
 edits of a 28 KB memory added 10 MB). Now a version row holds either
 
 - ``snapshot``: the whole memory.json as JSON text (the first version, every
-  ``FULL_EVERY``-th one, and whole-memory replacements: import, reset, rollback), or
+  ``FULL_EVERY``-th one, whole-memory replacements: import, reset, rollback, and a hand
+  edit of memory.json kept before one), or
 - ``delta``: JSON text saying what changed since the version before it (``base_id``):
   ``{"set": {key: value}, "unset": [key], "facts": {"put": [fact], "drop": [id],
   "order": [id]}}`` — top-level keys (the ``user`` and ``history`` sections whole) that
@@ -26,7 +27,8 @@ from ...storage import ledger as rows
 from ..readside.version_rebuild import natural_order, read
 
 FULL_EVERY = 50  # at most this many deltas between two full snapshots
-FULL_REASONS = frozenset({"import", "reset", "rollback"})
+HAND_EDIT = "hand edit"  # memory.json edited by hand, kept before a whole replacement
+FULL_REASONS = frozenset({"import", "reset", "rollback", HAND_EDIT})
 
 _dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 

@@ -8,7 +8,9 @@ compute, write the new file aside
 (fsynced, its name too), record one ``memory_versions`` row and its ``memory_events`` —
 with whatever the caller journals alongside (a fold's record and its queue row's end) —
 in a single journal transaction, then rename the file into place. So two kernels never
-lose each other's changes, and any past state can be shown, diffed and restored.
+lose each other's changes, and any past state can be shown, diffed and restored. A whole
+replacement (import, reset, rollback) first journals a memory.json edited by hand since the
+newest version as a version of its own, so it too can be restored.
 
 A fold opens two journal transactions in all: its claim, and this one. The file's
 rename needs none after it: a writer killed between the journal's commit and the rename
@@ -31,6 +33,7 @@ from ...storage import ledger as rows
 from ...storage.db import now_iso
 from ...storage.journal import Journal
 from ..readside import version_rebuild
+from ..readside.change_events import replacement_events
 from ..store import MemoryFileError, MemoryStore, empty_memory, quiet_gc
 from . import fact_use as usage
 from . import versions
@@ -48,6 +51,7 @@ class Commit:
     current: dict[str, Any]
     version: int | None = None
     news: dict[str, Any] | None = None
+    readable: bool = True  # False: memory.json did not parse (kept aside, read as empty)
 
 
 class Ledger:
@@ -135,6 +139,7 @@ class Ledger:
                 if not tolerant:
                     raise
                 commit.current = empty_memory()  # the bad copy is already kept aside
+                commit.readable = False
             yield commit
         if commit.news is not None:
             self._changed(commit.news)
@@ -148,17 +153,23 @@ class Ledger:
         result: UpdateResult,
         *,
         always: bool = False,
+        whole: bool = False,
     ) -> Iterator[Any]:
         """Inside ``reading``: write ``result``'s file aside, then journal its version and
         events, and whatever the caller journals in the body on the connection this yields,
         in one transaction; then rename the file into place (``always``: even when nothing
         changed). ``commit.version`` is the version made (None: nothing changed).
 
+        ``whole``: ``result`` replaces the whole document (import, reset, rollback), so it
+        is written always, and a memory.json edited by hand since the newest version is
+        first journaled as a version of its own (``_keep_hand_edit``): a rollback brings
+        it back.
+
         The journal goes first: a crash before the rename leaves the temp file of the
         newest journaled version, which the next change (or load) renames into place, not
         a memory.json change with no history that a re-fold would then apply again.
         """
-        changed = bool(result.events) or always
+        changed = bool(result.events) or always or whole
         # The new file is written (not yet renamed) before anything is journaled: a full
         # disk or a read-only folder fails here, with nothing to roll forward later.
         tmp = None
@@ -166,6 +177,8 @@ class Ledger:
             tmp, result.data = self.store.prepare(result.data)  # the document as written
         try:
             with self.journal.transaction() as db:
+                if whole and commit.readable:
+                    self._keep_hand_edit(db, commit.current)
                 if changed:
                     commit.version = self._record(db, reason, source, result, commit.current)
                 yield db
@@ -179,6 +192,27 @@ class Ledger:
             self.store.adopt(result.data)
         if changed:
             commit.news = {"reason": reason, "version": commit.version, "source": source}
+
+    def _keep_hand_edit(self, db: Any, current: dict[str, Any]) -> None:
+        """Before a whole replacement: journal ``current`` (memory.json as read under the
+        lock) as a full version when no version holds it (someone edited the file by hand),
+        with an event per fact it changed; otherwise the replacement would drop the edit
+        with no copy. Only whole replacements pay for the comparison, never folds."""
+        newest = rows.newest_version(db)
+        if newest is None:
+            journaled = empty_memory()
+        elif self._latest is not None and self._latest[0] == newest:
+            journaled = self._latest[1]
+        else:
+            journaled = version_rebuild.read(db, newest)
+        if journaled == current:
+            return
+        events = replacement_events(journaled, current, versions.HAND_EDIT)
+        if newest is None and not events:  # no file yet, or one as empty as a new memory
+            return
+        self._record(
+            db, versions.HAND_EDIT, "memory.json", UpdateResult(current, events), journaled
+        )
 
     def _record(
         self, db: Any, reason: str, source: str, result: UpdateResult, before: dict[str, Any]
