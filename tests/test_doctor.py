@@ -8,7 +8,9 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -340,3 +342,41 @@ def test_an_embeddings_setting_that_cannot_load_is_a_cross_with_its_fix_and_exit
     assert f"{FAIL} memory.embeddings 'local:no-such-model' cannot be loaded" in lines[at]
     assert lines[at + 1].strip().startswith("→ give a sentence-transformers model folder")
     assert "server's log" not in result.stdout
+
+
+def weird_models_server() -> tuple[ThreadingHTTPServer, str]:
+    """A server answering 200 ``{"weird": true}`` to ``/v1/models`` and 404 to the rest."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            found = self.path.rstrip("/").endswith("/v1/models")
+            body = b'{"weird": true}' if found else b'{"error": {"message": "no route"}}'
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_port}/v1"
+
+
+def test_a_models_answer_without_data_lists_no_models(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, url = weird_models_server()
+    try:
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+        monkeypatch.setenv("DEERFLOW_NB_MODEL", "some-model")
+        result = doctor()
+    finally:
+        server.shutdown()
+    assert "Traceback" not in result.stderr, result.stderr
+    assert rows(result.stdout)["reachable"] == f"{OK} {url} answers, but lists no models"

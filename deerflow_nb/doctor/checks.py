@@ -76,7 +76,9 @@ def _reachable(probe: Probe, target: str) -> Check:
             f"{probe.where} answers; serves {shown}, not '{probe.model.name}' by that name",
             f"if calls fail below, set DEERFLOW_NB_MODEL (model.name) to one of: {shown}",
         )
-    return Check(target, "reachable", OK, f"{probe.where} answers; serves {shown or 'no list'}")
+    if not names:
+        return Check(target, "reachable", OK, f"{probe.where} answers, but lists no models")
+    return Check(target, "reachable", OK, f"{probe.where} answers; serves {shown}")
 
 
 def _streams(probe: Probe, target: str) -> Check:

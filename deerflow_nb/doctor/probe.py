@@ -66,8 +66,8 @@ class Probe:
         return error if isinstance(error, ModelError) else ModelError(one_line(error))
 
     def models(self) -> list[dict[str, Any]] | None:
-        """``/models``'s entries (None when the server has no such route); Unreachable when
-        nothing answers."""
+        """``/models``'s entries (None when the server has no such route, [] when its answer
+        lists none); Unreachable when nothing answers."""
         import openai
 
         if self.remote is None:
@@ -90,7 +90,9 @@ class Probe:
             ) from exc
         except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
-        return [m.model_dump() for m in page.data]
+        entries = page.data if isinstance(page.data, list) else []  # {"weird": true}: none
+        dumped = [m.model_dump() if hasattr(m, "model_dump") else m for m in entries]
+        return [m for m in dumped if isinstance(m, dict)]
 
     def props(self) -> dict[str, Any] | None:
         """llama.cpp's ``/props`` (beside ``/v1``), or None."""
