@@ -20,7 +20,17 @@ PACKAGE = ROOT / "deerflow_nb"
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "base",
-        {"schema", "config", "home", "tokens", "scrub", "untrusted", "similarity", "projects"},
+        {
+            "schema",
+            "config",
+            "home",
+            "tokens",
+            "scrub",
+            "untrusted",
+            "similarity",
+            "projects",
+            "ports",
+        },
     ),
     ("storage", {"storage", "journal", "shared"}),
     ("models", {"llm", "offline"}),

@@ -150,3 +150,32 @@ def test_fold_says_what_a_reply_left_out_and_why(home: Path, model_server: Any) 
     counts, line = result.stdout.splitlines()
     assert result.returncode == 0 and counts.startswith("folded 1,")
     assert "nothing to keep (t): left out 2" in line and "'newFacts' must be a list" in line
+
+
+def test_a_port_out_of_range_is_one_usage_line(home: Path) -> None:
+    """Found by a review: ``mcp --http --port -5`` and ``inspect --port -1`` were
+    OverflowError tracebacks."""
+    for command in (("mcp", "--http"), ("inspect",), ("serve-offline",)):
+        for bad in ("-5", "99999"):
+            result = cli(*command, "--port", bad)
+            assert result.returncode == 2, (command, bad, result.stderr)
+            assert f"'{bad}' is not a port from 0 to 65535" in result.stderr.splitlines()[-1]
+            assert "Traceback" not in result.stderr
+
+
+def test_a_busy_port_is_one_line_naming_the_fix(home: Path) -> None:
+    """Found by a review: a busy port was ``[Errno 98] Address already in use`` (or a
+    traceback, or Streamlit's log line)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command, free in (
+            (("mcp", "--http"), "omit --port for a free one"),
+            (("serve-offline",), "omit --port for a free one"),
+            (("inspect",), "use --port 0 for a free one"),
+        ):
+            result = cli(*command, "--port", str(port))
+            assert result.returncode == 2, (command, result.stderr)
+            (line,) = result.stderr.splitlines()
+            assert line.endswith(f"port {port} is in use: {free}, or pick another"), line

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import HOME_ENV
+from ..ports import busy, port_in_use, port_number
 
 APP_PATH = Path(__file__).with_name("app.py")
 #: The ``st.App`` around APP_PATH that adds the loopback Host check (``hosts.py``).
@@ -51,7 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--home", help="home folder (default: $DEERFLOW_NB_HOME or ~/.deerflow_nb)")
-    parser.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
+    parser.add_argument(
+        "--port",
+        type=port_number,
+        default=8501,
+        help="port to serve on (default 8501; 0: any free one)",
+    )
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
     )
@@ -85,6 +92,12 @@ def inspect_main(argv: Sequence[str] | None = None) -> int:
         if home.exists() and not home.is_dir():
             parser.error(f"--home {args.home} is a file, not a folder; give the home folder")
         os.environ[HOME_ENV] = str(home)
+    if busy(args.host, args.port):  # Streamlit would log "Port N is not available" and stop
+        print(
+            f"{parser.prog}: {port_in_use(args.port, 'use --port 0 for a free one')}",
+            file=sys.stderr,
+        )
+        return 2
     from streamlit.web.cli import main as streamlit_cli
 
     try:

@@ -14,6 +14,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..ports import port_number
+
 EPILOG = """\
 Tools: search_memory, recall, remember, list_facts, forget, add_messages, each with an
 optional project (with --pin, only the server's). Resources: memory://profile and
@@ -39,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve that project only: refuse a call or resource naming another",
     )
     parser.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
+    parser.add_argument(
+        "--port", type=port_number, default=0, help="HTTP port (default: a free one)"
+    )
     return parser
 
 

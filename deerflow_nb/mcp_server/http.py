@@ -17,6 +17,8 @@ import socket
 import sys
 from typing import Any
 
+from ..ports import bind_failure
+
 TOKEN_ENV = "DEERFLOW_NB_MCP_TOKEN"
 PATH = "/mcp"
 LOOPBACK = "127.0.0.1"
@@ -76,7 +78,11 @@ async def serve_http(server: Any, port: int, token: str | None) -> None:
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((LOOPBACK, port))
+    try:
+        sock.bind((LOOPBACK, port))
+    except OSError as exc:  # another server has the port: one line, not errno 98
+        sock.close()
+        raise ValueError(bind_failure(exc, LOOPBACK, port)) from None
     sock.listen(128)  # before the URL is printed: a client may connect at once (backlog)
     port = sock.getsockname()[1]
     hosts = [f"{LOOPBACK}:{port}", f"localhost:{port}"]

@@ -30,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..llm.base import ChatResult
+from ..ports import bind_failure, port_number
 from ..tokens import count_tokens
 from .model import OfflineModel
 
@@ -455,17 +456,6 @@ def serve(httpd: OfflineServer, handle: type[ServerHandle] = ServerHandle) -> Se
     return handle(httpd, thread)
 
 
-def _port(text: str) -> int:
-    """A TCP port number (0 picks a free one), for argparse: its error is one usage line."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port from 0 to 65535")
-    return port
-
-
 def serve_main(argv: list[str] | None = None) -> int:
     """``deerflow-nb serve-offline``: serve until interrupted, printing the base URL."""
     parser = argparse.ArgumentParser(
@@ -473,10 +463,14 @@ def serve_main(argv: list[str] | None = None) -> int:
         description="Serve the offline model on an OpenAI-compatible loopback endpoint.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback)")
-    parser.add_argument("--port", type=_port, default=0, help="port (default: any free port)")
+    parser.add_argument("--port", type=port_number, default=0, help="port (default: any free port)")
     parser.add_argument("--api-key", default=None, help="require this bearer key")
     args = parser.parse_args(argv)
-    handle = start_server(host=args.host, port=args.port, api_key=args.api_key)
+    try:
+        handle = start_server(host=args.host, port=args.port, api_key=args.api_key)
+    except OSError as exc:  # a busy port, an address not on this machine
+        print(f"{parser.prog}: {bind_failure(exc, args.host, args.port)}", file=sys.stderr)
+        return 2
     try:  # the URL is printed inside: a client may use it and interrupt before wait() starts
         print(handle.base_url, flush=True)
         handle.wait()
