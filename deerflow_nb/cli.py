@@ -204,10 +204,26 @@ def _team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         help="let PROJECT's members remove at most max(N, --share of its facts) a UTC day",
     )
     limit.add_argument("project")
-    limit.add_argument("removals", type=int, metavar="N")
+    limit.add_argument("removals", type=_removals, metavar="N")
     limit.add_argument("--share", type=float, help="a share of the project's facts, 0 to 1")
     limit.add_argument("--url", required=True, help="the shared store, as the project's owner")
     limit.set_defaults(func=_team_limit)
+
+
+MAX_REMOVALS = 2**31 - 1  # deerflow.projects.max_removals is a PostgreSQL integer
+
+
+def _removals(text: str) -> int:
+    """``team limit``'s N: a count of facts that the server's column can hold."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_REMOVALS:
+        raise argparse.ArgumentTypeError(
+            f"must be a count of facts from 0 to {MAX_REMOVALS}, got {text!r}"
+        )
+    return value
 
 
 def _seconds(text: str) -> float:

@@ -179,3 +179,13 @@ def test_a_busy_port_is_one_line_naming_the_fix(home: Path) -> None:
             assert result.returncode == 2, (command, result.stderr)
             (line,) = result.stderr.splitlines()
             assert line.endswith(f"port {port} is in use: {free}, or pick another"), line
+
+
+def test_team_limit_takes_only_a_count_the_servers_column_holds() -> None:
+    """Found by a review: N past PostgreSQL's integer was psycopg's NumericValueOutOfRange
+    traceback; it is refused before any connection (nothing listens at this URL)."""
+    for bad in ("99999999999999999999", "2147483648", "-1", "ten"):
+        result = cli("team", "limit", "churn", bad, "--url", "postgresql://owner@127.0.0.1:1/t")
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        said = result.stderr.splitlines()[-1]
+        assert f"N: must be a count of facts from 0 to 2147483647, got '{bad}'" in said
