@@ -25,6 +25,8 @@ from .home import (
 from .projects import PROJECT_ENV, check_project_name
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .schema.settings import Settings
 
 __all__ = [
@@ -90,7 +92,7 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
         import yaml
 
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            raw = _read_yaml(path.read_text(encoding="utf-8"), path) or {}
         except yaml.YAMLError as exc:
             line = getattr(getattr(exc, "problem_mark", None), "line", None)
             where = f" line {line + 1}" if line is not None else ""
@@ -139,6 +141,38 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
     if settings.model.base_url:
         check_base_url(settings.model.base_url)
     return settings
+
+
+def _read_yaml(text: str, path: Path) -> Any:
+    """``text`` as ``yaml.safe_load`` reads it, except that a key given twice in one
+    mapping (two ``memory:`` sections) is a ConfigError naming it and its line: PyYAML
+    would keep the last one silently."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, value_node in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # <<: an anchor's keys
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    twice = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: PyYAML's own error says it
+                    continue
+                if twice:
+                    shown = f"`{key}`" if isinstance(key, str) else short_repr(key)
+                    fix = (
+                        "merge the two sections"
+                        if isinstance(value_node, yaml.MappingNode)
+                        else "keep one of the two"
+                    )
+                    line = key_node.start_mark.line + 1
+                    raise ConfigError(f"{path} line {line}: {shown} appears twice; {fix}")
+            return super().construct_mapping(node, deep=deep)
+
+    return yaml.load(text, Loader=UniqueKeys)  # a SafeLoader: no Python objects
 
 
 def check_base_url(url: str) -> None:

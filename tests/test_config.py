@@ -224,6 +224,17 @@ def test_invalid_yaml_is_one_line(home: Path) -> None:
     assert "not valid YAML" in message
 
 
+def test_a_key_given_twice_is_one_line_naming_it_and_its_line(home: Path) -> None:
+    """Found by a review: PyYAML kept the second ``memory:`` and dropped the first."""
+    two_sections = "memory:\n  max_facts: 10\nmodel:\n  name: m\nmemory:\n  enabled: true\n"
+    message = one_line_error(home, two_sections)
+    assert message.endswith("config.yaml line 5: `memory` appears twice; merge the two sections")
+    message = one_line_error(home, "memory:\n  max_facts: 10\n  max_facts: 20\n")
+    assert message.endswith("config.yaml line 3: `max_facts` appears twice; keep one of the two")
+    write_config(home, "memory:\n  <<: {max_facts: 7}\n  max_facts: 9\n")  # a merge: no repeat
+    assert load_settings().memory.max_facts == 9
+
+
 def test_empty_file_means_defaults(home: Path) -> None:
     write_config(home, "")
     assert load_settings().memory.max_facts == 100
