@@ -161,7 +161,8 @@ def test_every_table_of_the_store_keeps_projects_and_roles_apart(shared: Team) -
                 conn.execute("INSERT INTO deerflow.revisions (revision) VALUES (1000000)")
         with pytest.raises(SharedError, match="is no member of project project_b"):
             put(carol, Fact("x", "into b", project="project_b"))
-        with pytest.raises(SharedError, match="read-only member of project project_a"):
+        fix = f"`deerflow-nb team add --url URL project_a student_{shared.suffix}`"
+        with pytest.raises(SharedError, match=f"read-only member of project project_a: .*{fix}"):
             put(student, Fact("s1", "a student's change", project="project_a"))
         with psycopg.connect(student_url, autocommit=True) as conn:
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -173,13 +174,24 @@ def test_a_read_only_member_reads_and_is_refused_a_change(
     alice.share(PROJECT, alice_url)
     student = home(tmp_path, "student")
     assert student.join(PROJECT, student_url).applied == 1
-    with pytest.raises(ValueError, match=f"student_{shared.suffix} is a read-only member"):
+    with pytest.raises(ValueError, match=f"student_{shared.suffix} is a read-only member") as no:
         student.add_fact("The target column is wrong", project=PROJECT)
+    fix = f"`deerflow-nb team add --url URL {PROJECT} student_{shared.suffix}` (without"
+    assert fix in str(no.value)  # the command's real syntax (found by a review)
+    with pytest.raises(ValueError, match=re.escape(fix.removesuffix(" (without"))):
+        student.share(PROJECT, student_url)
     assert "The target column is wrong" not in contents(student)
     student.add_fact("I take notes in markdown")  # the student's own facts are theirs
     assert student.sync().published == 0
     for memory in (alice, student):
         memory.close()
+
+
+def test_the_command_for_the_owner_quotes_a_project_name_with_spaces() -> None:
+    from deerflow_nb.shared.team import add_member_command
+
+    said = add_member_command("churn model", "bob")
+    assert said == "deerflow-nb team add --url URL 'churn model' bob"
 
 
 @pytest.mark.parametrize("form", ["userinfo", "parameter", "words"])

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..projects import check_project_name, fact_project, project_name
 from ..schema.changes import ChangeSet
 from ..shared.connect import without_password
+from ..shared.team import add_member_command
 from ..storage import outbox as rows
 from ..storage.outbox import Outbox
 from ..untrusted import clean_text, escape_markdown
@@ -105,7 +106,7 @@ class _Commit:
                 role = self.shared[project].get("role") or "this role"
                 raise Refused(
                     f"{role} is a read-only member of shared project {project}: ask its "
-                    f"owner to run `deerflow-nb team add {project} {role}` (without "
+                    f"owner to run `{add_member_command(project, role)}` (without "
                     "--read-only), or keep the fact in your own memory (--user)"
                 )
             del effect[project]  # a fold's note on a course project stays here
@@ -188,7 +189,7 @@ class Sharing:
         if read_only:
             raise SharedError(
                 f"{role} is a read-only member of project {project}: joined, but nothing is "
-                f"shared; ask its owner to run `deerflow-nb team add {project} {role}`"
+                f"shared; ask its owner to run `{add_member_command(project, role)}`"
             )
         data = self._current()
         facts = [public_fact(f) for f in data.get("facts") or [] if fact_project(f) == project]

@@ -53,6 +53,7 @@ from .connect import (
 )
 from .exchange import team_diff
 from .migrations import GUARD_STATE, REVISION_LOCK
+from .team import add_member_command
 
 if TYPE_CHECKING:
     import psycopg
@@ -264,7 +265,7 @@ class PostgresStore:
                 if read_only:
                     raise SharedError(
                         f"{role} is a read-only member of project {project}: ask its owner to "
-                        f"run `deerflow-nb team add {project} {role}` (without --read-only)"
+                        f"run `{add_member_command(project, role)}` (without --read-only)"
                     )
                 raise no_member(role, project)
 
