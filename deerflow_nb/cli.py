@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,18 +27,36 @@ def _say(text: object, *, file: object = None) -> None:
     print(clean_text(text), file=file or sys.stdout)
 
 
+def _check_home(home: str | None) -> None:
+    """Refuse a home folder that does not exist, named by ``--home`` or, without it, by
+    ``$DEERFLOW_NB_HOME``: for a command that does not create a home it is a typo, and
+    opening it would make an empty home there (or export an empty memory)."""
+    from .config import HOME_ENV
+
+    if home:
+        if not Path(home).expanduser().is_dir():
+            raise ValueError(f"no home folder {home}; check the path (or omit --home)")
+        return
+    named = os.environ.get(HOME_ENV)
+    if named and not Path(named).expanduser().is_dir():
+        raise ValueError(
+            f"no home folder {named} (${HOME_ENV}); check the path (or unset {HOME_ENV})"
+        )
+
+
 def _with_memory(
     action: Callable[[Memory, argparse.Namespace], int | None], *, creates_home: bool = False
 ) -> Command:
     """A subcommand that opens the home's Memory, acts, and always closes it; its exit code
     is the action's (0 when it returns None). Only a command that writes memory may create
-    a missing ``--home``: for the others a missing folder is a typo, not a new home."""
+    a missing home (``--home`` or ``$DEERFLOW_NB_HOME``): for the others a missing folder
+    is a typo, not a new home (``_check_home``)."""
 
     def command(args: argparse.Namespace) -> int:
         from .memory import Memory
 
-        if args.home and not creates_home and not Path(args.home).expanduser().is_dir():
-            raise ValueError(f"no home folder {args.home}; check the path (or omit --home)")
+        if not creates_home:
+            _check_home(args.home)
         mem = Memory(args.home)
         try:
             return action(mem, args) or 0
@@ -54,8 +73,7 @@ def _with_reader(action: Callable[[MemoryReader, argparse.Namespace], None]) -> 
     def command(args: argparse.Namespace) -> int:
         from .memory import open_reader
 
-        if args.home and not Path(args.home).expanduser().is_dir():
-            raise ValueError(f"no home folder {args.home}; check the path (or omit --home)")
+        _check_home(args.home)
         with open_reader(args.home) as reader:
             action(reader, args)
         return 0
@@ -114,8 +132,7 @@ def _migrate(args: argparse.Namespace) -> int:
     readers (the inspector, ``status``, ``export``) never do it themselves."""
     from .memory import Memory, open_reader
 
-    if args.home and not Path(args.home).expanduser().is_dir():
-        raise ValueError(f"no home folder {args.home}; check the path (or omit --home)")
+    _check_home(args.home)
     with open_reader(args.home) as reader:
         path, before = reader.settings.journal_path, set(reader.migrations())
     if not path.is_file():
@@ -135,8 +152,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from .doctor.checks import run_doctor
     from .llm.base import ModelError
 
-    if args.home and not Path(args.home).expanduser().is_dir():
-        raise ValueError(f"no home folder {args.home}; check the path (or omit --home)")
+    _check_home(args.home)
     try:
         report = run_doctor(load_settings(args.home))
     except ModelError as exc:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from journal_rows import journal_turn
 
 from deerflow_nb import Agent, Memory
@@ -189,3 +190,23 @@ def test_team_limit_takes_only_a_count_the_servers_column_holds() -> None:
         assert result.returncode == 2 and "Traceback" not in result.stderr
         said = result.stderr.splitlines()[-1]
         assert f"N: must be a count of facts from 0 to 2147483647, got '{bad}'" in said
+
+
+def test_a_mistyped_home_in_the_environment_is_not_created_nor_exported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a review: ``export`` wrote an empty memory and said "exported to" (exit 0),
+    and the read-only commands made the folder."""
+    typo = tmp_path / "typo-home"
+    monkeypatch.setenv("DEERFLOW_NB_HOME", str(typo))
+    out = tmp_path / "x.json"
+    for command in (("status",), ("export", str(out)), ("migrate",), ("doctor",), ("fold",)):
+        result = cli(*command)
+        assert result.returncode == 2, (command, result.stderr)
+        (line,) = result.stderr.splitlines()
+        assert f"no home folder {typo} ($DEERFLOW_NB_HOME); check the path" in line
+    assert not typo.exists() and not out.exists()
+    imported = tmp_path / "in.json"
+    imported.write_text('{"facts": []}')
+    assert cli("import", str(imported)).returncode == 0  # import may make a new home
+    assert typo.is_dir()
