@@ -137,9 +137,9 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
     from .scrub import remember_secret
 
     remember_secret(settings.model.api_key)  # redact hides it wherever it is echoed
-    remember_secret(settings.model.base_url)  # the password of a user:pass@ URL
     if settings.model.base_url:
         check_base_url(settings.model.base_url)
+    remember_secret(settings.model.base_url)  # the password of a user:pass@ URL
     return settings
 
 
@@ -181,15 +181,21 @@ def check_base_url(url: str) -> None:
     the end of the host); it never shows the password."""
     from urllib.parse import urlsplit
 
-    from .scrub import redact
+    from .scrub import redact, remember_secret
 
     where = "OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL") else "model.base_url"
+    if "://" in url:  # its password is hidden wherever the message is echoed
+        remember_secret(url)
     try:
         parts = urlsplit(url.strip())
         parts.port  # noqa: B018 - parsing the port is the check
         stray_at = "@" in url.strip()[len(parts.scheme) + 3 + len(parts.netloc) :]
     except ValueError:
         stray_at = True
+    if "://" not in url and (stray_at or not parts.hostname):
+        raise ConfigError(  # it may be a key pasted in the wrong place: never quoted
+            f"{where} is not a URL (no http:// or https://): write it as http://HOST:PORT/v1"
+        )
     if stray_at or not parts.hostname:
         raise ConfigError(
             f"{where} {redact(url)!r} is not a valid URL: write it as "

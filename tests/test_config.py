@@ -235,6 +235,27 @@ def test_a_key_given_twice_is_one_line_naming_it_and_its_line(home: Path) -> Non
     assert load_settings().memory.max_facts == 9
 
 
+@pytest.mark.parametrize("value", ["not a url", "sk-live-0123456789abcdef", "localhost:8080"])
+def test_a_base_url_without_a_scheme_is_one_clean_line_that_never_shows_it(
+    home: Path, value: str
+) -> None:
+    """Found by a review: 'not a url' was remembered as a secret, and its pieces redacted
+    the message's own words ("'[redacted]' is [redacted]valid URL")."""
+    write_config(home, f"model:\n  base_url: {value!r}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == (
+        "model.base_url is not a URL (no http:// or https://): write it as http://HOST:PORT/v1"
+    )
+
+
+def test_a_bad_base_url_hides_its_password(home: Path) -> None:
+    write_config(home, "model:\n  base_url: 'http://alice:pa/ss-word@host:80/v1'\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert "pa/ss-word" not in str(info.value) and "is not a valid URL" in str(info.value)
+
+
 def test_empty_file_means_defaults(home: Path) -> None:
     write_config(home, "")
     assert load_settings().memory.max_facts == 100
