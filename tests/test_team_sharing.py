@@ -188,7 +188,7 @@ def test_a_read_only_member_reads_and_is_refused_a_change(
 
 
 def test_the_command_for_the_owner_quotes_a_project_name_with_spaces() -> None:
-    from deerflow_nb.shared.team import add_member_command
+    from deerflow_nb.shared.connect import add_member_command
 
     said = add_member_command("churn model", "bob")
     assert said == "deerflow-nb team add --url URL 'churn model' bob"

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..projects import check_project_name, fact_project, project_name
 from ..schema.changes import ChangeSet
-from ..shared.connect import without_password
-from ..shared.team import add_member_command
+from ..shared.connect import add_member_command, without_password
 from ..storage import outbox as rows
 from ..storage.outbox import Outbox
 from ..untrusted import clean_text, escape_markdown

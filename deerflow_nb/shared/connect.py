@@ -195,7 +195,7 @@ def refused(conn: psycopg.Connection, exc: Exception, project: str) -> NoReturn:
     if read_only:
         raise SharedError(
             f"{role} is a read-only member of project {project}: ask its owner to run "
-            f"`{add_command(project, role)}` (without --read-only) to change it"
+            f"`{add_member_command(project, role)}` (without --read-only) to change it"
         ) from None
     raise no_member(role, project) from None
 
@@ -215,10 +215,11 @@ def no_member(role: str, project: str) -> SharedError:
     """The one line for a role that is no member of ``project``, naming who can fix it."""
     return SharedError(
         f"{role} is no member of project {project}: ask its owner to run "
-        f"`{add_command(project, role)}`"
+        f"`{add_member_command(project, role)}`"
     )
 
 
-def add_command(project: str, role: str) -> str:
-    """The command a project's owner runs to make ``role`` a member, as it is typed."""
-    return f"deerflow-nb team add {shlex.quote(project)} {shlex.quote(role)} --url URL"
+def add_member_command(project: str, role: str) -> str:
+    """The ``deerflow-nb team add`` that makes ``role`` a member of ``project``, as its
+    owner types it (``URL``: the shared store, as the owner connects to it)."""
+    return f"deerflow-nb team add --url URL {shlex.quote(project)} {shlex.quote(role)}"

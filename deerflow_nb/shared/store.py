@@ -46,6 +46,7 @@ from ..storage.contract import (
 )
 from .connect import (
     SharedError,
+    add_member_command,
     member_role,
     no_member,
     opened,
@@ -53,7 +54,6 @@ from .connect import (
 )
 from .exchange import team_diff
 from .migrations import GUARD_STATE, REVISION_LOCK
-from .team import add_member_command
 
 if TYPE_CHECKING:
     import psycopg

@@ -11,7 +11,6 @@ already hashed (SCRAM), so it appears in no server log, and is never stored by u
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -25,12 +24,6 @@ if TYPE_CHECKING:
 # 63-byte identifier limit.
 T = TypeVar("T")
 NAME = re.compile(r"[a-z_][a-z0-9_\-.]{0,62}")
-
-
-def add_member_command(project: str, role: str) -> str:
-    """The ``deerflow-nb team add`` that makes ``role`` a member of ``project``, as its
-    owner types it (``URL``: the shared store, as the owner connects to it)."""
-    return f"deerflow-nb team add --url URL {shlex.quote(project)} {shlex.quote(role)}"
 
 
 def init(url: str) -> list[str]:
