@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .home import short_repr
+
 DEFAULT_PROJECT = "default"
 PROJECT_ENV = "DEERFLOW_NB_PROJECT"
 # Jupyter Server tells a kernel its notebook's path in JPY_SESSION_NAME (IPython also
@@ -77,10 +79,9 @@ def check_project_name(text: str) -> str:
         or not given.strip(".")
         or any(unicodedata.category(c) == "Cc" for c in given)
     ):
-        shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
         raise ValueError(
-            f"{shown} is not a project name; use letters, digits, spaces, '-', '_' or '.', "
-            "without '/', '\\' or control characters (and not '.' or '..')"
+            f"{short_repr(text)} is not a project name; use letters, digits, spaces, '-', '_' "
+            "or '.', without '/', '\\' or control characters (and not '.' or '..')"
         )
     return project_name(text)
 
