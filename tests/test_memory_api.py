@@ -209,6 +209,45 @@ def test_debounce_restarts_on_every_enqueue_and_the_worker_folds(
     mem.close()
 
 
+def test_an_enqueue_wakes_the_worker_only_for_a_row_due_before_its_next_look(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waking the worker thread after every turn cost the turn about a millisecond: an
+    enqueue that only pushes the due times back leaves the worker asleep (it looks again
+    at the earlier due time by itself), one due sooner than that wakes it now."""
+    clock = ManualClock()
+    monkeypatch.setattr(queue, "clock", clock)
+    configure(home, debounce_seconds=60.0)
+    mem = Memory(home).start()
+    looks: list[float | None] = []
+    next_due = mem.threads.worker._next_due
+
+    def counted() -> float | None:
+        looks.append(due := next_due())
+        return due
+
+    monkeypatch.setattr(mem.threads.worker, "_next_due", counted)
+    journal_turn(mem, "a", "I work on project Apollo.")
+    mem.enqueue("a")  # the queue was empty: the worker waited for a notice, so it is woken
+    wait_until(lambda: looks and looks[-1] is not None, what="the worker reading row a")
+    seen = len(looks)
+    for thread in ("b", "c"):
+        journal_turn(mem, thread, f"I work on project {thread.upper()}ster.")
+        mem.enqueue(thread)  # due later than the worker's next look: no wake
+    time.sleep(0.2)
+    assert len(looks) == seen
+    mem.settings.memory.debounce_seconds = 0.0  # due now, before the worker's next look
+    journal_turn(mem, "d", "I work on project Zephyr.")
+    mem.enqueue("d")
+    wait_until(lambda: "Works on project Zephyr" in contents(mem), what="the worker's fold")
+    assert sorted(r["thread_id"] for r in queue_rows(mem) if r["status"] == "pending") == [
+        "a",
+        "b",
+        "c",
+    ]
+    mem.close()
+
+
 def test_failed_extraction_is_kept_retried_with_backoff_then_marked(home: Path) -> None:
     configure(home, model_name="gpt-4o-mini")  # no key configured: the model call fails
     mem = Memory(home)

@@ -208,10 +208,10 @@ class Threads:
         """Snapshot the journaled thread into ``memory_queue`` and restart the debounce;
         False (nothing queued) when memory is disabled, the thread is a sub-agent's, or it
         lacks a user message and a reply. Without ``start`` the row waits, durable."""
-        queued = self._folding.enqueue(thread_id)
-        if queued and self.worker is not None:
-            self.worker.notify()
-        return queued
+        due = self._folding.enqueue(thread_id)
+        if due is not None and self.worker is not None:
+            self.worker.notify(due)
+        return due is not None
 
     def add(
         self, thread: str, messages: Iterable[dict[str, Any]], project: str | None = None

@@ -97,18 +97,19 @@ class Folding:
         return report
 
     # -- the queue -----------------------------------------------------------------------
-    def enqueue(self, thread_id: str) -> bool:
-        """Snapshot the journaled thread into ``memory_queue`` and restart the debounce.
+    def enqueue(self, thread_id: str) -> float | None:
+        """Snapshot the journaled thread into ``memory_queue`` and restart the debounce;
+        when the row is due (``schedule.clock``).
 
-        False (and nothing queued) when memory is disabled, the thread is a sub-agent's, or
+        None (and nothing queued) when memory is disabled, the thread is a sub-agent's, or
         it lacks a user message and an assistant reply.
         """
         thread = self.journal.thread(thread_id)
         if thread is None or thread.get("kind") == "subagent":
-            return False
+            return None
         if not self.settings.memory.enabled:
             self.skip(thread_id)
-            return False
+            return None
         return self._queue_unfolded(thread_id, self.settings.memory.debounce_seconds)
 
     def skip(self, thread_id: str) -> None:
@@ -121,15 +122,15 @@ class Folding:
             if not queue_rows.is_queued(db, thread_id):
                 schedule.mark_folded(db, thread_id, self.journal.last_seq(thread_id))
 
-    def _queue_unfolded(self, thread_id: str, debounce: float) -> bool:
+    def _queue_unfolded(self, thread_id: str, debounce: float) -> float | None:
         """Queue what the thread has not folded yet, read and written in one transaction
-        (so a fold finishing meanwhile cannot leave a stale snapshot); False if unfoldable."""
+        (so a fold finishing meanwhile cannot leave a stale snapshot); when the row is
+        due, or None if unfoldable."""
         with self.journal.transaction() as db:
             snapshot, last_seq = unfolded(self.journal, thread_id)
             if not is_foldable(snapshot):
-                return False
-            schedule.queue_snapshot(db, thread_id, snapshot, last_seq, debounce)
-        return True
+                return None
+            return schedule.queue_snapshot(db, thread_id, snapshot, last_seq, debounce)
 
     def _finish_fold(self, db: Any, row: dict[str, Any]) -> None:
         """Inside the fold's transaction: mark the row folded; a snapshot queued during the

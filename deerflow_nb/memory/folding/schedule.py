@@ -55,10 +55,10 @@ def _claim_is_live(claimed_by: str | None, claimed_until: float | None, now: flo
 
 def queue_snapshot(
     db: Any, thread_id: str, snapshot: list[dict[str, Any]], last_seq: int, debounce: float
-) -> None:
+) -> float:
     """Inside the caller's journal transaction (the one that read the snapshot, so a fold
     finishing meanwhile cannot leave it stale): replace the thread's pending snapshot and
-    restart the debounce for every pending row."""
+    restart the debounce for every pending row; the row's due time."""
     due = clock() + debounce
     row = {
         "thread_id": thread_id,
@@ -71,6 +71,7 @@ def queue_snapshot(
         "last_seq": last_seq,
     }
     rows.put(db, row, due_at_least=due)
+    return due
 
 
 def _encode(snapshot: list[dict[str, Any]]) -> str:
