@@ -46,3 +46,28 @@ def test_scores_are_the_formulas(documents: list[list[str]], query: list[str]) -
     scores = index.get_scores(query)
     assert scores.shape == (len(documents),)
     assert scores.tolist() == pytest.approx(reference(documents, query), rel=1e-12, abs=1e-15)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    documents=st.lists(st.lists(st.sampled_from(WORDS), max_size=6), min_size=1, max_size=40),
+    query=st.lists(st.sampled_from([*WORDS, "absent"]), max_size=6),
+)
+def test_kept_rows_of_frequent_terms_give_the_same_sums_bit_for_bit(
+    documents: list[list[str]], query: list[str]
+) -> None:
+    """A frequent term's scores are kept as a dense row after its first query: asking
+    again gives the same floats exactly, and so does adding the terms one at a time from
+    their postings (the order the formula adds them in)."""
+    arrays = [np.array([IDS[w] for w in d], dtype=np.int64) for d in documents]
+    index, windows = BM25.with_windows(IDS, arrays, np.zeros(len(documents), dtype=int), 1)
+    for bm25 in (index, windows):
+        assert bm25 is not None
+        by_postings = np.zeros(len(documents))
+        for row in bm25.ids(query):
+            start, end = bm25.indptr[row], bm25.indptr[row + 1]
+            one = np.zeros(len(documents))
+            one[bm25.docs[start:end]] = bm25.weights[start:end]
+            by_postings += one
+        first, again = bm25.get_scores(query), bm25.get_scores(query)
+        assert first.tolist() == again.tolist() == by_postings.tolist()
