@@ -30,7 +30,7 @@ class BM25:
     where a general-purpose library spends most of a second.
     """
 
-    __slots__ = ("lexicon", "terms", "indptr", "docs", "weights", "n", "_pairs", "_dense")
+    __slots__ = ("lexicon", "terms", "indptr", "docs", "weights", "n", "_pairs", "_dense", "_rows")
 
     def __init__(
         self,
@@ -55,6 +55,7 @@ class BM25:
         self.weights = idf[term] * tf / (tf + norm[doc])
         self._pairs = (term, doc, tf, lengths)
         self._dense: dict[int, np.ndarray] = {}  # row -> scores, for frequent terms
+        self._rows: dict[str, int] = {}  # term -> its row here (-1: no document holds it)
 
     @classmethod
     def with_windows(
@@ -93,15 +94,23 @@ class BM25:
         return index, windows
 
     def ids(self, terms: Sequence[str]) -> list[int]:
-        """The rows of ``terms`` here, leaving out those no document holds."""
+        """The rows of ``terms`` here, leaving out those no document holds (each term
+        looked up once per index: a turn asks the same few dozen)."""
         out = []
         for t in terms:
-            number = self.lexicon.get(t)
-            if number is not None:
-                row = int(np.searchsorted(self.terms, number))
-                if row < len(self.terms) and self.terms[row] == number:
-                    out.append(row)
+            row = self._rows.get(t)
+            if row is None:
+                row = self._rows[t] = self._row(t)
+            if row >= 0:
+                out.append(row)
         return out
+
+    def _row(self, term: str) -> int:
+        number = self.lexicon.get(term)
+        if number is None:
+            return -1
+        row = int(np.searchsorted(self.terms, number))
+        return row if row < len(self.terms) and self.terms[row] == number else -1
 
     def get_scores(self, terms: Sequence[str]) -> np.ndarray:
         """BM25 of the query ``terms`` (a repeated term counts again) for every document.
