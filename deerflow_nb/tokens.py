@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import re
 import zlib
 from functools import lru_cache
 from importlib import resources
@@ -68,6 +69,14 @@ def get_encoding() -> tiktoken.Encoding:
     )
 
 
+# A line break followed by a printable ASCII character always ends a piece of
+# cl100k_base's pre-tokenizer: none of ``_PAT_STR``'s patterns reads on past a line break
+# into a character that is not white space. Tokens never cross pieces, so a long text's
+# count is the sum of its lines' counts, exactly.
+_LINE_START = re.compile(r"(?<=\n)(?=[!-~])")
+_SPLIT_FROM = 512  # characters: a shorter text is encoded whole
+
+
 def count_tokens(text: str) -> int:
     """Exact ``cl100k_base`` token count; special-token text is counted as plain text."""
     return _count(text) if text else 0
@@ -76,7 +85,20 @@ def count_tokens(text: str) -> int:
 @lru_cache(maxsize=4096)
 def _count(text: str) -> int:
     """Counts are cached: every model call re-counts the thread's history for usage and
-    the summarization trigger, and those messages do not change."""
+    the summarization trigger, and those messages do not change. A long text is counted
+    line by line, each line cached: a turn's system prompt is new (its ``<memory>`` block
+    is ranked for the turn) but most of its lines were counted on an earlier turn."""
+    if len(text) < _SPLIT_FROM:
+        return _encoded_length(text)
+    return sum(_line_count(line) for line in _LINE_START.split(text))
+
+
+@lru_cache(maxsize=32768)
+def _line_count(line: str) -> int:
+    return _encoded_length(line)
+
+
+def _encoded_length(text: str) -> int:
     return len(get_encoding().encode_ordinary(text))
 
 

@@ -184,3 +184,39 @@ def test_counts_with_no_network_and_an_empty_tiktoken_cache(tmp_path: Path) -> N
     # Plain tiktoken would have to download here; proof the guard was really in force.
     assert result["tiktoken_download"] != "worked"
     assert list(cache.iterdir()) == []
+
+
+# Characters that stress cl100k_base's pre-tokenizer at line breaks: white space of every
+# kind (Unicode's and Python's, which differ), punctuation, apostrophes, digits, letters.
+_TRICKY = st.sampled_from(
+    list("aZé9'.,<>-[]()#*:")
+    + ["'s", "ll", " ", "  ", "\t", "\n", "\r\n", "\r", "\n\n"]
+    + ["\u00a0", "\u2028", "\u3000", "\x85", "\x1c", "\x0b", "\U0001f44d", "日本", "0123"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(_TRICKY, max_size=80))
+def test_a_long_text_counted_line_by_line_counts_exactly_as_encoded_whole(
+    parts: list[str],
+) -> None:
+    """A long text is counted as the sum of its lines (each cached): the sum is exactly
+    the whole text's encoding, whatever white space or punctuation meets a line break."""
+    text = "".join(parts)
+    lines = tokens._LINE_START.split(text)
+    assert "".join(lines) == text
+    assert sum(map(tokens._encoded_length, lines)) == len(get_encoding().encode_ordinary(text))
+
+
+def test_a_new_memory_block_costs_only_its_new_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn's system prompt is new each turn (its block ranked for the turn), but most of
+    its lines were counted before: only the new ones are encoded."""
+    lines = [f"- Uses tool{i} for project {i % 7} work\n" for i in range(200)]
+    first = "<memory>\nFacts:\n" + "".join(lines[:150]) + "</memory>"
+    second = "<memory>\nFacts:\n" + "".join(lines[50:]) + "</memory>"
+    assert count_tokens(first) == len(get_encoding().encode_ordinary(first))
+    encoded: list[str] = []
+    real = tokens._encoded_length
+    monkeypatch.setattr(tokens, "_encoded_length", lambda t: encoded.append(t) or real(t))
+    assert count_tokens(second) == len(get_encoding().encode_ordinary(second))
+    assert sorted(encoded) == sorted(lines[150:])
