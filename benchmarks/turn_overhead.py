@@ -4,10 +4,13 @@ Usage::
 
     python benchmarks/turn_overhead.py [--turns N] [--quick] [--results DIR | --no-results]
 
-Each row is one configuration of the same offline-model turn (one model call, no tools)
+Each row is one configuration of the same offline-model turns (one model call, no tools)
 in a fresh home: memory off, and memory on with 100 and with 10,000 facts in
 memory.json; the rows take turns, one turn each in rotation, so drift in the machine's
-speed moves them alike. "Overhead" is the turn's wall time minus its model call; the columns split
+speed moves them alike. Turn after turn asks a different question (``MESSAGES``), as a
+person does: each turn ranks memory for its own words and injects a block of its own,
+whose tokens are counted anew (one question asked forty times would find every count
+cached). "Overhead" is the turn's wall time minus its model call; the columns split
 it by middleware (journal writes, memory injection, memory enqueue, the summarization
 check). "Added" is the overhead beyond the memory-off turn; the goal is at most 2 ms at
 10,000 facts. The memory queue's debounce is set far out so no fold runs during timing.
@@ -49,6 +52,20 @@ _TOPIC_TEXT = """
 """
 TOPICS = _TOPIC_TEXT.split()
 MESSAGE = "Which dataframe library should I use for the churn forecast notebook?"
+MESSAGES = (
+    MESSAGE,
+    "Plot the weekly retention cohort with altair, please.",
+    "Tune xgboost for the revenue model with a small grid.",
+    "Load the parquet files from bigquery into duckdb for the dashboard.",
+    "Why is the airflow pipeline latency so high on kubernetes?",
+    "Which metric fits the ab-test in the experiment notebook?",
+    "Which sklearn feature pipeline did I use with pytorch?",
+    "Set up a docker image with jupyter and polars for the team.",
+    "Compare spark and snowflake for the cohort report.",
+    "Should redis cache the kafka consumer offsets?",
+    "Fit a scipy forecast on the postgres revenue table.",
+    "Where is the dbt model for churn features in git?",
+)
 COLUMNS = {
     "JournalMiddleware": "journal",
     "MemoryInjectionMiddleware": "inject",
@@ -108,8 +125,11 @@ def measure(configs: list[tuple[str, int | None]], turns: int) -> dict[str, dict
         rows: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in configs}
         for i in range(turns):
             for label, (agent, use_memory) in agents.items():
-                agent.run(MESSAGE, thread=f"bench-{i}", use_memory=use_memory)
+                message = MESSAGES[i % len(MESSAGES)]
+                agent.run(message, thread=f"bench-{i}", use_memory=use_memory)
                 turn = agent.last_turn
+                if turn.tool_calls:  # a tool's work is not memory's overhead
+                    raise SystemExit(f"{message!r} made the offline model call a tool")
                 rows[label].append(
                     {
                         "overhead": turn.overhead_seconds * 1000,

@@ -89,12 +89,14 @@ def _count(text: str) -> int:
     line by line, each line cached: a turn's system prompt is new (its ``<memory>`` block
     is ranked for the turn) but most of its lines were counted on an earlier turn."""
     if len(text) < _SPLIT_FROM:
-        return _encoded_length(text)
+        return _line_count(text)
     return sum(_line_count(line) for line in _LINE_START.split(text))
 
 
 @lru_cache(maxsize=32768)
 def _line_count(line: str) -> int:
+    """A short text's or a line's count: the block's lines were counted here when it was
+    packed (``block.line_cost``), so counting the prompt that holds it finds them."""
     return _encoded_length(line)
 
 

@@ -289,4 +289,11 @@ def get_index(
 
 
 def _usable_facts(raw: list[Any], index: FactIndex) -> list[dict[str, Any]]:
-    return list(raw) if len(index.positions) == len(raw) else [raw[p] for p in index.positions]
+    """The usable facts of ``raw``, in store order: one list per revision's document (a
+    turn reads it and never changes it), not a copy of 10,000 references per turn."""
+    kept = index.meta.get("usable")
+    if kept is not None and kept[0] is raw:
+        return kept[1]
+    usable = list(raw) if len(index.positions) == len(raw) else [raw[p] for p in index.positions]
+    index.meta["usable"] = (raw, usable)
+    return usable
