@@ -39,8 +39,9 @@ _MAX_MISSES = 64
 
 
 # A fact's place under a plan: its outer and inner header lines, their costs, whether each
-# leaves its year to the legend, its own line's cost, and its one-line form's.
-_Placed = tuple[str, str, int, int, bool, bool, int, int]
+# leaves its year to the legend, its own line's cost, its one-line form's, and that form
+# (None when the fact keeps its own line under the header).
+_Placed = tuple[str, str, int, int, bool, bool, int, int, str | None]
 
 
 class _Plan(NamedTuple):
@@ -138,7 +139,7 @@ def _layout(
     groups: dict[str, dict[str, list[int]]] = {}
     yearless = False
     for i in accepted:
-        outer, inner, _, _, short_outer, short_inner, _, _ = placed[i]
+        outer, inner, _, _, short_outer, short_inner, _, _, _ = placed[i]
         groups.setdefault(outer, {}).setdefault(inner, []).append(i)
         yearless = yearless or short_outer or short_inner
     lines: list[str] = []
@@ -147,7 +148,7 @@ def _layout(
     for outer, inners in groups.items():
         lines.append(outer)
         for inner, members in inners.items():
-            single = single_line(inner, cache[members[0]][2]) if len(members) == 1 else None
+            single = placed[members[0]][8] if len(members) == 1 else None
             if single is not None:
                 lines.append(single)
             else:
@@ -207,8 +208,8 @@ def pack(
             group = _group(plan, tag, date)
             one_line = single_line(group[1], line)
             single = group[3] + own if one_line is None else line_cost(one_line)
-            where = placed[i] = (*group, own, single)
-        outer, inner, outer_cost, inner_cost, short_outer, short_inner, own, single = where
+            where = placed[i] = (*group, own, single, one_line)
+        outer, inner, outer_cost, inner_cost, short_outer, short_inner, own, single, _ = where
         size, unfold = pairs.get((outer, inner), (0, 0))
         yearless = False
         if size == 0:
@@ -250,7 +251,7 @@ def pack(
     # the first of its group) cannot, whatever headers came: it is not tried again.
     while skipped and max_tokens - used >= _MIN_LINE_TOKENS:
         room = max_tokens - used
-        left = [item for item in skipped if min(placed[item[1]][6:]) > room or not fits(item[1])]
+        left = [item for item in skipped if min(placed[item[1]][6:8]) > room or not fits(item[1])]
         if len(left) == len(skipped):
             break
         accepted += [item for item in skipped if item not in left]
