@@ -27,10 +27,16 @@ def event_rows(
     """The rows of one change's events, each stamped with whose it is (``project``), told
     from the documents before and after the change: a removed fact is found in ``before``."""
     events = list(events)
-    wanted = {e.fact_id for e in events if e.fact_id and not e.section}
+    missing = {e.fact_id for e in events if e.fact_id and not e.section}
     facts: dict[str, Mapping[str, Any]] = {}
-    for document in (before, after) if wanted else ():  # after wins: where a fact went
-        facts |= {f["id"]: f for f in document.get("facts") or [] if f.get("id") in wanted}
+    for document in (after, before):  # after first: where a fact went; a removed one before
+        # From the end, until each is found: a fold's new facts are the last ones.
+        for fact in reversed(document.get("facts") or [] if missing else []):
+            if fact.get("id") in missing:
+                facts[fact["id"]] = fact
+                missing.discard(fact["id"])
+                if not missing:
+                    break
     return [
         event_row(e, ts, source, version, event_owner(e.section, e.fact_id, e.details, facts))
         for e in events
