@@ -35,10 +35,13 @@ def relevant_ids(facts: Iterable[Mapping[str, Any]], message: str) -> set[str]:
         for word in shared:
             counts[word] = counts.get(word, 0) + 1
     common = max(2, len(facts) // 10)
+    distinctive = {word for word, n in counts.items() if n <= common}
+    if not distinctive:  # every shared word is in many of these facts: none is about it
+        return set()
     return {
         str(f.get("id"))
         for f, shared in zip(facts, sigs, strict=True)
-        if any(counts[w] <= common for w in shared)
+        if not distinctive.isdisjoint(shared)
     }
 
 
