@@ -11,6 +11,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from rival import Rival
 from test_widgets import dummy_comm  # noqa: F401 (autouse: widgets on a dummy comm)
 
 from deerflow_nb.memory import Memory
@@ -122,6 +123,40 @@ def test_numbers_survive_another_kernels_decision_and_a_race_is_left_alone(
         assert mem.review.approve_items(change, [3]) == 0
         assert LONG in {f["content"] for f in mem.data["facts"]}
         assert mem.review.approve_items(change + 1, [1]) == 0  # no such pending change
+
+
+def test_an_item_approval_loses_to_another_kernels_rejection_made_meanwhile(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with quiet(home) as mem:
+        change, _ = seeded_change(mem)
+        # This kernel has read the change and waits for memory.json's lock to approve item
+        # 1; meanwhile another kernel (a real process) rejects the whole change.
+        rival = Rival(home, f"print(m.review.reject([{change}]))")
+        rival.before(monkeypatch, mem.store, "locked")
+        assert mem.review.approve_items(change, [1]) == 0
+        assert rival.said == ["1"]
+        assert "Uses DuckDB for SQL" not in {f["content"] for f in mem.data["facts"]}
+    assert [status for status, _ in statuses(home)] == ["rejected"]  # no approved part
+
+
+def test_two_kernels_approving_items_of_one_change_at_once_lose_neither_decision(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with quiet(home) as mem:
+        change, ids = seeded_change(mem)
+        # Another kernel approves item 3 while this one waits for the lock to approve 1.
+        rival = Rival(home, f"print(m.review.approve_items({change}, [3]))")
+        rival.before(monkeypatch, mem.store, "locked")
+        assert mem.review.approve_items(change, [1]) == 0  # read before item 3 went
+        assert rival.said == ["1"]
+        (rest,) = mem.pending()  # item 3, decided, is not pending again
+        assert [i.number for i in mem.review.items(rest)] == [1, 2, 4]
+        assert mem.review.approve_items(change, [1]) == 1  # asked again, on what is there
+        contents = {f["content"] for f in mem.data["facts"]}
+        assert LONG not in contents and "Uses DuckDB for SQL" in contents
+    assert [status for status, _ in statuses(home)] == ["pending", "approved", "approved"]
+    assert statuses(home)[0][1]["itemNumbers"] == [2, 4]
 
 
 # -- %memory ------------------------------------------------------------------------------------

@@ -191,12 +191,12 @@ def part_statuses(db: Any, change_id: int) -> list[str]:
     return [row[0] for row in db.execute(sql, [change_id]).fetchall()]
 
 
-def narrow_pending(db: Any, change_id: int, diff: str) -> bool:
-    """Replace a still pending change's diff by what is left of it after a partial
-    decision; False if it was decided already."""
+def narrow_pending(db: Any, change_id: int, diff: str, was: str) -> bool:
+    """Replace a still pending change's diff ``was`` by what is left of it after a partial
+    decision (compare-and-set); False if it was decided or narrowed meanwhile."""
     cursor = db.execute(
-        "UPDATE pending_changes SET diff = ? WHERE id = ? AND status = 'pending'",
-        [diff, change_id],
+        "UPDATE pending_changes SET diff = ? WHERE id = ? AND status = 'pending' AND diff = ?",
+        [diff, change_id, was],
     )
     return cursor.rowcount > 0
 

@@ -90,6 +90,30 @@ def check_numbers(diff: Mapping[str, Any], numbers: Iterable[int], change_id: in
     return wanted
 
 
+class _Decided(Exception):
+    """Inside a decision's transaction: the change was decided or narrowed elsewhere since
+    it was read, so this decision rolls back and does nothing."""
+
+
+def still_as_read(db: Any, change: Mapping[str, Any]) -> str | None:
+    """The stored diff of pending ``change`` when it is still pending and says what it said
+    when read (``change["diff"]``, as ``pending()`` decodes it); None once another kernel
+    decided or narrowed it."""
+    row = rows.change(db, change["id"])
+    if row is None or row["status"] != "pending":
+        return None
+    return row["diff"] if says_as_read(row, change) else None
+
+
+def says_as_read(row: Mapping[str, Any], change: Mapping[str, Any]) -> bool:
+    """Whether pending row ``row`` holds the diff ``change`` was read with."""
+    try:
+        diff = json.loads(row["diff"] or "{}")
+    except ValueError:
+        diff = {}
+    return (diff if isinstance(diff, dict) else {}) == change["diff"]  # damaged: empty
+
+
 def propose(db: Any, source: str, diff: dict[str, Any]) -> int:
     """Inside a journal transaction: store ``diff`` as a pending change; its id."""
     return rows.insert_pending(
@@ -172,12 +196,13 @@ class Review:
         chosen, rest = split(change["diff"], wanted)
         status = "approved" if verdict == "approve" else "rejected"
 
-        def unchanged() -> bool:
-            row = rows.change(self.journal.db, change["id"])
-            same = row is not None and row["status"] == "pending"
-            return same and json.loads(row["diff"]) == change["diff"]
-
         def mark(db: Any) -> None:
+            """In the decision's transaction, under memory.json's lock: the change is
+            checked again (another kernel may have decided or narrowed it since it was
+            read), the chosen items journaled as a decided part, the rest left waiting."""
+            read = still_as_read(db, change)
+            if read is None:
+                raise _Decided
             part = rows.insert_pending(
                 db,
                 created_at=change["created_at"],
@@ -185,21 +210,25 @@ class Review:
                 diff=json.dumps({**chosen, PART_OF: change["id"]}, ensure_ascii=False),
             )
             rows.decide(db, part, status, now_iso())
-            rows.narrow_pending(db, change["id"], json.dumps(rest, ensure_ascii=False))
+            if not rows.narrow_pending(
+                db, change["id"], json.dumps(rest, ensure_ascii=False), read
+            ):
+                raise _Decided
 
-        if not unchanged():
+        if still_as_read(self.journal.db, change) is None:
             return 0
-        if verdict == "approve":
-            approval = ChangeSet(
-                origin="user", reason="approve", source=change["source"], diff=chosen
-            )
-            with gate.committing(approval) as committed:
-                mark(committed.db)
-        else:
-            with self.ledger.store.locked(), self.journal.transaction() as db:
-                if not unchanged():
-                    return 0
-                mark(db)
+        try:
+            if verdict == "approve":
+                approval = ChangeSet(
+                    origin="user", reason="approve", source=change["source"], diff=chosen
+                )
+                with gate.committing(approval) as committed:
+                    mark(committed.db)  # a raise here rolls the approval back
+            else:
+                with self.ledger.store.locked(), self.journal.transaction() as db:
+                    mark(db)
+        except _Decided:
+            return 0
         self._changed({"reason": f"{verdict} items", "pending_id": change["id"]})
         return len(wanted)
 
