@@ -159,6 +159,22 @@ def test_two_kernels_approving_items_of_one_change_at_once_lose_neither_decision
     assert statuses(home)[0][1]["itemNumbers"] == [2, 4]
 
 
+def test_a_whole_approval_loses_to_an_item_rejection_made_meanwhile(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with quiet(home) as mem:
+        change, _ = seeded_change(mem)
+        # This kernel approves the change as it listed it; another kernel rejects item 1
+        # (the added fact) while this one waits for memory.json's lock.
+        rival = Rival(home, f"print(m.review.reject_items({change}, [1]))")
+        rival.before(monkeypatch, mem.store, "locked")
+        assert mem.review.approve([change]) == 0  # what it read is no longer what waits
+        assert rival.said == ["1"]
+        assert "Uses DuckDB for SQL" not in {f["content"] for f in mem.data["facts"]}
+        (rest,) = mem.pending()
+        assert [i.number for i in mem.review.items(rest)] == [2, 3, 4]
+
+
 # -- %memory ------------------------------------------------------------------------------------
 def magic_error(shell: InteractiveShell, line: str) -> str:
     """The one line IPython shows for ``%memory line``'s UsageError."""

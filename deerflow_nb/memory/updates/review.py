@@ -158,19 +158,26 @@ class Review:
     def approve(self, chosen: list[dict[str, Any]], gate: Gate) -> int:
         """Apply the chosen proposals (oldest first) through the gate, as the user's
         changes; how many were applied. Each is checked again under the memory lock: one
-        another kernel decided meanwhile is skipped, not applied twice."""
+        another kernel decided meanwhile is skipped, not applied twice, and so is one whose
+        items another kernel decided in part (what is left of it is not what was read)."""
         applied = 0
         for change in chosen:
-            passed = gate.submit(
-                ChangeSet(
-                    origin="user",
-                    reason="approve",
-                    source=change["source"],
-                    diff=change["diff"],
-                    pending_id=change["id"],
-                )
+            approval = ChangeSet(
+                origin="user",
+                reason="approve",
+                source=change["source"],
+                diff=change["diff"],
+                pending_id=change["id"],
             )
-            applied += not passed.skipped
+            try:
+                with gate.committing(approval) as committed:
+                    row = rows.change(committed.db, change["id"])
+                    narrowed = row is None or not says_as_read(row, change)
+                    if narrowed and not committed.outcome.skipped:
+                        raise _Decided  # narrowed meanwhile: the approval rolls back
+            except _Decided:
+                continue
+            applied += not committed.outcome.skipped
         return applied
 
     def decide_items(self, change_id: int, numbers: Iterable[int], verdict: str, gate: Gate) -> int:
