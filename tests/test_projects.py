@@ -19,6 +19,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from journal_rows import memory_json
 from magic_lines import usage_error
+from rival import Rival
 
 from deerflow_nb.agent import Agent
 from deerflow_nb.config import ConfigError, load_settings
@@ -375,6 +376,32 @@ def test_a_rollback_across_a_rename_waits_until_the_project_is_renamed_back(
     shell.run_line_magic("memory", "project gamma --rename alpha")
     shell.run_line_magic("memory", f"rollback {before}")
     assert {f.get("project") for f in memory_json(home)["facts"]} == {"alpha"}
+
+
+def test_a_rename_racing_another_kernels_is_refused_as_if_run_after_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a review: two kernels renaming at once both succeeded (a folder's alias
+    left on an empty project; two projects joined), the check read before the lock."""
+    hello = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    with Memory(home) as mem:
+        for name in ("a", "x", "y"):
+            mem.facts.add(f"The key of project {name} is its id", project=name)
+            mem.add_messages(f"nb-{name}", hello, project=name)
+        # Each time, another kernel (a real process) renames while this one, having read
+        # the projects, waits for memory.json's lock.
+        first = Rival(home, 'print(m.projects.rename("a", "b"))')
+        first.before(monkeypatch, mem.store, "locked")
+        with pytest.raises(KeyError, match="'a'"):
+            mem.projects.rename("a", "c")
+        second = Rival(home, 'print(m.projects.rename("y", "z"))')
+        second.before(monkeypatch, mem.store, "locked")
+        with pytest.raises(ValueError, match="^project z already exists; a rename would join"):
+            mem.projects.rename("x", "z")
+        assert first.said == second.said == ["1"]
+        rows = {r["name"]: (r["facts"], r["threads"]) for r in mem.projects.list()}
+        assert rows == {"b": (1, 1), "x": (1, 1), "z": (1, 1)}
+        assert mem.projects.renamed("a") == "b"  # a's folder opens where its facts are
 
 
 # -- 6. eviction within the scope that grew ---------------------------------------------

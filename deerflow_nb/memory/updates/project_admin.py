@@ -65,8 +65,26 @@ class Projects:
         """Rename project ``old`` to ``new``: its facts, its summary and its threads; how
         many facts moved. KeyError when ``old`` is unknown; ValueError when ``new`` is a
         project already (a rename would join two projects' facts, and hand one's thread
-        names to the other's conversations: a shared one's members would get them all)."""
+        names to the other's conversations: a shared one's members would get them all).
+        Both are decided again under memory.json's lock, in the commit's transaction: a
+        rename another kernel made meanwhile is seen, as if the two ran one after the other.
+        """
         new = project_name(new)
+        self._renamable(old, new)  # the quick answer, before any lock
+        diff = {"renameProject": {"from": old, "to": new}}
+        # Facts, summary, threads and the alias that keeps folder-found notebooks on the
+        # project (``threads.rename_project``) commit in one transaction.
+        change = ChangeSet(origin="user", reason="rename", source=old, diff=diff)
+        with self.gate.committing(change) as committed:
+            # memory.json is still the document the change was computed from (the new one
+            # is renamed into place after this transaction), and the journal is read in it.
+            moved = self._renamable(old, new)  # a refusal here rolls the rename back
+            rename_project(committed.db, old, new)
+        return moved
+
+    def _renamable(self, old: str, new: str) -> int:
+        """How many facts a rename of ``old`` to ``new`` moves; KeyError or ValueError (see
+        ``rename``) when it may not happen."""
         known = {r["name"] for r in self.list()}
         if old not in known:
             raise KeyError(old)
@@ -75,14 +93,7 @@ class Projects:
                 f"project {new} already exists; a rename would join it with {old}: rename "
                 f"to a new name, or move facts one by one with %memory move ID --project {new}"
             )
-        moved = len(self.facts(old))
-        diff = {"renameProject": {"from": old, "to": new}}
-        # Facts, summary, threads and the alias that keeps folder-found notebooks on the
-        # project (``threads.rename_project``) commit in one transaction.
-        change = ChangeSet(origin="user", reason="rename", source=old, diff=diff)
-        with self.gate.committing(change) as committed:
-            rename_project(committed.db, old, new)
-        return moved
+        return len(self.facts(old))
 
     def forget(self, name: str, *, review: bool = False) -> dict[str, Any]:
         """Remove project ``name``'s facts and summary as one change (rolled back as one);
