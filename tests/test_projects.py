@@ -404,6 +404,37 @@ def test_a_rename_racing_another_kernels_is_refused_as_if_run_after_it(
         assert mem.projects.renamed("a") == "b"  # a's folder opens where its facts are
 
 
+@pytest.mark.parametrize(
+    ("meanwhile", "left"),
+    [
+        ("m.facts.forget(m.projects.facts('churn')[0]['id'])", 2),
+        (
+            "m.apply({'newFacts': [{'content': 'Churn is scored weekly', 'category': "
+            "'knowledge', 'confidence': 0.9, 'scope': 'project'}]}, project='churn')",
+            4,
+        ),
+    ],
+    ids=["a-fact-forgotten", "a-fact-learned"],
+)
+def test_forgetting_a_project_removes_what_it_holds_as_the_forget_commits(
+    home: Path, monkeypatch: pytest.MonkeyPatch, meanwhile: str, left: int
+) -> None:
+    """Found by a review: a project's facts were read before the lock, so a fact another
+    kernel forgot meanwhile made the forget say "no facts to forget", and one a fold added
+    meanwhile stayed in the forgotten project."""
+    with Memory(home) as mem:
+        for word in ("alpha", "bravo", "charlie"):
+            mem.facts.add(f"Churn fact {word} about the model", project="churn")
+        mem.facts.add("Sales are forecast by region", project="sales")
+        rival = Rival(home, f"{meanwhile}\nprint('changed')")
+        rival.before(monkeypatch, mem.store, "locked")  # as this kernel goes to forget
+        done = mem.projects.forget("churn")
+        assert rival.said == ["changed"]
+        assert len(done["facts"]) == left and done["pending_id"] is None
+        assert mem.projects.facts("churn") == []
+        assert [r["name"] for r in mem.projects.list()] == ["sales"]
+
+
 # -- 6. eviction within the scope that grew ---------------------------------------------
 def test_a_rename_keeps_the_notebooks_found_from_their_folder(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

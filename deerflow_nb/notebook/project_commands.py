@@ -109,6 +109,8 @@ class ProjectCommands:
             done = self.memory.projects.forget(name, review=args.review)
         except KeyError:
             raise UsageError(f"project {name} has no facts or summary to forget") from None
+        except ValueError as exc:
+            raise UsageError(f"{PROG} project: {exc}") from None
         if done["pending_id"] is not None:
             return Notice(
                 f"Forgetting project {name} waits as pending change {done['pending_id']}; "

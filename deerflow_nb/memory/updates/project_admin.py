@@ -16,6 +16,8 @@ from ...storage.threads import rename_project
 from ..scopes import Scope, project_names, project_summary
 from .gate import Gate
 
+FORGET_TRIES = 3  # reads of a project's facts that another kernel may change before a forget
+
 
 class Projects:
     """The projects of one home: what memory.json and the journal know of each."""
@@ -98,12 +100,37 @@ class Projects:
     def forget(self, name: str, *, review: bool = False) -> dict[str, Any]:
         """Remove project ``name``'s facts and summary as one change (rolled back as one);
         with ``review`` it waits in ``pending()``. Threads stay in the journal.
-        ``{"facts": [...], "pending_id"}``; KeyError when the project has nothing to forget."""
-        facts = self.facts(name)
-        if not facts and not project_summary(self._data(), name):
-            raise KeyError(name)
-        diff = {"factsToRemove": [f["id"] for f in facts], "forgetProjects": [name]}
-        passed = self.gate.submit(
-            ChangeSet(origin="user", reason="forget", source=name, diff=diff, review=review)
+        ``{"facts": [...], "pending_id"}``; KeyError when the project has nothing to forget.
+        The facts removed are the ones the project holds as the change commits: when
+        another kernel changed them after they were read, they are read again (ValueError,
+        nothing forgotten, when that keeps happening)."""
+        for _ in range(FORGET_TRIES):
+            facts = self.facts(name)
+            if not facts and not project_summary(self._data(), name):
+                raise KeyError(name)
+            ids = {f["id"] for f in facts}
+            diff = {"factsToRemove": [f["id"] for f in facts], "forgetProjects": [name]}
+            change = ChangeSet(
+                origin="user", reason="forget", source=name, diff=diff, review=review
+            )
+            try:
+                with self.gate.committing(change) as done:
+                    # Under memory.json's lock (a proposal for review takes none): memory.json
+                    # is the document the change was computed from; the project as read?
+                    if not review and {f["id"] for f in self.facts(name)} != ids:
+                        raise _Moved  # a fact added meanwhile: rolled back, read again
+            except _Moved:
+                continue
+            except KeyError as exc:  # the gate's: a fact forgotten meanwhile
+                if not exc.args or exc.args[0] not in ids:
+                    raise
+                continue
+            return {"facts": facts, "pending_id": done.outcome.pending_id}
+        raise ValueError(
+            f"project {name}'s facts changed in another kernel each of the {FORGET_TRIES} "
+            "times it was about to be forgotten; nothing was forgotten: forget it again"
         )
-        return {"facts": facts, "pending_id": passed.pending_id}
+
+
+class _Moved(Exception):
+    """Inside a forget's commit: the project's facts are not those the change removes."""
