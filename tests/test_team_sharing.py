@@ -26,6 +26,7 @@ import psycopg
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
+from rival import Rival
 from test_team_postgres import Team, shared  # noqa: F401  (the fixture: a database per test)
 
 from deerflow_nb.memory import Memory, added_by, changed_by
@@ -454,6 +455,31 @@ def test_in_review_mode_a_teammates_change_waits_and_keeps_its_provenance(pair: 
     assert len(bob.sync().held) == 1  # an edit alone waits too
     bob.approve("all")
     assert "The target column is churned_60d" in contents(bob)
+
+
+def test_two_kernels_on_one_home_syncing_at_once_take_each_change_set_once(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a review: two notebooks on one home, woken by the same NOTIFY, both read
+    which change sets the home had applied before either committed: in review mode each
+    teammate's change set waited twice, so approving all applied it twice."""
+    alice, bob = pair.alice, pair.bob
+    alice.share(PROJECT, pair.alice_url)
+    bob.join(PROJECT, pair.bob_url)
+    bob.review.enabled = True
+    for n in range(3):
+        alice.add_fact(f"Churn feature {n} is scaled to unit variance", project=PROJECT)
+    assert alice.sync().published == 3
+    # Bob's second kernel (a real process on his home) syncs the same three while this
+    # one, having read which it applied, goes to commit them.
+    rival = Rival(bob.settings.home, "print(m.team.sync().pulled)")
+    rival.before(monkeypatch, bob.team.gate, "committing_all")
+    report = bob.sync()
+    assert rival.said == ["3"]
+    assert (report.pulled, report.held, report.problems) == (0, [], [])
+    assert len(bob.pending()) == 3  # each once
+    assert bob.approve("all") == 3
+    assert len(contents(bob)) == 3
 
 
 def alice_role(bob: Memory) -> str:

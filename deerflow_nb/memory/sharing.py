@@ -325,17 +325,28 @@ class Sharing:
     def _apply(self, project: str, pulled: list[SharedChange], report: SyncReport) -> None:
         """Teammates' change sets through the gate as one commit (one memory.json write),
         every pulled one recorded applied in its transaction (this home's own, coming
-        back, only recorded): applied once, or not at all."""
-        known = self.outbox.applied(change.id for change in pulled)
-        new = [change for change in pulled if change.id not in known]
-
-        if not new:
-            if pulled:
-                with self.journal.transaction() as db:
+        back, only recorded): applied once, or not at all. Which are applied already is
+        read again inside that transaction: when another kernel on this home (a second
+        notebook, woken by the same NOTIFY) applied some since they were read, the commit
+        rolls back and is made again of the ones left, so each is applied or proposed once.
+        """
+        while True:  # ends: each retry finds more of ``pulled`` recorded than the last
+            known = self.outbox.applied(change.id for change in pulled)
+            new = [change for change in pulled if change.id not in known]
+            if not new:
+                if pulled:
+                    with self.journal.transaction() as db:
+                        rows.record_applied_all(db, project, [(c.id, c.version) for c in pulled])
+                return
+            changes = [_team_change(project, c) for c in new]
+            try:
+                with self.gate.committing_all(changes) as (db, passed):
+                    if rows.applied_in(db, [c.id for c in new]):
+                        raise _AppliedMeanwhile
                     rows.record_applied_all(db, project, [(c.id, c.version) for c in pulled])
-            return
-        with self.gate.committing_all([_team_change(project, c) for c in new]) as (db, passed):
-            rows.record_applied_all(db, project, [(c.id, c.version) for c in pulled])
+            except _AppliedMeanwhile:
+                continue
+            break
         report.pulled += len(new)
         for outcome in passed:
             if outcome.pending_id is not None:
@@ -343,6 +354,11 @@ class Sharing:
                 report.why_held.append("; ".join(h["reason"] for h in outcome.held))
             elif outcome.result.events:
                 report.applied += 1
+
+
+class _AppliedMeanwhile(Exception):
+    """Inside a sync's commit: another kernel on this home applied some of its change sets
+    since this one read which were applied; the commit rolls back."""
 
 
 def _team_change(project: str, change: SharedChange) -> ChangeSet:

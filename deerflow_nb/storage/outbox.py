@@ -80,14 +80,7 @@ class Outbox:
 
     def applied(self, ids: Iterable[str]) -> set[str]:
         """Which of ``ids`` this home has applied already (its own change sets included)."""
-        wanted = list(ids)
-        found: set[str] = set()
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ", ".join("?" * len(chunk))
-            sql = f"SELECT id FROM shared_applied WHERE id IN ({marks})"
-            found.update(row[0] for row in self.journal.db.execute(sql, chunk))
-        return found
+        return applied_in(self.journal.db, ids)
 
     def record_applied(self, project: str, change_id: str, version: int) -> None:
         """``change_id`` is applied here, as the project's ``version`` on the server."""
@@ -128,6 +121,18 @@ def add_in(db: Any, project: str, change: ChangeSet, *, change_id: str | None = 
         [change_id, project, now],
     )
     return change_id
+
+
+def applied_in(db: Any, ids: Iterable[str]) -> set[str]:
+    """``Outbox.applied`` on ``db``: inside the caller's transaction, what is recorded now."""
+    wanted = list(ids)
+    found: set[str] = set()
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        sql = f"SELECT id FROM shared_applied WHERE id IN ({marks})"
+        found.update(row[0] for row in db.execute(sql, chunk))
+    return found
 
 
 def record_applied_all(db: Any, project: str, applied: Iterable[tuple[str, int]]) -> None:
