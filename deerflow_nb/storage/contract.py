@@ -1,7 +1,9 @@
 """The store contract: what the gate and the readers need from storage, typed once.
 
 A store holds a home's facts and summaries, the journal of conversations, and the fold
-queue. ``Store`` names its operations; the values here (``Scope``, ``Fact``, ``Snapshot``,
+queue. Not every door goes through it yet: the gate, the reader and the fold still call
+the ledger, the journal and memory.json directly (docs/internals.md says where each
+stands); the PostgreSQL store and the contract suite do use it. ``Store`` names its operations; the values here (``Scope``, ``Fact``, ``Snapshot``,
 ``Changes``, ``Event``, ``Lease``) are what crosses it. The SQLite + memory.json home
 (``memory.SQLiteHome``) is one implementation; ``tests/test_store_contract.py`` is the
 suite every implementation must pass, so a second store (PostgreSQL) plugs in by adding
@@ -216,7 +218,8 @@ class Lease:
 
 @runtime_checkable
 class Store(Protocol):
-    """What the gate, the readers, the fold and the agent need from storage.
+    """What the gate, the readers, the fold and the agent need from storage (not yet
+    what they call: see the module's docstring).
 
     Guarantees (each checked by ``tests/test_store_contract.py``):
 
