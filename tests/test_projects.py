@@ -435,6 +435,35 @@ def test_forgetting_a_project_removes_what_it_holds_as_the_forget_commits(
         assert [r["name"] for r in mem.projects.list()] == ["sales"]
 
 
+def test_a_forget_whose_project_keeps_changing_gives_up_in_one_line(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When another kernel changes the project's facts every time this one is about to
+    forget them, the forget gives up after ``FORGET_TRIES`` reads with one line to run it
+    again, and nothing is forgotten."""
+    from deerflow_nb.memory.updates import project_admin
+
+    memory = get_session(shell).memory
+    memory.facts.add("Churn is scored weekly", project="churn")
+    reads = 0
+    real = project_admin.Projects.facts
+
+    def moving(self: project_admin.Projects, name: str) -> list[dict[str, Any]]:
+        nonlocal reads
+        reads += 1
+        found = real(self, name)
+        # Every other read finds one fact more: what a try read is never what it commits.
+        return found + [{"id": f"fact_meanwhile_{reads}"}] if reads % 2 == 0 else found
+
+    monkeypatch.setattr(project_admin.Projects, "facts", moving)
+    line = usage_error(shell, "project churn --forget --yes")
+    assert line.startswith("UsageError: %memory project: project churn's facts changed")
+    assert line.endswith("nothing was forgotten: forget it again")
+    assert reads > project_admin.FORGET_TRIES  # the handler's read, then each try's
+    monkeypatch.setattr(project_admin.Projects, "facts", real)
+    assert [f["content"] for f in memory.projects.facts("churn")] == ["Churn is scored weekly"]
+
+
 # -- 6. eviction within the scope that grew ---------------------------------------------
 def test_a_rename_keeps_the_notebooks_found_from_their_folder(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
