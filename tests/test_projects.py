@@ -378,6 +378,31 @@ def test_a_rollback_across_a_rename_waits_until_the_project_is_renamed_back(
     assert {f.get("project") for f in memory_json(home)["facts"]} == {"alpha"}
 
 
+def test_a_rollback_racing_a_rename_in_another_kernel_is_refused_as_if_run_after_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a review: a rollback checked for renamed projects before memory.json's lock,
+    so a rename another kernel committed meanwhile was rolled over: the facts came back
+    under the old name while the threads and the folder's alias stayed with the new one."""
+    hello = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    with Memory(home) as mem:
+        mem.facts.add("The codename is BLUEFIN", project="alpha")
+        mem.add_messages("nb-alpha", hello, project="alpha")
+        before = mem.history.versions()[-1]["id"]
+        mem.facts.add("The budget is fixed", project="alpha")
+        # Another kernel (a real process) renames alpha as this one, having checked the
+        # projects of version ``before``, waits for memory.json's lock to roll back.
+        rival = Rival(home, 'print(m.projects.rename("alpha", "gamma"))')
+        rival.before(monkeypatch, mem.store, "locked")
+        with pytest.raises(ValueError, match="^version .* holds project alpha, renamed to gamma"):
+            mem.history.rollback(before)
+        assert rival.said == ["2"]
+        rows = {r["name"]: (r["facts"], r["threads"]) for r in mem.projects.list()}
+        assert rows == {"gamma": (2, 1)}  # nothing rolled back: facts and threads together
+        assert mem.projects.renamed("alpha") == "gamma"
+        assert mem.history.versions()[-1]["reason"] == "rename"
+
+
 def test_a_rename_racing_another_kernels_is_refused_as_if_run_after_it(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ..schema.changes import ChangeSet
+from ..storage import ledger as ledger_rows
+from ..storage import threads as thread_rows
 from .scopes import project_names
 from .updates.review import select
 
@@ -142,27 +144,37 @@ class History:
 
         ValueError when a project of ``v`` was renamed since and not back: its facts would
         come back under the old name while its threads, and the notebooks found from its
-        folder, stay with the new one (renaming it back first makes the two agree)."""
+        folder, stay with the new one (renaming it back first makes the two agree). Decided
+        again under memory.json's lock, in the commit's transaction: a rename another kernel
+        made meanwhile is seen, as if the two ran one after the other."""
         document = self._reader.version(v)
-        versions = self._reader.versions()
-        since = {r["source"] for r in versions if r["id"] > v and r["reason"] == "rename"}
-        for old in sorted(project_names(document) & since):
-            new = self._reader.renamed(old)
-            if new != old:
-                raise ValueError(
-                    f"version {v} holds project {old}, renamed to {new} since: its threads "
-                    f"are in {new} now; rename it back first (%memory project {new} --rename "
-                    f"{old}), then roll back"
-                )
-        self._gate.submit(
-            ChangeSet(origin="user", reason="rollback", source=f"version {v}", document=document)
+        renamed_since(self._reader.db, v, document)  # the quick answer, before any lock
+        change = ChangeSet(
+            origin="user", reason="rollback", source=f"version {v}", document=document
         )
+        with self._gate.committing(change) as committed:
+            renamed_since(committed.db, v, document)  # a refusal here rolls the rollback back
 
     def recover(self) -> int:
         """Rebuild memory.json from the journal's last version (after corruption); its id."""
         newest = self._reader.newest()
         self.rollback(newest)
         return newest
+
+
+def renamed_since(db: Any, v: int, document: dict[str, Any]) -> None:
+    """ValueError (see ``History.rollback``) when a project of ``document``, version ``v``,
+    was renamed since and not back, as the journal ``db`` says."""
+    versions = ledger_rows.versions(db) if db is not None else []
+    since = {r["source"] for r in versions if r["id"] > v and r["reason"] == "rename"}
+    for old in sorted(project_names(document) & since):
+        new = thread_rows.renamed(db, old)
+        if new != old:
+            raise ValueError(
+                f"version {v} holds project {old}, renamed to {new} since: its threads "
+                f"are in {new} now; rename it back first (%memory project {new} --rename "
+                f"{old}), then roll back"
+            )
 
 
 class Threads:
