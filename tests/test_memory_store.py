@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from journal_rows import deerflow_memory
+from rival import Rival
 
 from deerflow_nb import Memory
 from deerflow_nb.memory import MemoryFileError
@@ -135,6 +136,25 @@ def test_a_fact_without_a_unique_id_is_named(home: Path, facts: str, expected: s
         _ = Memory(home).data
     with pytest.raises(ValueError, match="cannot import, " + expected):
         Memory(home / "other").import_(home / "memory.json")
+
+
+def test_recover_restores_the_newest_version_as_it_commits(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``recover`` read the journal's newest version before memory.json's lock: when another
+    kernel recovered and added a fact meanwhile, this one restored the version before it,
+    and the fact was gone from memory (its version kept only in the history)."""
+    mem = Memory(home)
+    mem.add_fact("Uses DuckDB for local analytics", category="behavior")
+    (home / "memory.json").write_bytes(b"{oops")
+    code = 'm.history.recover()\nm.add_fact("Prefers Vim keybindings")\nprint("added")'
+    rival = Rival(home, code)
+    rival.before(monkeypatch, mem.store, "locked")  # as this kernel goes to recover
+    restored = mem.history.recover()
+    assert rival.said == ["added"]
+    *_, added, recovered = mem.versions()
+    assert (restored, recovered["reason"]) == (added["id"], "rollback")
+    assert contents(mem) == ["Uses DuckDB for local analytics", "Prefers Vim keybindings"]
 
 
 def test_recover_without_any_version_says_so(home: Path) -> None:

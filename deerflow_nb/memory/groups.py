@@ -156,9 +156,13 @@ class History:
             renamed_since(committed.db, v, document)  # a refusal here rolls the rollback back
 
     def recover(self) -> int:
-        """Rebuild memory.json from the journal's last version (after corruption); its id."""
-        newest = self._reader.newest()
-        self.rollback(newest)
+        """Rebuild memory.json from the journal's last version (after corruption); its id.
+        The last version is read under memory.json's lock, held until the rollback commits
+        (every version is recorded under it): one another kernel records meanwhile is the
+        one restored, not undone."""
+        with self._gate.ledger.store.locked():
+            newest = self._reader.newest()
+            self.rollback(newest)
         return newest
 
 
