@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from journal_rows import memory_json
+from rival import Rival
 
 from deerflow_nb import Agent, Memory
 from deerflow_nb.memory.folding.extraction import build_messages, parse
@@ -257,6 +258,26 @@ def test_a_stale_fact_is_proposed_not_removed_and_approving_removes_it(home: Pat
     removed = [e for e in mem.events(limit=10) if e["kind"] == "remove"]
     assert {e["fact_id"] for e in removed} == {"f_q3", "f_old"}
     assert all(e["details"]["reason"].startswith("stale: neither confirmed") for e in removed)
+    mem.close()
+
+
+def test_stale_facts_another_kernel_proposes_meanwhile_are_not_proposed_twice(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pending stale proposals were read before the proposal was journaled: two kernels
+    proposing at once each proposed the same facts (two pending changes removing them)."""
+    now = datetime.now(UTC)
+    mem = seed(
+        home,
+        fact("f_old", "Prefers tabs over spaces", created=ago(200, now)),
+        fact("f_new", "Prefers dark mode", created=ago(20, now)),
+    )
+    rival = Rival(home, "print(m.propose_stale().proposed)")
+    rival.before(monkeypatch, mem.journal, "transaction")  # as this kernel goes to propose
+    report = mem.propose_stale()
+    assert rival.said == ["['f_old']"]
+    assert (report.proposed, report.already_pending, report.pending_id) == ([], ["f_old"], None)
+    assert len(mem.pending()) == 1
     mem.close()
 
 

@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from rival import Rival
 
 from deerflow_nb import Memory
 from deerflow_nb.notebook.views.review import StaleView
@@ -136,3 +138,20 @@ def test_memory_stale_magic_names_the_project_and_its_change(
     shell.run_line_magic("memory", f"approve {change} --only 2")
     facts = {f["id"] for f in get_session(shell).memory.data["facts"]}
     assert "c_target" not in facts and {"c_data", "c_cv", "u_old"} <= facts
+
+
+def test_a_project_another_kernel_proposes_meanwhile_is_not_proposed_twice(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pending stale proposals were read before each proposal was journaled: two
+    kernels proposing at once each proposed the unused project (and the user's stale
+    facts), two pending changes removing the same facts."""
+    mem = seeded(home)
+    rival = Rival(home, "r = m.propose_stale()\nprint(r.pending_id, len(r.projects))")
+    rival.before(monkeypatch, mem.journal, "transaction")  # as this kernel goes to propose
+    report = mem.propose_stale()
+    assert rival.said is not None and rival.said[0].endswith(" 1")
+    assert (report.pending_id, report.projects, report.proposed) == (None, [], [])
+    assert report.already_pending == ["c_cv", "c_data", "c_target", "f_old", "u_old"]
+    assert report.already_projects == ["churn"]
+    assert len(mem.pending()) == 2

@@ -343,7 +343,10 @@ class MemoryCommands(ProjectCommands, TeamCommands):
         days = args.days or self.memory.settings.memory.staleness_days
         if args.dry_run:
             return StaleView(tuple(self.memory.stale(args.as_of, days)), days)
-        report = self.memory.propose_stale(args.as_of, days)
+        try:
+            report = self.memory.propose_stale(args.as_of, days)
+        except ValueError as exc:  # another kernel kept proposing the same facts
+            raise UsageError(f"{PROG} stale: {exc}") from None
         return StaleView(
             tuple(report.stale),
             days,

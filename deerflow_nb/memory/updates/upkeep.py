@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ...config import Settings
 from ...projects import DEFAULT_PROJECT, fact_project
 from ...schema.changes import ChangeSet
+from ...storage import ledger as ledger_rows
 from ..readside import activity
 from ..reports import ConsolidationReport, StaleReport
 from ..scopes import Scope
 from .gate import Gate
 from .review import Review
 from .write_protocol import Ledger
+
+PROPOSE_TRIES = 3  # stale proposals another kernel may journal meanwhile before one gives up
 
 
 class Upkeep:
@@ -55,48 +59,73 @@ class Upkeep:
         """Propose the stale facts for removal as one pending change, and each unused
         project's facts as one change of its own (approved or rejected whole, or item by
         item); facts or projects a pending stale proposal already names are not proposed
-        again."""
+        again. That is checked again as each proposal is journaled, in its transaction: one
+        another kernel proposed meanwhile is seen, and what it names is left out (ValueError
+        when that keeps happening)."""
         found = self.stale(now, days)
-        waiting: set[str] = set()
-        named: set[str] = set()
-        for change in self.review.pending():
-            stale = change["diff"].get("stale") or []
-            if stale:
-                waiting |= {str(i) for i in change["diff"].get("factsToRemove", [])}
-                named |= {str(s["project"]) for s in stale if s.get("project")}
-        report = StaleReport(
-            stale=found, already_pending=sorted(waiting & {s["id"] for s in found})
-        )
+        waiting, named = stale_named(self.review.pending())
+        report = StaleReport(stale=found)
         groups: dict[str | None, list[dict[str, Any]]] = {}
         for s in found:
             if s["id"] not in waiting and s.get("project") not in named:
                 groups.setdefault(s.get("project"), []).append(s)
+        for project, group in groups.items():
+            for _ in range(PROPOSE_TRIES):
+                fresh = [
+                    s for s in group if s["id"] not in waiting and s.get("project") not in named
+                ]
+                if not fresh:
+                    break
+                try:
+                    pending_id = self._propose(project, fresh)
+                except _Proposed as meanwhile:  # rolled back: what it names is left out
+                    waiting |= meanwhile.waiting
+                    named |= meanwhile.named
+                    continue
+                if project is None:
+                    report.pending_id = pending_id
+                else:
+                    report.projects.append(
+                        {
+                            "project": project,
+                            "pending_id": pending_id,
+                            "facts": len(fresh),
+                            "last_used": fresh[0]["last_active"],
+                            "reason": fresh[0]["reason"],
+                        }
+                    )
+                report.proposed += [s["id"] for s in fresh]
+                break
+            else:
+                whose = f"project {project}'s" if project else "your"
+                raise ValueError(
+                    f"another kernel proposed some of {whose} stale facts each of the "
+                    f"{PROPOSE_TRIES} times this one was about to; those were not proposed "
+                    "here: propose stale facts again"
+                )
+        report.already_pending = sorted(waiting & {s["id"] for s in found})
         report.already_projects = sorted(
             {str(s["project"]) for s in found if s.get("project")} & named
         )
-        for project, fresh in groups.items():
-            keys = ("id", "content", "reason", "project")
-            diff = {
-                "factsToRemove": [s["id"] for s in fresh],
-                "stale": [{k: s[k] for k in keys if k in s} for s in fresh],
-            }
-            source = f"stale project {project}" if project else "stale"
-            change = ChangeSet(origin="maintenance", reason="stale", source=source, diff=diff)
-            pending_id = self.gate.submit(change).pending_id
-            if project is None:
-                report.pending_id = pending_id
-            else:
-                report.projects.append(
-                    {
-                        "project": project,
-                        "pending_id": pending_id,
-                        "facts": len(fresh),
-                        "last_used": fresh[0]["last_active"],
-                        "reason": fresh[0]["reason"],
-                    }
-                )
-            report.proposed += [s["id"] for s in fresh]
         return report
+
+    def _propose(self, project: str | None, fresh: list[dict[str, Any]]) -> int | None:
+        """``fresh`` proposed as one stale change; its pending id. ``_Proposed`` (nothing
+        proposed) when a pending stale proposal names one of them as it is journaled."""
+        keys = ("id", "content", "reason", "project")
+        diff = {
+            "factsToRemove": [s["id"] for s in fresh],
+            "stale": [{k: s[k] for k in keys if k in s} for s in fresh],
+        }
+        source = f"stale project {project}" if project else "stale"
+        change = ChangeSet(origin="maintenance", reason="stale", source=source, diff=diff)
+        with self.gate.committing(change) as committed:  # it waits: in the journal's transaction
+            ours = committed.outcome.pending_id
+            others = [r for r in ledger_rows.pending(committed.db) if r["id"] != ours]
+            waiting, named = stale_named([{**r, "diff": json.loads(r["diff"])} for r in others])
+            if waiting & set(diff["factsToRemove"]) or project in named:
+                raise _Proposed(waiting, named)
+        return committed.outcome.pending_id
 
     def consolidate(self) -> ConsolidationReport:
         """Ask the memory model which facts to merge, scope by scope (the user's facts, then
@@ -142,6 +171,27 @@ class Upkeep:
             if e.kind == "add" and e.details.get("merged_from")
         ]
         return report
+
+
+def stale_named(pending: list[dict[str, Any]]) -> tuple[set[str], set[str]]:
+    """The facts and the projects the stale proposals among ``pending`` name."""
+    waiting: set[str] = set()
+    named: set[str] = set()
+    for change in pending:
+        stale = change["diff"].get("stale") or []
+        if stale:
+            waiting |= {str(i) for i in change["diff"].get("factsToRemove", [])}
+            named |= {str(s["project"]) for s in stale if s.get("project")}
+    return waiting, named
+
+
+class _Proposed(Exception):
+    """Inside a stale proposal's transaction: another names some of its facts (``waiting``)
+    or its project (``named``)."""
+
+    def __init__(self, waiting: set[str], named: set[str]) -> None:
+        super().__init__()
+        self.waiting, self.named = waiting, named
 
 
 def scope_parts(data: dict[str, Any]) -> list[dict[str, Any]]:
