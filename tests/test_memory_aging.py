@@ -344,6 +344,26 @@ def test_consolidate_merges_keeps_lineage_and_rolls_back(home: Path) -> None:
     mem.close()
 
 
+def test_a_fact_edited_while_the_model_consolidates_is_not_merged_from_its_old_text(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merges are asked for on memory as read before the lock. A fact another kernel
+    edits meanwhile is the user's from then on, so the gate, deciding under the lock, holds
+    the merge that would remove it for approval (showing its new text): the edit stays."""
+    mem = seed(home, *POLARS)
+    edit = 'm.facts.edit("f_pref", "Prefers polars over pandas, and duckdb for SQL")'
+    rival = Rival(home, f"{edit}\nprint('edited')")
+    rival.before(monkeypatch, mem.store, "locked")  # as this kernel goes to merge
+    report = mem.consolidate()
+    assert rival.said == ["edited"]
+    assert report.merged == [] and report.pending_id is not None
+    assert [h["value"] for h in report.held] == ["Prefers polars over pandas, and duckdb for SQL"]
+    contents = [f["content"] for f in mem.data["facts"]]
+    assert contents[1] == "Prefers polars over pandas, and duckdb for SQL"
+    assert len(contents) == len(POLARS)
+    mem.close()
+
+
 def test_consolidate_in_review_mode_waits_and_approval_applies_it(home: Path) -> None:
     mem = seed(home, *POLARS)
     mem.review.enabled = True

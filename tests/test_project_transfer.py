@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from journal_rows import deerflow_memory, memory_json
 from magic_lines import run, usage_error
+from rival import Rival
 
 from deerflow_nb.memory import Memory
 from deerflow_nb.notebook.session import get_session
@@ -117,3 +119,20 @@ def test_a_deerflow_memory_json_imports_into_one_project(
     broken.write_text("{not json")
     assert "cannot import" in usage_error(shell, f"import {broken} --project sales")
     assert "not a project name" in usage_error(shell, f"import {path} --project '///'")
+
+
+def test_a_project_import_racing_another_kernels_copy_adds_each_fact_once(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a project import adds is decided by the gate under memory.json's lock: the same
+    file imported by another kernel as this one waits for the lock is known, not doubled."""
+    with Memory(home) as mem:
+        mem.facts.add(ALPHA, project="alpha")
+        out = tmp_path / "alpha.json"
+        mem.transfer.export(out, project="alpha")
+        rival = Rival(home, f"print(int(m.import_({str(out)!r}, project='gamma')))")
+        rival.before(monkeypatch, mem.store, "locked")  # as this kernel goes to import
+        report = mem.import_(out, project="gamma")
+        assert rival.said == ["1"]
+        assert (int(report), report.known) == (0, 1)
+        assert [f["content"] for f in mem.projects.facts("gamma")] == [ALPHA]
