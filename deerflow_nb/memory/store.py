@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
+from ..home import HomeError
 from ..schema.constants import (  # the constants live with the schema; kept importable here
     CATEGORIES,
     HISTORY_SECTIONS,
@@ -33,7 +34,7 @@ from ..schema.constants import (  # the constants live with the schema; kept imp
 )
 from ..schema.document import memory_problem
 from ..scrub import encodable, encodable_deep
-from ..storage.db import now_iso, storage_error
+from ..storage.db import BUSY_SECONDS, now_iso, storage_error
 
 __all__ = [
     "CATEGORIES",
@@ -42,6 +43,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "USER_SECTIONS",
     "MemoryFileError",
+    "MemoryLocked",
     "MemoryStore",
     "check_schema",
     "empty_memory",
@@ -49,12 +51,22 @@ __all__ = [
     "render",
 ]
 
+# How long a writer waits for memory.json's lock (held by a commit elsewhere, which takes
+# well under a second) before it gives up with the one-line ``HomeError``: as long as
+# journal.db's busy timeout, so a stopped or stuck holder is said, not waited on forever.
+LOCK_SECONDS = BUSY_SECONDS
+
 _process_locks: dict[Path, threading.RLock] = {}
 _process_locks_guard = threading.Lock()
 
 
 class MemoryFileError(RuntimeError):
     """memory.json exists but cannot be used; the message names the file and the fix."""
+
+
+class MemoryLocked(HomeError):
+    """memory.json's lock was held elsewhere longer than ``LOCK_SECONDS``; one line naming
+    the lock file and the fix (nothing was changed)."""
 
 
 def empty_memory() -> dict[str, Any]:
@@ -230,17 +242,33 @@ class MemoryStore:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Exclusive access across threads of this process and across processes."""
-        with self._thread_lock:
+        """Exclusive access across threads of this process and across processes; waited for
+        ``LOCK_SECONDS`` at most, then ``MemoryLocked`` (a holder stopped mid-commit)."""
+        seconds = LOCK_SECONDS
+        if not self._thread_lock.acquire(timeout=seconds):  # another thread here holds it
+            raise self._busy(seconds)
+        try:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file_lock.acquire()
+                self._file_lock.acquire(timeout=seconds)
+            except Timeout:  # another process holds it (a stopped or stuck kernel)
+                raise self._busy(seconds) from None
             except OSError as exc:
                 raise _io_error(self.lock_path, exc) from None
             try:
                 yield
             finally:
                 self._file_lock.release()
+        finally:
+            self._thread_lock.release()
+
+    def _busy(self, seconds: float) -> MemoryLocked:
+        """The one-line ``HomeError`` for memory.json's lock held elsewhere too long."""
+        return MemoryLocked(
+            f"{self.path} is locked by another program for {seconds:g}s ({self.lock_path}): "
+            "finish, resume or restart the kernel or command that holds it (a stopped or "
+            "stuck one) and run this again; nothing was changed"
+        )
 
     def read_shared(self) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
         """The file's revision and its document, parsed once per revision and shared.

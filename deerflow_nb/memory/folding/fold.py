@@ -31,7 +31,7 @@ from ..model_reply import check_holdable
 from ..readside.fold_records import FAILED
 from ..reports import ApplyReport, FlushReport
 from ..scopes import Scope, view
-from ..store import MemoryFileError
+from ..store import MemoryFileError, MemoryLocked
 from ..updates.gate import Gate, Passed
 from ..updates.write_protocol import Ledger
 from . import fold_log, schedule
@@ -239,6 +239,12 @@ class Folding:
             return
         except LeaseLost as exc:  # another kernel has the row now: its fold counts, not ours
             log.warning("memory fold of %s dropped: %s", thread_id, exc)
+            return
+        except MemoryLocked as exc:  # a stopped kernel holds memory.json: the row waits
+            log.warning("memory fold of %s waits: %s", thread_id, exc)
+            error = f"{type(exc).__name__}: {exc}"
+            self.last_error = report.failed[thread_id] = error
+            schedule.wait_for_lock(self.journal, row, error)
             return
         except Exception as exc:  # any failure keeps the row for a bounded retry
             self.waiting_for_user = False

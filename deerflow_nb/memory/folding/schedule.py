@@ -40,6 +40,9 @@ BACKOFF_SECONDS = (5.0, 30.0, 120.0)
 LEASE_SECONDS = (
     15.0  # renewed every third of it while a fold runs: a dead kernel's row waits no longer
 )
+# A fold that found memory.json locked elsewhere (past the store's LOCK_SECONDS) tries
+# again this much later, its attempts kept.
+LOCKED_RETRY_SECONDS = 30.0
 clock = time.time  # the queue's "now": due times, leases, backoff
 
 
@@ -183,6 +186,21 @@ def fail(journal: Journal, row: dict[str, Any], error: str) -> None:
     """Keep the row, note the error, back off; after MAX_ATTEMPTS it waits for a manual flush."""
     with journal.transaction() as db:
         record_failure(db, row, error)
+
+
+def wait_for_lock(journal: Journal, row: dict[str, Any], error: str) -> None:
+    """The fold could not take memory.json's lock (a stopped or stuck kernel holds it):
+    note why on the row (``status`` shows it), keep it queued with no attempt spent (the
+    fold itself did not fail), and try again in ``LOCKED_RETRY_SECONDS``."""
+    with journal.transaction() as db:
+        rows.record_failure(
+            db,
+            row,
+            attempts=int(row.get("attempts") or 0),
+            error=redact(encodable(error[:2000])),
+            status=row.get("status") or "pending",
+            due_at=clock() + LOCKED_RETRY_SECONDS,
+        )
 
 
 def record_failure(db: Any, row: dict[str, Any], error: str) -> None:
