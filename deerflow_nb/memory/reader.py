@@ -381,6 +381,7 @@ class MemoryReader(RankedReads):
         error, the paths and the model servers' leases (``Memory.status``'s keys)."""
         db = self.db
         rows = queue_rows.status_rows(db) if db is not None else []
+        rows = [fold_records.with_claim(r) for r in rows]  # who folds each, until when
         try:
             fact_count: int | None = len(self.shared()[1].get("facts", []))
             memory_error = None

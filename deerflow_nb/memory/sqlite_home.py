@@ -115,7 +115,10 @@ class SQLiteHome:
     def claim(self, owner: str, ttl: float) -> Lease | None:
         now = schedule.clock()
         with self.journal.transaction() as db:
-            got = queue_rows.claim_due(db, owner, now, now + ttl)
+            # a lease further ahead than any live holder writes came from a clock that
+            # was ahead: it ends no later than a fresh one (``schedule.LEASE_SECONDS``)
+            latest = now + max(ttl, schedule.LEASE_SECONDS)
+            got = queue_rows.claim_due(db, owner, now, now + ttl, latest=latest)
         return None if got is None else Lease(got[0], owner, now + ttl, got[1])
 
     def renew(self, lease: Lease, ttl: float) -> Lease:

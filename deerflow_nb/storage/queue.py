@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 _NO_CLAIM = "claimed_by = NULL, claimed_until = NULL"
+# A fold's lease, in seconds (``memory/folding/schedule.py`` renews it every third of it,
+# and says what it means); kept here so a reader can say when a claim really ends.
+LEASE_SECONDS = 15.0
 
 
 def has_pending_folds(path: Path) -> bool:
@@ -52,9 +55,29 @@ def claim(db: Any, thread_id: str, owner: str, until: float) -> None:
     db["memory_queue"].update(thread_id, {"claimed_by": owner, "claimed_until": until})
 
 
-def claim_due(db: Any, owner: str, now: float, until: float) -> tuple[str, int] | None:
+def cut_claims(db: Any, latest: float) -> None:
+    """End every claim that ends after ``latest`` at ``latest``: no live holder writes one
+    further ahead, so it was written by a clock that was ahead (then stepped back), and
+    would otherwise hold the row for the whole step. Call inside a transaction."""
+    db.execute(
+        "UPDATE memory_queue SET claimed_until = ? WHERE claimed_until > ?", [latest, latest]
+    )
+
+
+def claims_after(db: Any, latest: float) -> bool:
+    """Whether a claim ends after ``latest`` (one ``cut_claims`` would cut)."""
+    sql = "SELECT 1 FROM memory_queue WHERE claimed_until > ? LIMIT 1"
+    return db.execute(sql, [latest]).fetchone() is not None
+
+
+def claim_due(
+    db: Any, owner: str, now: float, until: float, *, latest: float | None = None
+) -> tuple[str, int] | None:
     """Lease the soonest due pending row with no live claim to ``owner`` until ``until``:
-    its thread id and ``last_seq`` (None when no row is free). Call inside a transaction."""
+    its thread id and ``last_seq`` (None when no row is free). A claim ending after
+    ``latest`` is first cut to end then (``cut_claims``). Call inside a transaction."""
+    if latest is not None:
+        cut_claims(db, latest)
     row = db.execute(
         "SELECT thread_id, COALESCE(last_seq, 0) FROM memory_queue WHERE status = 'pending'"
         " AND due_at <= ? AND COALESCE(claimed_until, 0) < ? ORDER BY due_at LIMIT 1",
@@ -148,8 +171,12 @@ def thread_ids(db: Any) -> list[str]:
 
 
 def status_rows(db: Any) -> list[dict[str, Any]]:
-    """Every row but its snapshot, soonest due first."""
-    columns = "thread_id, status, attempts, last_error, due_at, enqueued_at"
+    """Every row but its snapshot, claims included (when the journal has them), soonest due
+    first."""
+    wanted = ("thread_id", "status", "attempts", "last_error", "due_at", "enqueued_at")
+    wanted += ("claimed_by", "claimed_until")  # a journal from before claims has none
+    have = db["memory_queue"].columns_dict
+    columns = ", ".join(c for c in wanted if c in have)
     return list(db["memory_queue"].rows_where(select=columns, order_by="due_at"))
 
 
@@ -160,11 +187,13 @@ def queued_rows(db: Any) -> list[dict[str, Any]]:
     return list(db["memory_queue"].rows_where(select=columns, order_by="enqueued_at"))
 
 
-def next_due(db: Any) -> float | None:
-    """The earliest pending due time, a claimed row counted at its lease's end."""
+def next_due(db: Any, latest_claim: float | None = None) -> float | None:
+    """The earliest pending due time, a claimed row counted at its lease's end (a lease
+    ending after ``latest_claim`` counted as ending then: see ``cut_claims``)."""
     value = db.execute(
-        "SELECT MIN(MAX(due_at, COALESCE(claimed_until, 0))) FROM memory_queue"
-        " WHERE status = 'pending'"
+        "SELECT MIN(MAX(due_at, MIN(COALESCE(claimed_until, 0), COALESCE(?, claimed_until, 0))))"
+        " FROM memory_queue WHERE status = 'pending'",
+        [latest_claim],
     ).fetchone()[0]
     return None if value is None else float(value)
 

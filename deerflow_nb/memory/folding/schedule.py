@@ -7,7 +7,9 @@ under one per-home fold lock. A row is leased to one kernel at a time (``claimed
 names it, for people; only the lease's end decides): a fold renews its lease while it
 runs (``leased``), so a kernel that dies stops renewing and its row is taken over once the
 lease runs out, on this host or another; a fold whose lease was taken over does not
-commit (``check_held``).
+commit (``check_held``). A claim ending more than ``LEASE_SECONDS`` from now was written by
+a clock that was ahead: it is taken, and written back, as ending ``LEASE_SECONDS`` from now
+(``lease_end``), so a killed kernel whose clock was an hour ahead blocks nobody for the hour.
 
 Due times are wall-clock seconds read from ``clock`` (``time.time``), which a test may
 replace with a clock it moves by hand; after moving it, ``FoldWorker.notify`` makes the
@@ -37,9 +39,9 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 BACKOFF_SECONDS = (5.0, 30.0, 120.0)
-LEASE_SECONDS = (
-    15.0  # renewed every third of it while a fold runs: a dead kernel's row waits no longer
-)
+# Renewed every third of it while a fold runs: a dead kernel's row waits no longer (and a
+# claim further ahead than this is cut to it: ``lease_end``).
+LEASE_SECONDS = rows.LEASE_SECONDS
 # A fold that found memory.json locked elsewhere (past the store's LOCK_SECONDS) tries
 # again this much later, its attempts kept.
 LOCKED_RETRY_SECONDS = 30.0
@@ -51,9 +53,23 @@ def _me() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def lease_end(claimed_until: float | None, now: float) -> float:
+    """When a claim on a row ends, as of ``now``: never later than ``LEASE_SECONDS`` from
+    now. A live holder renews every third of the lease, so only a kernel whose clock was
+    ahead (then stepped back, or was killed) wrote one further ahead; trusted, it would
+    hold the row for the whole offset."""
+    return min(claimed_until or 0, now + LEASE_SECONDS)
+
+
 def _claim_is_live(claimed_by: str | None, claimed_until: float | None, now: float) -> bool:
     """True while another owner's lease on the row has not run out."""
-    return bool(claimed_by) and claimed_by != _me() and (claimed_until or 0) >= now
+    return bool(claimed_by) and claimed_by != _me() and lease_end(claimed_until, now) >= now
+
+
+def _cut_far_claims(db: Any, now: float) -> None:
+    """Inside a transaction: write ``lease_end`` into every claim ending further ahead, so
+    it runs out ``LEASE_SECONDS`` from now instead of being pushed on by every read."""
+    rows.cut_claims(db, now + LEASE_SECONDS)
 
 
 def queue_snapshot(
@@ -85,6 +101,7 @@ def claim(journal: Journal, thread_id: str, *, force: bool) -> dict[str, Any] | 
     """Take the row for folding, or None if it is gone, not due, or leased elsewhere."""
     now = clock()
     with journal.transaction() as db:
+        _cut_far_claims(db, now)
         row = rows.get(db, thread_id)
         if row is None:
             return None
@@ -138,7 +155,11 @@ def held_elsewhere(journal: Journal, thread_id: str) -> bool:
     row = rows.get(journal.db, thread_id)
     if row is None:
         return False
-    return _claim_is_live(row.get("claimed_by"), row.get("claimed_until"), clock())
+    now = clock()
+    if (row.get("claimed_until") or 0) > now + LEASE_SECONDS:  # a clock that was ahead:
+        with journal.transaction() as db:  # cut, or each poll finds it a lease away again
+            _cut_far_claims(db, now)
+    return _claim_is_live(row.get("claimed_by"), row.get("claimed_until"), now)
 
 
 def release(journal: Journal, row: dict[str, Any]) -> None:
@@ -239,8 +260,15 @@ def status_rows(journal: Journal) -> list[dict[str, Any]]:
 
 def next_due(journal: Journal) -> float | None:
     """When the worker should next try: a row another process has claimed is not due
-    before its lease ends, so the worker sleeps instead of spinning on it."""
-    return rows.next_due(journal.db)
+    before its lease ends (``lease_end``: never more than ``LEASE_SECONDS`` away, so a
+    lease written by a clock that was ahead cannot put the worker to sleep for the
+    offset), so the worker sleeps instead of spinning on it. Such a lease is cut here
+    (written back), or the worker would find it a lease away again each time it looks."""
+    now = clock()
+    if rows.claims_after(journal.db, now + LEASE_SECONDS):
+        with journal.transaction() as db:
+            _cut_far_claims(db, now)
+    return rows.next_due(journal.db, now + LEASE_SECONDS)
 
 
 _fold_locks: dict[Path, threading.RLock] = {}

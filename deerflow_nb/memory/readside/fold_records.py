@@ -8,12 +8,15 @@ too (the inspector, ``open_reader``).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from ...projects import DEFAULT_PROJECT
 from ...storage import folds as fold_rows
 from ...storage import ledger as ledger_rows
+from ...storage import queue as queue_rows
 
 # A fold's outcome in words (``memory_folds.outcome``, ``%memory status``).
 APPLIED = "applied"
@@ -116,3 +119,17 @@ def _decided(db: Any, change: dict[str, Any]) -> str:
     if {"approved", "rejected"} <= statuses:
         return "partly approved"
     return str(change["status"])
+
+
+def with_claim(row: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    """A queue row as ``status`` shows it: ``claim`` says which kernel is folding it and
+    until when ("folding in host:pid until 14:03:07"), or is None while no live claim holds
+    it. A claim further ahead than a lease is shown ending a lease from now, as the fold
+    queue takes it (a clock that was ahead wrote it)."""
+    now = time.time() if now is None else now
+    owner, until = row.get("claimed_by"), row.get("claimed_until")
+    claim = None
+    if owner and until is not None and until >= now:
+        end = min(float(until), now + queue_rows.LEASE_SECONDS)
+        claim = f"folding in {owner} until {datetime.fromtimestamp(end):%H:%M:%S}"
+    return {**row, "claim": claim}

@@ -28,7 +28,8 @@ class StatusView(View):
         for key, value in self.status.items():
             if key == "pending" and isinstance(value, list):
                 queued = [
-                    f"{r.get('thread_id')} ({r.get('status')}, {r.get('attempts') or 0} attempts)"
+                    f"{r.get('thread_id')} ({r.get('status')}, {r.get('attempts') or 0} attempts"
+                    + (f", {r['claim']})" if r.get("claim") else ")")
                     for r in value
                 ]
                 rows.append(("queued threads", "; ".join(queued) or "none"))
