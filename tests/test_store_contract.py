@@ -1,8 +1,9 @@
 """The store contract's suite (``deerflow_nb/storage/contract.py``), written once and run on
 every implementation: the SQLite + memory.json home and the in-memory reference store.
 
-A new store joins by adding one entry to ``STORES`` (a generator yielding an open store
-whose files, if any, live under ``tmp_path``) and must pass every test here unchanged.
+A new store joins by adding one entry to ``STORES`` (a generator yielding the ``Handles``
+that open it, whose files, if any, live under ``tmp_path``) and must pass every test here
+unchanged.
 """
 
 from __future__ import annotations
@@ -41,19 +42,43 @@ from deerflow_nb.storage.contract import (
 )
 
 
-def _sqlite(tmp_path: Path) -> Iterator[Store]:
-    store = SQLiteHome.open(tmp_path / "home")
+@dataclasses.dataclass
+class Handles:
+    """Opens handles on one store, each with a connection of its own (the reference
+    store's handles are one object), and closes them all at the end. ``where`` is what
+    another process opens the same store with (the class's dotted name, and the home's
+    folder or the database's URL); None for a store that lives in this process only."""
+
+    open_one: Callable[[], Store]
+    where: tuple[str, str] | None = None
+    opened: list[Store] = dataclasses.field(default_factory=list)
+
+    def __call__(self) -> Store:
+        store = self.open_one()
+        self.opened.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self.opened:
+            getattr(store, "close", lambda: None)()
+
+
+def _sqlite(tmp_path: Path) -> Iterator[Handles]:
+    home = tmp_path / "home"
+    handles = Handles(lambda: SQLiteHome.open(home), ("deerflow_nb.memory.SQLiteHome", str(home)))
     try:
-        yield store
+        yield handles
     finally:
-        store.close()
+        handles.close()
 
 
-def _reference(tmp_path: Path) -> Iterator[Store]:
-    yield ReferenceStore()
+def _reference(tmp_path: Path) -> Iterator[Handles]:
+    store = ReferenceStore()
+    yield Handles(lambda: store)
 
 
 _CLUSTER: dict[str, Callable[[], PgCluster]] = {}
+PG_STORE = "deerflow_nb.shared.store.PostgresStore"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -62,20 +87,20 @@ def _lazy_postgres(request: pytest.FixtureRequest) -> None:
     _CLUSTER["get"] = lambda: request.getfixturevalue("postgres")
 
 
-def _postgres(tmp_path: Path) -> Iterator[Store]:
+def _postgres(tmp_path: Path) -> Iterator[Handles]:
     """A ``PostgresStore`` on a database of its own, as the superuser (the owner of the
     schema: the policies are tested apart, in ``test_pg_store.py``)."""
     cluster = _CLUSTER["get"]()
     url = migrated_database(cluster)
-    store = PostgresStore.open(url)
+    handles = Handles(lambda: PostgresStore.open(url), (PG_STORE, url))
     try:
-        yield store
+        yield handles
     finally:
-        store.close()
+        handles.close()
         drop_database(cluster, url)
 
 
-def _postgres_member(tmp_path: Path) -> Iterator[Store]:
+def _postgres_member(tmp_path: Path) -> Iterator[Handles]:
     """A ``PostgresStore`` as a login role that is a writer member of the suite's projects
     (a, b, c, default), on a database of its own: every read and write under the policies,
     the wipe guard, and each commit's change sets to those team projects."""
@@ -84,17 +109,18 @@ def _postgres_member(tmp_path: Path) -> Iterator[Store]:
     role, password = f"member_{secrets.token_hex(4)}", secrets.token_hex(8)
     for project in ("a", "b", "c", "default"):
         team.add_member(url, project, role, password=password)
-    store = PostgresStore.open(cluster.url_for(role, password, url.rsplit("/", 1)[1]))
+    login = cluster.url_for(role, password, url.rsplit("/", 1)[1])
+    handles = Handles(lambda: PostgresStore.open(login), (PG_STORE, login))
     try:
-        yield store
+        yield handles
     finally:
-        store.close()
+        handles.close()
         drop_database(cluster, url)
         with psycopg.connect(cluster.url, autocommit=True) as conn:
             conn.execute(f"DROP ROLE {role}")
 
 
-STORES: dict[str, Callable[[Path], Iterator[Store]]] = {
+STORES: dict[str, Callable[[Path], Iterator[Handles]]] = {
     "sqlite": _sqlite,
     "reference": _reference,
     "postgres": _postgres,
@@ -103,8 +129,13 @@ STORES: dict[str, Callable[[Path], Iterator[Store]]] = {
 
 
 @pytest.fixture(params=sorted(STORES))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+def handles(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Handles]:
     yield from STORES[request.param](tmp_path)
+
+
+@pytest.fixture
+def store(handles: Handles) -> Store:
+    return handles()
 
 
 def fact(fact_id: str, project: str | None = None, content: str | None = None) -> Fact:
@@ -291,7 +322,7 @@ def test_any_commits_read_back_as_the_reference_reads_them(
 ) -> None:
     """Whatever sequence of commits: every scope sees what the reference store sees."""
     opened = STORES[kind](tmp_path_factory.mktemp(kind))
-    store, reference = next(opened), ReferenceStore()
+    store, reference = next(opened)(), ReferenceStore()
     try:
         for changes in steps:
             mine = store.commit(changes, base=store.snapshot(Scope.everywhere()).revision)
