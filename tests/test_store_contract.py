@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -37,6 +38,7 @@ from deerflow_nb.storage.contract import (
     LeaseLost,
     Revision,
     Scope,
+    Snapshot,
     StaleRevision,
     Store,
 )
@@ -480,6 +482,130 @@ def test_concurrent_claims_hand_each_entry_to_one_owner(store: Store) -> None:
     for worker in workers:
         worker.join(60)
     assert sorted(got) == sorted(threads)
+
+
+# -- at once: committers and claimers racing on one store ---------------------------------------
+RACERS = 8  # threads at once
+ROUNDS = 20  # races per test: a race in one process is won by chance, so run it again
+
+
+def racing(ready: Callable[[int], Any], act: Callable[[int, Any], Any]) -> list[tuple[Any, Any]]:
+    """``RACERS`` threads, each doing ``ready(i)`` (reading its snapshot, say), then waiting
+    at one barrier until all are ready, then ``act(i, what ready gave)`` at once; with the
+    interpreter switching threads as often as it can, so that they interleave. For each:
+    what ``ready`` gave, and what ``act`` returned or raised."""
+    barrier = threading.Barrier(RACERS, timeout=60)
+    got: list[tuple[Any, Any]] = [(None, None)] * RACERS
+
+    def run(i: int) -> None:
+        mine = None
+        try:
+            mine = ready(i)
+            barrier.wait()
+            got[i] = (mine, act(i, mine))
+        except Exception as exc:  # noqa: BLE001 (each outcome is the test's to judge)
+            got[i] = (mine, exc)
+
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(RACERS)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(worker.is_alive() for worker in workers)
+    return got
+
+
+def racer_fact(n: int) -> Fact:
+    """Racer ``n``'s own fact: the user's, project a's or project b's."""
+    return fact(f"r{n}", [None, "a", "b"][n % 3])
+
+
+def racer_changes(one: Fact) -> Changes:
+    """A racer's change set: its fact put, the user's work context said its way, one event."""
+    return Changes(
+        "edit",
+        source=one.id,
+        put=(one,),
+        summaries={"user.workContext": f"as {one.id} says"},
+        events=(Event("add", one.id),),
+    )
+
+
+def only_the_winner_is_in(store: Store, before: Snapshot, outcomes: dict[str, Any]) -> None:
+    """Of racers that all committed on ``before``'s revision (by its fact's id: the new
+    revision, or what it raised), exactly one was accepted and every other was told
+    ``StaleRevision``; the store holds what it held and the winner's change, at the
+    winner's revision, and no loser's fact, summary or event."""
+    base = before.revision
+    won = {who: got for who, got in outcomes.items() if not isinstance(got, StaleRevision)}
+    assert len(won) == 1, f"not exactly one commit accepted on base {base}: {outcomes}"
+    ((winner, revision),) = won.items()
+    assert isinstance(revision, int) and revision > base, outcomes
+    snap = store.snapshot(Scope.everywhere())
+    assert snap.revision == revision
+    assert {f.id for f in snap.facts} == {f.id for f in before.facts} | {winner}
+    assert snap.summaries["user.workContext"] == f"as {winner} says"
+    assert [e.fact_id for e in store.events(revision)] == [winner]
+    assert all(store.events(Revision(r)) == [] for r in range(base + 1, revision))
+
+
+def committing(racers: list[Store], changes: list[Changes]) -> list[tuple[Any, Any]]:
+    """Racer ``i`` reads a snapshot, then commits ``changes[i]`` on its revision, at once."""
+    return racing(
+        lambda i: racers[i].snapshot(Scope.of("a")).revision,
+        lambda i, base: racers[i].commit(changes[i], base=base),
+    )
+
+
+@pytest.mark.parametrize("own_handles", [True, False], ids=["own-handles", "one-handle"])
+def test_commits_racing_on_one_base_let_exactly_one_in(
+    handles: Handles, store: Store, own_handles: bool
+) -> None:
+    """Eight threads read the same revision, then commit different change sets at once
+    (each on a connection of its own, or all through one handle): one is accepted, seven
+    are told ``StaleRevision``, and no loser's change gets into the store (a revision
+    checked outside the commit's lock or transaction lets several in: lost updates)."""
+    seeded(store)
+    racers = [handles() if own_handles else store for _ in range(RACERS)]
+    for n in range(0, ROUNDS * RACERS, RACERS):
+        before = store.snapshot(Scope.everywhere())
+        changes = [racer_changes(racer_fact(n + i)) for i in range(RACERS)]
+        got = committing(racers, changes)
+        assert [read for read, _ in got] == [before.revision] * RACERS, got
+        outcomes = {c.source: out for c, (_, out) in zip(changes, got, strict=True)}
+        only_the_winner_is_in(store, before, outcomes)
+
+
+@pytest.mark.parametrize("expired", [False, True], ids=["fresh", "expired"])
+def test_claimers_racing_for_one_entry_let_exactly_one_have_it(
+    handles: Handles, store: Store, expired: bool
+) -> None:
+    """Eight threads, each on a connection of its own, claim the one due entry at once (a
+    fresh entry, or one whose lease just expired): exactly one gets the lease, the others
+    get None, and the entry stays leased to the winner alone."""
+    claimers = [handles() for _ in range(RACERS)]
+    for n in range(ROUNDS):
+        thread = queued_thread(store, f"t{n}")
+        old = store.claim("w-old", 0.02) if expired else None
+        if old is not None:
+            until_expired(old)
+        got = [
+            out
+            for _, out in racing(lambda i: claimers[i], lambda i, mine: mine.claim(f"w{i}", 60.0))
+        ]
+        leases = [out for out in got if out is not None]
+        assert len(leases) == 1 and isinstance(leases[0], Lease), got
+        assert (leases[0].thread, leases[0].through_seq) == (thread, 1)
+        assert store.claim("late", 60.0) is None
+        assert store.renew(leases[0], 60.0).owner == leases[0].owner
+        if old is not None:
+            with pytest.raises(LeaseLost):
+                store.renew(old, 60.0)
 
 
 # -- the SQLite home: the same files Memory uses ---------------------------------------------------
