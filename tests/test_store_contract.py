@@ -8,7 +8,10 @@ unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import os
 import secrets
 import sqlite3
 import subprocess
@@ -128,6 +131,7 @@ STORES: dict[str, Callable[[Path], Iterator[Handles]]] = {
     "postgres": _postgres,
     "postgres_member": _postgres_member,
 }
+IN_PROCESS_ONLY = {"reference"}  # no other process can open it
 
 
 @pytest.fixture(params=sorted(STORES))
@@ -487,6 +491,7 @@ def test_concurrent_claims_hand_each_entry_to_one_owner(store: Store) -> None:
 # -- at once: committers and claimers racing on one store ---------------------------------------
 RACERS = 8  # threads at once
 ROUNDS = 20  # races per test: a race in one process is won by chance, so run it again
+PROCESS_ROUNDS = 10
 
 
 def racing(ready: Callable[[int], Any], act: Callable[[int, Any], Any]) -> list[tuple[Any, Any]]:
@@ -606,6 +611,117 @@ def test_claimers_racing_for_one_entry_let_exactly_one_have_it(
         if old is not None:
             with pytest.raises(LeaseLost):
                 store.renew(old, 60.0)
+
+
+RACER = """
+import importlib, json, sys, time
+from deerflow_nb.storage.contract import Changes, Event, Fact, Scope, StaleRevision
+module, _, name = sys.argv[1].rpartition(".")
+store = getattr(importlib.import_module(module), name).open(sys.argv[2])
+while line := sys.stdin.readline():  # a round: who this racer is, and its fact (None: claim)
+    me, task = json.loads(line)
+    base = store.snapshot(Scope()).revision
+    print(base, flush=True)  # ready
+    start = float(sys.stdin.readline())  # every racer is ready: go, all at this instant
+    while time.time() < start:
+        pass
+    if task is None:
+        lease = store.claim(me, 60.0)
+        print(json.dumps(lease and lease.thread), flush=True)
+        continue
+    one = Fact.from_json(task)  # racer_changes(one):
+    said = {"user.workContext": f"as {one.id} says"}
+    changes = Changes("edit", one.id, (one,), summaries=said, events=(Event("add", one.id),))
+    try:
+        print(json.dumps(store.commit(changes, base=base)), flush=True)
+    except StaleRevision:
+        print(json.dumps("stale"), flush=True)
+    except Exception as exc:  # not the contract's outcome: the test shows it
+        print(json.dumps(repr(exc)), flush=True)
+store.close()
+"""
+PROCESS_STORES = sorted(set(STORES) - IN_PROCESS_ONLY)
+PROCESSES = 3
+
+
+@contextlib.contextmanager
+def racing_processes(handles: Handles) -> Iterator[Callable[[list[Any]], list[tuple[int, Any]]]]:
+    """``PROCESSES`` processes on this store (other kernels on the home, other sessions on
+    the server), each opened once; yields ``race(tasks)``: each process is given its task
+    (its fact to commit, as JSON, or None: claim), reads a snapshot and says it is ready;
+    once all are, all are told to go at once. For each: the revision it read, and what it
+    got (the new revision or "stale"; the thread leased or None)."""
+    assert handles.where is not None
+    kind, where = handles.where
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True, "env": env}
+    children = [
+        subprocess.Popen([sys.executable, "-c", RACER, kind, where], **pipes)  # type: ignore[call-overload]
+        for _ in range(PROCESSES)
+    ]
+
+    def tell(child: subprocess.Popen[str], what: str) -> None:
+        child.stdin.write(what + "\n")  # type: ignore[union-attr]
+        child.stdin.flush()  # type: ignore[union-attr]
+
+    def hear(child: subprocess.Popen[str]) -> Any:
+        line = child.stdout.readline()  # type: ignore[union-attr]
+        assert line, f"a racer died (exit {child.wait(60)})"
+        return json.loads(line)
+
+    def race(tasks: list[Any]) -> list[tuple[int, Any]]:
+        for i, (child, task) in enumerate(zip(children, tasks, strict=True)):
+            tell(child, json.dumps([f"p{i}", task]))
+        read = [hear(child) for child in children]
+        start = time.time() + 0.02  # each is told before then, and spins until then
+        for child in children:
+            tell(child, repr(start))
+        return list(zip(read, [hear(child) for child in children], strict=True))
+
+    try:
+        yield race
+        for child in children:
+            child.stdin.close()  # type: ignore[union-attr]
+        assert [child.wait(60) for child in children] == [0] * PROCESSES
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+@pytest.mark.parametrize("handles", PROCESS_STORES, indirect=True)
+def test_processes_committing_on_one_base_let_exactly_one_in(
+    handles: Handles, store: Store
+) -> None:
+    """Three processes (kernels on one home, sessions on one server) read the same
+    revision, then commit different change sets at once: one is accepted, the others are
+    told ``StaleRevision``, and the store holds the winner's change alone; ten times."""
+    seeded(store)
+    with racing_processes(handles) as race:
+        for n in range(0, PROCESS_ROUNDS * PROCESSES, PROCESSES):
+            before = store.snapshot(Scope.everywhere())
+            facts = [racer_fact(n + i) for i in range(PROCESSES)]
+            got = race([one.to_json() for one in facts])
+            assert [read for read, _ in got] == [before.revision] * PROCESSES, got
+            outcomes = {
+                one.id: StaleRevision() if out == "stale" else out
+                for one, (_, out) in zip(facts, got, strict=True)
+            }
+            only_the_winner_is_in(store, before, outcomes)
+
+
+@pytest.mark.parametrize("handles", PROCESS_STORES, indirect=True)
+def test_processes_claiming_one_entry_let_exactly_one_have_it(
+    handles: Handles, store: Store
+) -> None:
+    """Three processes claim the one due entry at once: exactly one gets it; ten times."""
+    with racing_processes(handles) as race:
+        for n in range(PROCESS_ROUNDS):
+            thread = queued_thread(store, f"t{n}")
+            got = [out for _, out in race([None] * PROCESSES)]
+            assert sorted(got, key=str) == sorted([thread, None, None], key=str), got
+            assert store.claim("late", 60.0) is None
 
 
 # -- the SQLite home: the same files Memory uses ---------------------------------------------------
