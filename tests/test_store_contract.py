@@ -30,7 +30,7 @@ from pg_cluster import PgCluster, drop_database, migrated_database
 from reference_store import ReferenceStore
 
 from deerflow_nb import Memory
-from deerflow_nb.memory import SQLiteHome
+from deerflow_nb.memory.sqlite_home import SQLiteHome
 from deerflow_nb.shared import team
 from deerflow_nb.shared.store import PostgresStore
 from deerflow_nb.storage.contract import (
@@ -785,7 +785,7 @@ def test_a_journal_failure_mid_commit_leaves_memory_json_alone(home: Path) -> No
 
 CLAIMER = """
 import sys
-from deerflow_nb.memory import SQLiteHome
+from deerflow_nb.memory.sqlite_home import SQLiteHome
 from deerflow_nb.shared.store import PostgresStore
 store = SQLiteHome.open(sys.argv[1])
 while (lease := store.claim(sys.argv[2], 60.0)) is not None:

@@ -20,7 +20,6 @@ from .reports import ApplyReport, FlushReport
 from .scopes import Scope, View, project_names
 from .scopes import view as scoped_view
 from .sharing import SyncReport
-from .sqlite_home import SQLiteHome
 from .store import MemoryFileError, empty_memory
 from .updates.updater import MAX_FACT_CHARS
 
@@ -57,7 +56,6 @@ __all__ = [
     "MemoryFileError",
     "MemoryReader",
     "ReadOnlyMemory",
-    "SQLiteHome",
     "Scope",
     "SyncReport",
     "View",

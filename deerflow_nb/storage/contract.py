@@ -3,10 +3,10 @@
 A store holds a home's facts and summaries, the journal of conversations, and the fold
 queue. ``Store`` names its operations; the values here (``Scope``, ``Fact``, ``Snapshot``,
 ``Changes``, ``Event``, ``Lease``) are what crosses it. The SQLite + memory.json home
-(``memory.SQLiteHome``) is one implementation; ``tests/test_store_contract.py`` is the
-suite every implementation must pass, so a second store (PostgreSQL) plugs in by adding
-one fixture param. Scope visibility is decided here, once (``Scope.sees``), so two stores
-cannot disagree about what a project sees.
+(``SQLiteHome``, ``memory/sqlite_home.py``) is one implementation;
+``tests/test_store_contract.py`` is the suite every implementation must pass, so a second
+store (PostgreSQL) plugs in by adding one fixture param. Scope visibility is decided here,
+once (``Scope.sees``), so two stores cannot disagree about what a project sees.
 
 Not every door goes through it yet: the gate, the reader and the fold still call the
 ledger, the journal and memory.json directly (docs/internals.md says where each stands);
