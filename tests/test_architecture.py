@@ -727,31 +727,71 @@ def test_the_journal_read_scan_finds_planted_reads() -> None:
 # Loading config.yaml and the environment names a project in the settings: configuration,
 # read at the edges (the session, the persona, the MCP server), never scope memory falls back on.
 SETTINGS_BUILT = {("deerflow_nb.config", "settings")}
+# A name that holds a scope: ``project``, ``scope``, ``_current_project``, ``default_scope``,
+# ``project_name`` (not ``projects``, memory's group of project commands).
+SCOPE_NAME = re.compile(r"(^|_)(project|scope)(_|$)")
+# Scope kept as state on purpose, and why (module, ``owner.attribute``).
+KEPT_SCOPE = {
+    ("deerflow_nb.notebook.session", "self._project"): (
+        "the notebook's project as its user set it (%memory project) or as found from its "
+        "folder: the edge that passes it to memory as an argument on every call"
+    ),
+}
+
+
+def _holds_scope(attr: str) -> bool:
+    return bool(SCOPE_NAME.search(attr.lstrip("_")))
+
+
+def _is_memory(owner: str) -> bool:
+    """``memory``, ``mem``, ``self.memory``, ``session._memory``: a Memory, by its name."""
+    return owner.split(".")[-1].lstrip("_") in ("memory", "mem")
 
 
 def ambient_scope_in(source: str, module: str) -> list[str]:
-    """Scope kept as state: any ``self.project`` in ``memory/`` (memory keeps no current
-    project), a ``.project`` read off a memory object (``memory.project``,
-    ``self.memory.project``), or a ``.project`` set anywhere but in an ``__init__`` (a scope
-    that changes under its readers; a per-turn object may keep the one it was given)."""
+    """Scope kept as state, whatever the attribute is called (``SCOPE_NAME``): in
+    ``memory/`` any ``self.<scope name>`` (memory keeps no current project, not even one set
+    once), anywhere a scope name set on ``self`` or on a memory object outside an
+    ``__init__`` (a scope that changes under its readers; a per-turn object may keep the
+    one it was given), a ``.project`` set on anything outside an ``__init__``, a scope name
+    read off a memory object (``memory.current_project``), and ``setattr`` of a scope name.
+    A frozen dataclass's scope (``FactQuery.scope``, ``View.scope``) is a value, not state."""
     found = []
     tree = ast.parse(source)
     inits: set[int] = set()
+    values: set[int] = set()  # the nodes of frozen dataclasses
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "__init__":
             inits |= {id(n) for n in ast.walk(node)}
+        elif isinstance(node, ast.ClassDef) and any(
+            "dataclass" in ast.unparse(d) and "frozen=True" in ast.unparse(d)
+            for d in node.decorator_list
+        ):
+            values |= {id(n) for n in ast.walk(node)}
     in_memory = module.startswith("deerflow_nb.memory")
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Attribute) and node.attr == "project"):
+        if (
+            isinstance(node, ast.Call)
+            and _name(node.func) == "setattr"
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            and _holds_scope(str(node.args[1].value))
+        ):
+            owner = ast.unparse(node.args[0])
+            found.append(f"line {node.lineno} sets {owner}.{node.args[1].value} (setattr)")
+        if not (isinstance(node, ast.Attribute) and _holds_scope(node.attr)):
             continue
         owner = ast.unparse(node.value)
-        if in_memory and owner == "self":
-            found.append(f"line {node.lineno} keeps self.project")
+        if (module, f"{owner}.{node.attr}") in KEPT_SCOPE or (module, owner) in SETTINGS_BUILT:
+            continue
+        if in_memory and owner == "self" and id(node) not in values:
+            found.append(f"line {node.lineno} keeps self.{node.attr}")
         elif isinstance(node.ctx, ast.Store):
-            if (module, owner) not in SETTINGS_BUILT and id(node) not in inits:
-                found.append(f"line {node.lineno} sets {owner}.project")
-        elif owner.split(".")[-1].lstrip("_") in ("memory", "mem"):
-            found.append(f"line {node.lineno} reads {owner}.project")
+            stateful = owner == "self" or _is_memory(owner) or node.attr == "project"
+            if stateful and id(node) not in inits:
+                found.append(f"line {node.lineno} sets {owner}.{node.attr}")
+        elif _is_memory(owner):
+            found.append(f"line {node.lineno} reads {owner}.{node.attr}")
     return sorted(found, key=lambda s: int(s.split()[1]))
 
 
@@ -765,25 +805,57 @@ def test_scope_is_never_read_from_a_mutable_attribute() -> None:
 
 
 def test_the_ambient_scope_scan_finds_planted_state() -> None:
+    """The check itself, with review_38's plants: a current project kept under another
+    name (S1), read off a memory (S5) or set on one with ``setattr`` (S6)."""
     planted = (
         "class Memory:\n"
         "    def __init__(self):\n"
         "        self.project = None\n"
+        "        self._current_project: str | None = None\n"
         "    def search(self, q):\n"
-        "        return rank(q, self.project)\n"
+        "        return rank(q, self.project or self._current_project)\n"
+        "    def use_project(self, name):\n"
+        "        self._current_project = name\n"
         "def switch(session, memory, name):\n"
         "    memory.project = name\n"
-        "    return session.memory.project\n"
+        "    setattr(memory, 'project', name)\n"
+        "    session.memory.default_scope = name\n"
+        "    return session.memory.project or memory.current_project\n"
+        "class Panel:\n"
+        "    def __init__(self, project):\n"
+        "        self.project = project\n"
+        "        self._projects = Projects()\n"
+        "    def pick(self, name):\n"
+        "        self._project_name = name\n"
+        "        self._projects.rename(name, 'x')\n"
+        "@dataclass(frozen=True)\n"
+        "class Query:\n"
+        "    scope: Scope\n"
+        "    def run(self, facts):\n"
+        "        return [f for f in facts if self.scope.sees(f)]\n"
     )
     assert ambient_scope_in(planted, "deerflow_nb.memory.api") == [
         "line 3 keeps self.project",
-        "line 5 keeps self.project",
-        "line 7 sets memory.project",
-        "line 8 reads session.memory.project",
+        "line 4 keeps self._current_project",
+        "line 6 keeps self.project",
+        "line 6 keeps self._current_project",
+        "line 8 keeps self._current_project",
+        "line 10 sets memory.project",
+        "line 11 sets memory.project (setattr)",
+        "line 12 sets session.memory.default_scope",
+        "line 13 reads session.memory.project",
+        "line 13 reads memory.current_project",
+        "line 16 keeps self.project",
+        "line 19 keeps self._project_name",
     ]
     assert ambient_scope_in(planted, "deerflow_nb.agent.middleware") == [
-        "line 7 sets memory.project",
-        "line 8 reads session.memory.project",
+        "line 8 sets self._current_project",
+        "line 10 sets memory.project",
+        "line 11 sets memory.project (setattr)",
+        "line 12 sets session.memory.default_scope",
+        "line 13 reads session.memory.project",
+        "line 13 reads memory.current_project",
+        "line 19 sets self._project_name",
     ]
 
 
@@ -791,12 +863,58 @@ def test_the_ambient_scope_scan_finds_planted_state() -> None:
 # in projects.py and memory/; everything else asks memory with a scope (``FactQuery``).
 # storage/ holds no facts: its ``project`` is a journal thread's column.
 OWNER_RULE = ("deerflow_nb.projects", "deerflow_nb.memory", "deerflow_nb.storage")
+# Comparisons of a fact's project kept on purpose outside memory/, and why (module, function).
+KEPT_FILTERS = {
+    ("deerflow_nb.shared.exchange", "team_diff"): (
+        "what a committed change set does to one shared project's facts, in the shape "
+        "members publish: the team store's own partition of a change (as storage/'s), "
+        "not a read of facts filtered by scope"
+    ),
+}
+# Whose ``.project`` is no fact's: the object's own (``self``), a command's arguments,
+# the settings.
+NOT_FACTS = re.compile(r"^(self|args|\w*settings)$")
 
 
-def scope_filters_in(source: str) -> list[str]:
-    """Facts filtered by scope outside memory: a read of a fact's ``"scope"`` key anywhere,
-    or, in a filter (a comprehension's ``if``, ``filter()``, an ``if`` inside a loop), a read
-    of its ``"project"`` key, ``fact_project``, ``.sees`` or a ``*scope*`` function."""
+def _project_field(node: ast.AST) -> bool:
+    """``node`` reads a fact's project, in any form: ``f.project`` (a typed ``Fact``),
+    ``f["project"]`` (a dict, a DataFrame's column), ``f.get("project")``, ``fact_project(f)``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "project" and not NOT_FACTS.match(ast.unparse(node.value))
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "project"
+    if isinstance(node, ast.Call):
+        if _name(node.func) == "fact_project":
+            return True
+        return (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "pop")
+            and bool(node.args)
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "project"
+        )
+    return False
+
+
+def _compares_a_project(node: ast.AST) -> bool:
+    """``node`` compares a fact's project (``==``, ``in``, ``is`` …, ``.isin``, ``.eq``)."""
+    if isinstance(node, ast.Compare):
+        return any(_project_field(side) for side in [node.left, *node.comparators])
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("isin", "eq", "ne")
+        and _project_field(node.func.value)
+    )
+
+
+def scope_filters_in(source: str, module: str = "") -> list[str]:
+    """Facts filtered by scope outside memory: a read of a fact's ``"scope"`` key anywhere;
+    any comparison of a fact's project (``_project_field``: ``f.project == here``,
+    ``f.get("project") != p``, ``frame["project"] == name``, ``.isin``/``.eq``/``.ne`` on
+    one), wherever it is, a helper used as a filter included; and, in a filter (a
+    comprehension's ``if``, ``filter()``, an ``if`` inside a loop), a read of its
+    ``"project"`` key, ``fact_project``, ``.sees`` or a ``*scope*`` function."""
 
     def keys(node: ast.AST) -> set[str]:
         found = set()
@@ -819,8 +937,17 @@ def scope_filters_in(source: str) -> list[str]:
         return found
 
     tree = ast.parse(source)
+    kept: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and (module, fn.name) in KEPT_FILTERS:
+            kept |= {id(n) for n in ast.walk(fn)}
     tests: list[ast.AST] = []
+    compared: list[ast.AST] = []
     for node in ast.walk(tree):
+        if id(node) in kept:
+            continue
+        if _compares_a_project(node):
+            compared.append(node)
         if isinstance(node, ast.comprehension):
             tests += node.ifs
         elif isinstance(node, ast.Call) and _name(node.func) == "filter" and node.args:
@@ -832,6 +959,7 @@ def scope_filters_in(source: str) -> list[str]:
         for t in tests
         for k in sorted(keys(t) & {"project", "owner"})
     ]
+    found += [f"line {n.lineno} compares a fact's project" for n in compared]
     found += [
         f"line {n.lineno} reads a fact's scope"
         for n in ast.walk(tree)
@@ -839,7 +967,7 @@ def scope_filters_in(source: str) -> list[str]:
         and "scope" in keys(n)
         and not isinstance(getattr(n, "ctx", None), ast.Store)
     ]
-    return sorted(set(found), key=lambda s: int(s.split()[1]))
+    return sorted(set(found), key=lambda s: (int(s.split()[1]), s))
 
 
 def test_nothing_outside_memory_filters_facts_by_scope() -> None:
@@ -847,7 +975,7 @@ def test_nothing_outside_memory_filters_facts_by_scope() -> None:
         f"{path.relative_to(REPO)}: {hit}"
         for path in sorted(PACKAGE.rglob("*.py"))
         if not module_name(path).startswith(OWNER_RULE)
-        for hit in scope_filters_in(path.read_text())
+        for hit in scope_filters_in(path.read_text(), module_name(path))
     ]
     assert not wrong, (
         "facts filtered by scope outside memory (use FactQuery(scope=...)):\n" + "\n".join(wrong)
@@ -855,6 +983,9 @@ def test_nothing_outside_memory_filters_facts_by_scope() -> None:
 
 
 def test_the_scope_filter_scan_finds_planted_filters() -> None:
+    """The check itself, with review_38's plants: a filter over typed ``Fact``s (S2), one
+    hidden in a helper (S3) and a DataFrame's (S4); look-alikes (a command's argument, the
+    server's own project, a label) are not filters."""
     planted = (
         "mine = [f for f in facts if not f.get('project')]\n"
         "ours = list(filter(lambda f: fact_project(f) == here, facts))\n"
@@ -865,13 +996,33 @@ def test_the_scope_filter_scan_finds_planted_filters() -> None:
         "label = fact_project(fact) or 'user'\n"
         "hits = FactQuery(scope=Scope.of(here)).run(facts)\n"
         "seen = [f for f in facts if in_scope(f, here)]\n"
+        "typed = [f for f in snap.facts if f.project == here]\n"
+        "def _theirs(fact, name):\n"
+        "    return fact.get('project') == name\n"
+        "theirs = [f for f in facts if _theirs(f, name)]\n"
+        "frame = frame[frame['project'] == name]\n"
+        "rows = frame[frame['project'].isin(names)]\n"
+        "def f(self, args, project):\n"
+        "    if args.project is not None and project != self.project:\n"
+        "        return settings.project == project\n"
     )
     assert scope_filters_in(planted) == [
         "line 1 filters by project",
+        "line 2 compares a fact's project",
         "line 2 filters by owner",
+        "line 4 compares a fact's project",
         "line 4 filters by project",
         "line 6 reads a fact's scope",
         "line 9 filters by owner",
+        "line 10 compares a fact's project",
+        "line 12 compares a fact's project",
+        "line 14 compares a fact's project",
+        "line 15 compares a fact's project",
+    ]
+    kept = "def team_diff(changes, p):\n    return [f for f in changes if f.project == p]\n"
+    assert scope_filters_in(kept, "deerflow_nb.shared.exchange") == []
+    assert scope_filters_in(kept, "deerflow_nb.shared.other") == [
+        "line 2 compares a fact's project"
     ]
 
 
