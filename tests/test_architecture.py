@@ -1240,7 +1240,10 @@ def test_the_hand_down_scan_finds_planted_callbacks() -> None:
 # parsed), ``reports.py`` (what a change reports) and ``retrieval/vectors.py`` (warms the
 # journal's vector cache). Outside memory/, storage/ holds the journal's reads and writes
 # side by side, each a function on the connection it is given: the reader's own is opened
-# read-only (``storage.db.open_read_only``), so storage is not scanned here.
+# read-only (``storage.db.open_read_only``), but ``Memory.reader`` is handed the writer's
+# connection, so storage's modules are not followed, and a call of a storage function that
+# writes (``storage_writes``, found by its statements) from the read door's modules is a
+# finding. So is the facade (``from . import Memory``) and a dynamic import.
 READ_DOOR = "deerflow_nb.memory.reader"
 WRITE_SIDE = (
     "deerflow_nb.memory.updates",
@@ -1257,37 +1260,183 @@ WRITE_SIDE = (
 )
 
 
+FACADE = "deerflow_nb.memory"  # memory/__init__.py: it imports ``Memory``, the whole write side
+DYNAMIC = "a dynamic import"
+IMPORTERS = {"import_module", "__import__"}
+
+
 def memory_imports(source: str, module: str, modules: set[str], is_package: bool) -> set[str]:
     """The memory/ modules ``source`` imports anywhere (lazy and type-only imports too;
-    ``from package import submodule`` counts as the submodule). The packages a module sits
-    in are not counted: ``memory/__init__.py`` is the facade of both sides."""
-    found = set()
-    for _, target in imports_in(source, module, is_package=is_package):
-        found.add(target)
+    ``from package import submodule`` counts as the submodule, ``importlib.import_module``
+    of a constant name as that module, of anything else as ``DYNAMIC``). The packages a
+    module sits in are not counted for their submodules, but the facade is when a name is
+    taken from it (``from . import Memory``, ``from deerflow_nb.memory import Memory``)."""
     here = module.split(".")
     package = here if is_package else here[:-1]
+    found = set()
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else []))
-            found |= {f"{target}.{a.name}" for a in node.names}
-    return {m for m in found if m in modules and m.startswith("deerflow_nb.memory.")}
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                found.add(submodule if submodule in modules else target)
+            if target != FACADE:
+                found.add(target)  # a package of memory/ runs as its submodule is imported
+        elif isinstance(node, ast.Call) and _name(node.func) in IMPORTERS:
+            named = node.args[0] if node.args else None
+            if isinstance(named, ast.Constant) and not str(named.value).startswith("."):
+                found.add(str(named.value))
+            else:
+                found.add(DYNAMIC)
+    return {
+        m
+        for m in found
+        if m == DYNAMIC or (m in modules and (m == FACADE or m.startswith(FACADE + ".")))
+    }
+
+
+def _write_side(target: str) -> bool:
+    return target in (FACADE, DYNAMIC) or any(
+        target == w or target.startswith(w + ".") for w in WRITE_SIDE
+    )
 
 
 def write_side_reached(sources: dict[str, str], packages: set[str], start: str) -> list[str]:
-    """``start`` and every memory/ module it reaches through imports, each import that
-    lands on the write side, as ``module imports target``."""
+    """``start`` and every memory/ module it reaches through imports: each import that
+    lands on the write side (or on the facade, or cannot be told: a dynamic import), as
+    ``module imports target``, and each call of a storage function that writes
+    (``storage_writes``), as ``module line N writes: module.function()``."""
     modules = set(sources)
+    writes = storage_writes(sources)
     seen, todo, found = {start}, [start], []
     while todo:
         module = todo.pop()
+        found += storage_writes_called(sources[module], module, writes, module in packages)
         for target in sorted(memory_imports(sources[module], module, modules, module in packages)):
-            if any(target == w or target.startswith(w + ".") for w in WRITE_SIDE):
+            if _write_side(target):
                 found.append(f"{module} imports {target}")
             elif target not in seen:
                 seen.add(target)
                 todo.append(target)
     return sorted(found)
+
+
+# Storage writes the read door's modules may make, and why (module, what it calls).
+KEPT_READ_WRITES = {
+    ("deerflow_nb.memory.retrieval.embedder", "self._journal.transaction"): (
+        "the embedding cache is saved only by an embedder given a writer's journal: the read "
+        "door's (MemoryReader.embedder) is made with none (read_only=...) and saves nothing"
+    ),
+    ("deerflow_nb.memory.retrieval.embedder", "deerflow_nb.storage.embeddings.save"): (
+        "the same save, inside that transaction"
+    ),
+    ("deerflow_nb.memory.retrieval.recall", "deerflow_nb.storage.recall_index.sync"): (
+        "the read door's recall runs on a JournalCopy (MemoryReader.recall): an index that "
+        "lags is caught up in an in-memory copy, never in the file"
+    ),
+    ("deerflow_nb.memory.retrieval.recall_dense", "deerflow_nb.storage.recall_index.sync"): (
+        "the same catch-up, before dense recall, on the same copy"
+    ),
+}
+# A storage function writes when it runs a writing statement, a sqlite-utils table write,
+# opens a transaction, or calls a storage function that writes.
+WRITE_SQL = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|BEGIN)\b")
+TABLE_WRITES = {
+    "insert", "insert_all", "upsert", "upsert_all", "update", "delete", "delete_where",
+    "create", "create_table", "create_index", "add_column", "transform", "drop",
+}  # fmt: skip
+
+
+def _storage_names(source: str, module: str, is_package: bool) -> dict[str, str]:
+    """What each name imported in ``source`` stands for, among storage's modules and
+    functions: ``queue_rows`` -> ``deerflow_nb.storage.queue``, ``transaction`` ->
+    ``deerflow_nb.storage.db.transaction``."""
+    here = module.split(".")
+    package = here if is_package else here[:-1]
+    names = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                if f"{target}.{alias.name}".startswith("deerflow_nb.storage"):
+                    names[alias.asname or alias.name] = f"{target}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("deerflow_nb.storage") and alias.asname:
+                    names[alias.asname] = alias.name
+    return names
+
+
+def _called(call: ast.Call, names: dict[str, str], module: str) -> str | None:
+    """The storage function ``call`` calls, by its full name, or None."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return names.get(func.id, f"{module}.{func.id}")
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in names
+    ):
+        return f"{names[func.value.id]}.{func.attr}"
+    return None
+
+
+def storage_writes(sources: dict[str, str]) -> set[str]:
+    """The storage module functions that write (``deerflow_nb.storage.queue.put``)."""
+    found: set[str] = set()
+    calls: dict[str, set[str]] = {}
+    for module, source in sources.items():
+        if not module.startswith("deerflow_nb.storage"):
+            continue
+        names = _storage_names(source, module, module.endswith("storage"))
+        for fn in ast.parse(source).body:
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            full = f"{module}.{fn.name}"
+            calls[full] = set()
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    if WRITE_SQL.match(node.value):
+                        found.add(full)
+                elif isinstance(node, ast.Call):
+                    func = node.func
+                    on_table = isinstance(func, ast.Attribute) and (
+                        isinstance(func.value, ast.Subscript) or _name(func.value) == "table"
+                        or (isinstance(func.value, ast.Call) and _name(func.value.func) == "table")
+                    )  # fmt: skip
+                    if on_table and func.attr in TABLE_WRITES or _name(func) == "transaction":
+                        found.add(full)
+                    elif (callee := _called(node, names, module)) is not None:
+                        calls[full].add(callee)
+    grew = True
+    while grew:
+        grew = False
+        for fn, callees in calls.items():
+            if fn not in found and callees & found:
+                found.add(fn)
+                grew = True
+    return found
+
+
+def storage_writes_called(
+    source: str, module: str, writes: set[str], is_package: bool = False
+) -> list[str]:
+    """Calls in ``source`` of a storage function in ``writes``, and of any ``transaction``."""
+    names = _storage_names(source, module, is_package)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            callee = _called(node, names, module)
+            if callee in writes or _name(node.func) == "transaction":
+                what = callee or ast.unparse(node.func)
+                if (module, what) in KEPT_READ_WRITES:
+                    continue
+                found.append(f"{module} line {node.lineno} writes: {what}()")
+    return found
 
 
 def test_the_read_door_imports_nothing_of_the_write_side() -> None:
@@ -1296,8 +1445,8 @@ def test_the_read_door_imports_nothing_of_the_write_side() -> None:
     packages = {m for m, p in paths.items() if p.name == "__init__.py"}
     found = write_side_reached(sources, packages, READ_DOOR)
     assert not found, (
-        "the read door reaches the write side (move the helper to memory/readside/):\n"
-        + "\n".join(found)
+        "the read door reaches the write side (move the helper to memory/readside/; read "
+        "instead of a storage write):\n" + "\n".join(found)
     )
 
 
@@ -1332,6 +1481,57 @@ def test_the_read_door_scan_finds_a_planted_write_import() -> None:
         sources, **{"deerflow_nb.memory.readside.helper": "", "deerflow_nb.memory.scopes": ""}
     )
     assert write_side_reached(clean, packages, READ_DOOR) == []
+
+
+def test_the_read_door_scan_finds_the_facade_dynamic_imports_and_storage_writes() -> None:
+    """The check itself, with review_38's plants: the write side reached through the facade
+    (R1, relative or absolute), ``importlib`` (R2) and a storage function that writes, on a
+    module the reader may import (R3); a submodule taken from the package, a storage read,
+    and a write the allow-list names are not findings."""
+    storage = {
+        "deerflow_nb.storage": "",
+        "deerflow_nb.storage.queue": (
+            "def claim(db, t):\n    db['memory_queue'].update(t, {})\n"
+            "def claim_due(db, owner):\n    claim(db, 't')\n"
+            "def count(db):\n    return db.execute('SELECT 1').fetchone()\n"
+        ),
+        "deerflow_nb.storage.recall_index": (
+            "from .db import transaction\ndef sync(journal):\n"
+            "    with transaction(journal.db):\n        pass\n"
+        ),
+        "deerflow_nb.storage.db": "def transaction(db):\n    db.execute('BEGIN IMMEDIATE')\n",
+        "deerflow_nb.memory": "from .api import Memory\n",
+        "deerflow_nb.memory.scopes": "",
+        "deerflow_nb.memory.retrieval": "",
+        "deerflow_nb.memory.retrieval.recall": (
+            "from ...storage import recall_index\ndef search(j):\n    recall_index.sync(j)\n"
+        ),
+    }
+    packages = {"deerflow_nb.memory", "deerflow_nb.storage", "deerflow_nb.memory.retrieval"}
+    reader = (
+        "import importlib\n"
+        "from ..storage import queue as queue_rows\n"
+        "from . import scopes\n"
+        "from .retrieval import recall\n"
+        "def _writer(home):\n"
+        "    from . import Memory\n"
+        "    from deerflow_nb.memory import Memory as M\n"
+        "    return Memory(home)\n"
+        "def _gate(name):\n"
+        "    importlib.import_module('deerflow_nb.memory.updates.gate')\n"
+        "    return importlib.import_module(name)\n"
+        "def _take(db, owner):\n"
+        "    queue_rows.count(db)\n"
+        "    return queue_rows.claim_due(db, owner)\n"
+    )
+    sources = storage | {READ_DOOR: reader, "deerflow_nb.memory.updates.gate": ""}
+    assert write_side_reached(sources, packages, READ_DOOR) == [
+        "deerflow_nb.memory.reader imports a dynamic import",
+        "deerflow_nb.memory.reader imports deerflow_nb.memory",
+        "deerflow_nb.memory.reader imports deerflow_nb.memory.updates.gate",
+        "deerflow_nb.memory.reader line 14 writes: deerflow_nb.storage.queue.claim_due()",
+    ]
+    assert "deerflow_nb.storage.recall_index.sync" in storage_writes(sources)
 
 
 # -- a narrow facade grouped by job (issue 38) ------------------------------------------------
