@@ -115,7 +115,7 @@ class Memory:
             Rules(self.settings, journal),
             review,
             changed,
-            vectors.warm,
+            vectors,
         )
         self._folding = folding = Folding(self.settings, journal, ledger, gate)
         embedder = lambda: vectors.embedder  # noqa: E731
@@ -123,8 +123,8 @@ class Memory:
         self._review = Reviewing(review, reader, gate)
         self._history = History(reader, gate)
         self._threads = Threads(journal, self.conversation, folding, embedder)
-        self._projects = Projects(journal, gate, lambda: self.data)
-        self._team = Sharing(self.settings, journal, gate, ledger.current, changed.add)
+        self._projects = Projects(journal, gate, reader)
+        self._team = Sharing(self.settings, journal, gate, ledger, changed)
         self._upkeep = Upkeep(self.settings, ledger, review, gate)
         self._transfer = Transfer(self.settings, ledger, gate)
         self.flush = folding.flush  # DESIGN.md's mem.flush(timeout=None), folding's own

@@ -35,14 +35,14 @@ from .updates.team_changes import CONFLICT, TEAM, public_fact, shared_effect
 ROSTER_SECONDS = 10.0
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ..config import Settings
     from ..shared.connect import Connection
     from ..shared.exchange import SharedChange
     from ..storage.journal import Journal
+    from .listeners import Listeners
     from .updates.gate import Gate
     from .updates.updater import UpdateResult
+    from .updates.write_protocol import Ledger
 
 
 @dataclass
@@ -129,15 +129,15 @@ class Sharing:
         settings: Settings,
         journal: Journal,
         gate: Gate,
-        current: Callable[[], dict[str, Any]],
-        on_change: Callable[..., Callable[[], None]],
+        ledger: Ledger,
+        changed: Listeners,
     ) -> None:
         self.settings = settings
         self.journal = journal
         self.gate = gate
         self.outbox = Outbox(journal)
-        self._current = current
-        self._on_change = on_change
+        self._ledger = ledger  # memory.json as committed (``Ledger.current``)
+        self._changed = changed  # Memory.on_change's listeners: the background sync's nudge
         self._team_sync: Any = None  # a team_sync.TeamSync once started
         self._urls: dict[str, str] = {}  # stored URL -> the one given (maybe with a password)
         self._roster_due: dict[str, float] = {}  # project -> when the background asks again
@@ -190,7 +190,7 @@ class Sharing:
                 f"{role} is a read-only member of project {project}: joined, but nothing is "
                 f"shared; ask its owner to run `{add_member_command(project, role)}`"
             )
-        data = self._current()
+        data = self._ledger.current()
         facts = [public_fact(f) for f in data.get("facts") or [] if fact_project(f) == project]
         diff: dict[str, Any] = {
             "newFacts": [{**f, "scope": "project", "project": project} for f in facts]
@@ -239,7 +239,7 @@ class Sharing:
         from .team_sync import TeamSync
 
         if self._team_sync is None:
-            self._team_sync = TeamSync(self, self._on_change)
+            self._team_sync = TeamSync(self, self._changed.add)
         return self._team_sync.start(interval)
 
     def catch_up(self, project: str | None) -> bool:

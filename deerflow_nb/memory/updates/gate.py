@@ -15,9 +15,8 @@ what used to live on each path:
 - **user-added facts**: no fold, model or upkeep change removes, merges or evicts one
   without a person's approval;
 - **caps**: a turn's ``remember`` calls (``MAX_REMEMBER_PER_TURN``);
-- **provenance**, from the change set's origin alone: facts the model chose to store are
-  ``addedBy: "model"`` (its suggestion), a fold's ``"fold"``, the user's by hand
-  ``addedBy: "user"``;
+- **provenance**, from the change set's origin alone: ``addedBy: "model"`` for facts the
+  model chose to store (its suggestion), ``"fold"`` for a fold's, ``"user"`` for a person's;
 - **journaling**: each change set is one ``memory_changes`` row, in the same transaction
   as its version (``Ledger.recording``, entered from here only); a team sync's pulled
   change sets share one version and one memory.json write (``committing_all``).
@@ -27,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -48,6 +47,7 @@ from ...storage.db import now_iso
 from ...storage.journal import Journal
 from ..readside.change_events import replacement_events
 from ..reports import changes_anything
+from ..retrieval.vectors import FactVectors
 from ..scopes import pin_projects
 from .edits import apply_edit
 from .held_facts import HeldFacts
@@ -104,7 +104,7 @@ class Gate:
         rules: Rules,
         review: Review,
         changed: Changed,
-        warm: Callable[[dict[str, Any]], None],
+        vectors: FactVectors,
     ) -> None:
         self.settings = settings
         self.journal = journal
@@ -112,7 +112,7 @@ class Gate:
         self.rules = rules
         self.review = review  # its switch (``on``): whether a model's change waits
         self._changed = changed
-        self._warm = warm
+        self._vectors = vectors  # warmed after each change that adds facts
         self.tap: Tap | None = None  # the team's share of each commit (memory/sharing.py)
 
     def submit(self, change: ChangeSet) -> Passed:
@@ -160,7 +160,7 @@ class Gate:
         if outcome.pending_id is not None:
             self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
         if result.events and not whole:
-            self._warm(result.data)
+            self._vectors.warm(result.data)
 
     @contextlib.contextmanager
     def committing_all(self, changes: list[ChangeSet]) -> Iterator[tuple[Any, list[Passed]]]:
@@ -213,7 +213,7 @@ class Gate:
             if outcome.pending_id is not None:
                 self._changed({"reason": "proposed", "pending_id": outcome.pending_id})
         if result.events:
-            self._warm(result.data)
+            self._vectors.warm(result.data)
 
     def _waits(self, change: ChangeSet) -> str:
         """Why ``change`` waits for review as a whole before anything applies ("": not)."""

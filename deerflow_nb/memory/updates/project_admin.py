@@ -6,8 +6,7 @@ any other: a rename and a forget can be rolled back, and a forget can wait for r
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...projects import DEFAULT_PROJECT, fact_project, project_name
 from ...schema.changes import ChangeSet
@@ -16,16 +15,22 @@ from ...storage.threads import rename_project
 from ..scopes import Scope, project_names, project_summary
 from .gate import Gate
 
+if TYPE_CHECKING:
+    from ..reader import MemoryReader
+
 FORGET_TRIES = 3  # reads of a project's facts that another kernel may change before a forget
 
 
 class Projects:
     """The projects of one home: what memory.json and the journal know of each."""
 
-    def __init__(self, journal: Journal, gate: Gate, data: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, journal: Journal, gate: Gate, reader: MemoryReader) -> None:
         self.journal = journal
         self.gate = gate
-        self._data = data
+        self._reader = reader  # memory.json as it is now (``MemoryReader.data``)
+
+    def _data(self) -> dict[str, Any]:
+        return self._reader.data
 
     def list(self) -> list[dict[str, Any]]:
         """Each project ``{name, facts, threads, last_used, summary}``, the latest used first;
