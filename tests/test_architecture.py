@@ -16,6 +16,7 @@ import inspect
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import deerflow_nb
 
@@ -1141,91 +1142,336 @@ def test_the_journal_write_scan_finds_planted_writes() -> None:
 WRITE_PATH = (
     "memory/updates/", "memory/folding/", "storage/", "memory/sqlite_home.py", "memory/sharing.py",
 )  # fmt: skip
-# Higher-order helpers that take a key or a thread's target, not a step of a write.
-PURE_HIGHER_ORDER = {"sorted", "sort", "min", "max", "sub", "Thread"}
-# What stays, and why: a rule's test seam.
+# Where the write path's parts are made and wired: only what it hands to them is scanned.
+WIRING = ("memory/api.py",)
+# Higher-order helpers that take a key, a thread's target or an exit hook (``atexit``), not
+# a step of a write.
+PURE_HIGHER_ORDER = {"sorted", "sort", "min", "max", "sub", "Thread", "register", "unregister"}
+# What stays, and why: a rule's test seam, and memory's change listeners.
+LISTENERS = (
+    "Memory.on_change's listeners (listeners.py), told after a change commits: an observer "
+    "list (the panel's refresh, team sync's nudge), never a step of the write"
+)
 KEPT_CALLABLES = {
     ("memory/updates/updater.py", "apply_diff", "id_factory"): "fact ids a test fixes",
     ("memory/updates/updater.py", "_apply_merge", "id_factory"): "fact ids a test fixes",
+    ("memory/updates/gate.py", "__init__", "changed"): LISTENERS,
+    ("memory/updates/review.py", "__init__", "changed"): LISTENERS,
+    ("memory/updates/write_protocol.py", "__init__", "changed"): LISTENERS,
+}
+# Functions handed down on purpose, and why (file, what is handed, to what).
+KEPT_HANDED = {
+    ("memory/sharing.py", "self.tap", "gate.tap"): (
+        "the team's share of each commit: the gate asks it before every commit. Calling it "
+        "top-down means moving Sharing's tap (_Commit, the shared-projects lookup) below the "
+        "gate and Refused out of gate.py, a refactor of its own (reported, review_38 #5)"
+    ),
 }
 
 
-def functions_handed_down(source: str, where: str = "") -> list[str]:
-    """Functions passed as arguments in ``source`` (a lambda, a ``partial``, a nested
-    function, or a name bound to one of those), and parameters typed as functions outside
-    an ``__init__`` (wiring a part at construction is not a step of a write)."""
-    found = []
-    for fn in ast.walk(ast.parse(source)):
+def module_of(where: str) -> str:
+    """``memory/updates/gate.py`` -> ``deerflow_nb.memory.updates.gate``."""
+    return module_name(PACKAGE / where)
+
+
+def _resolved(module: str, dotted: str) -> Any:
+    """The object ``dotted`` names in ``module`` (its import), or None."""
+    from importlib import import_module
+
+    try:
+        found: Any = import_module(module)
+        for part in dotted.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    return found
+
+
+def _imported_names(tree: ast.AST, module: str) -> dict[str, tuple[str, str]]:
+    """Each name a deerflow_nb import binds: (module it is read from, attribute or "")."""
+    package = module.split(".")[:-1]
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if target.startswith("deerflow_nb"):
+                for a in node.names:
+                    names[a.asname or a.name] = (target, a.name)
+        elif isinstance(node, ast.Import):
+            names |= {a.asname: (a.name, "") for a in node.names if a.asname}
+    return names
+
+
+class _Functions:
+    """What names a function in one module's source: a lambda, a ``partial``, a nested
+    function (or a name bound to one), a method of the enclosing class (``self.tap``), a
+    module-level function of this module or one imported (``fold_log.bounded``), and a
+    method of an object made in the same function (``vectors.warm`` after
+    ``vectors = FactVectors(...)``)."""
+
+    def __init__(self, tree: ast.Module, module: str) -> None:
+        self.module = module
+        self.imported = _imported_names(tree, module)
+        self.local = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        self.classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+
+    def _is_function(self, obj: Any) -> bool:
+        return inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj)
+
+    def _method(self, cls: ast.ClassDef | str, name: str) -> bool:
+        if isinstance(cls, str):  # an imported class
+            origin = self.imported.get(cls)
+            found = origin and _resolved(origin[0], f"{origin[1]}.{name}")
+            return bool(found) and inspect.isfunction(found)
+        for item in cls.body:
+            if isinstance(item, ast.FunctionDef) and item.name == name:
+                return not any(
+                    _name(d) in ("property", "cached_property") for d in item.decorator_list
+                )
+        return False
+
+    def scope(
+        self, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef | None
+    ) -> set[str]:
+        """The names in ``fn`` bound to a function, and the objects it makes (``name:Cls``)."""
+        inner = {n.name for n in ast.walk(fn) if n is not fn and isinstance(n, ast.FunctionDef)}
+        args = fn.args
+        made = {f"{a.arg}:" for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                if self.names_function(node.value, inner, set(), cls):
+                    inner |= set(names)
+                elif isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name):
+                    made |= {f"{n}:{node.value.func.id}" for n in names}
+        return inner | made
+
+    def names_function(
+        self, node: ast.expr, inner: set[str], made: set[str], cls: ast.ClassDef | None
+    ) -> bool:
+        if isinstance(node, ast.Lambda):
+            return True
+        if isinstance(node, ast.Call):
+            return _name(node.func) == "partial"
+        if isinstance(node, ast.Name):
+            if f"{node.id}:" in made:  # a parameter, whatever a module function is called
+                return False
+            if node.id in inner or node.id in self.local:
+                return True
+            origin = self.imported.get(node.id)
+            return (
+                bool(origin)
+                and origin[1] != ""
+                and self._is_function(_resolved(origin[0], origin[1]))
+            )
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+            return False
+        owner = node.value.id
+        if owner == "self":
+            return cls is not None and self._method(cls, node.attr)
+        for entry in made:
+            name, _, made_by = entry.partition(":")
+            if name == owner and made_by:
+                local = self.classes.get(made_by)
+                return self._method(local if local is not None else made_by, node.attr)
+        origin = self.imported.get(owner)
+        if origin is None:
+            return False
+        dotted = f"{origin[1]}.{node.attr}" if origin[1] else node.attr
+        return self._is_function(_resolved(origin[0], dotted))
+
+
+def functions_handed_down(
+    source: str, where: str = "", *, only: set[str] | None = None
+) -> list[str]:
+    """Functions handed to another part in ``source`` (see ``_Functions``): passed as an
+    argument, or set as an attribute of another object (``gate.tap = self.tap``,
+    ``setattr``), and parameters typed as functions, in ``__init__`` too (a part wired with
+    a function at construction calls back as any other). With ``only`` (the wiring in
+    api.py), only what is passed to those names (the write path's classes) counts."""
+    tree = ast.parse(source)
+    names = _Functions(tree, module_of(where) if where else "deerflow_nb.memory.planted")
+    owners = {id(fn): cls for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+              for fn in cls.body}  # fmt: skip
+    found = called_parameters(tree, where) if only is None else []
+    for fn in ast.walk(tree):
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
-        if fn.name != "__init__":
-            for arg in [*fn.args.args, *fn.args.kwonlyargs]:
-                text = ast.unparse(arg.annotation) if arg.annotation is not None else ""
-                kept = (where, fn.name, arg.arg) in KEPT_CALLABLES
-                if re.search(r"\b(Callable|Finish|Mutate|Changed)\b", text) and not kept:
-                    found.append(f"line {arg.lineno}: {fn.name}({arg.arg}: {text})")
-        inner = {n.name for n in ast.walk(fn) if n is not fn and isinstance(n, ast.FunctionDef)}
+        cls = owners.get(id(fn))
+        for arg in [*fn.args.args, *fn.args.kwonlyargs]:
+            text = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+            kept = (where, fn.name, arg.arg) in KEPT_CALLABLES
+            if re.search(r"\b(Callable|Finish|Mutate|Changed|Tap)\b", text) and not kept:
+                found.append(f"line {arg.lineno}: {fn.name}({arg.arg}: {text})")
+        bound = names.scope(fn, cls)
+        inner = {b for b in bound if ":" not in b}
+        made = bound - inner
         for node in ast.walk(fn):
-            if isinstance(node, ast.Assign) and _is_function(node.value, inner):
-                inner |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        for call in ast.walk(fn):
-            if not isinstance(call, ast.Call):
-                continue
-            callee = _name(call.func)
-            if callee in PURE_HIGHER_ORDER:
-                continue
-            for arg in [*call.args, *(k.value for k in call.keywords)]:
-                if _is_function(arg, inner):
-                    found.append(f"line {arg.lineno}: {ast.unparse(arg)[:40]} passed to {callee}")
+            handed: list[tuple[ast.expr, str]] = []
+            if isinstance(node, ast.Call):
+                callee = _name(node.func)
+                if callee in PURE_HIGHER_ORDER or (only is not None and callee not in only):
+                    continue
+                if callee == "setattr" and len(node.args) == 3:
+                    handed.append((node.args[2], f"set on {ast.unparse(node.args[0])}"))
+                else:
+                    args = [*node.args, *(k.value for k in node.keywords)]
+                    handed += [(a, f"passed to {callee}") for a in args]
+            elif isinstance(node, ast.Assign) and only is None:
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute) and ast.unparse(target.value) != "self":
+                        handed.append((node.value, f"set on {ast.unparse(target)}"))
+            for value, how in handed:
+                text = ast.unparse(value)
+                if (where, text, how.split()[-1]) in KEPT_HANDED:
+                    continue
+                if names.names_function(value, inner, made, cls):
+                    found.append(f"line {value.lineno}: {text[:40]} {how}")
     return sorted(set(found), key=lambda hit: (int(hit.split()[1].rstrip(":")), hit))
 
 
-def _is_function(node: ast.expr, inner: set[str]) -> bool:
-    """A lambda, a ``partial(...)``, or the name of a nested function (or of one of these)."""
-    if isinstance(node, ast.Lambda):
-        return True
-    if isinstance(node, ast.Call) and _name(node.func) == "partial":
-        return True
-    return isinstance(node, ast.Name) and node.id in inner
+def called_parameters(tree: ast.Module, where: str = "") -> list[str]:
+    """Parameters a function calls (``then(rows)``), or an ``__init__`` keeps and its class
+    calls later (``self._warm = warm`` ... ``self._warm(data)``): the receiving end of a
+    function handed down, whatever is handed and however it is typed."""
+    found = []
+    for cls in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))]:
+        kept: dict[str, str] = {}  # self.<attr> -> the __init__ parameter it holds
+        for fn in cls.body:
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            params = {a.arg for a in [*fn.args.args, *fn.args.kwonlyargs]} - {"self", "cls"}
+            params = {a for a in params if (where, fn.name, a) not in KEPT_CALLABLES}
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    if node.func.id in params:
+                        found.append(f"line {node.lineno}: {fn.name} calls its {node.func.id}")
+                elif fn.name == "__init__" and isinstance(node, ast.Assign):
+                    for t in node.targets:
+                        value = node.value
+                        if (
+                            isinstance(t, ast.Attribute)
+                            and ast.unparse(t.value) == "self"
+                            and isinstance(value, ast.Name)
+                            and value.id in params
+                        ):
+                            kept[t.attr] = value.id
+        for node in ast.walk(cls):
+            func = getattr(node, "func", None)
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(func, ast.Attribute)
+                and ast.unparse(func.value) == "self"
+                and func.attr in kept
+            ):
+                found.append(f"line {node.lineno}: calls self.{func.attr} (its {kept[func.attr]})")
+    return found
 
 
 def test_no_function_is_handed_down_the_write_path() -> None:
     wrong = []
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(PACKAGE).as_posix()
+        source = path.read_text()
         if where.startswith(WRITE_PATH):
-            wrong += [f"{where}: {hit}" for hit in functions_handed_down(path.read_text(), where)]
+            wrong += [f"{where}: {hit}" for hit in functions_handed_down(source, where)]
+        elif where in WIRING:
+            parts = write_path_classes(source, module_of(where))
+            found = functions_handed_down(source, where, only=parts)
+            wrong += [f"{where}: {hit}" for hit in found]
     assert not wrong, (
-        "functions handed down the write path (run the step in a context manager's body, or "
-        "pass data):\n" + "\n".join(wrong)
+        "functions handed down the write path (run the step in a context manager's body, "
+        "pass data, or the part itself):\n" + "\n".join(wrong)
     )
+
+
+def write_path_classes(source: str, module: str) -> set[str]:
+    """The names ``source`` imports from the write path's modules (``Gate``, ``Sharing``)."""
+    prefixes = tuple("deerflow_nb." + w.removesuffix(".py").replace("/", ".") for w in WRITE_PATH)
+    return {
+        name
+        for name, (origin, _) in _imported_names(ast.parse(source), module).items()
+        if origin.startswith(prefixes)
+    }
 
 
 def test_the_hand_down_scan_finds_planted_callbacks() -> None:
+    """The check itself, with review_38's plants: a module function handed to the gate
+    (CB1, imported; CB3, this module's own), a bound method (CB2), a callable set on the
+    gate (``gate.tap = self.tap``, or by ``setattr``) and a part wired with a function in
+    ``__init__`` or in api.py (``vectors.warm``, ``lambda: self.data``)."""
     planted = (
-        "def apply(self, diff, finish: Callable[[Any], None]):\n"
-        "    def done(db):\n"
-        "        finish(db)\n"
-        "    step = partial(self._guarded, diff)\n"
-        "    self.ledger.commit('fold', 'x', step, done)\n"
-        "    self.gate.submit(change, lambda db, _: rename(db))\n"
-        "    apply_diff(data, diff, usage=lambda: read(db))\n"
+        "from .folding import fold_log\n"
+        "from .retrieval.vectors import FactVectors\n"
+        "def _noop(rows):\n"
+        "    return rows\n"
+        "class Fold:\n"
+        "    def apply(self, diff, finish: Callable[[Any], None]):\n"
+        "        def done(db):\n"
+        "            finish(db)\n"
+        "        step = partial(self._guarded, diff)\n"
+        "        self.ledger.commit('fold', 'x', step, done)\n"
+        "        self.gate.submit(change, lambda db, _: rename(db))\n"
+        "        apply_diff(data, diff, usage=lambda: read(db))\n"
+        "        with self.gate.committing(change, then=fold_log.bounded):\n"
+        "            pass\n"
+        "        with self.gate.committing(change, then=_noop):\n"
+        "            pass\n"
+        "        self.gate.submit(change, self._left)\n"
+        "    def _left(self, rows):\n"
+        "        return rows\n"
+        "    def __init__(self, gate, warm: Callable[[dict], None]):\n"
+        "        gate.tap = self._left\n"
+        "        setattr(gate, 'tap', self._left)\n"
+        "        vectors = FactVectors(settings, journal)\n"
+        "        Gate(settings, journal, vectors.warm)\n"
+        "        Projects(journal, gate, lambda: self.data)\n"
     )
     assert functions_handed_down(planted) == [
-        "line 1: apply(finish: Callable[[Any], None])",
-        "line 5: done passed to commit",
-        "line 5: step passed to commit",
-        "line 6: lambda db, _: rename(db) passed to submit",
-        "line 7: lambda: read(db) passed to apply_diff",
+        "line 6: apply(finish: Callable[[Any], None])",
+        "line 8: apply calls its finish",
+        "line 10: done passed to commit",
+        "line 10: step passed to commit",
+        "line 11: lambda db, _: rename(db) passed to submit",
+        "line 12: lambda: read(db) passed to apply_diff",
+        "line 13: fold_log.bounded passed to committing",
+        "line 15: _noop passed to committing",
+        "line 17: self._left passed to submit",
+        "line 20: __init__(warm: Callable[[dict], None])",
+        "line 21: self._left set on gate.tap",
+        "line 22: self._left set on gate",
+        "line 24: vectors.warm passed to Gate",
+        "line 25: lambda: self.data passed to Projects",
+    ]
+    assert [hit for hit in functions_handed_down(planted, only={"Gate"}) if "passed" in hit] == [
+        "line 24: vectors.warm passed to Gate"
+    ]
+    # The receiving end, whatever is handed (review_38's CB2 hands a builtin via a property).
+    gate = (
+        "class Gate:\n"
+        "    def __init__(self, warm):\n"
+        "        self._warm = warm\n"
+        "    def committing(self, change, then=None):\n"
+        "        then and then([])\n"
+        "        self._warm(change)\n"
+    )
+    assert functions_handed_down(gate) == [
+        "line 5: committing calls its then",
+        "line 6: calls self._warm (its warm)",
     ]
     innocent = (
-        "def f(self, rows, change: ChangeSet):\n"
+        "from .folding import fold_log\n"
+        "def f(self, rows, change: ChangeSet, settings):\n"
         "    rows.sort(key=lambda r: r['id'])\n"
         "    with self.gate.committing(change) as committed:\n"
         "        mark(committed.db)\n"
+        "    self.gate.submit(change, settings.memory, fold_log.MAX_LEFT_OUT)\n"
         "    return sorted(rows, key=lambda r: r['at'])\n"
-        "def __init__(self, warm: Callable[[dict], None]):\n"
-        "    self.warm = warm\n"
+        "def g(self, gate, _noop):\n"
+        "    gate.limit = 3\n"
+        "    self.tap = self.g\n"
+        "    gate.submit(_noop)\n"
     )
     assert functions_handed_down(innocent) == []
 
