@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from journal_rows import journal_turn
 
-from deerflow_nb.memory import Memory, SQLiteHome
+from deerflow_nb.memory import Memory
 from deerflow_nb.memory.folding import schedule
+from deerflow_nb.memory.sqlite_home import SQLiteHome
 from deerflow_nb.notebook.views.status import StatusView
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -70,7 +70,9 @@ class Handles:
 
 def _sqlite(tmp_path: Path) -> Iterator[Handles]:
     home = tmp_path / "home"
-    handles = Handles(lambda: SQLiteHome.open(home), ("deerflow_nb.memory.SQLiteHome", str(home)))
+    handles = Handles(
+        lambda: SQLiteHome.open(home), ("deerflow_nb.memory.sqlite_home.SQLiteHome", str(home))
+    )
     try:
         yield handles
     finally:
