@@ -53,12 +53,12 @@ def test_scores_are_the_formulas(documents: list[list[str]], query: list[str]) -
     documents=st.lists(st.lists(st.sampled_from(WORDS), max_size=6), min_size=1, max_size=40),
     query=st.lists(st.sampled_from([*WORDS, "absent"]), max_size=6),
 )
-def test_kept_rows_of_frequent_terms_give_the_same_sums_bit_for_bit(
+def test_scores_are_the_terms_added_one_at_a_time_bit_for_bit(
     documents: list[list[str]], query: list[str]
 ) -> None:
-    """A frequent term's scores are kept as a dense row after its first query: asking
-    again gives the same floats exactly, and so does adding the terms one at a time from
-    their postings (the order the formula adds them in)."""
+    """One ``bincount`` over the terms' postings gives exactly the floats of adding the
+    terms one at a time (the order the formula adds them in), on the facts and on their
+    windows, and asking again gives the same (the index keeps its term rows)."""
     arrays = [np.array([IDS[w] for w in d], dtype=np.int64) for d in documents]
     index, windows = BM25.with_windows(IDS, arrays, np.zeros(len(documents), dtype=int), 1)
     for bm25 in (index, windows):

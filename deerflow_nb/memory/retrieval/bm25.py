@@ -13,11 +13,6 @@ import numpy as np
 # A term's frequency saturates with k1; b normalises by document length: bm25s's defaults.
 BM25_K1 = 1.5
 BM25_B = 0.75
-# A term in more than this share of the documents keeps its scores as one dense row, at
-# most ``DENSE_ROWS`` of them per index: "work" or "project" in most of 10,000 facts cost a
-# gather and a scatter of 10,000 postings on every query that names it, or feeds it back.
-DENSE_SHARE = 0.125
-DENSE_ROWS = 64
 
 
 class BM25:
@@ -30,7 +25,7 @@ class BM25:
     where a general-purpose library spends most of a second.
     """
 
-    __slots__ = ("lexicon", "terms", "indptr", "docs", "weights", "n", "_pairs", "_dense", "_rows")
+    __slots__ = ("lexicon", "terms", "indptr", "docs", "weights", "n", "_pairs", "_rows")
 
     def __init__(
         self,
@@ -54,7 +49,6 @@ class BM25:
         self.docs = doc
         self.weights = idf[term] * tf / (tf + norm[doc])
         self._pairs = (term, doc, tf, lengths)
-        self._dense: dict[int, np.ndarray] = {}  # row -> scores, for frequent terms
         self._rows: dict[str, int] = {}  # term -> its row here (-1: no document holds it)
 
     @classmethod
@@ -115,30 +109,19 @@ class BM25:
     def get_scores(self, terms: Sequence[str]) -> np.ndarray:
         """BM25 of the query ``terms`` (a repeated term counts again) for every document.
 
-        Term after term, as the formula adds them (so a document's sum is the same, bit
-        for bit, whatever the terms' postings): a rare term's postings are added where
-        they are, a frequent one's as its dense row, kept (see ``DENSE_SHARE``)."""
-        scores = np.zeros(self.n)
+        The terms' postings are summed in one ``bincount``, term after term as a loop of
+        ``+=`` would add them (the same sums, bit for bit), without a gather and a scatter
+        per term: a word in every fact has a posting per fact."""
+        rows = self.ids(terms)
         indptr, docs, weights = self.indptr, self.docs, self.weights
-        for row in self.ids(terms):
-            start, end = indptr[row], indptr[row + 1]
-            if end - start > DENSE_SHARE * self.n:
-                scores += self._dense_row(row)
-            else:  # a document appears once in a term's postings
-                scores[docs[start:end]] += weights[start:end]
-        return scores
-
-    def _dense_row(self, row: int) -> np.ndarray:
-        """One term's scores for every document, kept for the index's life (the first
-        ``DENSE_ROWS`` frequent terms asked for)."""
-        found = self._dense.get(row)
-        if found is None:
-            start, end = self.indptr[row], self.indptr[row + 1]
-            found = np.zeros(self.n)
-            found[self.docs[start:end]] = self.weights[start:end]
-            if len(self._dense) < DENSE_ROWS:
-                self._dense[row] = found
-        return found
+        if not rows:
+            return np.zeros(self.n)
+        spans = [(indptr[t], indptr[t + 1]) for t in rows]
+        return np.bincount(
+            np.concatenate([docs[start:end] for start, end in spans]),
+            weights=np.concatenate([weights[start:end] for start, end in spans]),
+            minlength=self.n,
+        )
 
     def containing(self, term: str) -> np.ndarray:
         """The documents holding ``term``."""
