@@ -45,10 +45,10 @@ class FoldWorker:
         atexit.register(self._at_exit)
 
     def notify(self, due: float | None = None) -> None:
-        """Look at the queue again now (a test moved the clock); for a row just queued,
-        ``due`` at ``due``: then only if the worker would look later than that by itself.
-        An enqueue mostly pushes due times back, and waking the thread after every turn
-        cost that turn about a millisecond."""
+        """Look at the queue again now (a test moved the clock). Given ``due``, the due
+        time of a row just queued, only if the worker would look later than that by
+        itself: an enqueue mostly pushes due times back, and waking the thread after
+        every turn cost that turn a switch to it."""
         with self._wake:
             if due is not None and self._looks_at is not None and self._looks_at <= due:
                 return
