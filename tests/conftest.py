@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,12 +54,16 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def ctrl_c_lands() -> Iterator[None]:
     """Collect garbage first and keep the cyclic collector off while the test presses
     Ctrl-C: a finalizer running in the main thread (an earlier test's HTTP client) would
-    swallow the KeyboardInterrupt as "Exception ignored in __del__"."""
+    swallow the KeyboardInterrupt as "Exception ignored in __del__". Ctrl-C raises
+    KeyboardInterrupt whatever the suite inherited: a run started in the background by a
+    shell without job control (``cmd &`` in a script) starts Python with SIGINT ignored."""
     gc.collect()
     gc.disable()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
+        signal.signal(signal.SIGINT, previous)
         gc.enable()
 
 
